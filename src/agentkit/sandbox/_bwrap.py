@@ -47,6 +47,9 @@ _ETC_RO = (
     "/etc/mime.types",
     "/etc/gai.conf",
 )
+#: What the holder needs, briefly and inside the sandbox's user namespace only,
+#: to become the sandbox's root before it drops them (see :func:`holder_argv`).
+_BECOME_ROOT_CAPS = ("CAP_SETGID", "CAP_SETPCAP", "CAP_SETUID")
 #: Top-level directories that usrmerged hosts turn into symlinks into /usr.
 _TOP_LEVEL = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
@@ -140,7 +143,24 @@ def holder_argv(
     are bound read-only over it. With ``userns_block_fd`` bubblewrap waits
     (after reporting the pid on ``info_fd``) until the caller has written the
     user namespace's uid/gid maps itself and then written to that fd.
+
+    ``holder`` runs as the sandbox's uid/gid 0 with no capabilities (but
+    ``CAP_NET_BIND_SERVICE`` when ``cap_add`` asks for it). ``/proc/sys`` is
+    read-only and ``/sys`` absent. The caller forbids user namespaces inside
+    before it runs anything there (``LocalSandbox._forbid_user_namespaces``).
     """
+    if userns_block_fd is not None:
+        # The caller maps ids itself, so bubblewrap's setup runs as the id host
+        # root maps to (nobody): the holder leaves it for the sandbox's uid/gid 0
+        # and drops every capability it may (bar CAP_NET_BIND_SERVICE if asked).
+        caps = "-all,+net_bind_service" if "CAP_NET_BIND_SERVICE" in cap_add else "-all"
+        cap_add = sorted({*cap_add, *_BECOME_ROOT_CAPS})
+        holder = [
+            tools.setpriv, "--reuid=0", "--regid=0", "--clear-groups",
+            f"--inh-caps={caps}", f"--ambient-caps={caps}", f"--bounding-set={caps}",
+            "--no-new-privs", "--",
+            *holder,
+        ]  # fmt: skip
     argv = [
         tools.bwrap,
         "--unshare-all",
@@ -168,6 +188,9 @@ def holder_argv(
         argv += ["--ro-bind", path, path]
     argv += [
         "--proc", "/proc",
+        # Read-only: the values stay the sandbox's own (sysctls are looked up
+        # in the reader's namespaces), none can be written.
+        "--ro-bind", "/proc/sys", "/proc/sys",
         "--dev", "/dev",
         "--perms", "1777",
         "--tmpfs", "/dev/shm",

@@ -1,18 +1,25 @@
-"""A host uid/gid of its own for a sandbox, so that RLIMIT_NPROC applies as root.
+"""A host uid/gid of its own for every sandbox when agentkit runs as root.
 
-The kernel never enforces RLIMIT_NPROC on host uid 0, and by default the
-sandbox's uid 0 *is* the caller's uid: a root orchestrator could not limit
-how many processes a sandbox runs. When it must (``max_processes``), the
-sandbox's user namespace maps uid/gid 0 inside to an unused host id of its
-own, far above real accounts (``BASE_ID`` + a per-sandbox offset), and every
-command runs as that id. The kernel counts processes per user namespace and
-uid, so each sandbox has its own count. Bubblewrap's own setup still runs as
-host root (so it can reach the rollout's files wherever they are); host
-root is mapped to ``nobody`` inside so that setup works, and every command
-leaves it at once (nsenter switches to the namespace's uid 0).
+By default a user namespace maps the sandbox's uid 0 to the caller's uid.
+When the caller is root of the host, that would make the agent's "root" the
+host's root: files the kernel checks by owner (``/proc/sys/kernel/core_pattern``,
+``/proc/sys/vm/drop_caches``) would be writable from inside, which is a way
+out of every namespace. So whenever this process is root (and its uid 0 is
+not itself an unprivileged uid of an outer namespace), each sandbox's user
+namespace maps uid/gid 0 inside to an unused host id of its own, far above
+real accounts (``BASE_ID`` + a per-sandbox offset), and every command runs as
+that id. Inside-root is then an unprivileged uid on the host in every
+configuration; where no such id can be mapped, the sandbox refuses to start.
+A separate id also makes RLIMIT_NPROC apply (the kernel never enforces it on
+host uid 0; it counts per user namespace and uid, so each sandbox has its own
+count).
 
-The orchestrator (root) keeps full access to the files; what it creates in
-the sandbox is handed to the sandbox's id so commands can still write there.
+Bubblewrap's own setup still runs as host root (so it can reach the
+rollout's files wherever they are); host root is mapped to ``nobody`` inside
+so that setup works, and every command leaves it at once (nsenter switches
+to the namespace's uid 0). The orchestrator (root) keeps full access to the
+files; what it creates in the sandbox is handed to the sandbox's id so
+commands can still write there.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from agentkit.sandbox._errors import SandboxUnavailableError
+
 __all__ = [
     "BASE_ID",
     "NOBODY",
@@ -29,6 +38,7 @@ __all__ = [
     "chown_tree",
     "is_initial_root",
     "make_parents",
+    "needs_own_id",
     "write_id_maps",
 ]
 
@@ -52,6 +62,44 @@ def is_initial_root() -> bool:
     except OSError:
         return False
     return fields[:3] == ["0", "0", "4294967295"]
+
+
+def _id_map() -> list[tuple[int, int, int]]:
+    """This process's uid map: (inside, outside, count) ranges."""
+    with open("/proc/self/uid_map") as f:
+        rows = [line.split() for line in f if line.strip()]
+    return [(int(a), int(b), int(c)) for a, b, c in rows]
+
+
+def needs_own_id() -> bool:
+    """True when sandboxes must get a host id of their own (this process is root).
+
+    False when this process is not uid 0, or when its uid 0 is an unprivileged
+    uid of the outer namespace (a rootless container): the caller's uid is
+    then safe to map. Raises :class:`SandboxUnavailableError` when this
+    process is root but cannot map the ids sandboxes would need.
+    """
+    if os.geteuid() != 0:
+        return False
+    try:
+        ranges = _id_map()
+    except (OSError, ValueError) as exc:
+        raise SandboxUnavailableError(
+            f"agentkit runs as root but cannot read /proc/self/uid_map ({exc}); the local "
+            "sandbox refuses to start rather than give the agent the host's root"
+        ) from None
+    outer = next((out for inside, out, count in ranges if inside <= 0 < inside + count), 0)
+    if outer != 0:
+        return False
+    top = BASE_ID + (1 << (_PID_BITS + _COUNTER_BITS))
+    if not any(inside <= BASE_ID and top <= inside + count for inside, _, count in ranges):
+        raise SandboxUnavailableError(
+            "agentkit runs as root, and the local sandbox would give the agent the host's root: "
+            f"it needs host ids {BASE_ID}..{top - 1} to map the sandbox's root to an "
+            "unprivileged uid, and this user namespace does not map them. Run agentkit as an "
+            "unprivileged user, or in a namespace that maps those ids"
+        )
+    return True
 
 
 def allocate_id() -> int:

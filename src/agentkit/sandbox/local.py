@@ -37,8 +37,8 @@ from agentkit.sandbox._forward import (
 from agentkit.sandbox._hostid import (
     allocate_id,
     chown_tree,
-    is_initial_root,
     make_parents,
+    needs_own_id,
     write_id_maps,
 )
 from agentkit.sandbox._paths import Mount, SandboxFS
@@ -63,8 +63,10 @@ class LocalSandbox(BaseSandbox):
     - ``ro_binds``: extra host paths visible read-only at the same path.
     - ``max_processes``, ``max_memory_mb`` (address space), ``max_file_size_mb``,
       ``max_cpu_seconds``, ``max_open_files``: setrlimit limits on every command.
-      When agentkit runs as root, ``max_processes`` also gives the sandbox a
-      host uid of its own (``host_id``), which the kernel does limit.
+
+    The sandbox's uid 0 is never the host's root: when agentkit runs as root,
+    every sandbox gets a host uid of its own (``host_id``; see
+    ``agentkit.sandbox._hostid``).
     - ``max_output_mb``: how much stdout/stderr each command keeps.
     """
 
@@ -98,10 +100,10 @@ class LocalSandbox(BaseSandbox):
         )
         self._tools: Tools = find_tools(bwrap)
         self.network = bool(self.hints.network and allow_network)
-        #: The host uid/gid the sandbox's uid 0 maps to, when not the caller's own:
-        #: host uid 0 is exempt from RLIMIT_NPROC, so root gives the sandbox its own.
+        #: The host uid/gid the sandbox's uid 0 maps to, when not the caller's own
+        #: (always, when the caller is root).
         self.host_id: int | None = None
-        if max_processes is not None and is_initial_root():
+        if needs_own_id():
             self.host_id = allocate_id()
         self.limits = Limits(
             max_processes=max_processes,
@@ -290,11 +292,42 @@ class LocalSandbox(BaseSandbox):
             await self._fail_start()
         if self.host_id is None:
             self._set_holder_pid(self._read_info(info_r))
-        else:
+        try:
+            await self._forbid_user_namespaces()
+        except SandboxError as exc:
+            await self._fail_start(str(exc))
+        if self.host_id is not None:
             # /etc is a tmpfs bubblewrap filled as host root: hand it to the sandbox's id.
             root = f"/proc/{self._holder_pid}/root"
             for path in ["/etc", *(dest for dest, _ in self._etc_files())]:
                 os.chown(root + path, self.host_id, self.host_id, follow_symlinks=False)
+
+    async def _forbid_user_namespaces(self) -> None:
+        """Set ``user.max_user_namespaces`` to 0 in the sandbox's user namespace.
+
+        Run once the sandbox is up, before any command: a process entering
+        the namespace (with its capabilities there, nowhere else) writes the
+        limit, which applies to the namespace and everything inside it.
+        (Bubblewrap's ``--disable-userns`` does the same, but cannot be
+        combined with the id maps the caller writes as root.)
+        """
+        proc = await asyncio.create_subprocess_exec(
+            self._tools.nsenter, "-t", str(self._holder_pid), "-U",
+            # Become the namespace's root where we map ids ourselves; else our
+            # own uid already is (and setgroups is denied).
+            *(() if self.host_id is not None else ("--preserve-credentials",)),
+            "--",
+            "/bin/sh", "-c", "echo 0 > /proc/sys/user/max_user_namespaces",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            env={"PATH": "/usr/bin:/bin"},
+        )  # fmt: skip
+        _, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise SandboxError(
+                f"could not forbid user namespaces inside: {err.decode(errors='replace').strip()}"
+            )
 
     async def _stop_backend(self) -> None:
         if self._relay is not None:

@@ -1,0 +1,164 @@
+"""A hostile agent inside the sandbox tries the known ways out; every one is contained.
+
+Run as root in CI (where the kernel would let host root do every one of
+these) and as an unprivileged user. Each probe runs inside a real sandbox
+and the host's value is read before and after: the probe must fail inside
+and the host must be unchanged. The probes are written once and run on
+every sandbox kind listed in ``SANDBOXES``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentkit.sandbox._base import BaseSandbox
+from agentkit.testing.sandbox_fixtures import requires_bwrap
+
+pytestmark = [pytest.mark.anyio]
+
+#: Sandbox kinds the probes run on, with what each needs.
+SANDBOXES = [pytest.param("local", marks=requires_bwrap, id="local")]
+
+CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
+
+
+@pytest.fixture(params=SANDBOXES)
+async def sandbox(request: pytest.FixtureRequest, sandbox_factory) -> BaseSandbox:
+    box: BaseSandbox = await sandbox_factory(request.param)
+    return box
+
+
+async def _fails(sandbox: BaseSandbox, cmd: str) -> str:
+    """Run ``cmd`` inside; it must fail. Returns its output for the assertion message."""
+    r = await sandbox.exec(["bash", "-c", cmd])
+    out = (r.stdout + r.stderr).strip()
+    assert r.exit_code != 0, f"{cmd!r} succeeded inside the sandbox: {out}"
+    return out
+
+
+def test_probes_run_as_root_where_ci_runs() -> None:
+    """Under CI the probes must run as root at least once: that is where they matter."""
+    if os.environ.get("CI") == "true" and os.environ.get("AGENTKIT_SECURITY_USER") is None:
+        assert os.geteuid() == 0, "CI runs the sandbox escape probes as root"
+
+
+async def test_inside_root_is_never_host_root(sandbox: BaseSandbox) -> None:
+    r = await sandbox.exec(["bash", "-c", "id -u; cat /proc/self/uid_map"])
+    assert r.ok, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "0"  # root inside, as tasks expect
+    # The kernel's own view: which host uid the sandbox's uid 0 is.
+    inside, outside, _count = (int(x) for x in lines[1].split())
+    assert inside == 0
+    assert outside != 0, "the sandbox's root is the host's root"
+    if os.geteuid() != 0:
+        assert outside == os.geteuid()
+
+
+async def test_cannot_set_the_hosts_core_pattern(sandbox: BaseSandbox) -> None:
+    before = CORE_PATTERN.read_text()
+    await _fails(sandbox, "echo '|/tmp/agentkit-pwned %p' > /proc/sys/kernel/core_pattern")
+    await _fails(sandbox, "sysctl -w kernel.core_pattern='|/tmp/agentkit-pwned' 2>&1 || exit 1")
+    assert CORE_PATTERN.read_text() == before
+
+
+async def test_kernel_knobs_are_read_only_or_absent(sandbox: BaseSandbox) -> None:
+    for knob in (
+        "/proc/sys/vm/drop_caches",
+        "/proc/sys/kernel/hostname",
+        "/proc/sys/kernel/modprobe",
+        "/proc/sys/kernel/sysrq",
+        "/proc/sysrq-trigger",
+        "/sys/kernel/uevent_helper",
+        "/sys/fs/cgroup/cgroup.procs",
+    ):
+        await _fails(sandbox, f"echo 3 > {knob}")
+    r = await sandbox.exec(["bash", "-c", "find /proc/sys /sys -writable -type f 2>/dev/null"])
+    assert r.stdout.strip() == "", f"writable kernel knobs inside: {r.stdout[:500]}"
+
+
+async def test_cannot_rename_the_host(sandbox: BaseSandbox) -> None:
+    before = socket.gethostname()
+    await _fails(sandbox, "hostname agentkit-pwned")
+    await _fails(sandbox, "echo agentkit-pwned > /proc/sys/kernel/hostname")
+    assert socket.gethostname() == before
+
+
+async def test_cannot_mount_or_make_namespaces(sandbox: BaseSandbox) -> None:
+    await _fails(sandbox, "mkdir -p /tmp/m && mount -t tmpfs none /tmp/m")
+    await _fails(sandbox, "mount --bind /usr /tmp")
+    # A nested user namespace would give the agent capabilities again.
+    await _fails(sandbox, "unshare --user true")
+    await _fails(sandbox, "unshare --user --map-root-user --mount true")
+    await _fails(sandbox, "unshare --mount true")
+
+
+async def test_cannot_ptrace_host_processes(sandbox: BaseSandbox) -> None:
+    host = subprocess.Popen(["sleep", "600"])
+    try:
+        probe = (
+            "import ctypes, os, sys\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "bad = []\n"
+            # The host process's pid number, and whatever is visible and not the
+            # sandbox's own user (pid 1, bubblewrap's init, when run as root).
+            "def foreign(p):\n"
+            "    try:\n"
+            "        return os.stat(f'/proc/{p}').st_uid != os.getuid()\n"
+            "    except OSError:\n"
+            "        return False\n"
+            "for pid in [int(sys.argv[1])] + [int(p) for p in os.listdir('/proc') "
+            "if p.isdigit() and foreign(p)]:\n"
+            "    if libc.ptrace(16, pid, 0, 0) == 0:\n"  # PTRACE_ATTACH
+            "        bad.append(pid)\n"
+            "print(bad)\n"
+        )
+        r = await sandbox.exec(["python3", "-c", probe, str(host.pid)])
+        assert r.ok, r.stderr
+        assert r.stdout.strip() == "[]", f"attached to {r.stdout.strip()} from inside"
+        status = Path(f"/proc/{host.pid}/status").read_text()
+        assert "TracerPid:\t0" in status
+        assert host.poll() is None
+    finally:
+        host.kill()
+        host.wait()
+
+
+async def test_writing_through_proc_1_root_stays_inside(
+    sandbox: BaseSandbox, tmp_path: Path
+) -> None:
+    marker = f"agentkit-escape-{os.getpid()}-{tmp_path.name}"
+    r = await sandbox.exec(
+        ["bash", "-c", f"echo pwned > /proc/1/root/tmp/{marker}; echo pwned > /proc/1/cwd/{marker}"]
+    )
+    assert not Path(f"/tmp/{marker}").exists()
+    assert not Path(f"/{marker}").exists()
+    assert not (Path.cwd() / marker).exists()
+    # /proc/1/root is the sandbox's own root, or out of reach.
+    r = await sandbox.exec(["bash", "-c", "stat -c %d:%i / /proc/1/root/ 2>/dev/null"])
+    inodes = r.stdout.split()
+    assert len(inodes) == 1 or inodes[0] == inodes[1], r.stdout
+
+
+async def test_setuid_files_made_inside_grant_nothing(sandbox: BaseSandbox) -> None:
+    # no_new_privs: a setuid-root binary the agent plants runs without privileges.
+    r = await sandbox.exec(
+        [
+            "bash",
+            "-c",
+            "cp /usr/bin/id /tmp/suid && chmod 4755 /tmp/suid; /tmp/suid -u; "
+            "grep NoNewPrivs /proc/self/status",
+        ]
+    )
+    assert r.stdout.split()[0] == "0"
+    assert "NoNewPrivs:\t1" in r.stdout
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(pytest.main([__file__, "-v"]))
