@@ -17,6 +17,7 @@ from agentkit import (
     HarnessResult,
     Limits,
     Task,
+    TaskImage,
     Usage,
     ValidationError,
 )
@@ -101,7 +102,17 @@ hints = st.builds(
     timeout_sec=optional_float,
     tools=st.lists(texts, max_size=3),
     docs=st.none() | texts,
-    image=st.none() | texts,
+    image=st.none()
+    | st.builds(
+        TaskImage,
+        dockerfile=st.none() | texts,
+        context=st.none() | texts,
+        image=st.none() | texts,
+        compose_file=st.none() | texts,
+        main_service=texts,
+        build_timeout_sec=optional_float,
+    ),
+    gpus=optional_int,
 )
 limits = st.builds(
     Limits, timeout_sec=optional_float, max_turns=optional_int, max_tokens=optional_int

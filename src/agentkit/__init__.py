@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from agentkit._harness import Harness
     from agentkit._result import HarnessResult
     from agentkit._rubric import RewardFunction, Rubric, reward
-    from agentkit._sandbox import ExecResult, ExecutionHints, Sandbox
+    from agentkit._sandbox import ExecResult, ExecutionHints, Sandbox, TaskImage
     from agentkit._task import Task
     from agentkit._taskset import ListTaskset, Taskset
     from agentkit._usage import Usage
@@ -61,6 +61,7 @@ _LAZY: dict[str, str] = {
     "RunContext": "agentkit._context",
     "Sandbox": "agentkit._sandbox",
     "Task": "agentkit._task",
+    "TaskImage": "agentkit._sandbox",
     "Taskset": "agentkit._taskset",
     "Usage": "agentkit._usage",
     "reward": "agentkit._rubric",
@@ -90,6 +91,7 @@ __all__ = [
     "StepCapableHarness",
     "StepOutput",
     "Task",
+    "TaskImage",
     "TaskReferenceError",
     "Taskset",
     "UnknownNameError",

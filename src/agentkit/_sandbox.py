@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-__all__ = ["ExecResult", "ExecutionHints", "Process", "Sandbox", "SandboxFactory"]
+__all__ = ["ExecResult", "ExecutionHints", "Process", "Sandbox", "SandboxFactory", "TaskImage"]
 
 
 @attrs.frozen(kw_only=True)
@@ -27,6 +27,28 @@ class ExecResult:
 
 
 @attrs.frozen(kw_only=True)
+class TaskImage:
+    """Where a task's environment comes from: an image to build or pull.
+
+    ``dockerfile`` (a host path) is built with ``context`` (a host
+    directory; the Dockerfile's own by default) as its build context;
+    ``image`` is a prebuilt reference to pull. At least one of the two, or a
+    ``compose_file``: a compose project whose ``main_service`` is where the
+    rollout's commands run and whose other services are sidecars (its own
+    ``build:`` or ``image:`` says how that service is made; ``dockerfile`` or
+    ``image`` here, when set too, make the main service's image).
+    ``build_timeout_sec`` bounds a build.
+    """
+
+    dockerfile: str | None = None
+    context: str | None = None
+    image: str | None = None
+    compose_file: str | None = None
+    main_service: str = "main"
+    build_timeout_sec: float | None = None
+
+
+@attrs.frozen(kw_only=True)
 class ExecutionHints:
     """What a task needs from its sandbox, as declared by its taskset.
 
@@ -34,7 +56,8 @@ class ExecutionHints:
     to copy there first; ``network`` asks for full network, which the user must
     also allow; limits are enforced where the sandbox can. ``ro_binds`` lists
     host paths (an interpreter's prefix, say) a harness needs to see read-only
-    at the same path inside.
+    at the same path inside. ``image`` says which image the task's
+    environment is (None: the sandbox's default userland).
     """
 
     workdir: str = "/app"
@@ -47,7 +70,8 @@ class ExecutionHints:
     timeout_sec: float | None = None
     tools: list[str] = attrs.field(factory=list)
     docs: str | None = None
-    image: str | None = None
+    image: TaskImage | None = None
+    gpus: int | None = None
     ro_binds: list[str] = attrs.field(factory=list)
 
 

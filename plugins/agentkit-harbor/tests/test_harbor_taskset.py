@@ -15,7 +15,7 @@ from agentkit_harbor import (
 from agentkit_harbor._spec import dockerfile_workdir, strip_canary
 from harbor_helpers import EXAMPLES, needs_bwrap
 
-from agentkit import AgentEnv, ExecutionHints, Task, ValidationError
+from agentkit import AgentEnv, ExecutionHints, Task, TaskImage, ValidationError
 from agentkit import registry as agentkit_registry
 
 GOOD = 'schema_version = "1.4"\n[environment]\nworkdir = "/app"\n'
@@ -150,7 +150,8 @@ def test_execution_hints(make_task, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert hints.workdir == "/work" and hints.network is True
     assert (hints.cpus, hints.memory_mb, hints.storage_mb) == (2.0, 2048, 1000)
     assert hints.env == {"A": "fallback", "B": "literal ${NOT_A_TEMPLATE}"}
-    assert hints.timeout_sec == 120.0 and hints.image == "img:1" and hints.paths == {}
+    assert hints.timeout_sec == 120.0 and hints.paths == {}
+    assert hints.image == TaskImage(image="img:1", build_timeout_sec=600.0)
     monkeypatch.setenv("AK_TEST_VAR", "from-host")
     assert ts.execution_hints(task).env["A"] == "from-host"
 
@@ -248,8 +249,13 @@ def test_prebuilt_image_with_environment_files_uploads_them(make_task, tmp_path:
     assert ts.problems == []
     img = ts.execution_hints(ts.get_task("tasks:img"))
     assert img.paths == {"/srv/work": str(tmp_path / "tasks" / "img" / "environment")}
-    assert img.image == "python:3.12-slim"
-    assert ts.execution_hints(ts.get_task("tasks:img-dockerfile")).paths == {}
+    assert img.image is not None and img.image.image == "python:3.12-slim"
+    both = ts.execution_hints(ts.get_task("tasks:img-dockerfile"))
+    assert both.paths == {}
+    assert both.image is not None and both.image.image == "python:3.12-slim"
+    env_dir = tmp_path / "tasks" / "img-dockerfile" / "environment"
+    assert both.image.dockerfile == str(env_dir / "Dockerfile")
+    assert both.image.context == str(env_dir)
 
 
 @needs_bwrap

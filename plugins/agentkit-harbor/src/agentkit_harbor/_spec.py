@@ -18,6 +18,7 @@ from agentkit._errors import ValidationError
 from agentkit_harbor._config import KNOWN_SCHEMA_VERSIONS, StepConfig, TaskConfig, parse_task_config
 
 __all__ = [
+    "COMPOSE_FILES",
     "DEFAULT_WORKDIR",
     "HarborStepSpec",
     "HarborTaskSpec",
@@ -31,7 +32,8 @@ __all__ = [
 DEFAULT_WORKDIR = "/app"
 
 _CANARY_LINE = re.compile(r"^(<!--.*canary.*-->|#.*canary.*)$", re.IGNORECASE)
-_COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
+#: The compose file names Harbor looks for in ``environment/``, in order.
+COMPOSE_FILES = ("docker-compose.yaml", "docker-compose.yml", "compose.yaml", "compose.yml")
 
 
 def strip_canary(text: str) -> str:
@@ -241,7 +243,7 @@ def _environment(task_dir: Path, cfg: TaskConfig) -> tuple[str, str, str, list[s
     notes: list[str] = []
     env_dir = task_dir / "environment"
     dockerfile = env_dir / "Dockerfile"
-    compose = next((env_dir / n for n in _COMPOSE_FILES if (env_dir / n).is_file()), None)
+    compose = next((env_dir / n for n in COMPOSE_FILES if (env_dir / n).is_file()), None)
     found: str | None = None
     where = "default"
     if compose is not None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkit._errors import AgentkitError, ValidationError
-from agentkit._sandbox import ExecutionHints
+from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit._task import Task, check_no_reserved_keys
 from agentkit._taskset import TaskProblem, Taskset
 from agentkit_harbor._errors import HarborTaskError
@@ -26,7 +26,7 @@ from agentkit_harbor._registry import (
     load_registry,
     resolve_dataset,
 )
-from agentkit_harbor._spec import HarborTaskSpec, load_task_dir
+from agentkit_harbor._spec import COMPOSE_FILES, HarborTaskSpec, load_task_dir
 from agentkit_harbor._verify import task_env
 
 __all__ = ["HarborTaskset"]
@@ -245,7 +245,8 @@ class HarborTaskset(Taskset):
             storage_mb=env_cfg.storage_mb,
             timeout_sec=_time_budget(spec),
             docs=(cfg.task.description or None) if cfg.task else None,
-            image=env_cfg.docker_image,
+            image=task_image(spec),
+            gpus=env_cfg.gpus,
         )
 
     def __repr__(self) -> str:
@@ -253,6 +254,30 @@ class HarborTaskset(Taskset):
             f"HarborTaskset({self.taskset_id!r}, {len(self._tasks)} tasks, "
             f"{len(self.problems)} problems)"
         )
+
+
+def task_image(spec: HarborTaskSpec) -> TaskImage | None:
+    """The task's environment as an image: its Dockerfile, prebuilt image and compose file.
+
+    Harbor's sources: ``environment/Dockerfile`` (built with ``environment/``
+    as the context), ``[environment].docker_image``, and
+    ``environment/docker-compose.yaml`` for sidecar services. None for a task
+    with none of them (the sandbox's default userland).
+    """
+    env_cfg = spec.config.environment
+    env_dir = spec.task_dir / "environment"
+    dockerfile = env_dir / "Dockerfile"
+    compose = next((env_dir / n for n in COMPOSE_FILES if (env_dir / n).is_file()), None)
+    has_dockerfile = dockerfile.is_file()
+    if not (has_dockerfile or env_cfg.docker_image or compose):
+        return None
+    return TaskImage(
+        dockerfile=str(dockerfile) if has_dockerfile else None,
+        context=str(env_dir) if has_dockerfile else None,
+        image=env_cfg.docker_image,
+        compose_file=str(compose) if compose else None,
+        build_timeout_sec=env_cfg.build_timeout_sec,
+    )
 
 
 def _time_budget(spec: HarborTaskSpec) -> float | None:
