@@ -20,7 +20,15 @@ import attrs
 
 from agentkit.sandbox._errors import SandboxUnavailableError
 
-__all__ = ["INSTALL_HINT", "Limits", "Tools", "exec_prefix", "find_tools", "holder_argv"]
+__all__ = [
+    "INSTALL_HINT",
+    "LIFELINE",
+    "Limits",
+    "Tools",
+    "exec_prefix",
+    "find_tools",
+    "holder_argv",
+]
 
 INSTALL_HINT = (
     "the local sandbox needs bubblewrap (bwrap): install it with "
@@ -28,6 +36,15 @@ INSTALL_HINT = (
     "or `pacman -S bubblewrap` (Arch); or choose the unisolated host mode explicitly "
     "with `--sandbox host`"
 )
+
+#: What the holder runs once the sandbox is up: wait until its standard input,
+#: a pipe whose only write end the orchestrator holds, reaches EOF, then kill
+#: every process inside. The kernel closes that end when the orchestrator dies,
+#: even by SIGKILL; once nothing else is left, bubblewrap (the pid namespace's
+#: init) exits too. No parent-death signal race can leave a sandbox behind.
+#: (``kill -1`` reaches every process the holder may signal: all of them, while
+#: every process inside runs as the sandbox's one uid.)
+LIFELINE = "while read -r _; do :; done; kill -KILL -1"
 
 #: Host /etc entries shared read-only when they exist: TLS roots, the
 #: alternatives symlinks that /usr/bin points through, the dynamic linker cache.
@@ -167,9 +184,12 @@ def holder_argv(
         "--unshare-user",
         "--uid", "0",
         "--gid", "0",
-        "--die-with-parent",
+        # Not --die-with-parent: its parent-death signal can kill bubblewrap's
+        # outer process while its child still waits to be released, which then
+        # waits forever. The holder's lifeline ends the sandbox instead.
         "--new-session",
         "--cap-drop", "ALL",
+        "--unsetenv", "AGENTKIT_SANDBOX_OWNER",
     ]  # fmt: skip
     if userns_block_fd is not None:
         argv += ["--userns-block-fd", str(userns_block_fd)]

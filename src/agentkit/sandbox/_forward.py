@@ -28,7 +28,8 @@ from agentkit.sandbox._errors import SandboxError
 
 __all__ = ["HOLDER_SCRIPT", "Endpoint", "Relay", "parse_endpoint", "python_for_holder", "recv_fd"]
 
-#: Runs inside the sandbox: argv = host, port, fd of the Unix socket to the host.
+#: Runs inside the sandbox: argv = host, port, fd of the Unix socket to the host,
+#: the shell line to wait with afterwards (the lifeline, see ``_bwrap.LIFELINE``).
 HOLDER_SCRIPT = """\
 import array, os, socket, sys
 host, port, chan_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -43,7 +44,7 @@ chan.sendmsg([b"L"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fds)])
 chan.close()
 lo.close()
 os.write(1, b"ready\\n")
-os.execv("/usr/bin/sleep", ["sleep", "infinity"])
+os.execv("/bin/sh", ["sh", "-c", sys.argv[4]])
 """
 
 

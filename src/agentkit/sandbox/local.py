@@ -15,9 +15,12 @@ import socket
 from pathlib import Path
 from typing import ClassVar, NoReturn
 
+import anyio
+
 from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox._base import BaseSandbox
 from agentkit.sandbox._bwrap import (
+    LIFELINE,
     Limits,
     Tools,
     exec_prefix,
@@ -43,6 +46,7 @@ from agentkit.sandbox._hostid import (
 )
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._proctree import kill_tree
+from agentkit.sandbox._reaper import OWNER_ENV, owner_token, reap_orphans_once
 
 __all__ = ["LocalSandbox"]
 
@@ -164,6 +168,15 @@ class LocalSandbox(BaseSandbox):
         return out
 
     async def _start_backend(self) -> None:
+        # Not cancellable: bubblewrap killed half-way through its start leaves a
+        # process waiting forever to be released; a Ctrl-C waits for the start
+        # (milliseconds) and then takes the sandbox down whole.
+        with anyio.CancelScope(shield=True):
+            await self._start_bwrap()
+
+    async def _start_bwrap(self) -> None:
+        # Sandboxes an earlier orchestrator could not take down with it.
+        await asyncio.to_thread(reap_orphans_once)
         # What commands create is the orchestrator's on the host (root's, as root):
         # a setuid file they plant must be out of other local users' reach.
         os.chmod(self.root, 0o700)
@@ -172,7 +185,10 @@ class LocalSandbox(BaseSandbox):
         info_r, info_w = os.pipe()
         etc_files = self._data_fds(self._etc_files())
         chan_host: socket.socket | None = None
-        pass_fds = [info_w, *(fd for fd, _ in etc_files)]
+        # bubblewrap also holds the info pipe's read end: should this process die
+        # before reading it, bubblewrap's write must not fail (SIGPIPE would end
+        # its outer process and leave its child waiting forever to be released).
+        pass_fds = [info_w, info_r, *(fd for fd, _ in etc_files)]
         block_r = block_w = None
         if self.host_id is not None:
             block_r, block_w = os.pipe()
@@ -184,12 +200,13 @@ class LocalSandbox(BaseSandbox):
             holder = [
                 self._python, "-I", "-S", "-c", HOLDER_SCRIPT,
                 self._endpoint.bind_host, str(self._endpoint.port), str(chan_box.fileno()),
+                LIFELINE,
             ]  # fmt: skip
             if self._endpoint.port < 1024:
                 cap_add.append("CAP_NET_BIND_SERVICE")
         else:
             chan_box = None
-            holder = ["/bin/sh", "-c", "echo ready; exec sleep infinity"]
+            holder = ["/bin/sh", "-c", f"echo ready; {LIFELINE}"]
         argv = holder_argv(
             self._tools,
             fs_root=self.fs_root,
@@ -204,10 +221,13 @@ class LocalSandbox(BaseSandbox):
         try:
             self._bwrap_proc = await asyncio.create_subprocess_exec(
                 *argv,
-                stdin=asyncio.subprocess.DEVNULL,
+                # The lifeline: the holder waits on this pipe, whose only write end
+                # is ours; when this process dies, however abruptly, the holder
+                # reads EOF and exits, and with it the whole sandbox.
+                stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                env={"PATH": "/usr/bin:/bin"},
+                env={"PATH": "/usr/bin:/bin", OWNER_ENV: owner_token()},
                 pass_fds=pass_fds,
                 start_new_session=True,
             )
@@ -344,6 +364,8 @@ class LocalSandbox(BaseSandbox):
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
+        if proc.stdin is not None:
+            proc.stdin.close()  # the lifeline
         await proc.wait()
         self._bwrap_proc = None
 

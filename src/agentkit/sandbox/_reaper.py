@@ -1,0 +1,89 @@
+"""Finding sandboxes whose orchestrator died, and killing them.
+
+Every bubblewrap process a local sandbox starts carries
+``AGENTKIT_SANDBOX_OWNER=<pid>:<start time>`` in its environment: the
+orchestrator that owns it. A sandbox normally dies with its orchestrator
+(the holder's lifeline, see ``_bwrap.LIFELINE``), but bubblewrap has a window
+at start-up where it cannot: if its outer process is killed before it
+releases its child, the child waits forever. :func:`reap_orphans` kills
+every such process whose owner is gone; it runs once per process, before its
+first local sandbox starts, and from ``agentkit sandbox prune``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from agentkit.sandbox._proctree import kill_tree
+
+__all__ = ["OWNER_ENV", "owner_token", "reap_orphans", "reap_orphans_once"]
+
+#: The environment variable marking a sandbox's processes with their owner.
+OWNER_ENV = "AGENTKIT_SANDBOX_OWNER"
+
+_reaped = False
+_lock = threading.Lock()
+
+
+def _start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot), or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()
+    return fields[19].decode() if len(fields) > 19 else None
+
+
+def owner_token(pid: int | None = None) -> str:
+    """``<pid>:<start time>`` of this process (or ``pid``): unique even when pids are reused."""
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{_start_time(pid) or 0}"
+
+
+def _alive(token: str) -> bool:
+    pid, _, start = token.partition(":")
+    try:
+        return _start_time(int(pid)) == start
+    except ValueError:
+        return False
+
+
+def _owner_of(pid: int) -> str | None:
+    prefix = f"{OWNER_ENV}=".encode()
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            env = f.read()
+    except OSError:
+        return None
+    for item in env.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix) :].decode(errors="replace")
+    return None
+
+
+def reap_orphans() -> int:
+    """Kill every sandbox process whose orchestrator is gone; return how many trees."""
+    orphans = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        token = _owner_of(int(entry))
+        if token is not None and not _alive(token):
+            orphans.append(int(entry))
+    for pid in orphans:
+        kill_tree([pid])
+    return len(orphans)
+
+
+def reap_orphans_once() -> None:
+    """:func:`reap_orphans`, the first time it is called in this process."""
+    global _reaped
+    with _lock:
+        if _reaped:
+            return
+        _reaped = True
+    reap_orphans()
