@@ -238,6 +238,33 @@ def test_schema_versions(version_line: str, expected: str) -> None:
         ("[environment]\ncpus = -1", "environment.cpus", "negative"),
         ('[environment.tpu]\ntype = "v6e"\ntopology = "big"', "environment.tpu.topology", "NxM"),
         ("[environment.healthcheck]\nretries = 1", "environment.healthcheck.command", "missing"),
+        (
+            '[environment.healthcheck]\ncommand = "true"\nretries = -1',
+            "environment.healthcheck.retries",
+            "0 or more",
+        ),
+        (
+            '[environment.healthcheck]\ncommand = "true"\ninterval_sec = -1.0',
+            "environment.healthcheck.interval_sec",
+            "0 or more",
+        ),
+        (
+            '[environment.healthcheck]\ncommand = "true"\ntimeout_sec = 0.0',
+            "environment.healthcheck.timeout_sec",
+            "positive",
+        ),
+        (
+            '[[steps]]\nname = "a"\n[steps.healthcheck]\ncommand = "true"\nretries = -3',
+            "steps[0].healthcheck.retries",
+            "0 or more",
+        ),
+        ('[environment]\nworkdir = "app"', "environment.workdir", "absolute path"),
+        ('[environment]\nworkdir = "./work"', "environment.workdir", "absolute path"),
+        (
+            '[verifier.environment]\nworkdir = "rel"',
+            "verifier.environment.workdir",
+            "absolute path",
+        ),
         ("[agent]\ntimeout_sec = 0", "agent.timeout_sec", "positive"),
         ("[verifier]\ntimeout_sec = -5", "verifier.timeout_sec", "positive"),
         (

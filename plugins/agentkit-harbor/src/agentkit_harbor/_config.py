@@ -399,6 +399,19 @@ def _validate(cfg: TaskConfig, source: str) -> None:
                 "'shared' is incompatible with a [verifier.environment] table",
                 source,
             )
+    healthchecks = [("environment.healthcheck", cfg.environment.healthcheck)] + [
+        (f"steps[{i}].healthcheck", s.healthcheck) for i, s in enumerate(cfg.steps or [])
+    ]
+    for path, hc in healthchecks:
+        if hc is not None:
+            _check_healthcheck(hc, path, source)
+    for path, env in envs:
+        if env.workdir is not None and not env.workdir.startswith("/"):
+            raise ValidationError(
+                f"{path}.workdir",
+                f"must be an absolute path like '/app', got {env.workdir!r}",
+                source,
+            )
     agents = [("agent", cfg.agent)] + [
         (f"steps[{i}].agent", s.agent) for i, s in enumerate(cfg.steps or [])
     ]
@@ -440,6 +453,21 @@ def _validate(cfg: TaskConfig, source: str) -> None:
                         "'manifest.json' is reserved for the collection manifest",
                         source,
                     )
+
+
+def _check_healthcheck(hc: HealthcheckConfig, path: str, source: str) -> None:
+    if hc.retries < 0:
+        raise ValidationError(
+            f"{path}.retries", f"must be 0 or more (Docker's meaning), got {hc.retries}", source
+        )
+    for fld in ("interval_sec", "start_period_sec", "start_interval_sec"):
+        value = getattr(hc, fld)
+        if not (math.isfinite(value) and value >= 0):
+            raise ValidationError(f"{path}.{fld}", f"must be 0 or more, got {value}", source)
+    if not (math.isfinite(hc.timeout_sec) and hc.timeout_sec > 0):
+        raise ValidationError(
+            f"{path}.timeout_sec", f"must be a positive number, got {hc.timeout_sec}", source
+        )
 
 
 def parse_task_config(data: Any, *, source: str) -> TaskConfig:
