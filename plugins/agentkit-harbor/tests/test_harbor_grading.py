@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 from agentkit_harbor import (
+    STEP_VERIFIER_TIMEOUT_SEC,
     HarborGradingError,
+    HarborTaskError,
     HarborTaskset,
     MainRewardError,
     NopHarness,
@@ -21,13 +23,17 @@ from agentkit_harbor import (
     aggregate_steps,
     harbor_reward,
     harbor_rubric,
+    load_task_dir,
     main_reward,
     min_reward_failure,
     parse_reward_files,
 )
+from agentkit_harbor._verify import verifier_settings
 from harbor_helpers import needs_bwrap, task_sandbox
 
 from agentkit import RunContext
+from agentkit import registry as agentkit_registry
+from agentkit._rubric import call_reward
 
 pytestmark = [needs_bwrap, pytest.mark.anyio]
 
@@ -63,14 +69,22 @@ async def grade(
             {"reward": 0.5, "accuracy": 0.75, "n": 3.0},
         ),
         ("echo '{\"score\": 0.4}' > /logs/verifier/reward.json", {"reward": 0.4, "score": 0.4}),
-        (
-            'echo \'{"reward": 1, "note": "text", "flag": true}\' > /logs/verifier/reward.json',
-            {"reward": 1.0},
+        (  # JSON true/false are numbers to Harbor (1 and 0)
+            'echo \'{"reward": 1, "flag": true, "off": false}\' > /logs/verifier/reward.json',
+            {"reward": 1.0, "flag": 1.0, "off": 0.0},
         ),
-        (  # reward.json without "reward": reward.txt supplies it (Harbor's fallback)
-            'echo \'{"a": 0.1, "b": 0.2}\' > /logs/verifier/reward.json; '
+        (  # several keys, no "reward": the mean is the total, every key a metric
+            'echo \'{"a": 0.1, "b": 0.2}\' > /logs/verifier/reward.json',
+            {"reward": pytest.approx(0.15), "a": 0.1, "b": 0.2},
+        ),
+        (  # reward.json exists: reward.txt is never read (Harbor's order), even without "reward"
+            'echo \'{"a": 0.1, "b": 0.3}\' > /logs/verifier/reward.json; '
             "echo 0.9 > /logs/verifier/reward.txt",
-            {"reward": 0.9, "a": 0.1, "b": 0.2},
+            {"reward": pytest.approx(0.2), "a": 0.1, "b": 0.3},
+        ),
+        (  # an empty object: Harbor's metrics count it 0
+            "echo '{}' > /logs/verifier/reward.json; echo 1 > /logs/verifier/reward.txt",
+            {"reward": 0.0},
         ),
         (  # reward.json wins over reward.txt
             "echo '{\"reward\": 0.3}' > /logs/verifier/reward.json; "
@@ -105,9 +119,34 @@ async def test_reward_files(make_task, tmp_path: Path, test_sh: str, expected: d
         (
             'echo \'{"x": "y"}\' > /logs/verifier/reward.json',
             VerifierOutputParseError,
-            "no numeric",
+            "'x' is not a number",
         ),
-        ('echo \'{"a": 1, "b": 0}\' > /logs/verifier/reward.json', MainRewardError, "ambiguous"),
+        (  # one non-numeric value spoils the file, as in Harbor (it was ignored before)
+            'echo \'{"reward": 1, "note": "text"}\' > /logs/verifier/reward.json',
+            VerifierOutputParseError,
+            "'note' is not a number",
+        ),
+        (
+            "echo '{\"reward\": null}' > /logs/verifier/reward.json",
+            VerifierOutputParseError,
+            "not a number",
+        ),
+        (
+            'echo \'{"reward": {"x": 1}}\' > /logs/verifier/reward.json',
+            VerifierOutputParseError,
+            "not a number",
+        ),
+        (
+            "echo '{\"reward\": 1e999}' > /logs/verifier/reward.json",
+            VerifierOutputParseError,
+            "non-finite",
+        ),
+        ("echo 0.5 > /logs/verifier/reward.json", VerifierOutputParseError, "JSON object"),
+        (  # an invalid reward.json is an error even when reward.txt is fine
+            "echo '{bad' > /logs/verifier/reward.json; echo 1 > /logs/verifier/reward.txt",
+            VerifierOutputParseError,
+            "not valid JSON",
+        ),
     ],
 )
 async def test_grading_errors(
@@ -377,8 +416,15 @@ async def test_multi_step_without_any_result_is_a_grading_error(make_task, tmp_p
 def test_pure_helpers() -> None:
     assert main_reward({"reward": 0.3, "x": 1}) == 0.3
     assert main_reward({"only": 0.7}) == 0.7
-    with pytest.raises(MainRewardError):
-        main_reward({"a": 1, "b": 2})
+    assert main_reward({"a": 1, "b": 2}) == 1.5  # was an error: the mean is the default
+    assert main_reward({"a": 1, "b": 2}, "min") == 1
+    assert main_reward({"a": 1, "b": 2}, "max") == 2
+    assert main_reward({"a": 1, "b": 2}, "sum") == 3
+    assert main_reward({"reward": 0.3, "a": 1}, "max") == 0.3  # 'reward' wins over aggregates
+    assert main_reward({"reward": 0.3, "a": 1}, "key:a") == 1  # an explicit key wins always
+    assert main_reward({}) == 0.0
+    with pytest.raises(MainRewardError, match="no key 'c'"):
+        main_reward({"a": 1, "b": 2}, "key:c")
     assert min_reward_failure({"reward": 1}, 1.0) is None
     assert min_reward_failure({"reward": 0.5}, 1.0) == "reward=0.5 is below min_reward 1"
     assert min_reward_failure(None, 0.0) is not None  # no result counts as -inf
@@ -394,3 +440,85 @@ def test_parse_reward_files_directly(tmp_path: Path) -> None:
         parse_reward_files(tmp_path / "reward.json", txt)
     txt.write_text("1e-1\n")
     assert parse_reward_files(None, txt)[0] == {"reward": 0.1}
+    js = tmp_path / "reward.json"
+    js.write_text('{"a": 1, "b": 0}')
+    assert parse_reward_files(js, txt)[:2] == ({"a": 1.0, "b": 0.0}, "reward.json")
+
+
+@pytest.mark.parametrize(
+    ("option", "total"),
+    [("mean", 0.5), ("min", 0.25), ("max", 0.75), ("sum", 1.0), ("key:b", 0.75)],
+)
+async def test_main_reward_option_picks_the_total(
+    make_task, tmp_path: Path, option: str, total: float
+) -> None:
+    task_dir = make_task(
+        "t", BASE, test_sh='echo \'{"a": 0.25, "b": 0.75}\' > /logs/verifier/reward.json\n'
+    )
+    schema = agentkit_registry.option_schema("taskset", "harbor")
+    opts = schema.parse_cli([f"main_reward={option}"], flag="-T")
+    ts = agentkit_registry.resolve_taskset(f"harbor:{task_dir}", **opts)
+    (task,) = list(ts)
+    async with task_sandbox(ts, task, tmp_path / "rollout") as sb:
+        metrics = await call_reward(next(iter(ts.default_grading_spec)), _available(sb, task))
+    assert metrics == {"reward": total, "a": 0.25, "b": 0.75}
+    assert option.replace("key:", "") in ts.default_grading_spec.manifest()[0]["description"]
+
+
+def _available(sandbox: Any, task: Any) -> dict[str, Any]:
+    return {"sandbox": sandbox, "task": task, "result": None, "context": None}
+
+
+def test_main_reward_option_is_checked(make_task) -> None:
+    task_dir = make_task("t", BASE)
+    with pytest.raises(HarborTaskError, match="main_reward must be one of mean, min, max, sum"):
+        HarborTaskset(str(task_dir), main_reward="median")
+    with pytest.raises(HarborTaskError, match="key:NAME"):
+        HarborTaskset(str(task_dir), main_reward="key:")
+
+
+async def test_missing_main_reward_key_is_a_grading_error(make_task, tmp_path: Path) -> None:
+    task_dir = make_task("t", BASE, test_sh="echo '{\"a\": 1}' > /logs/verifier/reward.json\n")
+    ts = HarborTaskset(str(task_dir), main_reward="key:score")
+    (task,) = list(ts)
+    async with task_sandbox(ts, task, tmp_path / "rollout") as sb:
+        with pytest.raises(MainRewardError, match="no key 'score'"):
+            await call_reward(next(iter(ts.default_grading_spec)), _available(sb, task))
+
+
+async def test_step_without_its_own_verifier_timeout_gets_harbors_step_default(
+    make_task, tmp_path: Path
+) -> None:
+    """Harbor gives a [[steps]] verifier its own default (600 s), not [verifier].timeout_sec."""
+    task = multi_task(make_task, rewards=("1", "1", "1"))
+    toml = task / "task.toml"
+    toml.write_text(
+        toml.read_text().replace("[environment]", "[verifier]\ntimeout_sec = 1\n[environment]")
+    )
+    (task / "steps" / "one" / "tests" / "test.sh").write_text(
+        "sleep 1.5; echo 1 > /logs/verifier/reward.txt\n"
+    )
+    spec = load_task_dir(task)
+    assert verifier_settings(spec, spec.steps[0]).timeout_sec == STEP_VERIFIER_TIMEOUT_SEC == 600
+    assert verifier_settings(spec, None).timeout_sec == 1
+    result, rewards, _ = await grade(tmp_path, task, OracleHarness())
+    assert result.raw["harbor"]["steps"][0]["rewards"] == {"reward": 1.0}
+    assert rewards["steps_completed"] == 3.0
+
+
+async def test_the_next_step_does_not_see_the_last_steps_tests(make_task, tmp_path: Path) -> None:
+    """Harbor empties /tests and /logs/verifier after a step's verifier, before the next agent."""
+    extra = {
+        "steps/one/tests/secret_answers.txt": "42\n",
+        "steps/two/solution/solve.sh": (
+            "if [ -e /tests/secret_answers.txt ] || [ -e /logs/verifier/reward.txt ]; "
+            "then echo seen > /app/peek; else echo clean > /app/peek; fi\n"
+        ),
+        "steps/two/tests/test.sh": (
+            'if [ "$(cat /app/peek)" = clean ]; then echo 1; else echo 0; fi '
+            "> /logs/verifier/reward.txt\n"
+        ),
+    }
+    task = multi_task(make_task, extra=extra)
+    _, rewards, _ = await grade(tmp_path, task, OracleHarness())
+    assert rewards["step.two.reward"] == 1.0

@@ -96,11 +96,70 @@ def test_malformed_tasks_are_problems_and_the_rest_loads(tmp_path: Path, make_ta
     assert len(ts.problems) == 7
 
 
-def test_strict_makes_the_first_bad_task_fatal(make_task, tmp_path: Path) -> None:
+def test_strict_makes_any_bad_task_fatal_listing_every_one(make_task, tmp_path: Path) -> None:
     make_task("good", GOOD)
     make_task("unknown-field", "[environment]\ncpu = 2\n")
-    with pytest.raises(HarborTaskError, match=r"task.toml: environment.cpu: unknown key"):
+    make_task("bad-toml", "schema_version = \n")
+    with pytest.raises(HarborTaskError) as info:
         HarborTaskset(str(tmp_path / "tasks"), strict=True)
+    message = str(info.value)
+    assert message.startswith("2 Harbor task(s) failed to load (strict=true):")
+    assert "unknown-field/task.toml: environment.cpu: unknown key" in message
+    assert "bad-toml/task.toml: invalid TOML" in message
+
+
+def test_when_no_task_loads_every_problem_is_listed(make_task, tmp_path: Path) -> None:
+    make_task("unknown-field", "[environment]\ncpu = 2\n")
+    make_task("no-instruction", GOOD, instruction=None)
+    make_task("bad-retries", '[environment.healthcheck]\ncommand = "true"\nretries = -1\n')
+    with pytest.raises(HarborTaskError) as info:
+        HarborTaskset(str(tmp_path / "tasks"))
+    lines = str(info.value).splitlines()
+    assert lines[0] == "3 Harbor task(s) failed to load (no task loaded):"
+    assert len(lines) == 4 and all(line.startswith("  - ") for line in lines[1:])
+    joined = "\n".join(lines)
+    for expected in (
+        "unknown-field/task.toml: environment.cpu: unknown key",
+        "no-instruction/instruction.md: missing instruction.md",
+        "bad-retries/task.toml: environment.healthcheck.retries: must be 0 or more",
+    ):
+        assert expected in joined
+
+
+def test_an_empty_harbor_name_is_a_clear_error(
+    make_task, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_task("good", GOOD)
+    monkeypatch.chdir(tmp_path / "tasks")  # '' must not silently mean the current directory
+    for spec in ("harbor:", "harbor:  "):
+        with pytest.raises(HarborTaskError, match="'harbor:' names none"):
+            agentkit_registry.resolve_taskset(spec)
+
+
+def test_an_empty_harbor_name_on_the_command_line(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentkit",
+            "run",
+            "harbor:",
+            "oracle",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode != 0
+    assert "'harbor:' names none" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_strict_option_through_the_registry_and_cli_parsing(make_task, tmp_path: Path) -> None:

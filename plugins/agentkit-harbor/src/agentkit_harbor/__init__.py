@@ -16,6 +16,7 @@ from agentkit_harbor._errors import (
     RegistryError,
     RewardFileEmptyError,
     RewardFileNotFoundError,
+    RewardFileTooLargeError,
     StepSetupError,
     VerifierOutputParseError,
     VerifierTimeoutError,
@@ -23,10 +24,21 @@ from agentkit_harbor._errors import (
 from agentkit_harbor._grading import harbor_reward, harbor_rubric
 from agentkit_harbor._harnesses import NopHarness, OracleHarness, StepwiseHarness
 from agentkit_harbor._registry import load_registry, resolve_dataset, resolve_version
+from agentkit_harbor._sandbox_io import (
+    ARTIFACT_FILE_MAX_BYTES,
+    ARTIFACTS_TOTAL_MAX_BYTES,
+    REWARD_FILE_MAX_BYTES,
+    SPARSE_SLACK_BYTES,
+    VERIFIER_FILE_MAX_BYTES,
+    VERIFIER_TOTAL_MAX_BYTES,
+)
 from agentkit_harbor._spec import HarborStepSpec, HarborTaskSpec, load_task_dir
-from agentkit_harbor._steps import AgentStepOutcome, StepRun, run_harbor_task, spec_for_task
+from agentkit_harbor._steps import AgentStepOutcome, StepRun, spec_for_task
 from agentkit_harbor._taskset import HarborTaskset
+from agentkit_harbor._trial import HarborTrial, run_harbor_task
 from agentkit_harbor._verify import (
+    MAIN_REWARD_AGGREGATES,
+    STEP_VERIFIER_TIMEOUT_SEC,
     VerifierOutcome,
     aggregate_steps,
     main_reward,
@@ -38,6 +50,14 @@ from agentkit_harbor._verify import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "ARTIFACTS_TOTAL_MAX_BYTES",
+    "ARTIFACT_FILE_MAX_BYTES",
+    "MAIN_REWARD_AGGREGATES",
+    "REWARD_FILE_MAX_BYTES",
+    "SPARSE_SLACK_BYTES",
+    "STEP_VERIFIER_TIMEOUT_SEC",
+    "VERIFIER_FILE_MAX_BYTES",
+    "VERIFIER_TOTAL_MAX_BYTES",
     "AddTestsDirError",
     "AgentStepOutcome",
     "HarborGradingError",
@@ -45,12 +65,14 @@ __all__ = [
     "HarborTaskError",
     "HarborTaskSpec",
     "HarborTaskset",
+    "HarborTrial",
     "MainRewardError",
     "NopHarness",
     "OracleHarness",
     "RegistryError",
     "RewardFileEmptyError",
     "RewardFileNotFoundError",
+    "RewardFileTooLargeError",
     "StepRun",
     "StepSetupError",
     "StepwiseHarness",

@@ -12,6 +12,7 @@ __all__ = [
     "RegistryError",
     "RewardFileEmptyError",
     "RewardFileNotFoundError",
+    "RewardFileTooLargeError",
     "StepSetupError",
     "VerifierOutputParseError",
     "VerifierTimeoutError",
@@ -54,6 +55,12 @@ class RewardFileEmptyError(HarborGradingError):
     kind = "reward_file_empty"
 
 
+class RewardFileTooLargeError(HarborGradingError):
+    """The reward file is over its size cap (``REWARD_FILE_MAX_BYTES``); it is not read further."""
+
+    kind = "reward_file_too_large"
+
+
 class VerifierOutputParseError(HarborGradingError):
     """The reward file is not a number / a flat JSON object of finite numbers."""
 
@@ -61,7 +68,7 @@ class VerifierOutputParseError(HarborGradingError):
 
 
 class MainRewardError(HarborGradingError):
-    """reward.json has several keys and none is ``reward``: no main reward."""
+    """The total reward cannot be derived: ``main_reward = "key:NAME"`` names a missing key."""
 
     kind = "no_main_reward"
 

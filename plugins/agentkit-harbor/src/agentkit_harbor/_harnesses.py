@@ -4,7 +4,7 @@
 ``steps/<name>/solution/solve.sh`` when it has one) in the rollout's sandbox
 with the agent timeout and ``[solution].env``: it shows a task can be solved.
 ``nop`` does nothing: it shows a task's tests fail without work. Both drive
-multi-step tasks step by step (see :mod:`agentkit_harbor._steps`).
+multi-step tasks step by step (see :mod:`agentkit_harbor._trial`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from agentkit._task import Task
 from agentkit_harbor._envvars import resolve_env
 from agentkit_harbor._errors import HarborTaskError
 from agentkit_harbor._sandbox_io import exec_logged, upload_tree
-from agentkit_harbor._steps import AgentStepOutcome, StepRun, run_harbor_task
+from agentkit_harbor._steps import AgentStepOutcome, StepRun
+from agentkit_harbor._trial import run_harbor_task
 
 __all__ = ["NopHarness", "OracleHarness", "StepwiseHarness"]
 
@@ -82,7 +83,7 @@ async def _solve(run: StepRun) -> AgentStepOutcome:
         )
         if not reset.ok:
             raise OSError(reset.stderr.strip() or f"exit code {reset.exit_code}")
-        await upload_tree(run.sandbox, solution_dir, SOLUTION_DIR)
+        await upload_tree(run.sandbox, solution_dir, SOLUTION_DIR, root=spec.task_dir)
     except Exception as exc:
         return AgentStepOutcome(
             status="failed",

@@ -8,6 +8,7 @@ solutions live, and the working directory. Loading never runs anything.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -22,6 +23,7 @@ __all__ = [
     "DEFAULT_WORKDIR",
     "HarborStepSpec",
     "HarborTaskSpec",
+    "check_links_stay_inside",
     "dockerfile_workdir",
     "load_task_dir",
     "load_task_dir_cached",
@@ -277,11 +279,47 @@ def _environment(task_dir: Path, cfg: TaskConfig) -> tuple[str, str, str, list[s
     return found or DEFAULT_WORKDIR, where, kind, notes
 
 
+def check_links_stay_inside(root: Path) -> None:
+    """Refuse a task directory holding a symlink that resolves outside it.
+
+    Every file of a task is read or copied somewhere (the instruction goes to
+    the model, tests and solutions into the sandbox), so a link out of the
+    directory (``instruction.md -> /etc/shadow``) would carry a host file
+    along. The first such link raises a :class:`ValidationError` naming it;
+    links that stay inside are fine.
+    """
+    root = root.resolve()
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        for name in sorted([*dirnames, *filenames]):
+            path = here / name
+            if not path.is_symlink():
+                continue
+            try:
+                target = path.resolve()
+            except (RuntimeError, OSError):  # a loop of links
+                raise ValidationError(
+                    "", "is a symlink that cannot be resolved (a loop)", str(path)
+                ) from None
+            if not target.is_relative_to(root):
+                raise ValidationError(
+                    "",
+                    f"is a symlink that resolves outside the task directory (to {target}); "
+                    "task files must stay inside it",
+                    str(path),
+                )
+
+
 def load_task_dir(task_dir: str | Path) -> HarborTaskSpec:
-    """Load one task directory or raise a :class:`ValidationError` naming file and field."""
+    """Load one task directory or raise a :class:`ValidationError` naming file and field.
+
+    A symlink anywhere in the directory that resolves outside it is refused
+    before anything is read (see :func:`check_links_stay_inside`).
+    """
     root = Path(task_dir).resolve()
     config_path = root / "task.toml"
     source = str(config_path)
+    check_links_stay_inside(root)
     if not config_path.is_file():
         raise ValidationError("", "missing task.toml", source)
     try:

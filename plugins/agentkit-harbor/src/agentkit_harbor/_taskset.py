@@ -3,8 +3,8 @@
 Task ids are ``<dataset or folder name>:<task directory name>``: the same
 task gets the same id whether its folder or the task itself is loaded. A
 malformed task is recorded in :attr:`HarborTaskset.problems` (file, field
-and what was expected) and the rest still load; ``strict=True`` makes the
-first one fatal.
+and what was expected) and the rest still load; ``strict=True`` makes any
+fatal, and when no task loads at all the error lists every problem.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from agentkit_harbor._registry import (
     resolve_dataset,
 )
 from agentkit_harbor._spec import COMPOSE_FILES, HarborTaskSpec, load_task_dir
-from agentkit_harbor._verify import task_env
+from agentkit_harbor._verify import STEP_VERIFIER_TIMEOUT_SEC, check_main_reward, task_env
 
 __all__ = ["HarborTaskset"]
 
@@ -48,6 +48,12 @@ class HarborTaskset(Taskset):
     ``HarborTaskset("examples/harbor")``, ``HarborTaskset("tasks/hello")``, or
     ``HarborTaskset("terminal-bench@2.0", registry="registry.json")``. On the
     command line: ``harbor:PATH`` or ``harbor:NAME@VERSION -T registry=...``.
+
+    ``main_reward`` picks the rollout's total reward when ``reward.json``
+    has several keys and no ``reward`` key: ``mean`` (the default), ``min``,
+    ``max`` or ``sum`` of them, or ``key:NAME`` for one key (always, even
+    beside a ``reward`` key). Every key is recorded as a ``core.<key>``
+    metric either way.
     """
 
     def __init__(
@@ -59,6 +65,7 @@ class HarborTaskset(Taskset):
         cache_dir: str | None = None,
         refresh: bool = False,
         taskset_id: str | None = None,
+        main_reward: str = "mean",
     ) -> None:
         self.strict = strict
         self.problems: list[TaskProblem] = []
@@ -66,11 +73,26 @@ class HarborTaskset(Taskset):
         self._specs: dict[str, HarborTaskSpec] = {}
         self._tasks: dict[str, Task] = {}
         self._registry_info: dict[str, dict[str, Any]] = {}
-        self.default_grading_spec = harbor_rubric()
+        try:
+            self.main_reward = check_main_reward(main_reward)
+        except ValueError as exc:
+            raise HarborTaskError(f"-T main_reward: {exc}") from None
+        self.default_grading_spec = harbor_rubric(main_reward=self.main_reward)
+        if not path.strip():
+            raise HarborTaskError(
+                "the harbor taskset needs a task directory, a folder of tasks, or a dataset "
+                "NAME@VERSION with -T registry=...; 'harbor:' names none (try harbor:./tasks)"
+            )
         if registry is not None:
             self.taskset_id = self._load_registry(path, registry, cache_dir, refresh, taskset_id)
         else:
             self.taskset_id = self._load_path(path, taskset_id)
+        if self.problems and (self.strict or not self._tasks):
+            listing = "\n".join(f"  - {p}" for p in self.problems)
+            why = "strict=true" if self._tasks else "no task loaded"
+            raise HarborTaskError(
+                f"{len(self.problems)} Harbor task(s) failed to load ({why}):\n{listing}"
+            )
 
     # -- loading -----------------------------------------------------------
     def _load_path(self, path: str, taskset_id: str | None) -> str:
@@ -123,8 +145,6 @@ class HarborTaskset(Taskset):
         return tid
 
     def _problem(self, source: str, message: str) -> None:
-        if self.strict:
-            raise HarborTaskError(f"{source}: {message}")
         self.problems.append(TaskProblem(source, message))
 
     def _add(
@@ -292,5 +312,6 @@ def _time_budget(spec: HarborTaskSpec) -> float | None:
         agent = step.config.agent.timeout_sec or cfg.agent.timeout_sec
         if agent is None:
             return None
-        total += agent + (step.config.verifier.timeout_sec or cfg.verifier_timeout_sec)
+        verifier = step.config.verifier.timeout_sec
+        total += agent + (STEP_VERIFIER_TIMEOUT_SEC if verifier is None else verifier)
     return total

@@ -3,9 +3,16 @@
 ``verify`` places ``tests/`` at ``/tests`` (for a step: the task's
 ``tests/`` then the step's own on top), runs ``bash /tests/test.sh`` from
 the working directory with the verifier's timeout, env and user, then reads
-``/logs/verifier/reward.json`` or else ``reward.txt``. The oracle, the
-``StepwiseHarness`` and the taskset's rubric all call it, so a step is
-graded the same way whoever drives it.
+``/logs/verifier/reward.json`` or else ``reward.txt``, as Harbor 0.24's
+``Verifier`` does. The oracle, the ``StepwiseHarness`` and the taskset's
+rubric all reach it through :class:`agentkit_harbor.HarborTrial`, so a step
+is graded the same way whoever drives it.
+
+Everything read back from the sandbox is capped (see
+:mod:`agentkit_harbor._sandbox_io`): the reward files at
+``REWARD_FILE_MAX_BYTES`` (larger is a grading error), the rest of
+``/logs/verifier`` and the artifacts per file and in total (larger files are
+kept truncated, sparse ones refused, each with a note).
 """
 
 from __future__ import annotations
@@ -31,22 +38,41 @@ from agentkit_harbor._errors import (
     MainRewardError,
     RewardFileEmptyError,
     RewardFileNotFoundError,
+    RewardFileTooLargeError,
     VerifierOutputParseError,
     VerifierTimeoutError,
 )
-from agentkit_harbor._sandbox_io import download_tree, exec_logged, tail, upload_tree
+from agentkit_harbor._sandbox_io import (
+    ARTIFACT_FILE_MAX_BYTES,
+    ARTIFACTS_TOTAL_MAX_BYTES,
+    REWARD_FILE_MAX_BYTES,
+    VERIFIER_FILE_MAX_BYTES,
+    VERIFIER_TOTAL_MAX_BYTES,
+    TreeCopy,
+    download_tree,
+    exec_logged,
+    read_capped,
+    tail,
+    upload_tree,
+)
 from agentkit_harbor._spec import HarborStepSpec, HarborTaskSpec
 
 __all__ = [
     "ARTIFACTS_DIR",
+    "MAIN_REWARD_AGGREGATES",
+    "STEP_VERIFIER_TIMEOUT_SEC",
     "TESTS_DIR",
     "VERIFIER_DIR",
     "VerifierOutcome",
     "aggregate_steps",
+    "check_main_reward",
     "collect_artifacts",
     "main_reward",
     "min_reward_failure",
     "parse_reward_files",
+    "parse_reward_json",
+    "parse_reward_txt",
+    "read_reward_files",
     "task_env",
     "verifier_settings",
     "verify",
@@ -55,6 +81,11 @@ __all__ = [
 VERIFIER_DIR = "/logs/verifier"
 TESTS_DIR = "/tests"
 ARTIFACTS_DIR = "/logs/artifacts"
+
+#: A step's verifier timeout when its ``[steps.verifier]`` sets none: Harbor's
+#: ``VerifierConfig`` default, which every ``[[steps]]`` entry gets (not the
+#: task's top-level ``[verifier].timeout_sec``).
+STEP_VERIFIER_TIMEOUT_SEC = 600.0
 
 
 @attrs.frozen(kw_only=True)
@@ -83,83 +114,168 @@ class VerifierOutcome:
 # ---------------------------------------------------------------------------
 # Reward files
 
+#: How the total reward is derived from several keys (the taskset's ``main_reward`` option).
+MAIN_REWARD_AGGREGATES: tuple[str, ...] = ("mean", "min", "max", "sum")
 
-def _parse_txt(path: Path, label: str) -> dict[str, float]:
-    if path.stat().st_size == 0:
+
+def check_main_reward(choice: str) -> str:
+    """``choice`` when it is a valid ``main_reward`` option, else a :class:`ValueError`.
+
+    Valid: ``mean``, ``min``, ``max``, ``sum``, or ``key:NAME``.
+    """
+    if choice in MAIN_REWARD_AGGREGATES:
+        return choice
+    if choice.startswith("key:") and choice[4:].strip():
+        return choice
+    raise ValueError(
+        f"main_reward must be one of {', '.join(MAIN_REWARD_AGGREGATES)} or 'key:NAME', "
+        f"got {choice!r}"
+    )
+
+
+def main_reward(rewards: Mapping[str, float], strategy: str = "mean") -> float:
+    """The rollout's total reward from a verifier's rewards.
+
+    ``strategy`` ``key:NAME`` takes the key ``NAME`` (a :class:`MainRewardError`
+    when it is missing). Otherwise: the ``reward`` key when there is one
+    (Harbor's primary reward), else the only key, else the ``mean``
+    (``min``, ``max``, ``sum``) of all keys; no key at all is 0, as
+    Harbor's metrics count it.
+    """
+    if strategy.startswith("key:"):
+        name = strategy[4:]
+        if name not in rewards:
+            raise MainRewardError(
+                f"main_reward = {strategy!r}, but the rewards have no key {name!r} "
+                f"(keys: {', '.join(sorted(rewards)) or 'none'})"
+            )
+        return rewards[name]
+    if "reward" in rewards:
+        return rewards["reward"]
+    values = list(rewards.values())
+    if not values:
+        return 0.0
+    if len(values) == 1 or strategy == "mean":
+        return sum(values) / len(values)
+    if strategy == "min":
+        return min(values)
+    if strategy == "max":
+        return max(values)
+    if strategy == "sum":
+        return float(sum(values))
+    raise ValueError(check_main_reward(strategy))  # unreachable for a checked strategy
+
+
+def _read_bounded(path: Path, label: str) -> bytes:
+    with open(path, "rb") as f:
+        data = f.read(REWARD_FILE_MAX_BYTES + 1)
+    if len(data) > REWARD_FILE_MAX_BYTES:
+        raise RewardFileTooLargeError(
+            f"{label} is larger than the {REWARD_FILE_MAX_BYTES} byte cap; it was not read further"
+        )
+    return data
+
+
+def parse_reward_txt(data: bytes, label: str = f"{VERIFIER_DIR}/reward.txt") -> dict[str, float]:
+    """``reward.txt``'s one number, as Harbor reads it: ``{"reward": value}``."""
+    if not data:
         raise RewardFileEmptyError(f"reward file is empty: {label}")
-    text = path.read_text(encoding="utf-8", errors="replace")
     try:
-        value = float(text.strip())
-    except ValueError:
-        raise VerifierOutputParseError(
-            f"{label} is not a number: {tail(text.strip(), 80)!r}"
-        ) from None
+        value = float(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        shown = tail(data.decode("utf-8", errors="replace").strip(), 80)
+        raise VerifierOutputParseError(f"{label} is not a number: {shown!r}") from None
     if not math.isfinite(value):
         raise VerifierOutputParseError(f"{label} holds a non-finite reward {value!r}")
     return {"reward": value}
 
 
+def parse_reward_json(
+    data: bytes, label: str = f"{VERIFIER_DIR}/reward.json"
+) -> tuple[dict[str, float], list[str]]:
+    """``reward.json`` as Harbor reads it: ``(rewards, notes)``.
+
+    A JSON object whose every value is a finite number (``true``/``false``
+    count 1/0, as in Harbor). Anything else (invalid JSON, not an object, a
+    string, ``null`` or nested value, ``NaN``, an overflow) is a
+    :class:`VerifierOutputParseError`.
+    """
+    if not data:
+        raise RewardFileEmptyError(f"reward file is empty: {label}")
+    try:
+        parsed = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise VerifierOutputParseError(f"{label} is not valid JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise VerifierOutputParseError(
+            f"{label} must be a JSON object of name -> number, got {type(parsed).__name__}"
+        )
+    rewards: dict[str, float] = {}
+    notes: list[str] = []
+    for key, value in parsed.items():
+        if not isinstance(value, (int, float)):
+            shown = tail(json.dumps(value), 80)
+            raise VerifierOutputParseError(f"{label}: {key!r} is not a number: {shown}")
+        try:
+            f = float(value)
+        except OverflowError:
+            f = math.inf
+        if not math.isfinite(f):
+            raise VerifierOutputParseError(f"{label}: {key!r} is a non-finite number {value!r}")
+        rewards[str(key)] = f
+    if not rewards:
+        notes.append("reward.json is an empty object: the total reward is 0, as Harbor counts it")
+    return rewards, notes
+
+
 def parse_reward_files(
     json_path: Path | None, txt_path: Path | None
 ) -> tuple[dict[str, float], str, list[str]]:
-    """Rewards from reward.json (preferred) or reward.txt, with Harbor's error distinctions.
+    """Rewards from host copies of reward.json or else reward.txt, with Harbor's distinctions.
 
-    Returns ``(rewards, which file, notes)``. reward.json must be a flat
-    object; non-numeric values are ignored (noted), as Harbor does; a
-    non-finite number is an error. When reward.json has no ``reward`` key
-    and reward.txt exists, reward.txt supplies it (Harbor's fallback).
+    Returns ``(rewards, which file, notes)``. When reward.json exists,
+    reward.txt is not read (Harbor's order). Each file is read up to
+    ``REWARD_FILE_MAX_BYTES``; a larger one is a :class:`RewardFileTooLargeError`.
     """
-    notes: list[str] = []
     if json_path is not None and json_path.exists():
         label = f"{VERIFIER_DIR}/reward.json"
-        if json_path.stat().st_size == 0:
-            raise RewardFileEmptyError(f"reward file is empty: {label}")
-        try:
-            parsed = json.loads(json_path.read_text(encoding="utf-8", errors="replace"))
-        except ValueError as exc:
-            raise VerifierOutputParseError(f"{label} is not valid JSON: {exc}") from None
-        if not isinstance(parsed, dict):
-            raise VerifierOutputParseError(
-                f"{label} must be a JSON object of name -> number, got {type(parsed).__name__}"
-            )
-        rewards: dict[str, float] = {}
-        ignored = []
-        for key, value in parsed.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                ignored.append(str(key))
-                continue
-            f = float(value)
-            if not math.isfinite(f):
-                raise VerifierOutputParseError(f"{label}: {key!r} is a non-finite number {f!r}")
-            rewards[str(key)] = f
-        if ignored:
-            notes.append(f"reward.json: ignored non-numeric keys: {', '.join(sorted(ignored))}")
-        if "reward" not in rewards and txt_path is not None and txt_path.exists():
-            try:
-                rewards.update(_parse_txt(txt_path, f"{VERIFIER_DIR}/reward.txt"))
-                notes.append("reward.json has no 'reward' key: taken from reward.txt")
-            except HarborGradingError:
-                pass
-        if not rewards:
-            raise VerifierOutputParseError(f"{label} holds no numeric reward")
+        rewards, notes = parse_reward_json(_read_bounded(json_path, label), label)
         return rewards, "reward.json", notes
     if txt_path is not None and txt_path.exists():
-        return _parse_txt(txt_path, f"{VERIFIER_DIR}/reward.txt"), "reward.txt", notes
+        label = f"{VERIFIER_DIR}/reward.txt"
+        return parse_reward_txt(_read_bounded(txt_path, label), label), "reward.txt", []
     raise RewardFileNotFoundError(
         f"no reward file: test.sh wrote neither {VERIFIER_DIR}/reward.json nor "
         f"{VERIFIER_DIR}/reward.txt"
     )
 
 
-def main_reward(rewards: Mapping[str, float]) -> float:
-    """The main reward: the ``reward`` key, or the only key there is."""
-    if "reward" in rewards:
-        return rewards["reward"]
-    if len(rewards) == 1:
-        return next(iter(rewards.values()))
-    raise MainRewardError(
-        f"reward.json has several keys ({', '.join(sorted(rewards))}) and no 'reward' key, so "
-        "the main reward is ambiguous; write a 'reward' key as well"
+async def read_reward_files(sandbox: Sandbox) -> tuple[dict[str, float], str, list[str]]:
+    """:func:`parse_reward_files` on the sandbox's own files, read within the cap.
+
+    At most ``REWARD_FILE_MAX_BYTES + 1`` bytes of each file are read, so a
+    sparse 2 GiB reward.json costs no more memory than that.
+    """
+    for name in ("reward.json", "reward.txt"):
+        label = f"{VERIFIER_DIR}/{name}"
+        try:
+            got = await read_capped(sandbox, label, REWARD_FILE_MAX_BYTES)
+        except OSError as exc:
+            raise VerifierOutputParseError(f"{label} could not be read: {exc}") from None
+        if got is None:
+            continue
+        if got.over_cap:
+            raise RewardFileTooLargeError(
+                f"{label} is larger than the {REWARD_FILE_MAX_BYTES} byte cap; "
+                "it was not read further"
+            )
+        if name == "reward.json":
+            rewards, notes = parse_reward_json(got.data, label)
+            return rewards, name, notes
+        return parse_reward_txt(got.data, label), name, []
+    raise RewardFileNotFoundError(
+        f"no reward file: test.sh wrote neither {VERIFIER_DIR}/reward.json nor "
+        f"{VERIFIER_DIR}/reward.txt"
     )
 
 
@@ -221,7 +337,12 @@ def task_env(spec: HarborTaskSpec) -> dict[str, str]:
 
 
 def verifier_settings(spec: HarborTaskSpec, step: HarborStepSpec | None) -> VerifierSettings:
-    """The step's verifier settings over the task's (Harbor's fallback rules)."""
+    """The step's verifier settings over the task's (Harbor's fallback rules).
+
+    A step's env goes over the task's ``[verifier].env`` and its user falls
+    back to the task's; its timeout does not: a step without its own
+    ``timeout_sec`` gets :data:`STEP_VERIFIER_TIMEOUT_SEC`, as in Harbor.
+    """
     cfg = spec.config
     source = str(spec.config_path)
     env = {**task_env(spec), **resolve_env(cfg.verifier.env, source=source, field="verifier.env")}
@@ -230,36 +351,16 @@ def verifier_settings(spec: HarborTaskSpec, step: HarborStepSpec | None) -> Veri
     if step is not None:
         sv = step.config.verifier
         env.update(resolve_env(sv.env, source=source, field=f"steps.{step.name}.verifier.env"))
-        if sv.timeout_sec is not None:
-            timeout = sv.timeout_sec
+        timeout = STEP_VERIFIER_TIMEOUT_SEC if sv.timeout_sec is None else sv.timeout_sec
         if sv.user is not None:
             user = sv.user
     return VerifierSettings(timeout_sec=timeout, env=env, user=user)
 
 
-async def verify(
-    sandbox: Sandbox,
-    spec: HarborTaskSpec,
-    *,
-    step: HarborStepSpec | None = None,
-    workdir: str | None = None,
-    out_dir: Path | None = None,
-    recorder: EventRecorder | None = None,
-    timeout_scale: float = 1.0,
-    require_main: bool = False,
-) -> VerifierOutcome:
-    """Run the verifier once and return its rewards, or raise a :class:`HarborGradingError`.
-
-    ``out_dir`` (a host directory) receives the contents of /logs/verifier
-    and ``test-stdout.txt``. ``require_main`` also checks that the rewards
-    have a main one (see :func:`main_reward`).
-    """
-    step_name = step.name if step else None
-    try:
-        settings = verifier_settings(spec, step)
-    except HarborTaskError as exc:  # an unset ${VAR}: this verifier run cannot start
-        raise HarborGradingError(str(exc), step=step_name) from None
-    cwd = workdir or getattr(sandbox, "workdir", None) or spec.workdir
+async def reset_verifier_dirs(
+    sandbox: Sandbox, *, recorder: EventRecorder | None = None, step: str | None = None
+) -> None:
+    """Empty ``/tests`` and ``/logs/verifier`` (made when missing), or raise AddTestsDirError."""
     reset = await exec_logged(
         sandbox,
         [
@@ -274,14 +375,42 @@ async def verify(
     if not reset.ok:
         raise AddTestsDirError(
             f"could not prepare {TESTS_DIR} and {VERIFIER_DIR}: {reset.stderr.strip()}",
-            step=step_name,
+            step=step,
         )
+
+
+async def verify(
+    sandbox: Sandbox,
+    spec: HarborTaskSpec,
+    *,
+    step: HarborStepSpec | None = None,
+    workdir: str | None = None,
+    out_dir: Path | None = None,
+    recorder: EventRecorder | None = None,
+    timeout_scale: float = 1.0,
+    require_main: bool = False,
+    main_reward_strategy: str = "mean",
+) -> VerifierOutcome:
+    """Run the verifier once and return its rewards, or raise a :class:`HarborGradingError`.
+
+    ``out_dir`` (a host directory) receives a copy of /logs/verifier (within
+    its caps) and ``test-stdout.txt``. ``require_main`` also checks that a
+    total reward can be derived with ``main_reward_strategy`` (see
+    :func:`main_reward`).
+    """
+    step_name = step.name if step else None
+    try:
+        settings = verifier_settings(spec, step)
+    except HarborTaskError as exc:  # an unset ${VAR}: this verifier run cannot start
+        raise HarborGradingError(str(exc), step=step_name) from None
+    cwd = workdir or getattr(sandbox, "workdir", None) or spec.workdir
+    await reset_verifier_dirs(sandbox, recorder=recorder, step=step_name)
     sources = [spec.tests_dir] if spec.tests_dir.is_dir() else []
     if step is not None and step.tests_dir.is_dir():
         sources.append(step.tests_dir)
     try:
         for src in sources:
-            await upload_tree(sandbox, src, TESTS_DIR)
+            await upload_tree(sandbox, src, TESTS_DIR, root=spec.task_dir)
     except Exception as exc:
         raise AddTestsDirError(
             f"could not upload tests/ to {TESTS_DIR}: {type(exc).__name__}: {exc}", step=step_name
@@ -303,34 +432,42 @@ async def verify(
     with tempfile.TemporaryDirectory(prefix="harbor-verifier-") as tmp:
         logs_dir = out_dir if out_dir is not None else Path(tmp)
         logs_dir.mkdir(parents=True, exist_ok=True)
-        (logs_dir / "test-stdout.txt").write_text(stdout, encoding="utf-8")
+        (logs_dir / "test-stdout.txt").write_text(
+            tail(stdout, VERIFIER_FILE_MAX_BYTES), encoding="utf-8"
+        )
         try:
-            await download_tree(sandbox, VERIFIER_DIR, logs_dir)
+            copied = await download_tree(
+                sandbox,
+                VERIFIER_DIR,
+                logs_dir,
+                max_file_bytes=VERIFIER_FILE_MAX_BYTES,
+                max_total_bytes=VERIFIER_TOTAL_MAX_BYTES,
+            )
         except Exception as exc:
             raise HarborGradingError(
                 f"could not read {VERIFIER_DIR} from the sandbox: {type(exc).__name__}: {exc}",
                 stdout=stdout,
                 step=step_name,
             ) from exc
-        if result.timed_out:
-            raise VerifierTimeoutError(
-                f"tests/test.sh ran past the verifier timeout of {timeout:g} s"
-                + _stdout_suffix(stdout),
-                stdout=stdout,
-                step=step_name,
-            )
-        try:
-            rewards, which, notes = parse_reward_files(
-                logs_dir / "reward.json", logs_dir / "reward.txt"
-            )
-            if require_main:
-                main_reward(rewards)
-        except HarborGradingError as exc:
-            raise type(exc)(
-                f"{exc} (test.sh exit code {result.exit_code})" + _stdout_suffix(stdout),
-                stdout=stdout,
-                step=step_name,
-            ) from None
+    if result.timed_out:
+        raise VerifierTimeoutError(
+            f"tests/test.sh ran past the verifier timeout of {timeout:g} s"
+            + _stdout_suffix(stdout),
+            stdout=stdout,
+            step=step_name,
+        )
+    try:
+        rewards, which, notes = await read_reward_files(sandbox)
+        if require_main:
+            main_reward(rewards, main_reward_strategy)
+    except HarborGradingError as exc:
+        raise type(exc)(
+            f"{exc} (test.sh exit code {result.exit_code})" + _stdout_suffix(stdout),
+            stdout=stdout,
+            step=step_name,
+        ) from None
+    if copied is not None:
+        notes += [f"{VERIFIER_DIR} copy: {n}" for n in copied.notes]
     return VerifierOutcome(
         rewards=rewards,
         stdout=stdout,
@@ -359,15 +496,19 @@ async def collect_artifacts(
     *,
     recorder: EventRecorder | None = None,
 ) -> dict[str, Any]:
-    """Copy /logs/artifacts and every declared artifact into ``out_dir``.
+    """Copy /logs/artifacts and every declared artifact into ``out_dir``, within caps.
 
     A source lands at ``out_dir/<its absolute path>`` unless it names a
     ``destination`` (relative to ``out_dir``), as in Harbor's layout. Missing
-    sources are recorded in the returned manifest, never an error.
+    sources are recorded in the returned manifest, never an error. Each file
+    is copied up to ``ARTIFACT_FILE_MAX_BYTES`` (kept truncated past it),
+    all of them up to ``ARTIFACTS_TOTAL_MAX_BYTES``; sparse files are
+    refused. An entry's ``notes`` in ``manifest.json`` list every such file.
     """
     manifest: list[dict[str, Any]] = []
     entries = [ArtifactConfig(source=ARTIFACTS_DIR), *artifacts]
     out_dir.mkdir(parents=True, exist_ok=True)
+    budget = TreeCopy()
     for art in entries:
         rel = art.destination or art.source.lstrip("/")
         target = (out_dir / rel).resolve()
@@ -378,12 +519,24 @@ async def collect_artifacts(
             record["status"] = f"skipped: service {art.service!r} (no compose services locally)"
         else:
             try:
-                count = await download_tree(sandbox, art.source, target, exclude=art.exclude)
+                copied = await download_tree(
+                    sandbox,
+                    art.source,
+                    target,
+                    exclude=art.exclude,
+                    max_file_bytes=ARTIFACT_FILE_MAX_BYTES,
+                    max_total_bytes=ARTIFACTS_TOTAL_MAX_BYTES,
+                    budget=budget,
+                )
             except Exception as exc:
                 record["status"] = f"failed: {type(exc).__name__}: {exc}"
             else:
-                record["status"] = "missing" if count is None else "ok"
-                record["files"] = count or 0
+                record["status"] = "missing" if copied is None else "ok"
+                record["files"] = copied.files if copied else 0
+                if copied is not None:
+                    record["bytes"] = copied.bytes
+                    if copied.skipped:
+                        record["notes"] = copied.notes
         manifest.append(record)
     data = {"artifacts": manifest}
     (out_dir / "manifest.json").write_text(json.dumps(data, indent=2), encoding="utf-8")
