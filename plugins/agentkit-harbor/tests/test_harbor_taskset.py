@@ -418,3 +418,28 @@ def test_tasks_from_other_tasksets_are_not_harbor_tasks() -> None:
 
     with pytest.raises(HarborTaskError, match="not a Harbor task"):
         spec_for_task(Task(task_id="x:y", input="hi"))
+
+
+@needs_bwrap
+def test_the_command_line_lists_every_task_that_failed_to_load(make_task, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    make_task("good", GOOD)
+    make_task("unknown-field", "[environment]\ncpu = 2\n")
+    make_task("relative-workdir", '[environment]\nworkdir = "app"\n')
+    args = ["run", f"harbor:{tmp_path / 'tasks'}", "nop", "--out", str(tmp_path / "out"), "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "agentkit", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Warning: 2 task(s) could not be loaded:" in done.stderr
+    assert "unknown-field/task.toml: environment.cpu: unknown key" in done.stderr
+    assert "relative-workdir/task.toml: environment.workdir: must be an absolute path" in (
+        done.stderr
+    )

@@ -267,7 +267,8 @@ def run_cmd(
     def on_start(info: dict[str, Any]) -> None:
         problems = info.get("taskset_problems") or []
         if problems:
-            _echo_err(f"Warning: {len(problems)} task(s) could not be loaded; first: {problems[0]}")
+            listing = "".join(f"\n  - {p}" for p in problems)
+            _echo_err(f"Warning: {len(problems)} task(s) could not be loaded:{listing}")
         if info.get("repair_note"):
             _echo_err(f"Note: {info['repair_note']}")
         if info.get("sandbox_warning"):
