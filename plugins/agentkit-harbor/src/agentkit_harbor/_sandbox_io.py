@@ -224,12 +224,25 @@ _READ_SCRIPT = (
 )
 
 
+async def _exec_as_root(sandbox: Sandbox, cmd: list[str], timeout: float) -> ExecResult:
+    """Run a read-back command as root, so files are read whoever wrote them (as ``docker cp``).
+
+    A sandbox that runs everything as one user runs it as that user.
+    """
+    try:
+        return await sandbox.exec(cmd, user="root", timeout=timeout)
+    except Exception as exc:
+        if "user" not in str(exc):
+            raise
+        return await sandbox.exec(cmd, timeout=timeout)
+
+
 async def _read_pieces(sandbox: Sandbox, pieces: list[_Piece]) -> list[bytes | str]:
     """The bytes of each piece, or ``"missing"`` / ``"special"`` (not a regular file)."""
     args: list[str] = []
     for p in pieces:
         args += [p.path, str(p.offset), str(p.nbytes)]
-    res = await sandbox.exec(["bash", "-c", _READ_SCRIPT, "read", *args], timeout=300)
+    res = await _exec_as_root(sandbox, ["bash", "-c", _READ_SCRIPT, "read", *args], 300)
     lines = res.stdout.split("\n")
     while lines and not lines[-1]:
         lines.pop()
@@ -314,7 +327,7 @@ def _safe_rel(rel: str) -> bool:
 
 
 async def _list_sized(sandbox: Sandbox, root: str) -> list[_Listed] | None:
-    res = await sandbox.exec(["bash", "-c", _LIST_SCRIPT, "list", root], timeout=120)
+    res = await _exec_as_root(sandbox, ["bash", "-c", _LIST_SCRIPT, "list", root], 120)
     if res.exit_code == 3 or not res.ok:
         return None
     out: list[_Listed] = []
