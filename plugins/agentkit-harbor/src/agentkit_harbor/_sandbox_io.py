@@ -52,6 +52,7 @@ __all__ = [
     "exec_logged",
     "list_sandbox_files",
     "read_capped",
+    "read_small_files",
     "rollout_dir_of",
     "tail",
     "upload_tree",
@@ -73,6 +74,7 @@ ARTIFACTS_TOTAL_MAX_BYTES = 256 * _MIB
 SPARSE_SLACK_BYTES = 1 * _MIB
 
 _TAIL = 4000
+_KINDS = {"l": "a symlink", "p": "a FIFO", "s": "a socket", "c": "a device", "b": "a device"}
 _CHUNK = 1 * _MIB  # dd block size: pieces start at multiples of it
 _BATCH = 4 * _MIB  # bytes asked for in one piece (and about one exec)
 _END = "#agentkit-end"
@@ -270,6 +272,26 @@ async def _read_pieces(sandbox: Sandbox, pieces: list[_Piece]) -> list[bytes | s
     return out
 
 
+async def read_small_files(
+    sandbox: Sandbox, paths: list[str], cap: int
+) -> list[CappedRead | str | None]:
+    """:func:`read_capped` on several small files in one command (``cap`` up to 4 MiB).
+
+    Each answer is a :class:`CappedRead`, None (no such file) or
+    ``"special"`` (not a regular file).
+    """
+    if cap + 1 > _BATCH:
+        raise ValueError(f"read_small_files reads at most {_BATCH - 1} bytes a file")
+    got = await _read_pieces(sandbox, [_Piece(p, 0, cap + 1) for p in paths])
+    out: list[CappedRead | str | None] = []
+    for data in got:
+        if isinstance(data, bytes):
+            out.append(CappedRead(data=data[:cap], over_cap=len(data) > cap))
+        else:
+            out.append(None if data == "missing" else data)
+    return out
+
+
 async def read_capped(sandbox: Sandbox, path: str, cap: int) -> CappedRead | None:
     """At most ``cap`` bytes of sandbox file ``path`` (None when it does not exist).
 
@@ -300,6 +322,7 @@ async def read_capped(sandbox: Sandbox, path: str, cap: int) -> CappedRead | Non
 @attrs.frozen(kw_only=True)
 class _Listed:
     rel: str
+    kind: str  # find's %y: f (regular), l (symlink), p (FIFO), s, c, b
     size: int
     disk: int
 
@@ -310,12 +333,13 @@ if [ -d "$root" ]; then cd "$root" || exit 5; set -- . ; pre=1
 elif [ -f "$root" ]; then set -- "$root"; pre=0
 else exit 3; fi
 if find "$1" -maxdepth 0 -printf '' 2>/dev/null; then
-  if [ $pre = 1 ]; then find . -type f -printf '%s %b %P\0'
-  else find -H "$1" -maxdepth 0 -type f -printf '%s %b .\0'; fi
+  if [ $pre = 1 ]; then find . ! -type d -printf '%y %s %b %P\0'
+  else find -H "$1" -maxdepth 0 -type f -printf 'f %s %b .\0'; fi
 else
-  find -H "$1" -type f -print0 | while IFS= read -r -d '' f; do
-    s=$(stat -L -c '%s %b' -- "$f") || continue
-    if [ $pre = 1 ]; then printf '%s %s\0' "$s" "${f#./}"; else printf '%s .\0' "$s"; fi
+  find -H "$1" ! -type d -print0 | while IFS= read -r -d '' f; do
+    if [ -L "$f" ] && [ $pre = 1 ]; then t=l; elif [ -f "$f" ]; then t=f; else t=o; fi
+    s=$(stat -c '%s %b' -- "$f") || continue
+    if [ $pre = 1 ]; then printf '%s %s %s\0' "$t" "$s" "${f#./}"; else printf 'f %s .\0' "$s"; fi
   done
 fi
 """
@@ -332,18 +356,20 @@ async def _list_sized(sandbox: Sandbox, root: str) -> list[_Listed] | None:
         return None
     out: list[_Listed] = []
     for item in res.stdout.split("\0"):
-        size, _, rest = item.partition(" ")
-        blocks, _, rel = rest.partition(" ")
-        if not rel or not size.isdigit() or not blocks.isdigit() or not _safe_rel(rel):
+        parts = item.split(" ", 3)
+        if len(parts) != 4:
             continue
-        out.append(_Listed(rel=rel, size=int(size), disk=int(blocks) * 512))
+        kind, size, blocks, rel = parts
+        if not size.isdigit() or not blocks.isdigit() or not _safe_rel(rel):
+            continue
+        out.append(_Listed(rel=rel, kind=kind, size=int(size), disk=int(blocks) * 512))
     return sorted(out, key=lambda e: e.rel)
 
 
 async def list_sandbox_files(sandbox: Sandbox, root: str) -> list[str] | None:
     """Regular files under ``root`` in the sandbox (relative paths; ``.`` for a file), or None."""
     listed = await _list_sized(sandbox, root)
-    return None if listed is None else [e.rel for e in listed]
+    return None if listed is None else [e.rel for e in listed if e.kind == "f"]
 
 
 def _excluded(rel: str, patterns: Iterable[str]) -> bool:
@@ -361,11 +387,14 @@ class TreeCopy:
 
     Each ``skipped`` entry is ``{"path", "size", "status"}``; the status
     starts with ``truncated``, ``refused`` or ``failed`` and says why.
+    ``entries`` maps every path found (relative to the source) to ``ok`` or
+    that status.
     """
 
     files: int = 0
     bytes: int = 0
     skipped: list[dict[str, Any]] = attrs.field(factory=list)
+    entries: dict[str, str] = attrs.field(factory=dict)
 
     @property
     def notes(self) -> list[str]:
@@ -460,12 +489,16 @@ async def download_tree(
             continue
         where = src if single else str(PurePosixPath(src) / entry.rel)
         status = None
-        if entry.size - entry.disk > SPARSE_SLACK_BYTES:
+        if entry.kind != "f":
+            what = _KINDS.get(entry.kind, "a special file")
+            status = f"refused: {what}, not a regular file"
+        elif entry.size - entry.disk > SPARSE_SLACK_BYTES:
             status = f"refused: sparse, {_fmt_size(entry.disk)} on disk; it would become real disk"
         elif spent + min(entry.size, max_file_bytes) > max_total_bytes:
             status = f"refused: over the total cap of {_fmt_size(max_total_bytes)}"
         if status is not None:
             report.skipped.append({"path": where, "size": entry.size, "status": status})
+            report.entries[entry.rel] = status
             continue
         nbytes = min(entry.size, max_file_bytes)
         spent += nbytes
@@ -486,6 +519,7 @@ async def download_tree(
             report.bytes += job.written
         if status is not None:
             report.skipped.append({"path": job.where, "size": job.entry.size, "status": status})
+        report.entries[job.entry.rel] = status or "ok"
     if budget is not None:
         budget.files += report.files
         budget.bytes += report.bytes

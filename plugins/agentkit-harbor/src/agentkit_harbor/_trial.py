@@ -261,7 +261,7 @@ class HarborTrial:
             problem = await self.prepare_step(step)
             if problem:
                 record["setup_error"] = problem
-                self.fail(problem, "step_setup_failed")
+                self.status, self.error, self.error_kind = "failed", problem, "step_setup_failed"
                 self.stopped = f"step {step.name!r}: {problem}"
                 break
             outcome = await self.run_agent(agent_step, step)

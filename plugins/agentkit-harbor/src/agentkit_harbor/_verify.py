@@ -51,7 +51,7 @@ from agentkit_harbor._sandbox_io import (
     TreeCopy,
     download_tree,
     exec_logged,
-    read_capped,
+    read_small_files,
     tail,
     upload_tree,
 )
@@ -256,14 +256,17 @@ async def read_reward_files(sandbox: Sandbox) -> tuple[dict[str, float], str, li
     At most ``REWARD_FILE_MAX_BYTES + 1`` bytes of each file are read, so a
     sparse 2 GiB reward.json costs no more memory than that.
     """
-    for name in ("reward.json", "reward.txt"):
-        label = f"{VERIFIER_DIR}/{name}"
-        try:
-            got = await read_capped(sandbox, label, REWARD_FILE_MAX_BYTES)
-        except OSError as exc:
-            raise VerifierOutputParseError(f"{label} could not be read: {exc}") from None
+    names = ("reward.json", "reward.txt")
+    labels = [f"{VERIFIER_DIR}/{name}" for name in names]
+    try:
+        answers = await read_small_files(sandbox, labels, REWARD_FILE_MAX_BYTES)
+    except OSError as exc:
+        raise VerifierOutputParseError(f"the reward files could not be read: {exc}") from None
+    for name, label, got in zip(names, labels, answers, strict=True):
         if got is None:
-            continue
+            continue  # reward.txt is read only when reward.json does not exist
+        if isinstance(got, str):
+            raise VerifierOutputParseError(f"{label} is not a regular file")
         if got.over_cap:
             raise RewardFileTooLargeError(
                 f"{label} is larger than the {REWARD_FILE_MAX_BYTES} byte cap; "
@@ -449,23 +452,24 @@ async def verify(
                 stdout=stdout,
                 step=step_name,
             ) from exc
-    if result.timed_out:
-        raise VerifierTimeoutError(
-            f"tests/test.sh ran past the verifier timeout of {timeout:g} s"
-            + _stdout_suffix(stdout),
-            stdout=stdout,
-            step=step_name,
-        )
-    try:
-        rewards, which, notes = await read_reward_files(sandbox)
-        if require_main:
-            main_reward(rewards, main_reward_strategy)
-    except HarborGradingError as exc:
-        raise type(exc)(
-            f"{exc} (test.sh exit code {result.exit_code})" + _stdout_suffix(stdout),
-            stdout=stdout,
-            step=step_name,
-        ) from None
+        if result.timed_out:
+            raise VerifierTimeoutError(
+                f"tests/test.sh ran past the verifier timeout of {timeout:g} s"
+                + _stdout_suffix(stdout),
+                stdout=stdout,
+                step=step_name,
+            )
+        try:
+            found = _rewards_from_copy(logs_dir, copied)
+            rewards, which, notes = found or await read_reward_files(sandbox)
+            if require_main:
+                main_reward(rewards, main_reward_strategy)
+        except HarborGradingError as exc:
+            raise type(exc)(
+                f"{exc} (test.sh exit code {result.exit_code})" + _stdout_suffix(stdout),
+                stdout=stdout,
+                step=step_name,
+            ) from None
     if copied is not None:
         notes += [f"{VERIFIER_DIR} copy: {n}" for n in copied.notes]
     return VerifierOutcome(
@@ -476,6 +480,28 @@ async def verify(
         reward_file=which,
         notes=notes,
     )
+
+
+def _rewards_from_copy(
+    logs_dir: Path, copied: TreeCopy | None
+) -> tuple[dict[str, float], str, list[str]] | None:
+    """The rewards from the copy of /logs/verifier just made, when it settles them.
+
+    It does when reward.json (else reward.txt) was copied whole: the host copy
+    is then read within the cap. Otherwise (none listed, or one cut, refused
+    or not a regular file) None: :func:`read_reward_files` asks the sandbox.
+    """
+    if copied is None:
+        return None
+    for name in ("reward.json", "reward.txt"):
+        status = copied.entries.get(name)
+        if status is None:
+            continue
+        if status != "ok":
+            return None
+        path = logs_dir / name
+        return parse_reward_files(path if name == "reward.json" else None, path)
+    return None
 
 
 def _stdout_suffix(stdout: str) -> str:
