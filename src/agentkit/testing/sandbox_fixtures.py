@@ -6,6 +6,9 @@
 - ``local_sandbox``: a started bubblewrap sandbox (the test is skipped when
   bubblewrap is not installed).
 - ``host_sandbox``: a started host-mode sandbox.
+- ``docker_engine``: use it (or ``requires_docker``) in tests that need a
+  Docker engine: they are skipped, saying why, when none answers, and fail
+  instead under ``CI=true``.
 
 They are async fixtures for anyio's pytest plugin on the asyncio backend
 (the sandboxes use asyncio subprocesses).
@@ -29,10 +32,14 @@ from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox._base import BaseSandbox
 
 __all__ = [
+    "docker_engine",
+    "docker_unavailable",
     "host_pids_with_arg",
     "host_sandbox",
     "local_sandbox",
+    "need_docker",
     "requires_bwrap",
+    "requires_docker",
     "sandbox_factory",
     "unique_sleep_arg",
     "wait_gone",
@@ -43,6 +50,59 @@ __all__ = [
 requires_bwrap = pytest.mark.skipif(
     shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed"
 )
+
+
+_docker_reason: list[str | None] = []
+
+
+def docker_unavailable() -> str | None:
+    """Why no Docker engine can be used here (None when one answers); checked once."""
+    if _docker_reason:
+        return _docker_reason[0]
+    import importlib.util
+    import subprocess
+
+    reason: str | None = None
+    if importlib.util.find_spec("aiodocker") is None:
+        reason = "aiodocker is not installed (pip install 'agentkit[docker]')"
+    elif shutil.which("docker") is None:
+        reason = "the docker CLI is not installed (apt-get install docker.io)"
+    else:
+        try:
+            proc = subprocess.run(
+                ["docker", "info", "--format", "{{.ServerVersion}}"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+        except subprocess.TimeoutExpired:
+            reason = "the Docker engine did not answer 'docker info' within 30 s"
+        else:
+            if proc.returncode != 0 or not proc.stdout.strip():
+                err = (proc.stderr or proc.stdout).strip().splitlines()
+                reason = f"no Docker engine answers: {err[-1] if err else 'docker info failed'}"
+    _docker_reason.append(reason)
+    return reason
+
+
+def need_docker() -> None:
+    """Skip the running test (saying why) without a Docker engine; under ``CI=true``, fail."""
+    reason = docker_unavailable()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the Docker tests, but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def docker_engine() -> None:
+    """Skip the test (saying why) without a Docker engine; under ``CI=true``, fail."""
+    need_docker()
+
+
+#: Marker form of the ``docker_engine`` fixture.
+requires_docker = pytest.mark.usefixtures("docker_engine")
 
 
 def host_pids_with_arg(arg: str) -> list[int]:
@@ -107,6 +167,8 @@ async def sandbox_factory(tmp_path: Path) -> AsyncIterator[SandboxFactoryFixture
     ) -> BaseSandbox:
         if name == "local" and shutil.which("bwrap") is None:
             pytest.skip("bubblewrap (bwrap) is not installed")
+        if name == "docker":
+            need_docker()
         n = next(counter)
         factory = registry.resolve_sandbox(name, **options)
         sandbox: BaseSandbox = factory(

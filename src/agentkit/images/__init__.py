@@ -1,0 +1,59 @@
+"""Task images: a task's environment (a :class:`~agentkit.TaskImage`) made a local image.
+
+One small layer, shared by every sandbox that runs tasks in their images::
+
+    from agentkit.images import resolve_image, prepare_images
+
+    ref = await resolve_image(hints.image)        # build (once) or pull (once)
+    print(ref.reference, ref.image_id)            # agentkit/env:3f2a... sha256:...
+
+- A Dockerfile is built with its context (honouring ``.dockerignore``) and
+  tagged ``agentkit/env:<digest>``, the digest covering the context and the
+  ids of its base images: built once, reused by every rollout and later run.
+- A prebuilt ``image`` is used when local, pulled when not.
+- :func:`prepare_images` resolves many in parallel (bounded), with progress;
+  a failure is returned for that image, the others go on.
+
+The engine is Docker through aiodocker (``pip install 'agentkit[docker]'``);
+:class:`ImageBackend` is the seam for others. See ``docs/sandboxes.md``.
+"""
+
+from __future__ import annotations
+
+from agentkit.images._context import BuildContext, base_images, build_context
+from agentkit.images._dockerignore import IgnoreRules, parse_dockerignore, read_dockerignore
+from agentkit.images._engine import INSTALL_HINT, DockerBackend, ImageBackend, docker_client
+from agentkit.images._errors import ImageError, ImageUnavailableError
+from agentkit.images._store import (
+    DIGEST_LABEL,
+    REPOSITORY,
+    ImageRef,
+    PrepareStatus,
+    clear_cache,
+    default_log_dir,
+    prepare_images,
+    resolve_image,
+)
+
+__all__ = [
+    "DIGEST_LABEL",
+    "INSTALL_HINT",
+    "REPOSITORY",
+    "BuildContext",
+    "DockerBackend",
+    "IgnoreRules",
+    "ImageBackend",
+    "ImageError",
+    "ImageRef",
+    "ImageUnavailableError",
+    "PrepareStatus",
+    "base_images",
+    "build_context",
+    "clear_cache",
+    "default_log_dir",
+    "docker_client",
+    "parse_dockerignore",
+    "prepare_images",
+    "read_dockerignore",
+    "resolve_image",
+]
