@@ -157,7 +157,23 @@ class Sandbox(Protocol):
 
 
 class SandboxFactory(Protocol):
-    """What a sandbox plugin registers: builds one sandbox per rollout."""
+    """What a sandbox plugin registers: builds one sandbox per rollout.
+
+    Two optional members (classmethods of a registered class), called by the
+    runner with the user's sandbox options:
+
+    - ``async preflight(**options) -> str | None``: once per run, before
+      anything is created. Raise ``SandboxError`` to refuse the run (one clear
+      message); a returned string is a warning, printed and recorded in
+      ``manifest.json`` beside the class's ``warning``.
+    - ``async prepare(hints, *, log_dir, on_progress, **options)``: once per
+      run, before the first rollout, with the hints of every task to run
+      (``log_dir``: ``<run dir>/images`` or None; ``on_progress(line)``: a
+      progress line for people, or None). Returns one entry per hints, in
+      order: an exception means every rollout of that task fails with it
+      (its ``error_kind`` attribute classifies it; it is not retried),
+      anything else means ready. The docker sandbox builds images here.
+    """
 
     name: str
 

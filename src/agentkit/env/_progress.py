@@ -7,7 +7,36 @@ from typing import Any
 
 from agentkit.env._records import RolloutRecord
 
-__all__ = ["ProgressBar", "render_results_table"]
+__all__ = ["ProgressBar", "StatusLine", "render_results_table"]
+
+
+class StatusLine:
+    """One line on stderr, redrawn in place (the sandbox's preparation: image builds)."""
+
+    def __init__(self, console: Any = None) -> None:
+        from rich.console import Console
+
+        self.console = console or Console(stderr=True)
+        self._live: Any = None
+
+    def __enter__(self) -> StatusLine:
+        return self
+
+    def update(self, text: str) -> None:
+        """Show ``text`` in place of the previous line."""
+        from rich.live import Live
+        from rich.text import Text
+
+        if self._live is None:
+            self._live = Live(Text(text), console=self.console, transient=False)
+            self._live.start()
+        else:
+            self._live.update(Text(text))
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
 
 class ProgressBar:

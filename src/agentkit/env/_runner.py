@@ -4,6 +4,8 @@
 
 1. makes a sandbox when the task has execution hints or the harness says
    ``requires_sandbox`` (a start failure is retryable, error_kind ``sandbox_start``);
+   a task whose environment :meth:`Runner.prepare` could not make (a failed
+   image build) fails at once with that error, never retried;
 2. runs the harness under the per-rollout timeout; a raising harness is a
    failed result (``harness_exception``), a timeout a ``timeout`` result;
 3. retries, with exponential backoff and jitter, only results that are
@@ -146,6 +148,7 @@ class Runner:
         self._next = 0
         self._requires_sandbox = bool(getattr(harness, "requires_sandbox", False))
         self._needed = self._needed_arguments()
+        self._prepare_errors: dict[str, BaseException] = {}
 
     def _needed_arguments(self) -> frozenset[str]:
         from agentkit._rubric import REWARD_ARGUMENTS
@@ -156,6 +159,37 @@ class Runner:
                 return frozenset(REWARD_ARGUMENTS)
             names.update(m.arguments)
         return frozenset(names)
+
+    async def prepare(self, on_progress: Callable[[str], None] | None = None) -> None:
+        """Let the sandbox kind prepare every task's environment before any rollout.
+
+        Calls the factory's optional ``prepare(hints, log_dir=, on_progress=,
+        **options)`` once with the hints of every task still to run (see
+        ``docs/sandboxes.md``); a task whose entry is an exception fails all its
+        rollouts with it (``error_kind`` from the exception, not retried).
+        """
+        factory = self.options.sandbox_factory
+        prepare = getattr(getattr(factory, "func", factory), "prepare", None)
+        if factory is None or not callable(prepare):
+            return
+        tasks: dict[str, PlannedTask] = {}
+        for job in self.jobs:
+            if job.planned.hints is not None or self._requires_sandbox:
+                tasks.setdefault(job.planned.task.task_id, job.planned)
+        if not tasks:
+            return
+        planned = list(tasks.values())
+        log_dir = None if self.store is None else self.store.run_dir / "images"
+        options = dict(getattr(factory, "keywords", None) or {})
+        results = await prepare(
+            [self._hints_for(p) for p in planned],
+            log_dir=log_dir,
+            on_progress=on_progress,
+            **options,
+        )
+        for p, outcome in zip(planned, results, strict=True):
+            if isinstance(outcome, BaseException):
+                self._prepare_errors[p.task.task_id] = outcome
 
     async def run(self) -> list[RolloutRecord]:
         """Run every job; returns every record, including those finished before.
@@ -269,6 +303,16 @@ class Runner:
         planned = job.planned
         factory = self.options.sandbox_factory
         assert factory is not None
+        unprepared = self._prepare_errors.get(planned.task.task_id)
+        if unprepared is not None:
+            result = HarnessResult(
+                status="failed",
+                error=f"the task's environment could not be prepared: {unprepared}",
+                error_kind=str(getattr(unprepared, "error_kind", None) or "sandbox_prepare"),
+            )
+            t = time.perf_counter()
+            score = await self._score(planned, job, result, None)
+            return result, score, 0.0, time.perf_counter() - t
         root = self._sandbox_root(job.rollout_id)
         if root.exists():
             import shutil

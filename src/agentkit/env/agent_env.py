@@ -263,7 +263,7 @@ class AgentEnv:
         sb_options.update(sandbox_options or {})
         if allow_network:
             sb_options["allow_network"] = True
-        factory, sandbox_warning = self._sandbox_factory(planned, sandbox_name, sb_options)
+        factory, sandbox_warning = await self._sandbox_factory(planned, sandbox_name, sb_options)
 
         manifest = build_manifest(
             self,
@@ -370,6 +370,7 @@ class AgentEnv:
         started = time.perf_counter()
         interrupted = True
         try:
+            await _prepare(runner, progress)
             if bar is not None:
                 with bar:
                     await runner.run()
@@ -499,7 +500,7 @@ class AgentEnv:
             )
         return planned
 
-    def _sandbox_factory(
+    async def _sandbox_factory(
         self, planned: list[PlannedTask], name: str, options: dict[str, Any]
     ) -> tuple[Callable[..., Any] | None, str | None]:
         needed = bool(getattr(self.harness, "requires_sandbox", False)) or any(
@@ -512,7 +513,25 @@ class AgentEnv:
         factory = registry.resolve_sandbox(name, **options)
         target = getattr(factory, "func", factory)
         warning = getattr(target, "warning", None) or getattr(target, "WARNING", None)
-        return factory, warning if isinstance(warning, str) else None
+        warnings = [warning] if isinstance(warning, str) else []
+        preflight = getattr(target, "preflight", None)
+        if callable(preflight):
+            # once per run, before anything is created: may refuse the run, or warn
+            extra = await preflight(**options)
+            if isinstance(extra, str) and extra:
+                warnings.append(extra)
+        return factory, "; ".join(warnings) or None
+
+
+async def _prepare(runner: Runner, progress: bool) -> None:
+    """The sandbox kind's preparation (image builds), with a live line when ``progress``."""
+    if not progress:
+        await runner.prepare()
+        return
+    from agentkit.env._progress import StatusLine
+
+    with StatusLine() as line:
+        await runner.prepare(line.update)
 
 
 def _open_store(
