@@ -25,9 +25,11 @@ def agentkit_register_tasksets(register: Any) -> None:
 
 @hookimpl
 def agentkit_register_sandboxes(register: Any) -> None:
-    """The ``local`` (bubblewrap) sandbox and the explicit, unisolated ``host`` mode."""
+    """The ``local`` (bubblewrap) sandbox, ``docker`` and the explicit, unisolated ``host`` mode."""
+    from agentkit.sandbox.docker import DockerSandbox
     from agentkit.sandbox.host import HostSandbox
     from agentkit.sandbox.local import LocalSandbox
 
     register(LocalSandbox, name="local")
+    register(DockerSandbox, name="docker")
     register(HostSandbox, name="host")

@@ -1,0 +1,1 @@
+"""Compose tasks: one compose project per rollout (placeholder, filled below)."""

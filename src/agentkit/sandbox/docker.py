@@ -1,0 +1,630 @@
+"""The docker sandbox: a container per rollout, from the task's image.
+
+The image comes from the task (:class:`~agentkit.TaskImage`, made by
+:mod:`agentkit.images`: built once per context digest, or pulled once);
+tasks without one run in ``default_image``. The container behaves as under
+Harbor 0.24's docker environment: the image's ``ENTRYPOINT`` runs with the
+command ``sh -c "sleep infinity"`` (so an entrypoint that starts a service
+and ``exec "$@"`` leaves it running), its ``ENV``, ``WORKDIR`` and ``USER``
+apply to every command, a ``HEALTHCHECK`` is waited for, ``/logs/agent``,
+``/logs/verifier`` and ``/logs/artifacts`` are directories of the rollout on
+the host. Unlike Harbor, the container is killed at close (no 10 s stop
+grace) and images are never rebuilt per rollout.
+
+See ``docs/sandboxes.md`` for the network rules, the model-endpoint relay,
+resources and the security checks (``allow_host_root``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tarfile
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
+from agentkit.sandbox._docker_engine import (
+    check_engine,
+    owner_labels,
+    prune_orphans_once,
+)
+from agentkit.sandbox._docker_files import extract_download, upload_tar
+from agentkit.sandbox._docker_process import DockerProcess
+from agentkit.sandbox._errors import SandboxError, SandboxPathError
+from agentkit.sandbox._forward import Endpoint, Relay, parse_endpoint
+
+__all__ = ["DEFAULT_IMAGE", "DockerSandbox"]
+
+#: The image of tasks that name none (``-S default_image=...`` to change it).
+DEFAULT_IMAGE = "debian:bookworm-slim"
+#: What the container runs after the image's entrypoint (Harbor's command).
+KEEP_ALIVE = ["sh", "-c", "sleep infinity"]
+#: The rollout's log directories, kept on the host (as Harbor mounts them).
+LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
+_HEALTH_TIMEOUT_SEC = 300.0
+
+
+class DockerSandbox:
+    """A container per rollout (see the module docstring and ``docs/sandboxes.md``).
+
+    Options (``-S name=value``):
+
+    - ``allow_network``: give network to tasks whose hints ask for it.
+    - ``allow_host_root``: run even on an engine whose container root is this
+      machine's root (no userns-remap, not rootless); recorded as a warning.
+    - ``default_image``: the image of tasks that name none.
+    - ``max_builds``: image builds running at once before the rollouts.
+    - ``no_new_privileges``: forbid setuid elevation inside (default true;
+      false for images whose non-root user needs ``sudo``).
+    - ``keep``: never delete the rollout's host directory.
+    - ``max_output_mb``: how much stdout/stderr each command keeps.
+    """
+
+    name: ClassVar[str] = "docker"
+    #: Printed by the runner and recorded in manifest.json when not None.
+    warning: ClassVar[str | None] = None
+
+    def __init__(
+        self,
+        *,
+        root: Path,
+        hints: ExecutionHints | None = None,
+        rollout_id: str = "",
+        model_endpoint: str | None = None,
+        allow_network: bool = False,
+        allow_host_root: bool = False,
+        default_image: str = DEFAULT_IMAGE,
+        max_builds: int = 2,
+        no_new_privileges: bool = True,
+        keep: bool = False,
+        max_output_mb: int = 64,
+    ) -> None:
+        self.root = Path(root).absolute()
+        self.hints = hints or ExecutionHints()
+        self.rollout_id = rollout_id
+        self.workdir = self.hints.workdir or "/app"
+        if not self.workdir.startswith("/"):
+            raise SandboxError(f"execution hints: workdir {self.workdir!r} must be absolute")
+        if max_builds < 1:
+            raise SandboxError(f"max_builds must be at least 1, got {max_builds}")
+        self.model_endpoint = model_endpoint
+        self.network = bool(self.hints.network and allow_network)
+        self.allow_host_root = allow_host_root
+        self.default_image = default_image
+        self.no_new_privileges = no_new_privileges
+        self.keep = keep
+        self.owns_root = False
+        self._max_output = max_output_mb * 1024 * 1024
+        for path in self.hints.ro_binds:
+            if not path.startswith("/") or not os.path.exists(path):
+                raise SandboxError(f"ro_binds: {path!r} must be an existing absolute host path")
+        # The relay: always for a loopback endpoint (the container's loopback is its
+        # own); without network also for a hostname (mapped to 127.0.0.1 inside).
+        self._endpoint: Endpoint | None = None
+        if model_endpoint:
+            if self.network:
+                self._endpoint = _loopback_endpoint(model_endpoint)
+            else:
+                self._endpoint = parse_endpoint(model_endpoint)
+        self.image: str | None = None
+        self.container_id: str | None = None
+        self.container_name = _container_name(rollout_id)
+        self._client: Any = None
+        self._container: Any = None
+        self._network_id: str | None = None
+        self._compose: Any = None
+        self._relay: Relay | None = None
+        self._pid = 0
+        self._oom_file: Path | None = None
+        self._oom_base = 0
+        self._shell: list[str] | None = None
+        self._procs: set[DockerProcess] = set()
+        self._state = "new"
+        self._lock = asyncio.Lock()
+
+    # -- run-level hooks (see agentkit.SandboxFactory) ------------------------
+
+    @classmethod
+    async def preflight(cls, *, allow_host_root: bool = False, **_options: Any) -> str | None:
+        """Check the engine once per run (host root refused unless allowed); prune leftovers."""
+        warning = await check_engine(allow_host_root=allow_host_root)
+        await prune_orphans_once()
+        return warning
+
+    @classmethod
+    async def prepare(
+        cls,
+        hints: Sequence[ExecutionHints],
+        *,
+        log_dir: Path | None = None,
+        on_progress: Any = None,
+        default_image: str = DEFAULT_IMAGE,
+        max_builds: int = 2,
+        **_options: Any,
+    ) -> list[Any]:
+        """Build or pull every task's image before the rollouts (bounded, with progress)."""
+        from agentkit.images import prepare_images
+        from agentkit.sandbox._compose import prepare_compose
+
+        images = [h.image or TaskImage(image=default_image) for h in hints]
+        plain = [i for i in images if i.compose_file is None]
+        report = None if on_progress is None else (lambda status: on_progress(status.line()))
+        results = await prepare_images(
+            plain, max_parallel=max_builds, log_dir=log_dir, on_progress=report
+        )
+        done = dict(zip(plain, results, strict=True))
+        out: list[Any] = []
+        for image in images:
+            if image.compose_file is None:
+                out.append(done[image])
+            else:
+                out.append(await prepare_compose(image, log_dir=log_dir, max_builds=max_builds))
+        return out
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"<DockerSandbox {self.rollout_id or '-'} {self.container_name} {self._state}>"
+
+    async def __aenter__(self) -> DockerSandbox:
+        await self.setup()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def host_logs(self) -> Path:
+        """The host directory holding the rollout's ``/logs`` (``<root>/fs/logs``)."""
+        return self.root / "fs" / "logs"
+
+    async def setup(self) -> None:
+        """Start the container (building or pulling its image first if needed)."""
+        async with self._lock:
+            if self._state == "running":
+                return
+            if self._state == "closed":
+                raise SandboxError(f"sandbox {self.rollout_id or self.root} is closed")
+            try:
+                await self._start()
+            except BaseException:
+                await self._stop()
+                raise
+            self._state = "running"
+        try:
+            for dst, src in self.hints.paths.items():
+                await self.upload(src, dst)
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
+        from agentkit.images import ImageError, docker_client
+
+        await check_engine(allow_host_root=self.allow_host_root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
+        for d in LOG_DIRS:
+            path = self.root / "fs" / d.lstrip("/")
+            path.mkdir(parents=True, exist_ok=True)
+            os.chmod(path, 0o777)  # writable by the container's root, a remapped uid
+        self._client = docker_client()
+        image = self.hints.image or TaskImage(image=self.default_image)
+        try:
+            if image.compose_file is not None:
+                from agentkit.sandbox._compose import ComposeProject
+
+                self._compose = ComposeProject(self, image)
+                container_id = await self._compose.up()
+                self._container = await self._client.containers.get(container_id)
+            else:
+                from agentkit.images import resolve_image
+
+                ref = await resolve_image(image)
+                self.image = ref.reference
+                self._container = await self._create(ref.reference)
+                try:
+                    await self._container.start()
+                except _aiodocker().DockerError as exc:
+                    raise SandboxError(
+                        f"sandbox 'docker': starting the container failed: {exc.message}"
+                    ) from None
+        except ImageError as exc:
+            raise SandboxError(f"sandbox 'docker': {exc}") from None
+        self.container_id = self._container.id
+        info = await self._container.show()
+        self._pid = int(info["State"].get("Pid") or 0)
+        if not self._pid or not os.path.exists(f"/proc/{self._pid}"):
+            raise SandboxError(
+                "sandbox 'docker': the container's processes are not visible on this machine "
+                f"(pid {self._pid}); the docker sandbox needs the engine to run here "
+                "(DOCKER_HOST pointing at another machine is not supported)"
+            )
+        self._oom_file = _oom_counter(self._pid)
+        self._oom_base = _read_oom(self._oom_file)
+        if self._compose is None:
+            await self._wait_healthy(info)
+        if self._endpoint is not None:
+            from agentkit.sandbox._netns import listen_in_netns
+
+            ep = self._endpoint
+            listener = await asyncio.to_thread(listen_in_netns, self._pid, ep.bind_host, ep.port)
+            self._relay = Relay(listener, ep)
+            await self._relay.start()
+        dirs = [d for d in (self.workdir, "/tests", "/solution") if d not in ("/",)]
+        made = await self._run(["mkdir", "-p", *dirs], user="0")
+        if not made.ok:
+            raise SandboxError(
+                f"sandbox 'docker': cannot make {', '.join(dirs)} in the container: "
+                f"{(made.stderr or made.stdout).strip()[-500:]}"
+            )
+
+    def _create_config(self, image: str) -> dict[str, Any]:
+        hints = self.hints
+        binds = [f"{self.root / 'fs' / d.lstrip('/')}:{d}" for d in LOG_DIRS]
+        binds += [f"{p}:{p}:ro" for p in dict.fromkeys(os.path.normpath(b) for b in hints.ro_binds)]
+        host: dict[str, Any] = {
+            "Binds": binds,
+            "NetworkMode": self._network_id or "none",
+            "Init": False,
+        }
+        if self.no_new_privileges:
+            host["SecurityOpt"] = ["no-new-privileges"]
+        if hints.cpus:
+            host["NanoCpus"] = int(hints.cpus * 1e9)
+        if hints.memory_mb:
+            host["Memory"] = host["MemorySwap"] = int(hints.memory_mb) * 1024 * 1024
+        if hints.gpus:
+            host["DeviceRequests"] = [
+                {"Driver": "", "Count": int(hints.gpus), "Capabilities": [["gpu"]]}
+            ]
+        if self._endpoint is not None and self._endpoint.hosts_entry:
+            host["ExtraHosts"] = [f"{self._endpoint.hosts_entry}:127.0.0.1"]
+        return {
+            "Image": image,
+            "Cmd": KEEP_ALIVE,
+            "Labels": owner_labels(self.rollout_id),
+            "Hostname": "sandbox",
+            "AttachStdin": False,
+            "AttachStdout": False,
+            "AttachStderr": False,
+            "OpenStdin": False,
+            "HostConfig": host,
+        }
+
+    async def _create(self, image: str) -> Any:
+        aiodocker = _aiodocker()
+        if self.network:
+            net = await self._client.networks.create(
+                {
+                    "Name": f"{self.container_name}-net",
+                    "Driver": "bridge",
+                    "Labels": owner_labels(self.rollout_id),
+                }
+            )
+            self._network_id = net.id
+        try:
+            return await self._client.containers.create(
+                self._create_config(image), name=self.container_name
+            )
+        except aiodocker.DockerError as exc:
+            raise SandboxError(
+                f"sandbox 'docker': creating the container failed: {exc.message}"
+            ) from None
+
+    async def _wait_healthy(self, info: dict[str, Any]) -> None:
+        """When the image has a HEALTHCHECK, wait until it passes (as compose up --wait)."""
+        if not (info.get("Config") or {}).get("Healthcheck"):
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _HEALTH_TIMEOUT_SEC
+        while True:
+            state = (await self._container.show())["State"]
+            health = (state.get("Health") or {}).get("Status")
+            if health == "healthy":
+                return
+            if health == "unhealthy" or not state.get("Running"):
+                raise SandboxError(
+                    f"sandbox 'docker': the container's healthcheck failed ({health or 'exited'})"
+                )
+            if loop.time() > deadline:
+                raise SandboxError("sandbox 'docker': the container did not become healthy in time")
+            await asyncio.sleep(0.2)
+
+    async def close(self, *, remove: bool | None = None) -> None:
+        """Kill the container (no stop grace) and remove it, its network and compose project.
+
+        ``remove=True`` also deletes the rollout's host directory (its
+        ``/logs``); ``None`` removes it only when the sandbox made ``root``.
+        """
+        async with self._lock:
+            if self._state != "closed":
+                self._state = "closed"
+                await self._stop()
+        if remove is None:
+            remove = self.owns_root
+        if remove and not self.keep and self.root.exists():
+            from agentkit.sandbox._base import _rmtree
+
+            await asyncio.to_thread(_rmtree, self.root)
+
+    async def _stop(self) -> None:
+        aiodocker = _aiodocker()
+        for proc in list(self._procs):
+            with contextlib.suppress(Exception):
+                await proc._close()
+        self._procs.clear()
+        if self._relay is not None:
+            await self._relay.close()
+            self._relay = None
+        if self._compose is not None:
+            with contextlib.suppress(Exception):
+                await self._compose.down()
+        elif self._container is not None:
+            try:
+                await self._container.delete(force=True, v=True)
+            except aiodocker.DockerError as exc:
+                if exc.status != 404:
+                    raise SandboxError(
+                        f"removing container {self.container_name}: {exc.message}"
+                    ) from None
+        self._container = None
+        if self._network_id is not None:
+            with contextlib.suppress(aiodocker.DockerError):
+                await (await self._client.networks.get(self._network_id)).delete()
+            self._network_id = None
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    # -- commands -------------------------------------------------------------
+
+    def _env(self, env: Mapping[str, str] | None) -> list[str]:
+        merged = dict(self.hints.env)
+        if env:
+            merged.update(env)
+        for k, v in merged.items():
+            if not isinstance(k, str) or not isinstance(v, str) or "\0" in k + v or "=" in k:
+                raise SandboxError(f"environment variable {k!r}: expected str name and value")
+        return [f"{k}={v}" for k, v in merged.items()]
+
+    def _absolute(self, path: str) -> str:
+        if "\0" in path or not path:
+            raise SandboxPathError(f"invalid path {path!r}")
+        return path if path.startswith("/") else f"{self.workdir.rstrip('/')}/{path}"
+
+    async def _argv(self, cmd: str | list[str]) -> list[str]:
+        if isinstance(cmd, str):
+            if self._shell is None:
+                probe = await self._run(["/bin/bash", "-c", "true"], user="0")
+                self._shell = ["/bin/bash", "-c"] if probe.ok else ["/bin/sh", "-c"]
+            return [*self._shell, cmd]
+        if not cmd:
+            raise SandboxError("empty command")
+        return [str(c) for c in cmd]
+
+    async def _spawn(
+        self,
+        argv: list[str],
+        cwd: str | None,
+        env: Mapping[str, str] | None,
+        user: str | None,
+        *,
+        stdin: bool,
+    ) -> DockerProcess:
+        aiodocker = _aiodocker()
+        if self._container is None:
+            raise SandboxError(f"sandbox {self.rollout_id or self.root} is not running")
+        try:
+            execution = await self._container.exec(
+                argv,
+                stdin=stdin,
+                user=user or "",
+                environment=self._env(env),
+                workdir=self._absolute(cwd) if cwd else self.workdir,
+            )
+            stream = execution.start(detach=False)
+            await stream.__aenter__()
+        except aiodocker.DockerError as exc:
+            raise SandboxError(await self._exec_failure(exc)) from None
+        proc = DockerProcess(
+            execution,
+            stream,
+            self._exec_pid,
+            max_output=self._max_output,
+            exit_note=self._exit_note,
+            on_exit=self._procs.discard,
+        )
+        self._procs.add(proc)
+        return proc
+
+    async def _exec_pid(self, execution: Any) -> int:
+        """The host pid of a running exec, checked to be in this container (0: none)."""
+        for _ in range(100):
+            with contextlib.suppress(Exception):
+                info = await execution.inspect()
+                if not info.get("Running") and info.get("ExitCode") is not None:
+                    return 0
+                pid = int(info.get("Pid") or 0)
+                if pid > 1:
+                    return pid if _in_container(pid, self.container_id or "") else 0
+            await asyncio.sleep(0.02)  # started, but not yet reported by the engine
+        return 0
+
+    async def _exec_failure(self, exc: Any) -> str:
+        detail = str(getattr(exc, "message", exc))
+        with contextlib.suppress(Exception):
+            state = (await self._container.show())["State"]
+            if not state.get("Running"):
+                why = " (killed by the out-of-memory killer)" if state.get("OOMKilled") else ""
+                return (
+                    f"sandbox 'docker': the container {self.container_name} is no longer running: "
+                    f"its main process exited with {state.get('ExitCode')}{why}"
+                )
+        return f"sandbox 'docker': cannot run the command: {detail}"
+
+    async def _exit_note(self, code: int) -> str | None:
+        if code != 137 or self._oom_file is None:
+            return None
+        count = await asyncio.to_thread(_read_oom, self._oom_file)
+        if count <= self._oom_base:
+            return None
+        self._oom_base = count
+        limit = f" of {self.hints.memory_mb} MB" if self.hints.memory_mb else ""
+        return f"killed by the out-of-memory killer: the task's memory limit{limit} was reached"
+
+    async def _run(self, argv: list[str], *, user: str | None = None) -> ExecResult:
+        proc = await self._spawn(argv, "/", None, user, stdin=False)
+        return await proc.wait(60)
+
+    async def _ensure(self) -> None:
+        if self._state != "running":
+            await self.setup()
+
+    async def exec(
+        self,
+        cmd: str | list[str],
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` (a shell string for bash, or an argv list) to completion.
+
+        ``user`` is any user of the image (``docker exec -u``); None is the
+        image's ``USER``. On timeout the command's process tree is killed and
+        the result has ``timed_out=True``.
+        """
+        await self._ensure()
+        proc = await self._spawn(await self._argv(cmd), cwd, env, user, stdin=False)
+        return await proc.wait(timeout)
+
+    async def start(
+        self,
+        cmd: str | list[str],
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+    ) -> DockerProcess:
+        """Start a long-running command: read ``stdout_lines()`` live, write its stdin."""
+        await self._ensure()
+        return await self._spawn(await self._argv(cmd), cwd, env, user, stdin=True)
+
+    # -- files ----------------------------------------------------------------
+
+    async def upload(self, src: str | Path, dst: str) -> None:
+        """Copy host ``src`` to ``dst`` inside: a file, or a directory's contents."""
+        await self._ensure()
+        aiodocker = _aiodocker()
+        data = await asyncio.to_thread(upload_tar, Path(src), self._absolute(dst))
+        try:
+            await self._container.put_archive("/", data)
+        except aiodocker.DockerError as exc:
+            raise SandboxPathError(f"uploading {src} to {dst}: {exc.message}") from None
+
+    async def download(self, src: str, dst: str | Path) -> None:
+        """Copy ``src`` from inside to host ``dst``: a file, or a directory's contents."""
+        await self._ensure()
+        aiodocker = _aiodocker()
+        path = self._absolute(src)
+        for _ in range(2):
+            try:
+                archive: tarfile.TarFile = await self._container.get_archive(path)
+            except aiodocker.DockerError as exc:
+                raise SandboxPathError(f"downloading {src}: {exc.message}") from None
+            top = archive.getmembers()[0] if archive.getmembers() else None
+            if top is not None and top.issym():
+                # Follow the link inside the container, once.
+                r = await self._run(["readlink", "-f", path])
+                if not r.ok or not r.stdout.strip():
+                    raise SandboxPathError(f"{src!r} is a dangling symbolic link")
+                path = r.stdout.strip()
+                continue
+            await asyncio.to_thread(extract_download, archive, path, Path(dst))
+            return
+        raise SandboxPathError(f"{src!r}: too many levels of symbolic links")
+
+    def host_path(self, path: str) -> Path:
+        """The host file behind a path under the log directories (``/logs/agent``, ...)."""
+        full = os.path.normpath(self._absolute(path))
+        for d in LOG_DIRS:
+            if full == d or full.startswith(d + "/"):
+                return self.root / "fs" / full.lstrip("/")
+        raise SandboxPathError(
+            f"{path!r} is inside the container: only {', '.join(LOG_DIRS)} are on the host "
+            "(use download)"
+        )
+
+
+def _aiodocker() -> Any:
+    from agentkit.images import ImageUnavailableError
+    from agentkit.images._engine import require_aiodocker
+
+    try:
+        return require_aiodocker()
+    except ImageUnavailableError as exc:
+        raise SandboxError(f"sandbox 'docker': {exc}") from None
+
+
+def _container_name(rollout_id: str) -> str:
+    import re
+
+    slug = re.sub(r"[^a-zA-Z0-9_.-]+", "-", rollout_id or "sandbox").strip("-._")[:48] or "sandbox"
+    return f"agentkit-{slug}-{uuid.uuid4().hex[:6]}"
+
+
+def _loopback_endpoint(url: str) -> Endpoint | None:
+    """With network, only a loopback endpoint needs the relay (the container has its own)."""
+    try:
+        ep = parse_endpoint(url)
+    except SandboxError:
+        return None
+    if ep.hosts_entry is not None:
+        return None  # a hostname: reachable over the container's network
+    return ep
+
+
+def _in_container(pid: int, container_id: str) -> bool:
+    """True when host ``pid`` runs in the container (its cgroup names the container)."""
+    if not container_id:
+        return False
+    try:
+        return container_id in Path(f"/proc/{pid}/cgroup").read_text()
+    except OSError:
+        return False
+
+
+def _oom_counter(pid: int) -> Path | None:
+    """The cgroup file counting the container's OOM kills (cgroup v1 or v2), if readable."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            candidate = Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events"
+        elif "memory" in controllers.split(","):
+            candidate = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control"
+        else:
+            continue
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _read_oom(path: Path | None) -> int:
+    if path is None:
+        return 0
+    try:
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
