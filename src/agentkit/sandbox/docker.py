@@ -263,12 +263,25 @@ class DockerSandbox:
                 f"{(made.stderr or made.stdout).strip()[-500:]}"
             )
 
+    def log_binds(self) -> list[str]:
+        """``host:container`` binds of the rollout's log directories."""
+        return [f"{self.root / 'fs' / d.lstrip('/')}:{d}" for d in LOG_DIRS]
+
+    def ro_bind_specs(self) -> list[str]:
+        """Read-only binds of ``hints.ro_binds`` (a harness's binary), at the same paths."""
+        paths = dict.fromkeys(os.path.normpath(b) for b in self.hints.ro_binds)
+        return [f"{p}:{p}:ro" for p in paths]
+
+    def extra_hosts(self) -> list[str]:
+        """``/etc/hosts`` entries: a hostname model endpoint is the relay on 127.0.0.1."""
+        if self._endpoint is not None and self._endpoint.hosts_entry:
+            return [f"{self._endpoint.hosts_entry}:127.0.0.1"]
+        return []
+
     def _create_config(self, image: str) -> dict[str, Any]:
         hints = self.hints
-        binds = [f"{self.root / 'fs' / d.lstrip('/')}:{d}" for d in LOG_DIRS]
-        binds += [f"{p}:{p}:ro" for p in dict.fromkeys(os.path.normpath(b) for b in hints.ro_binds)]
         host: dict[str, Any] = {
-            "Binds": binds,
+            "Binds": [*self.log_binds(), *self.ro_bind_specs()],
             "NetworkMode": self._network_id or "none",
             "Init": False,
         }
@@ -282,8 +295,8 @@ class DockerSandbox:
             host["DeviceRequests"] = [
                 {"Driver": "", "Count": int(hints.gpus), "Capabilities": [["gpu"]]}
             ]
-        if self._endpoint is not None and self._endpoint.hosts_entry:
-            host["ExtraHosts"] = [f"{self._endpoint.hosts_entry}:127.0.0.1"]
+        if self.extra_hosts():
+            host["ExtraHosts"] = self.extra_hosts()
         return {
             "Image": image,
             "Cmd": KEEP_ALIVE,
