@@ -99,16 +99,36 @@ class ComposePlan:
 _plans: dict[TaskImage, ComposePlan | ImageError] = {}
 
 
+#: The main service's image in the base file ``config`` reads (Harbor's base gives one).
+_PLACEHOLDER = "agentkit/compose-main-placeholder"
+
+
 async def _config(image: TaskImage) -> dict[str, Any]:
+    import tempfile
+
     compose = image.compose_file
     assert compose is not None
     directory = os.path.dirname(os.path.abspath(compose))
-    code, out = await _run(
-        [*compose_command(), "-f", os.path.abspath(compose), "config", "--format", "json"],
-        cwd=directory,
-        env=dict(os.environ),
-        timeout=120,
-    )
+    with tempfile.TemporaryDirectory(prefix="agentkit-compose-") as tmp:
+        base = Path(tmp) / "base.json"
+        base.write_text(json.dumps({"services": {image.main_service: {"image": _PLACEHOLDER}}}))
+        code, out = await _run(
+            [
+                *compose_command(),
+                "--project-directory",
+                directory,
+                "-f",
+                str(base),
+                "-f",
+                os.path.abspath(compose),
+                "config",
+                "--format",
+                "json",
+            ],
+            cwd=directory,
+            env=dict(os.environ),
+            timeout=120,
+        )
     if code != 0:
         raise ImageError(f"{compose} is not a valid compose file: {_tail(out)}")
     start = out.find("{")
@@ -146,7 +166,7 @@ async def _plan(image: TaskImage, log_dir: Path | None, max_builds: int) -> Comp
     wanted: dict[str, TaskImage] = {}
     for name, svc in services.items():
         build = svc.get("build")
-        if name == main and build is None and svc.get("image") is None:
+        if name == main and build is None and svc.get("image") in (None, _PLACEHOLDER):
             continue
         if isinstance(build, dict) and build.get("context"):
             context = str(build["context"])
