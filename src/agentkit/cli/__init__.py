@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "describe": "agentkit.cli._run_cmd:describe_cmd",
     "show": "agentkit.cli._run_cmd:show_cmd",
     "export": "agentkit.cli._export_cmd:export_cmd",
+    "sandbox": "agentkit.cli._sandbox_cmd:sandbox_group",
 }
 
 _HELP = {
@@ -34,6 +35,7 @@ _HELP = {
     "describe": "Print the rubric compiled for a taskset and a harness.",
     "show": "Summarize a finished or partial run directory.",
     "export": "Export a run directory as training records (JSONL or parquet).",
+    "sandbox": "Manage sandboxes: 'agentkit sandbox prune' removes docker leftovers.",
 }
 
 

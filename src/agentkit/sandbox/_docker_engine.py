@@ -32,6 +32,7 @@ __all__ = [
     "EngineInfo",
     "PruneReport",
     "check_engine",
+    "decide_engine",
     "engine_info",
     "owner_labels",
     "prune",
@@ -108,14 +109,18 @@ async def engine_info() -> EngineInfo:
     return info
 
 
-async def check_engine(*, allow_host_root: bool) -> str | None:
-    """Refuse an engine whose container root is host root, unless allowed (then a warning)."""
-    info = await engine_info()
+def decide_engine(info: EngineInfo, *, allow_host_root: bool) -> str | None:
+    """None for a safe engine; for a host-root one, the warning if allowed, else refuse."""
     if not info.root_is_host_root:
         return None
     if not allow_host_root:
         raise SandboxError(REFUSAL)
     return HOST_ROOT_WARNING
+
+
+async def check_engine(*, allow_host_root: bool) -> str | None:
+    """Refuse an engine whose container root is host root, unless allowed (then a warning)."""
+    return decide_engine(await engine_info(), allow_host_root=allow_host_root)
 
 
 def _process_start(pid: int) -> str | None:
