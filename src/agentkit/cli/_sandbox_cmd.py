@@ -22,7 +22,7 @@ def sandbox_group() -> None:
 @click.option(
     "--images",
     is_flag=True,
-    help="Also remove the images agentkit built (agentkit/env:*); they are built again when needed.",
+    help="Also remove the images agentkit built (agentkit/env:*); they are built again.",
 )
 def prune_cmd(everything: bool, images: bool) -> None:
     """Remove docker sandbox leftovers: containers, networks and compose projects.
