@@ -1,10 +1,12 @@
 """A hostile agent inside the sandbox tries the known ways out; every one is contained.
 
 Run as root in CI (where the kernel would let host root do every one of
-these) and as an unprivileged user. Each probe runs inside a real sandbox
-and the host's value is read before and after: the probe must fail inside
-and the host must be unchanged. The probes are written once and run on
-every sandbox kind listed in ``SANDBOXES``.
+these) and as an unprivileged user. On the docker sandbox they run against the
+engine CI starts (``dockerd --userns-remap=default``): the container's root
+is a remapped host uid, and the sandbox refuses engines where it is not.
+Each probe runs inside a real sandbox and the host's value is read before
+and after: the probe must fail inside and the host must be unchanged. The
+probes are written once and run on every sandbox kind listed in ``SANDBOXES``.
 """
 
 from __future__ import annotations
@@ -22,15 +24,21 @@ from agentkit.testing.sandbox_fixtures import requires_bwrap
 
 pytestmark = [pytest.mark.anyio]
 
-#: Sandbox kinds the probes run on, with what each needs.
-SANDBOXES = [pytest.param("local", marks=requires_bwrap, id="local")]
+#: Sandbox kinds the probes run on, with what each needs (the docker one needs an
+#: engine; the sandbox_factory fixture skips, or fails under CI, without one).
+SANDBOXES = [
+    pytest.param("local", marks=requires_bwrap, id="local"),
+    pytest.param("docker", id="docker"),
+]
+#: Options per kind: the docker probes run in an image with python3 (the ptrace probe).
+OPTIONS = {"docker": {"default_image": "python:3.11-slim"}}
 
 CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
 
 
 @pytest.fixture(params=SANDBOXES)
 async def sandbox(request: pytest.FixtureRequest, sandbox_factory) -> BaseSandbox:
-    box: BaseSandbox = await sandbox_factory(request.param)
+    box: BaseSandbox = await sandbox_factory(request.param, **OPTIONS.get(request.param, {}))
     return box
 
 
@@ -76,10 +84,18 @@ async def test_kernel_knobs_are_read_only_or_absent(sandbox: BaseSandbox) -> Non
         "/proc/sys/kernel/sysrq",
         "/proc/sysrq-trigger",
         "/sys/kernel/uevent_helper",
-        "/sys/fs/cgroup/cgroup.procs",
     ):
         await _fails(sandbox, f"echo 3 > {knob}")
-    r = await sandbox.exec(["bash", "-c", "find /proc/sys /sys -writable -type f 2>/dev/null"])
+    # Under cgroup v2 /sys/fs/cgroup is the kernel's; under v1 a container's is a
+    # tmpfs of its own (a file written there is only a file), its controllers read-only.
+    kind = (await sandbox.exec(["bash", "-c", "stat -f -c %T /sys/fs/cgroup"])).stdout.strip()
+    if kind != "tmpfs":
+        await _fails(sandbox, "echo 3 > /sys/fs/cgroup/cgroup.procs")
+    else:
+        await _fails(sandbox, "echo 3 > /sys/fs/cgroup/memory/cgroup.procs")
+    r = await sandbox.exec(
+        ["bash", "-c", "find /proc/sys /sys -writable -type f ! -fstype tmpfs 2>/dev/null"]
+    )
     assert r.stdout.strip() == "", f"writable kernel knobs inside: {r.stdout[:500]}"
 
 
