@@ -253,21 +253,24 @@ def _environment(task_dir: Path, cfg: TaskConfig) -> tuple[str, str, str, list[s
         found = _compose_workdir(compose, env_dir)
         where = f"environment/{compose.name}" if found else where
         notes.append(
-            f"environment/{compose.name} (docker compose) is not reproduced by the local "
-            "sandbox: its services and build steps do not run; only its working directory is used"
+            f"environment/{compose.name} (docker compose) runs as a compose project per rollout "
+            "with --sandbox docker; it is not reproduced by the local sandbox on the host "
+            "userland (its services and build steps do not run; only its working directory is used)"
         )
     elif dockerfile.is_file():
         kind = "dockerfile"
         found = dockerfile_workdir(dockerfile)
         where = "environment/Dockerfile" if found else where
         notes.append(
-            "environment/Dockerfile is not reproduced by the local sandbox: its build steps do "
-            "not run (the host's /usr is used); only its WORKDIR is read"
+            "environment/Dockerfile is built and run with --sandbox docker; it is not reproduced "
+            "by the local sandbox on the host userland: its build steps do not run (the host's "
+            "/usr is used); only its WORKDIR is read"
         )
     elif cfg.environment.docker_image:
         kind = "image"
         notes.append(
-            f"docker_image {cfg.environment.docker_image!r} is not pulled by the local sandbox"
+            f"docker_image {cfg.environment.docker_image!r} is used with --sandbox docker; it is "
+            "not pulled by the local sandbox on the host userland"
             + ("; environment/ is copied into the working directory" if _has_files(env_dir) else "")
         )
     elif env_dir.is_dir():
