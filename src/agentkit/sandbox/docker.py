@@ -46,6 +46,8 @@ KEEP_ALIVE = ["sh", "-c", "sleep infinity"]
 #: The rollout's log directories, kept on the host (as Harbor mounts them).
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 _HEALTH_TIMEOUT_SEC = 300.0
+#: Runs a shell string ($0) with bash when the image has it, else with sh (same pid).
+_BASH_OR_SH = 'if [ -x /bin/bash ]; then exec /bin/bash -c "$0"; fi; exec /bin/sh -c "$0"'
 
 
 class DockerSandbox:
@@ -121,7 +123,7 @@ class DockerSandbox:
         self._pid = 0
         self._oom_file: Path | None = None
         self._oom_base = 0
-        self._shell: list[str] | None = None
+        self._workdir_ready = False
         self._procs: set[DockerProcess] = set()
         self._state = "new"
         self._lock = asyncio.Lock()
@@ -255,13 +257,10 @@ class DockerSandbox:
             listener = await asyncio.to_thread(listen_in_netns, self._pid, ep.bind_host, ep.port)
             self._relay = Relay(listener, ep)
             await self._relay.start()
-        dirs = [d for d in (self.workdir, "/tests", "/solution") if d not in ("/",)]
-        made = await self._run(["mkdir", "-p", *dirs], user="0")
-        if not made.ok:
-            raise SandboxError(
-                f"sandbox 'docker': cannot make {', '.join(dirs)} in the container: "
-                f"{(made.stderr or made.stdout).strip()[-500:]}"
-            )
+        # The image's WORKDIR exists; another working directory is made by the first
+        # command that runs there (no extra round trip per rollout).
+        image_workdir = (info.get("Config") or {}).get("WorkingDir") or "/"
+        self._workdir_ready = os.path.normpath(image_workdir) == os.path.normpath(self.workdir)
 
     def log_binds(self) -> list[str]:
         """``host:container`` binds of the rollout's log directories."""
@@ -412,10 +411,8 @@ class DockerSandbox:
 
     async def _argv(self, cmd: str | list[str]) -> list[str]:
         if isinstance(cmd, str):
-            if self._shell is None:
-                probe = await self._run(["/bin/bash", "-c", "true"], user="0")
-                self._shell = ["/bin/bash", "-c"] if probe.ok else ["/bin/sh", "-c"]
-            return [*self._shell, cmd]
+            # bash where the image has it (as Harbor runs commands), else sh
+            return ["/bin/sh", "-c", _BASH_OR_SH, cmd]
         if not cmd:
             raise SandboxError("empty command")
         return [str(c) for c in cmd]
@@ -432,13 +429,25 @@ class DockerSandbox:
         aiodocker = _aiodocker()
         if self._container is None:
             raise SandboxError(f"sandbox {self.rollout_id or self.root} is not running")
+        workdir = self._absolute(cwd) if cwd else self.workdir
+        if not self._workdir_ready and workdir == self.workdir:
+            # Make the working directory (as root) and run the command there; exec keeps
+            # the command's own process (and pid).
+            user = user or ""
+            argv = [
+                "/bin/sh", "-c",
+                'mkdir -p "$0" 2>/dev/null || [ -d "$0" ]; cd "$0" && exec "$@"',
+                workdir, *argv,
+            ]  # fmt: skip
+            self._workdir_ready = True
+            workdir = "/"
         try:
             execution = await self._container.exec(
                 argv,
                 stdin=stdin,
                 user=user or "",
                 environment=self._env(env),
-                workdir=self._absolute(cwd) if cwd else self.workdir,
+                workdir=workdir,
             )
             stream = execution.start(detach=False)
             await stream.__aenter__()
