@@ -37,6 +37,16 @@ if [ ${#missing[@]} -eq 0 ]; then
   echo "base-images: ${TAGS[*]} are current (stand-in $VERSION)"
   exit 0
 fi
+if [ "$FORCE" = 0 ]; then
+  # One root serves every name: tag the missing names from a current stand-in.
+  for tag in "${TAGS[@]}"; do
+    if have_current "$tag"; then
+      for m in "${missing[@]}"; do docker tag "$tag" "$m"; done
+      echo "base-images: tagged ${missing[*]} from $tag (stand-in $VERSION)"
+      exit 0
+    fi
+  done
+fi
 
 work=$(mktemp -d /tmp/agentkit-base-images.XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -56,8 +66,7 @@ cat > "$work/customize.sh" <<CUSTOMIZE
 set -e
 root="\$1"
 cp "$work"/apt.conf.d/* "\$root/etc/apt/apt.conf.d/" 2>/dev/null || true
-rm -f "\$root/etc/apt/sources.list"
-cp "$work"/sources/* "\$root/etc/apt/sources.list.d/" 2>/dev/null || true
+# (the sources given to mmdebstrap are already in sources.list.d)
 if [ -f /etc/ssl/certs/ca-certificates.crt ]; then
   cp /etc/ssl/certs/ca-certificates.crt "\$root/etc/ssl/certs/ca-certificates.crt"
 fi

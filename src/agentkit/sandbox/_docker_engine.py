@@ -70,6 +70,17 @@ class EngineInfo:
     root_dir: str
 
     @property
+    def remapped_root(self) -> tuple[int, int] | None:
+        """The host uid/gid of a container's root under ``userns-remap`` (None otherwise).
+
+        The engine keeps its data in ``<root>/<uid>.<gid>`` for the remapped root.
+        """
+        if not self.userns_remap:
+            return None
+        uid, _, gid = os.path.basename(self.root_dir.rstrip("/")).partition(".")
+        return (int(uid), int(gid)) if uid.isdigit() and gid.isdigit() else None
+
+    @property
     def root_is_host_root(self) -> bool:
         """True when a container's uid 0 is this machine's uid 0."""
         return not (self.userns_remap or self.rootless)

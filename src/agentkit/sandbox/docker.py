@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import tarfile
 import uuid
@@ -29,6 +30,7 @@ from typing import Any, ClassVar
 from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
 from agentkit.sandbox._docker_engine import (
     check_engine,
+    engine_info,
     owner_labels,
     prune_orphans_once,
 )
@@ -210,10 +212,14 @@ class DockerSandbox:
         await check_engine(allow_host_root=self.allow_host_root)
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
+        remapped = (await engine_info()).remapped_root if os.geteuid() == 0 else None
         for d in LOG_DIRS:
             path = self.root / "fs" / d.lstrip("/")
             path.mkdir(parents=True, exist_ok=True)
             os.chmod(path, 0o777)  # writable by the container's root, a remapped uid
+            if remapped is not None:
+                # ...and its own, as Harbor's are the container root's (entrypoints chmod them)
+                os.chown(path, *remapped)
         self._client = docker_client()
         image = self.hints.image or TaskImage(image=self.default_image)
         try:
@@ -240,6 +246,8 @@ class DockerSandbox:
         self.container_id = self._container.id
         info = await self._container.show()
         self._pid = int(info["State"].get("Pid") or 0)
+        if not info["State"].get("Running"):
+            raise SandboxError(await self._exited_at_start(info))
         if not self._pid or not os.path.exists(f"/proc/{self._pid}"):
             raise SandboxError(
                 "sandbox 'docker': the container's processes are not visible on this machine "
@@ -261,6 +269,20 @@ class DockerSandbox:
         # command that runs there (no extra round trip per rollout).
         image_workdir = (info.get("Config") or {}).get("WorkingDir") or "/"
         self._workdir_ready = os.path.normpath(image_workdir) == os.path.normpath(self.workdir)
+
+    async def _exited_at_start(self, info: dict[str, Any]) -> str:
+        state = info["State"]
+        logs = ""
+        with contextlib.suppress(Exception):
+            lines = await self._container.log(stdout=True, stderr=True, tail=20)
+            logs = "".join(lines).strip()[-1500:]
+        entrypoint = (info.get("Config") or {}).get("Entrypoint")
+        return (
+            f"sandbox 'docker': the container exited as it started (status "
+            f"{state.get('ExitCode')}{', out of memory' if state.get('OOMKilled') else ''}"
+            f"{'; its entrypoint ' + json.dumps(entrypoint) + ' ended' if entrypoint else ''})"
+            + (f": {logs}" if logs else "")
+        )
 
     def log_binds(self) -> list[str]:
         """``host:container`` binds of the rollout's log directories."""
