@@ -3,6 +3,8 @@
 - ``local`` (:class:`~agentkit.sandbox.local.LocalSandbox`, the default):
   bubblewrap namespaces, host ``/usr`` read-only, no network, processes
   killed with the rollout.
+- ``docker`` (:class:`~agentkit.sandbox.docker.DockerSandbox`): a container
+  per rollout from the task's image (``pip install 'agentkit[docker]'``).
 - ``host`` (:class:`~agentkit.sandbox.host.HostSandbox`): no isolation, only
   when chosen explicitly.
 
