@@ -37,6 +37,8 @@ class StatusLine:
         if self._live is not None:
             self._live.stop()
             self._live = None
+            if not self.console.is_terminal:
+                self.console.line()  # a non-terminal render ends without one
 
 
 class ProgressBar:
