@@ -1,11 +1,15 @@
-"""A scripted OpenAI-compatible model server on loopback, for tests and manual runs.
+"""A scripted model server on loopback, for tests and manual runs.
 
-A real HTTP/1.1 server (asyncio, stdlib only) that answers
-``POST /v1/chat/completions`` (streamed as server-sent events or not) and
-``GET /v1/models`` from a :class:`~agentkit.testing.script.Script`: text
-replies, tool calls in the OpenAI wire format, usage, latency, and injected
-failures (429, 5xx, hangs, malformed bodies, dropped connections). Every
-request is logged with its ``Authorization`` header redacted.
+A real HTTP server (aiohttp's web server) that answers from a
+:class:`~agentkit.testing.script.Script` in three wire protocols: OpenAI chat
+completions (``POST /v1/chat/completions``), Anthropic Messages
+(``POST /v1/messages``, and ``/v1/messages/count_tokens``) and the OpenAI
+Responses API (``POST /v1/responses``), each streamed as server-sent events
+or not; ``GET /v1/models`` lists the script's models. A scripted reply (text,
+reasoning, tool calls, usage) is rendered in whichever protocol the request
+used, and the same failures can be injected in all of them (429, 5xx, hangs,
+malformed bodies, broken streams, dropped connections, latency). Every
+request is logged with its secret headers redacted.
 
 >>> with ScriptedModelServer({"default": {"content": "hi"}}) as server:  # doctest: +SKIP
 ...     client = openai.OpenAI(base_url=server.base_url, api_key="x")
@@ -22,29 +26,21 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
+from aiohttp import web
 
-from agentkit.testing.script import Reply, RequestView, Script, load_script
+from agentkit.testing import _chat_wire
+from agentkit.testing._answer import Answer
+from agentkit.testing.script import Api, Reply, RequestView, Script, load_script
 
 __all__ = ["RecordedRequest", "ScriptedModelServer", "main"]
 
 _REDACTED = "[redacted]"
 _SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization"})
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    404: "Not Found",
-    405: "Method Not Allowed",
-    413: "Payload Too Large",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-}
 _MAX_BODY = 64 * 1024 * 1024
 
 
@@ -52,11 +48,14 @@ _MAX_BODY = 64 * 1024 * 1024
 class RecordedRequest:
     """One request the server received.
 
-    ``headers`` has secret headers (``Authorization``, ``api-key``...) replaced
-    by ``"[redacted]"``; ``api_key_sent`` says whether a non-empty bearer key
-    came with it. ``body`` is the parsed JSON body (None when absent or not
-    JSON; then ``body_text`` holds the text). ``rule`` is the index of the
-    script rule that answered (None: the default reply or no chat request).
+    ``headers`` (names in lower case) has secret headers (``Authorization``,
+    ``x-api-key``...) replaced by ``"[redacted]"``; ``api_key_sent`` says
+    whether a non-empty key came with it. ``path`` includes the query string.
+    ``body`` is the parsed JSON body (None when absent or not JSON; then
+    ``body_text`` holds the text). ``api`` is the protocol of a model request
+    (``chat``, ``messages``, ``responses``; None for other requests) and
+    ``rule`` the index of the script rule that answered it (None: the default
+    reply, or not a model request).
     """
 
     method: str
@@ -67,16 +66,32 @@ class RecordedRequest:
     body_text: str
     timestamp: float
     rule: int | None = None
+    api: Api | None = None
 
 
-class _HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+class _Wire(NamedTuple):
+    """How one protocol renders answers and errors."""
+
+    render: Callable[[Answer, Reply, Mapping[str, Any], RequestView], Any]
+    events: Callable[[Answer, Reply, Mapping[str, Any], RequestView], list[bytes]]
+    error_body: Callable[[int, str], Any]
+
+
+def _wires() -> dict[str, _Wire]:
+    return {
+        "chat": _Wire(_chat_wire.render, _chat_wire.events, _chat_wire.error_body),
+    }
+
+
+#: Model routes (with and without the ``/v1`` prefix) and their protocol.
+_ROUTES: dict[str, Api] = {}
+for _prefix in ("/v1", ""):
+    _ROUTES[f"{_prefix}/chat/completions"] = "chat"
+del _prefix
 
 
 class ScriptedModelServer:
-    """A real HTTP server on 127.0.0.1 that answers chat completions from a script.
+    """A real HTTP server on 127.0.0.1 that answers model requests from a script.
 
     Use it as ``with server:`` (it serves from a background thread, so
     sync and async code can call it) or ``async with server:`` (it serves on
@@ -99,24 +114,25 @@ class ScriptedModelServer:
         self._requests: collections.deque[RecordedRequest] = collections.deque(maxlen=log_limit)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server: asyncio.base_events.Server | None = None
+        self._wires = _wires()
+        self._runner: web.ServerRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._connections: set[asyncio.Task[None]] = set()
         self._thread: threading.Thread | None = None
         self._stop_requested: asyncio.Event | None = None
+        self._closing: asyncio.Event | None = None
 
     # -- public API ---------------------------------------------------------
 
     @property
     def base_url(self) -> str:
         """The OpenAI-compatible base URL, ending in ``/v1``."""
-        if self._server is None:
+        if self._runner is None:
             raise RuntimeError("the model server is not running; use 'with server:' or start()")
         return f"http://{self.host}:{self.port}/v1"
 
     @property
     def url(self) -> str:
-        """``base_url`` without ``/v1``."""
+        """``base_url`` without ``/v1`` (what Anthropic clients take as their base URL)."""
         return self.base_url[: -len("/v1")]
 
     @property
@@ -131,9 +147,14 @@ class ScriptedModelServer:
             return list(self._requests)
 
     @property
+    def model_requests(self) -> list[RecordedRequest]:
+        """Only the model requests (chat completions, messages, responses), oldest first."""
+        return [r for r in self.requests if r.api is not None]
+
+    @property
     def chat_requests(self) -> list[RecordedRequest]:
         """Only the ``POST /v1/chat/completions`` requests."""
-        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+        return [r for r in self.requests if r.api == "chat"]
 
     def clear_requests(self) -> None:
         """Forget the logged requests."""
@@ -146,7 +167,7 @@ class ScriptedModelServer:
 
     def start(self) -> ScriptedModelServer:
         """Start serving from a background thread; returns once the port is bound."""
-        if self._thread is not None or self._server is not None:
+        if self._thread is not None or self._runner is not None:
             raise RuntimeError("the model server is already running")
         started = threading.Event()
         failure: list[BaseException] = []
@@ -200,355 +221,211 @@ class ScriptedModelServer:
         await self._stop_async()
 
     def __repr__(self) -> str:
-        where = self.base_url if self._server is not None else "not running"
+        where = self.base_url if self._runner is not None else "not running"
         return f"ScriptedModelServer({where}, {len(self._script.rules)} rules)"
 
     # -- serving ------------------------------------------------------------
 
     async def _start_async(self) -> None:
-        if self._server is not None:
+        if self._runner is not None:
             raise RuntimeError("the model server is already running")
         self._loop = asyncio.get_running_loop()
         self._stop_requested = asyncio.Event()
-        self._server = await asyncio.start_server(
-            self._handle_connection, self.host, self.port, backlog=4096, limit=1024 * 1024
+        self._closing = asyncio.Event()
+        # aiohttp's low-level server: one handler routes every request itself
+        runner = web.ServerRunner(
+            web.Server(
+                self._handle,
+                access_log=None,
+                # a client that gives up cancels its handler (a hang, a latency)
+                handler_cancellation=True,
+            ),
+            handle_signals=False,
+            # stop() closes in-flight connections at once, as a crashed server would
+            # (aiohttp reads 0 as "no timeout")
+            shutdown_timeout=0.01,
         )
-        self.port = self._server.sockets[0].getsockname()[1]
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, backlog=4096)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self.port = runner.addresses[0][1]
+        self._runner = runner
 
     async def _stop_async(self) -> None:
-        server = self._server
-        if server is None:
+        runner = self._runner
+        if runner is None:
             return
-        server.close()
-        for task in list(self._connections):
-            task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(server.wait_closed(), 5)
-        self._server = None
-
-    async def _handle_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        try:
-            keep_alive = True
-            while keep_alive:
-                request = await _read_request(reader)
-                if request is None:
-                    break
-                method, path, headers, body = request
-                keep_alive = headers.get("connection", "").lower() != "close"
-                keep_alive = await self._respond(method, path, headers, body, reader, writer) and (
-                    keep_alive
-                )
-        except _HttpError as exc:
-            with contextlib.suppress(ConnectionError):
-                await _send_json(writer, exc.status, _error_body(exc.status, str(exc)), False)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            self._connections.discard(task)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), 1)
+        assert self._closing is not None
+        self._closing.set()
+        await runner.cleanup()
+        self._runner = None
 
     def _record(
-        self, method: str, path: str, headers: dict[str, str], body: bytes, rule: int | None
-    ) -> Any:
-        text = body.decode("utf-8", errors="replace")
-        try:
-            parsed = json.loads(text) if text else None
-        except ValueError:
-            parsed = None
-        auth = headers.get("authorization", "")
-        key_sent = bool(auth.partition(" ")[2].strip()) or bool(
+        self,
+        request: web.BaseRequest,
+        body: bytes,
+        rule: int | None = None,
+        api: Api | None = None,
+        parsed: Any = None,
+    ) -> None:
+        text = "" if parsed is not None else body.decode("utf-8", errors="replace")
+        if text:
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(text)
+                text = ""
+        headers = request.headers
+        key_sent = bool(headers.get("authorization", "").partition(" ")[2].strip()) or bool(
             headers.get("api-key") or headers.get("x-api-key")
         )
-        shown = {k: (_REDACTED if k in _SECRET_HEADERS else v) for k, v in headers.items()}
+        shown = {}
+        for name, value in headers.items():
+            name = name.lower()
+            shown[name] = _REDACTED if name in _SECRET_HEADERS else value
         entry = RecordedRequest(
-            method=method,
-            path=path,
+            method=request.method,
+            path=request.path_qs,
             headers=shown,
             api_key_sent=key_sent,
             body=parsed,
-            body_text="" if parsed is not None else text,
+            body_text=text,
             timestamp=time.time(),
             rule=rule,
+            api=api,
         )
         with self._lock:
             self._requests.append(entry)
-        return parsed
 
-    async def _respond(
-        self,
-        method: str,
-        path: str,
-        headers: dict[str, str],
-        body: bytes,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> bool:
-        """Answer one request; return False when the connection must close."""
-        route = path.split("?", 1)[0].rstrip("/")
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if (request.content_length or 0) > _MAX_BODY:
+            return _json(413, _chat_wire.error_body(413, "request body too large"))
+        body = await request.content.read() if request.body_exists else b""
+        route = request.path.rstrip("/")
         if route in ("/v1/models", "/models"):
-            self._record(method, path, headers, body, None)
-            if method != "GET":
-                await _send_json(writer, 405, _error_body(405, "use GET"), True)
-                return True
+            self._record(request, body)
+            if request.method != "GET":
+                return _json(405, _chat_wire.error_body(405, "use GET"))
             data = [
                 {"id": m, "object": "model", "created": 0, "owned_by": "agentkit"}
                 for m in self._script.models
             ]
-            await _send_json(writer, 200, {"object": "list", "data": data}, True)
-            return True
-        if route not in ("/v1/chat/completions", "/chat/completions"):
-            self._record(method, path, headers, body, None)
-            await _send_json(writer, 404, _error_body(404, f"no route {method} {path}"), True)
-            return True
-        if method != "POST":
-            self._record(method, path, headers, body, None)
-            await _send_json(writer, 405, _error_body(405, "use POST"), True)
-            return True
+            return _json(200, {"object": "list", "data": data})
+        api = _ROUTES.get(route)
+        if api is None:
+            self._record(request, body)
+            message = f"no route {request.method} {request.path}"
+            return _json(404, _chat_wire.error_body(404, message))
+        wire = self._wires[api]
+        if request.method != "POST":
+            self._record(request, body)
+            return _json(405, wire.error_body(405, "use POST"))
         try:
             parsed = json.loads(body) if body else None
         except ValueError:
             parsed = None
         if not isinstance(parsed, dict):
-            self._record(method, path, headers, body, None)
-            await _send_json(writer, 400, _error_body(400, "the body is not a JSON object"), True)
-            return True
-        view = RequestView.from_body(parsed)
+            self._record(request, body)
+            return _json(400, wire.error_body(400, "the body is not a JSON object"))
+        view = RequestView.from_body(parsed, api)
         reply, rule = self._script.choose(view)
-        self._record(method, path, headers, body, rule)
+        self._record(request, body, rule, api, parsed)
         if reply.latency:
             await asyncio.sleep(reply.latency)
-        return await self._answer(reply, view, parsed, reader, writer)
+        return await self._answer(request, wire, reply, view, parsed)
 
     async def _answer(
         self,
+        request: web.BaseRequest,
+        wire: _Wire,
         reply: Reply,
         view: RequestView,
         body: dict[str, Any],
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-    ) -> bool:
+    ) -> web.StreamResponse:
         if reply.fail == "hang":
-            await reader.read()  # until the client gives up (or the server stops)
-            return False
+            # no answer until the client gives up (cancelling this) or the server stops
+            assert self._closing is not None
+            await self._closing.wait()
+            return _drop(request)
         if reply.fail == "disconnect":
-            return False
+            return _drop(request)
         status = reply.status or {"rate_limit": 429, "server_error": 500}.get(reply.fail or "")
         if status is not None:
             message = reply.message or _default_error_message(status)
-            extra = {"retry-after": "0"} if status == 429 else {}
+            headers = {"retry-after": "0"} if status == 429 else {}
             if reply.retry_after is not None:
-                extra = {"retry-after": f"{reply.retry_after:g}"}
-            await _send_json(writer, status, _error_body(status, message), True, extra)
-            return True
-        completion = _Completion.build(
-            reply, view, f"chatcmpl-{next(self._ids):06d}", int(time.time())
-        )
+                headers = {"retry-after": f"{reply.retry_after:g}"}
+            return _json(status, wire.error_body(status, message), headers)
+        answer = Answer.build(reply, view, next(self._ids), int(time.time()))
         if view.stream:
-            options = body.get("stream_options")
-            include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-            await self._stream(writer, reply, completion, include_usage)
-            return reply.fail not in ("broken_stream",)
+            return await self._stream(request, reply, wire.events(answer, reply, body, view))
+        full = json.dumps(wire.render(answer, reply, body, view)).encode()
         if reply.fail == "invalid_json":
-            await _send_raw(writer, 200, b'{"id": "chatcmpl-broken", "choices": [', True)
-            return True
+            return web.Response(status=200, body=full[: len(full) // 2], headers=_JSON)
         if reply.fail == "broken_stream":
-            full = json.dumps(completion.message_json()).encode()
-            head = _head(200, "application/json", {"content-length": str(len(full))}, True)
-            writer.write(head + full[: len(full) // 2])
-            await writer.drain()
-            return False
-        await _send_json(writer, 200, completion.message_json(), True)
-        return True
+            response = web.StreamResponse(status=200, headers=_JSON)
+            response.content_length = len(full)
+            await response.prepare(request)
+            await response.write(full[: len(full) // 2])
+            return _drop(request, response)
+        return web.Response(status=200, body=full, headers=_JSON)
 
     async def _stream(
-        self,
-        writer: asyncio.StreamWriter,
-        reply: Reply,
-        completion: _Completion,
-        include_usage: bool,
-    ) -> None:
-        extra = {"transfer-encoding": "chunked", "cache-control": "no-cache"}
-        writer.write(_head(200, "text/event-stream", extra, True))
-        chunks = completion.chunks(include_usage)
-        for index, chunk in enumerate(chunks):
-            if reply.fail == "broken_stream" and index == min(2, len(chunks) - 1):
-                # half an event, then the connection drops without the final chunk
-                half = f"data: {json.dumps(chunk)}"[:20].encode()
-                writer.write(_chunk(half))
-                await writer.drain()
-                return
-            if reply.fail == "invalid_json" and index == min(1, len(chunks) - 1):
-                writer.write(_chunk(b'data: {"id": "chatcmpl-broken", "choices": [\n\n'))
-                continue
-            writer.write(_chunk(f"data: {json.dumps(chunk)}\n\n".encode()))
+        self, request: web.BaseRequest, reply: Reply, events: list[bytes]
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers=_SSE)
+        await response.prepare(request)
+        if not reply.chunk_delay and reply.fail is None:
+            # every event at once: a client reads them as separate events all the same
+            await response.write(b"".join(events))
+            await response.write_eof()
+            return response
+        # the faults hit an event in the middle, never the closing one
+        faulty = max(0, len(events) - 2)
+        for index, event in enumerate(events):
+            if reply.fail == "broken_stream" and index == min(2, faulty):
+                # half an event, then the connection drops before the stream ends
+                await response.write(event[:20])
+                return _drop(request, response)
+            if reply.fail == "invalid_json" and index == min(1, faulty):
+                event = _truncated_event(event)
+            await response.write(event)
             if reply.chunk_delay:
-                await writer.drain()
                 await asyncio.sleep(reply.chunk_delay)
-        writer.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
-        await writer.drain()
+        await response.write_eof()
+        return response
 
 
-@attrs.frozen
-class _Completion:
-    """One scripted answer, rendered as a chat completion or as stream chunks."""
-
-    id: str
-    created: int
-    model: str
-    content: str | None
-    reasoning: str | None
-    tool_calls: list[dict[str, Any]]
-    finish_reason: str
-    usage: dict[str, Any]
-    chunk_size: int
-
-    @classmethod
-    def build(cls, reply: Reply, view: RequestView, cid: str, created: int) -> _Completion:
-        def fill(text: str) -> str:
-            return (
-                text.replace("{{last_user}}", view.last_user)
-                .replace("{{turn}}", str(view.turn))
-                .replace("{{model}}", view.model)
-            )
-
-        content = fill(reply.content) if reply.content is not None else None
-        if content is None and not reply.tool_calls:
-            content = ""
-        calls: list[dict[str, Any]] = []
-        for i, call in enumerate(reply.tool_calls):
-            args = call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)
-            calls.append(
-                {
-                    "id": call.id or f"call_{cid[-6:]}_{i}",
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": fill(args)},
-                }
-            )
-        finish = reply.finish_reason or ("tool_calls" if calls else "stop")
-        spec = reply.usage
-        prompt = spec.prompt_tokens if spec and spec.prompt_tokens is not None else None
-        if prompt is None:
-            prompt = sum(4 + _estimate_tokens(_text_of(m)) for m in view.messages)
-        reasoning = fill(reply.reasoning) if reply.reasoning is not None else None
-        thinking = spec.reasoning_tokens if spec and spec.reasoning_tokens is not None else None
-        if thinking is None:
-            thinking = _estimate_tokens(reasoning) if reasoning else 0
-        completion = spec.completion_tokens if spec and spec.completion_tokens is not None else None
-        if completion is None:
-            completion = (
-                thinking
-                + _estimate_tokens(content or "")
-                + sum(_estimate_tokens(c["function"]["arguments"]) + 3 for c in calls)
-            )
-        usage = {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": spec.cached_tokens if spec else 0},
-            "completion_tokens_details": {"reasoning_tokens": thinking},
-        }
-        return cls(
-            cid, created, view.model, content, reasoning, calls, finish, usage, reply.chunk_size
-        )
-
-    def _envelope(self, obj: str) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "object": obj,
-            "created": self.created,
-            "model": self.model,
-            "system_fingerprint": "fp_agentkit",
-        }
-
-    def message_json(self) -> dict[str, Any]:
-        """The non-streamed ``chat.completion`` body."""
-        message: dict[str, Any] = {"role": "assistant", "content": self.content, "refusal": None}
-        if self.reasoning is not None:
-            message["reasoning_content"] = self.reasoning
-        if self.tool_calls:
-            message["tool_calls"] = self.tool_calls
-        return {
-            **self._envelope("chat.completion"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": message,
-                    "logprobs": None,
-                    "finish_reason": self.finish_reason,
-                }
-            ],
-            "usage": self.usage,
-        }
-
-    def chunks(self, include_usage: bool) -> list[dict[str, Any]]:
-        """The ``chat.completion.chunk`` objects of the streamed answer, in order."""
-        out: list[dict[str, Any]] = []
-
-        def add(delta: dict[str, Any], finish: str | None = None) -> None:
-            chunk = {
-                **self._envelope("chat.completion.chunk"),
-                "choices": [
-                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-                ],
-            }
-            if include_usage:
-                chunk["usage"] = None
-            out.append(chunk)
-
-        add({"role": "assistant", "content": "", "refusal": None})
-        thought = self.reasoning or ""
-        for start in range(0, len(thought), self.chunk_size):
-            add({"reasoning_content": thought[start : start + self.chunk_size]})
-        text = self.content or ""
-        for start in range(0, len(text), self.chunk_size):
-            add({"content": text[start : start + self.chunk_size]})
-        for index, call in enumerate(self.tool_calls):
-            add(
-                {
-                    "tool_calls": [
-                        {
-                            "index": index,
-                            "id": call["id"],
-                            "type": "function",
-                            "function": {"name": call["function"]["name"], "arguments": ""},
-                        }
-                    ]
-                }
-            )
-            args = call["function"]["arguments"]
-            for start in range(0, len(args), self.chunk_size):
-                piece = args[start : start + self.chunk_size]
-                add({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-        add({}, self.finish_reason)
-        if include_usage:
-            out.append(
-                {**self._envelope("chat.completion.chunk"), "choices": [], "usage": self.usage}
-            )
-        return out
+_JSON = {"content-type": "application/json"}
+_SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 
 
-def _text_of(message: Mapping[str, Any]) -> str:
-    from agentkit.testing.script import message_text
-
-    text = message_text(message)
-    calls = message.get("tool_calls")
-    if calls:
-        text += json.dumps(calls)
-    return text
+def _json(status: int, data: Any, headers: Mapping[str, str] | None = None) -> web.Response:
+    return web.Response(
+        status=status, body=json.dumps(data).encode(), headers={**_JSON, **(headers or {})}
+    )
 
 
-def _estimate_tokens(text: str) -> int:
-    """A deterministic stand-in for a tokenizer: about 4 characters per token."""
-    return (len(text) + 3) // 4
+def _drop(
+    request: web.BaseRequest, response: web.StreamResponse | None = None
+) -> web.StreamResponse:
+    """Close the connection at once, without finishing (or sending) the response."""
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+    if response is None:
+        # nothing was sent: tell aiohttp the client is gone, as when it hangs up
+        raise asyncio.CancelledError
+    return response
+
+
+def _truncated_event(event: bytes) -> bytes:
+    """The event with its JSON cut in half: a ``data:`` line that does not parse."""
+    head, sep, data = event.partition(b"data: ")
+    data = data.rstrip(b"\n")
+    return head + sep + data[: max(1, len(data) // 2)] + b"\n\n"
 
 
 def _default_error_message(status: int) -> str:
@@ -557,104 +434,6 @@ def _default_error_message(status: int) -> str:
     if status >= 500:
         return "The server had an error while processing your request (scripted)."
     return f"Request rejected with status {status} (scripted)."
-
-
-def _error_body(status: int, message: str) -> dict[str, Any]:
-    kinds: dict[int, tuple[str, str | None]] = {
-        429: ("requests", "rate_limit_exceeded"),
-        404: ("invalid_request_error", "not_found"),
-        400: ("invalid_request_error", "invalid_request"),
-        401: ("invalid_request_error", "invalid_api_key"),
-    }
-    fallback = ("server_error" if status >= 500 else "invalid_request_error", None)
-    kind = kinds.get(status, fallback)
-    return {"error": {"message": message, "type": kind[0], "param": None, "code": kind[1]}}
-
-
-def _head(status: int, content_type: str, extra: Mapping[str, str], keep_alive: bool) -> bytes:
-    lines = [
-        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}",
-        f"content-type: {content_type}",
-        f"connection: {'keep-alive' if keep_alive else 'close'}",
-        *(f"{k}: {v}" for k, v in extra.items()),
-    ]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-
-
-def _chunk(data: bytes) -> bytes:
-    return f"{len(data):x}\r\n".encode() + data + b"\r\n"
-
-
-async def _send_raw(
-    writer: asyncio.StreamWriter,
-    status: int,
-    body: bytes,
-    keep_alive: bool,
-    extra: Mapping[str, str] | None = None,
-    content_type: str = "application/json",
-) -> None:
-    headers = {"content-length": str(len(body)), **(extra or {})}
-    writer.write(_head(status, content_type, headers, keep_alive) + body)
-    await writer.drain()
-
-
-async def _send_json(
-    writer: asyncio.StreamWriter,
-    status: int,
-    data: Any,
-    keep_alive: bool,
-    extra: Mapping[str, str] | None = None,
-) -> None:
-    await _send_raw(writer, status, json.dumps(data).encode(), keep_alive, extra)
-
-
-async def _read_request(
-    reader: asyncio.StreamReader,
-) -> tuple[str, str, dict[str, str], bytes] | None:
-    """Read one HTTP/1.1 request; None at a clean end of the connection."""
-    line = await reader.readline()
-    while line in (b"\r\n", b"\n"):
-        line = await reader.readline()
-    if not line:
-        return None
-    parts = line.decode("latin-1").split()
-    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-        raise _HttpError(400, "malformed request line")
-    method, path, _version = parts
-    headers: dict[str, str] = {}
-    while True:
-        line = await reader.readline()
-        if line in (b"\r\n", b"\n", b""):
-            break
-        name, sep, value = line.decode("latin-1").partition(":")
-        if not sep:
-            raise _HttpError(400, "malformed header line")
-        headers[name.strip().lower()] = value.strip()
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        body = bytearray()
-        while True:
-            size_line = await reader.readline()
-            try:
-                size = int(size_line.split(b";")[0].strip() or b"0", 16)
-            except ValueError:
-                raise _HttpError(400, "malformed chunk size") from None
-            if size == 0:
-                while (await reader.readline()) not in (b"\r\n", b"\n", b""):
-                    pass
-                break
-            body += await reader.readexactly(size)
-            await reader.readexactly(2)
-            if len(body) > _MAX_BODY:
-                raise _HttpError(413, "request body too large")
-        return method, path, headers, bytes(body)
-    try:
-        length = int(headers.get("content-length", "0"))
-    except ValueError:
-        raise _HttpError(400, "malformed content-length") from None
-    if length > _MAX_BODY:
-        raise _HttpError(413, "request body too large")
-    body_bytes = await reader.readexactly(length) if length else b""
-    return method, path, headers, body_bytes
 
 
 def main(argv: list[str] | None = None) -> None:

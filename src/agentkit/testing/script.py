@@ -45,7 +45,13 @@ __all__ = [
     "ToolCallSpec",
     "UsageSpec",
     "load_script",
+    "message_text",
 ]
+
+Api = Literal["chat", "messages", "responses"]
+#: The wire protocols the server speaks: OpenAI chat completions, Anthropic
+#: Messages, OpenAI Responses.
+APIS: tuple[str, ...] = ("chat", "messages", "responses")
 
 Failure = Literal[
     "rate_limit", "server_error", "hang", "invalid_json", "broken_stream", "disconnect"
@@ -78,6 +84,8 @@ class UsageSpec:
     completion_tokens: int | None = None
     cached_tokens: int = 0
     reasoning_tokens: int | None = None
+    #: Prompt tokens written to the cache (Anthropic's ``cache_creation_input_tokens``).
+    cache_creation_tokens: int = 0
 
 
 @attrs.frozen(kw_only=True)
@@ -101,6 +109,12 @@ class Reply:
     message: str | None = None
     #: Seconds sent as the ``retry-after`` header of an error reply (429s send 0 by default).
     retry_after: float | None = None
+    #: Chat completions: return vLLM's ``prompt_token_ids`` and ``choices[].token_ids``
+    #: even when the request does not ask for them (``return_token_ids``).
+    token_ids: bool = False
+    #: Chat completions: the logprob of each completion token (cycled when shorter than
+    #: the completion), used when the request asks ``logprobs: true``; default -0.1, -0.2...
+    logprobs: list[float] | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.status is not None and not 400 <= self.status <= 599:
@@ -111,6 +125,10 @@ class Reply:
             raise ValidationError("latency", "latency and chunk_delay must be >= 0 seconds")
         if self.chunk_size < 1:
             raise ValidationError("chunk_size", f"expected at least 1, got {self.chunk_size}")
+        if self.logprobs is not None and (
+            not self.logprobs or any(not p <= 0 for p in self.logprobs)
+        ):
+            raise ValidationError("logprobs", "expected a non-empty list of numbers <= 0")
 
 
 @attrs.frozen(kw_only=True)
@@ -125,6 +143,8 @@ class Match:
     model: str | None = None
     stream: bool | None = None
     has_tools: bool | None = None
+    #: The request's wire protocol: ``chat``, ``messages`` (Anthropic) or ``responses``.
+    api: Api | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.last_user_regex is not None:
@@ -146,24 +166,36 @@ class Rule:
 
 @attrs.frozen(kw_only=True)
 class RequestView:
-    """What rules look at in a chat completion request."""
+    """What rules look at in a request, whichever protocol it came in.
+
+    ``messages`` are chat-completions shaped whatever the protocol: Anthropic's
+    ``system`` and the Responses API's ``instructions`` become a system message,
+    tool results become ``role: tool`` messages, and an assistant's tool calls
+    are ``tool_calls``.
+    """
 
     model: str
     messages: list[dict[str, Any]]
     stream: bool
     has_tools: bool
+    api: Api = "chat"
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> RequestView:
+    def from_body(cls, body: Mapping[str, Any], api: Api = "chat") -> RequestView:
         """Read a parsed request body (missing or odd fields become neutral values)."""
-        messages = body.get("messages")
-        if not isinstance(messages, list):
-            messages = []
+        if api == "messages":
+            messages = _messages_api_history(body)
+        elif api == "responses":
+            messages = _responses_api_history(body)
+        else:
+            raw = body.get("messages")
+            messages = [m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else []
         return cls(
             model=str(body.get("model") or ""),
-            messages=[m for m in messages if isinstance(m, dict)],
+            messages=messages,
             stream=bool(body.get("stream")),
             has_tools=bool(body.get("tools")),
+            api=api,
         )
 
     @property
@@ -195,7 +227,127 @@ def message_text(message: Mapping[str, Any]) -> str:
     return ""
 
 
+def _text_parts(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def _messages_api_history(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An Anthropic Messages request's ``system`` and ``messages`` as chat messages."""
+    out: list[dict[str, Any]] = []
+    system = _text_parts(body.get("system"))
+    if system:
+        out.append({"role": "system", "content": system})
+    raw = body.get("messages")
+    for message in raw if isinstance(raw, list) else []:
+        if not isinstance(message, dict):
+            continue
+        role, content = message.get("role"), message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+        blocks = [b for b in blocks if isinstance(b, dict)]
+        if role == "assistant":
+            calls = [
+                {
+                    "id": str(b.get("id", "")),
+                    "type": "function",
+                    "function": {
+                        "name": str(b.get("name", "")),
+                        "arguments": json.dumps(b.get("input")),
+                    },
+                }
+                for b in blocks
+                if b.get("type") == "tool_use"
+            ]
+            entry: dict[str, Any] = {"role": "assistant", "content": _text_parts(blocks)}
+            if calls:
+                entry["tool_calls"] = calls
+            out.append(entry)
+            continue
+        for block in blocks:
+            if block.get("type") == "tool_result":
+                result = block.get("content")
+                out.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": str(block.get("tool_use_id", "")),
+                        "content": result if isinstance(result, str) else _text_parts(result),
+                    }
+                )
+        texts = [b for b in blocks if b.get("type") == "text"]
+        if texts:
+            out.append({"role": str(role or "user"), "content": _text_parts(texts)})
+    return out
+
+
+_RESPONSES_OUTPUT_ITEMS = frozenset(
+    {"function_call", "reasoning", "custom_tool_call", "local_shell_call", "web_search_call"}
+)
+_RESPONSES_TOOL_OUTPUTS = frozenset(
+    {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+)
+
+
+def _responses_api_history(body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A Responses API request's ``instructions`` and ``input`` items as chat messages.
+
+    Consecutive output items (an assistant message, function calls, reasoning)
+    make one assistant message, so ``turn`` counts model replies as in chat.
+    """
+    out: list[dict[str, Any]] = []
+    instructions = _text_parts(body.get("instructions"))
+    if instructions:
+        out.append({"role": "system", "content": instructions})
+    raw = body.get("input")
+    if isinstance(raw, str):
+        return [*out, {"role": "user", "content": raw}]
+    assistant: dict[str, Any] | None = None
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, dict):
+            continue
+        kind = item.get("type", "message")
+        role = item.get("role")
+        if kind in _RESPONSES_OUTPUT_ITEMS or (kind == "message" and role == "assistant"):
+            if assistant is None:
+                assistant = {"role": "assistant", "content": ""}
+                out.append(assistant)
+            if kind == "message":
+                assistant["content"] += _text_parts(item.get("content"))
+            elif kind in ("function_call", "custom_tool_call"):
+                args = item.get("arguments", item.get("input", ""))
+                assistant.setdefault("tool_calls", []).append(
+                    {
+                        "id": str(item.get("call_id", "")),
+                        "type": "function",
+                        "function": {"name": str(item.get("name", "")), "arguments": str(args)},
+                    }
+                )
+            continue
+        assistant = None
+        if kind in _RESPONSES_TOOL_OUTPUTS:
+            output = item.get("output")
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": str(item.get("call_id", "")),
+                    "content": output if isinstance(output, str) else _text_parts(output),
+                }
+            )
+        elif kind == "message":
+            role = "system" if role == "developer" else str(role or "user")
+            out.append({"role": role, "content": _text_parts(item.get("content"))})
+    return out
+
+
 def _matches(match: Match, request: RequestView) -> bool:
+    if match.api is not None and request.api != match.api:
+        return False
     if match.model is not None and request.model != match.model:
         return False
     if match.stream is not None and request.stream != match.stream:

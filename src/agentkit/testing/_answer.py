@@ -1,0 +1,149 @@
+"""One scripted reply, resolved for one request, before any wire protocol renders it.
+
+:class:`Answer` holds what every protocol needs: the text, reasoning, tool
+calls (with their arguments as JSON text), the finish reason in chat
+completions' words, and the token counts. The protocol modules
+(``_chat_wire``, ``_messages_wire``, ``_responses_wire``) render it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from agentkit.testing.script import Reply, RequestView, message_text
+
+__all__ = ["Answer", "Call", "estimate_tokens", "prompt_text", "split", "sse"]
+
+
+@attrs.frozen
+class Call:
+    """One tool call: its id, name and arguments as JSON text (or raw text)."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def input_object(self) -> Any:
+        """The arguments parsed (Anthropic sends an object); the raw text when not JSON."""
+        try:
+            return json.loads(self.arguments)
+        except ValueError:
+            return self.arguments
+
+
+@attrs.frozen
+class Answer:
+    """A reply resolved for a request: placeholders filled, ids chosen, usage counted."""
+
+    seq: int
+    created: int
+    model: str
+    content: str | None
+    reasoning: str | None
+    calls: list[Call]
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    cache_creation_tokens: int
+    reasoning_tokens: int
+    chunk_size: int
+
+    @property
+    def tag(self) -> str:
+        """The sequence number as ids use it (``000042``)."""
+        return f"{self.seq:06d}"
+
+    @classmethod
+    def build(cls, reply: Reply, view: RequestView, seq: int, created: int) -> Answer:
+        """Resolve ``reply`` for the request ``view``; ``seq`` numbers the ids."""
+
+        def fill(text: str) -> str:
+            if "{{" not in text:
+                return text
+            return (
+                text.replace("{{last_user}}", view.last_user)
+                .replace("{{turn}}", str(view.turn))
+                .replace("{{model}}", view.model)
+            )
+
+        content = fill(reply.content) if reply.content is not None else None
+        if content is None and not reply.tool_calls:
+            content = ""
+        calls = [
+            Call(
+                id=call.id or f"call_{seq:06d}_{i}",
+                name=call.name,
+                arguments=fill(
+                    call.arguments
+                    if isinstance(call.arguments, str)
+                    else json.dumps(call.arguments)
+                ),
+            )
+            for i, call in enumerate(reply.tool_calls)
+        ]
+        finish = reply.finish_reason or ("tool_calls" if calls else "stop")
+        spec = reply.usage
+        prompt = spec.prompt_tokens if spec and spec.prompt_tokens is not None else None
+        if prompt is None:
+            prompt = sum(4 + estimate_tokens(_text_of(m)) for m in view.messages)
+        reasoning = fill(reply.reasoning) if reply.reasoning is not None else None
+        thinking = spec.reasoning_tokens if spec and spec.reasoning_tokens is not None else None
+        if thinking is None:
+            thinking = estimate_tokens(reasoning) if reasoning else 0
+        completion = spec.completion_tokens if spec and spec.completion_tokens is not None else None
+        if completion is None:
+            completion = (
+                thinking
+                + estimate_tokens(content or "")
+                + sum(estimate_tokens(c.arguments) + 3 for c in calls)
+            )
+        return cls(
+            seq=seq,
+            created=created,
+            model=view.model,
+            content=content,
+            reasoning=reasoning,
+            calls=calls,
+            finish_reason=finish,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            cached_tokens=spec.cached_tokens if spec else 0,
+            cache_creation_tokens=spec.cache_creation_tokens if spec else 0,
+            reasoning_tokens=thinking,
+            chunk_size=reply.chunk_size,
+        )
+
+
+def _text_of(message: Mapping[str, Any]) -> str:
+    text = message_text(message)
+    calls = message.get("tool_calls")
+    if calls:
+        text += json.dumps(calls)
+    return text
+
+
+def prompt_text(view: RequestView) -> str:
+    """The request's messages as one text (``<|role|>text`` lines), as a chat template would."""
+    return "".join(f"<|{m.get('role')}|>{_text_of(m)}\n" for m in view.messages) + "<|assistant|>"
+
+
+def estimate_tokens(text: str) -> int:
+    """A deterministic stand-in for a tokenizer: about 4 characters per token."""
+    return (len(text) + 3) // 4
+
+
+def split(text: str, size: int) -> list[str]:
+    """``text`` in pieces of ``size`` characters (none for empty text)."""
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def sse(data: Any, event: str | None = None) -> bytes:
+    """One server-sent event: ``event:`` line when named, then the JSON ``data:`` line."""
+    payload = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {payload}\n\n".encode()

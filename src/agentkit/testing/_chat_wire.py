@@ -1,0 +1,193 @@
+"""OpenAI chat completions: an :class:`Answer` as a ``chat.completion`` or as stream chunks.
+
+With ``logprobs: true`` (and ``top_logprobs``) in the request, choices carry
+``logprobs.content``; with vLLM's ``return_token_ids: true`` (or the reply's
+``token_ids``), the completion has ``prompt_token_ids`` and each choice
+``token_ids``. Tokens come from :mod:`agentkit.testing.tokens`; the
+completion's tokens are those of the reasoning, then the content, then each
+tool call's arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agentkit.testing import tokens
+from agentkit.testing._answer import Answer, prompt_text, split, sse
+from agentkit.testing.script import Reply, RequestView
+
+__all__ = ["error_body", "events", "render"]
+
+DONE = b"data: [DONE]\n\n"
+
+
+class _Tokens:
+    """What the request asked for at token level, and the logprob of each token."""
+
+    def __init__(self, reply: Reply, body: Mapping[str, Any], view: RequestView) -> None:
+        self.ids = reply.token_ids or body.get("return_token_ids") is True
+        self.logprobs = body.get("logprobs") is True
+        top = body.get("top_logprobs")
+        self.top = top if isinstance(top, int) and not isinstance(top, bool) and top > 0 else 0
+        self.values = reply.logprobs
+        self.view = view
+        self.position = 0
+
+    @property
+    def any(self) -> bool:
+        return self.ids or self.logprobs
+
+    def prompt_ids(self) -> list[int]:
+        return tokens.encode(prompt_text(self.view))
+
+    def _logprob(self, index: int) -> float:
+        if self.values:
+            return self.values[index % len(self.values)]
+        return -round(0.1 * (1 + index % 9), 1)
+
+    def annotate(self, choice: dict[str, Any], text: str) -> None:
+        """Add ``token_ids`` and ``logprobs`` for ``text``, the next completion tokens."""
+        pieces = tokens.pieces(text)
+        if self.ids:
+            choice["token_ids"] = choice.get("token_ids", []) + tokens.encode(text)
+        if self.logprobs:
+            entries = []
+            for piece in pieces:
+                value = self._logprob(self.position)
+                self.position += 1
+                entry: dict[str, Any] = {
+                    "token": piece,
+                    "logprob": value,
+                    "bytes": list(piece.encode("utf-8")),
+                    "top_logprobs": [],
+                }
+                for rank in range(self.top):
+                    alt = piece if rank == 0 else f"<alt{rank}>"
+                    entry["top_logprobs"].append(
+                        {"token": alt, "logprob": value - rank, "bytes": list(alt.encode())}
+                    )
+                entries.append(entry)
+            logprobs = choice.get("logprobs") or {"content": [], "refusal": None}
+            logprobs["content"] = logprobs["content"] + entries
+            choice["logprobs"] = logprobs
+
+
+def _aligned(text: str, size: int) -> list[str]:
+    """``text`` in pieces of at most ``size`` characters that never cut a token."""
+    out: list[str] = []
+    for piece in tokens.pieces(text):
+        if out and len(out[-1]) + len(piece) <= size:
+            out[-1] += piece
+        else:
+            out.append(piece)
+    return out
+
+
+def _usage(answer: Answer) -> dict[str, Any]:
+    return {
+        "prompt_tokens": answer.prompt_tokens,
+        "completion_tokens": answer.completion_tokens,
+        "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": answer.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": answer.reasoning_tokens},
+    }
+
+
+def _envelope(answer: Answer, obj: str) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{answer.tag}",
+        "object": obj,
+        "created": answer.created,
+        "model": answer.model,
+        "system_fingerprint": "fp_agentkit",
+    }
+
+
+def _tool_calls(answer: Answer) -> list[dict[str, Any]]:
+    return [
+        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for c in answer.calls
+    ]
+
+
+def render(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestView) -> Any:
+    """The non-streamed ``chat.completion`` body."""
+    message: dict[str, Any] = {"role": "assistant", "content": answer.content, "refusal": None}
+    if answer.reasoning is not None:
+        message["reasoning_content"] = answer.reasoning
+    if answer.calls:
+        message["tool_calls"] = _tool_calls(answer)
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": answer.finish_reason,
+    }
+    out: dict[str, Any] = {**_envelope(answer, "chat.completion"), "choices": [choice]}
+    token_level = _Tokens(reply, body, view)
+    if token_level.any:
+        text = (answer.reasoning or "") + (answer.content or "")
+        token_level.annotate(choice, text + "".join(c.arguments for c in answer.calls))
+        if token_level.ids:
+            out["prompt_token_ids"] = token_level.prompt_ids()
+    out["usage"] = _usage(answer)
+    return out
+
+
+def events(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestView) -> list[bytes]:
+    """The server-sent events of the streamed answer, ``data: [DONE]`` last."""
+    options = body.get("stream_options")
+    include_usage = isinstance(options, Mapping) and bool(options.get("include_usage"))
+    token_level = _Tokens(reply, body, view)
+    cut = _aligned if token_level.any else split
+    size = answer.chunk_size
+    envelope = _envelope(answer, "chat.completion.chunk")
+    out: list[bytes] = []
+
+    def add(delta: dict[str, Any], finish: str | None = None, text: str | None = None) -> None:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "delta": delta,
+            "logprobs": None,
+            "finish_reason": finish,
+        }
+        if token_level.ids:
+            choice["token_ids"] = []
+        if text:
+            token_level.annotate(choice, text)
+        chunk: dict[str, Any] = {**envelope, "choices": [choice]}
+        if not out and token_level.ids:
+            chunk["prompt_token_ids"] = token_level.prompt_ids()
+        if include_usage:
+            chunk["usage"] = None
+        out.append(sse(chunk))
+
+    add({"role": "assistant", "content": "", "refusal": None})
+    for piece in cut(answer.reasoning or "", size):
+        add({"reasoning_content": piece}, text=piece)
+    for piece in cut(answer.content or "", size):
+        add({"content": piece}, text=piece)
+    for index, call in enumerate(answer.calls):
+        head = {"name": call.name, "arguments": ""}
+        add({"tool_calls": [{"index": index, "id": call.id, "type": "function", "function": head}]})
+        for piece in cut(call.arguments, size):
+            add({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, text=piece)
+    add({}, answer.finish_reason)
+    if include_usage:
+        out.append(sse({**envelope, "choices": [], "usage": _usage(answer)}))
+    out.append(DONE)
+    return out
+
+
+def error_body(status: int, message: str) -> dict[str, Any]:
+    """An OpenAI error body (chat completions and the Responses API share it)."""
+    kinds: dict[int, tuple[str, str | None]] = {
+        429: ("requests", "rate_limit_exceeded"),
+        404: ("invalid_request_error", "not_found"),
+        400: ("invalid_request_error", "invalid_request"),
+        401: ("invalid_request_error", "invalid_api_key"),
+    }
+    fallback = ("server_error" if status >= 500 else "invalid_request_error", None)
+    kind = kinds.get(status, fallback)
+    return {"error": {"message": message, "type": kind[0], "param": None, "code": kind[1]}}
