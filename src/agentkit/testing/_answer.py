@@ -16,7 +16,15 @@ import attrs
 
 from agentkit.testing.script import Reply, RequestView, message_text
 
-__all__ = ["Answer", "Call", "estimate_tokens", "prompt_text", "split", "sse"]
+__all__ = [
+    "Answer",
+    "Call",
+    "estimate_prompt_tokens",
+    "estimate_tokens",
+    "prompt_text",
+    "split",
+    "sse",
+]
 
 
 @attrs.frozen
@@ -74,9 +82,10 @@ class Answer:
         content = fill(reply.content) if reply.content is not None else None
         if content is None and not reply.tool_calls:
             content = ""
+        prefix = "toolu" if view.api == "messages" else "call"
         calls = [
             Call(
-                id=call.id or f"call_{seq:06d}_{i}",
+                id=call.id or f"{prefix}_{seq:06d}_{i}",
                 name=call.name,
                 arguments=fill(
                     call.arguments
@@ -90,7 +99,7 @@ class Answer:
         spec = reply.usage
         prompt = spec.prompt_tokens if spec and spec.prompt_tokens is not None else None
         if prompt is None:
-            prompt = sum(4 + estimate_tokens(_text_of(m)) for m in view.messages)
+            prompt = estimate_prompt_tokens(view)
         reasoning = fill(reply.reasoning) if reply.reasoning is not None else None
         thinking = spec.reasoning_tokens if spec and spec.reasoning_tokens is not None else None
         if thinking is None:
@@ -130,6 +139,11 @@ def _text_of(message: Mapping[str, Any]) -> str:
 def prompt_text(view: RequestView) -> str:
     """The request's messages as one text (``<|role|>text`` lines), as a chat template would."""
     return "".join(f"<|{m.get('role')}|>{_text_of(m)}\n" for m in view.messages) + "<|assistant|>"
+
+
+def estimate_prompt_tokens(view: RequestView) -> int:
+    """The prompt tokens a reply reports when the script does not say: 4 per message + text."""
+    return sum(4 + estimate_tokens(_text_of(m)) for m in view.messages)
 
 
 def estimate_tokens(text: str) -> int:

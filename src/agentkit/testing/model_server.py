@@ -33,8 +33,8 @@ from typing import Any, NamedTuple
 import attrs
 from aiohttp import web
 
-from agentkit.testing import _chat_wire
-from agentkit.testing._answer import Answer
+from agentkit.testing import _chat_wire, _messages_wire, _responses_wire
+from agentkit.testing._answer import Answer, estimate_prompt_tokens
 from agentkit.testing.script import Api, Reply, RequestView, Script, load_script
 
 __all__ = ["RecordedRequest", "ScriptedModelServer", "main"]
@@ -80,6 +80,8 @@ class _Wire(NamedTuple):
 def _wires() -> dict[str, _Wire]:
     return {
         "chat": _Wire(_chat_wire.render, _chat_wire.events, _chat_wire.error_body),
+        "messages": _Wire(_messages_wire.render, _messages_wire.events, _messages_wire.error_body),
+        "responses": _Wire(_responses_wire.render, _responses_wire.events, _chat_wire.error_body),
     }
 
 
@@ -87,7 +89,10 @@ def _wires() -> dict[str, _Wire]:
 _ROUTES: dict[str, Api] = {}
 for _prefix in ("/v1", ""):
     _ROUTES[f"{_prefix}/chat/completions"] = "chat"
+    _ROUTES[f"{_prefix}/messages"] = "messages"
+    _ROUTES[f"{_prefix}/responses"] = "responses"
 del _prefix
+_COUNT_TOKENS = ("/v1/messages/count_tokens", "/messages/count_tokens")
 
 
 class ScriptedModelServer:
@@ -314,6 +319,8 @@ class ScriptedModelServer:
             ]
             return _json(200, {"object": "list", "data": data})
         api = _ROUTES.get(route)
+        if route in _COUNT_TOKENS:
+            return self._count_tokens(request, body)
         if api is None:
             self._record(request, body)
             message = f"no route {request.method} {request.path}"
@@ -335,6 +342,19 @@ class ScriptedModelServer:
         if reply.latency:
             await asyncio.sleep(reply.latency)
         return await self._answer(request, wire, reply, view, parsed)
+
+    def _count_tokens(self, request: web.BaseRequest, body: bytes) -> web.Response:
+        """Anthropic's token counting: the estimate a reply's usage would report."""
+        self._record(request, body)
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        if request.method != "POST" or not isinstance(parsed, dict):
+            status, message = (405, "use POST") if request.method != "POST" else (400, "not JSON")
+            return _json(status, _messages_wire.error_body(status, message))
+        view = RequestView.from_body(parsed, "messages")
+        return _json(200, {"input_tokens": estimate_prompt_tokens(view)})
 
     async def _answer(
         self,
@@ -389,7 +409,7 @@ class ScriptedModelServer:
                 # half an event, then the connection drops before the stream ends
                 await response.write(event[:20])
                 return _drop(request, response)
-            if reply.fail == "invalid_json" and index == min(1, faulty):
+            if reply.fail == "invalid_json" and index == min(2, faulty):
                 event = _truncated_event(event)
             await response.write(event)
             if reply.chunk_delay:
