@@ -594,3 +594,124 @@ def test_log_limit_keeps_the_newest_requests() -> None:
         assert [r.body["model"] for r in server.requests] == ["m2", "m3", "m4"]
         server.clear_requests()
         assert server.requests == []
+
+
+TOKEN_SCRIPT = {
+    "rules": [
+        {"match": {"model": "forced"}, "reply": {"content": "héllo wörld", "token_ids": True}},
+        {
+            "match": {"model": "calls"},
+            "reply": {
+                "reasoning": "think",
+                "content": "I will call.",
+                "chunk_size": 5,
+                "tool_calls": [{"name": "bash", "arguments": {"command": "ls -la"}}],
+                "logprobs": [-0.5, -1.5],
+            },
+        },
+    ],
+    "default": {"content": "The answer is 42."},
+}
+
+
+@pytest.mark.model_script(TOKEN_SCRIPT)
+def test_logprobs_and_vllm_token_ids(model_server: ScriptedModelServer) -> None:
+    from agentkit.testing import tokens
+
+    plain = raw_post(model_server, {"model": "m", "messages": USER}).json()
+    assert "prompt_token_ids" not in plain and "token_ids" not in plain["choices"][0]
+    assert plain["choices"][0]["logprobs"] is None
+
+    body = {
+        "model": "m",
+        "messages": USER,
+        "logprobs": True,
+        "top_logprobs": 2,
+        "return_token_ids": True,
+    }
+    done = raw_post(model_server, body).json()
+    choice = done["choices"][0]
+    assert tokens.decode(choice["token_ids"]) == "The answer is 42."
+    assert tokens.decode(done["prompt_token_ids"]) == "<|user|>hello\n<|assistant|>"
+    entries = choice["logprobs"]["content"]
+    assert [e["token"] for e in entries] == tokens.pieces("The answer is 42.")
+    assert len(entries) == len(choice["token_ids"])
+    assert [e["logprob"] for e in entries[:3]] == [-0.1, -0.2, -0.3]
+    assert all(bytes(e["bytes"]).decode() == e["token"] for e in entries)
+    assert [t["token"] for t in entries[0]["top_logprobs"]] == [entries[0]["token"], "<alt1>"]
+
+    # the official client reads the logprobs (asked alone, no token ids come)
+    completion = client(model_server).chat.completions.create(
+        model="m",
+        messages=USER,  # type: ignore[arg-type]
+        logprobs=True,
+    )
+    assert completion.model_extra is None or "prompt_token_ids" not in completion.model_extra
+    assert completion.choices[0].logprobs is not None
+    content = completion.choices[0].logprobs.content or []
+    assert "".join(t.token for t in content) == "The answer is 42."
+
+    # streamed: each chunk carries its own tokens; joined they are the whole completion
+    streamed = raw_post(model_server, {**body, "stream": True})
+    chunks = [json.loads(e) for e in sse_events(streamed.text)[:-1]]
+    assert chunks[0]["prompt_token_ids"] == done["prompt_token_ids"]
+    assert all("prompt_token_ids" not in c for c in chunks[1:])
+    ids = [i for c in chunks for i in c["choices"][0]["token_ids"]]
+    assert ids == choice["token_ids"]
+    streamed_entries = [
+        e
+        for c in chunks
+        if c["choices"][0]["logprobs"]
+        for e in c["choices"][0]["logprobs"]["content"]
+    ]
+    assert streamed_entries == entries
+    for c in chunks:
+        delta = c["choices"][0]["delta"].get("content") or ""
+        assert tokens.decode(c["choices"][0]["token_ids"]) == delta
+
+
+@pytest.mark.model_script(TOKEN_SCRIPT)
+def test_token_ids_cover_reasoning_content_and_tool_arguments(
+    model_server: ScriptedModelServer,
+) -> None:
+    from agentkit.testing import tokens
+
+    forced = raw_post(model_server, {"model": "forced", "messages": USER}).json()
+    assert tokens.decode(forced["choices"][0]["token_ids"]) == "héllo wörld"
+    assert forced["prompt_token_ids"]
+
+    body = {"model": "calls", "messages": USER, "logprobs": True, "return_token_ids": True}
+    done = raw_post(model_server, body).json()
+    choice = done["choices"][0]
+    expected = 'thinkI will call.{"command": "ls -la"}'
+    assert tokens.decode(choice["token_ids"]) == expected
+    values = [e["logprob"] for e in choice["logprobs"]["content"]]
+    assert values[:4] == [-0.5, -1.5, -0.5, -1.5]
+    streamed = raw_post(model_server, {**body, "stream": True})
+    chunks = [json.loads(e) for e in sse_events(streamed.text)[:-1]]
+    assert [i for c in chunks for i in c["choices"][0]["token_ids"]] == choice["token_ids"]
+    # deltas never cut a token, and stay within chunk_size characters
+    for c in chunks:
+        delta = c["choices"][0]["delta"]
+        text = delta.get("content") or delta.get("reasoning_content") or ""
+        if "tool_calls" in delta:
+            text = delta["tool_calls"][0]["function"].get("arguments", "")
+        assert tokens.decode(c["choices"][0]["token_ids"]) == text
+        assert len(text) <= 5
+
+
+def test_stand_in_tokenizer_round_trips() -> None:
+    from agentkit.testing import tokens
+
+    for text in ["", "abc", "hello world", "héllo wörld 🎉", "a\0b\0\0c", "日本語のテキスト"]:
+        assert tokens.decode(tokens.encode(text)) == text
+        assert "".join(tokens.pieces(text)) == text
+        assert all(len(p.encode()) <= 4 for p in tokens.pieces(text))
+    assert len(tokens.encode("x" * 10)) == 3
+
+
+def test_reply_logprobs_are_validated() -> None:
+    with pytest.raises(ValidationError, match="logprobs"):
+        Script.from_json({"default": {"logprobs": [0.5]}})
+    with pytest.raises(ValidationError, match="logprobs"):
+        Script.from_json({"default": {"logprobs": []}})

@@ -61,6 +61,10 @@ class Answer:
     reasoning_tokens: int
     chunk_size: int
 
+    def arguments(self) -> list[str]:
+        """Each tool call's arguments text, in order."""
+        return [call.arguments for call in self.calls]
+
     @property
     def tag(self) -> str:
         """The sequence number as ids use it (``000042``)."""

@@ -50,7 +50,7 @@ class _Tokens:
         """Add ``token_ids`` and ``logprobs`` for ``text``, the next completion tokens."""
         pieces = tokens.pieces(text)
         if self.ids:
-            choice["token_ids"] = choice.get("token_ids", []) + tokens.encode(text)
+            choice["token_ids"] = [*choice.get("token_ids", []), *tokens.encode(text)]
         if self.logprobs:
             entries = []
             for piece in pieces:
@@ -127,8 +127,12 @@ def render(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestV
     out: dict[str, Any] = {**_envelope(answer, "chat.completion"), "choices": [choice]}
     token_level = _Tokens(reply, body, view)
     if token_level.any:
-        text = (answer.reasoning or "") + (answer.content or "")
-        token_level.annotate(choice, text + "".join(c.arguments for c in answer.calls))
+        if token_level.ids:
+            choice["token_ids"] = []
+        # segment by segment, as a stream cuts them: the same tokens either way
+        for text in (answer.reasoning or "", answer.content or "", *answer.arguments()):
+            if text:
+                token_level.annotate(choice, text)
         if token_level.ids:
             out["prompt_token_ids"] = token_level.prompt_ids()
     out["usage"] = _usage(answer)
