@@ -1,4 +1,4 @@
-"""agentkit's test kit: a scripted OpenAI-compatible model server, pytest fixtures
+"""agentkit's test kit: a scripted model server (OpenAI, Anthropic), pytest fixtures
 and conformance checks that taskset and harness plugins run against themselves.
 
 Nothing here is imported by ``import agentkit``; pytest loads

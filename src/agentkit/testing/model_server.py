@@ -308,6 +308,8 @@ class ScriptedModelServer:
         if (request.content_length or 0) > _MAX_BODY:
             return _json(413, _chat_wire.error_body(413, "request body too large"))
         body = await request.content.read() if request.body_exists else b""
+        if len(body) > _MAX_BODY:  # a chunked body has no content-length to check first
+            return _json(413, _chat_wire.error_body(413, "request body too large"))
         route = request.path.rstrip("/")
         if route in ("/v1/models", "/models"):
             self._record(request, body)
@@ -464,7 +466,10 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(
         prog="python -m agentkit.testing.model_server",
-        description="Serve a scripted OpenAI-compatible model on loopback until Ctrl-C.",
+        description=(
+            "Serve a scripted model (OpenAI chat completions and Responses, Anthropic "
+            "Messages) on loopback until Ctrl-C."
+        ),
     )
     parser.add_argument("--script", type=Path, help="JSON model script (default: reply 'ok')")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")

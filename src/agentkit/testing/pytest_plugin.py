@@ -44,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture
 def model_server(request: pytest.FixtureRequest) -> Iterator[ScriptedModelServer]:
-    """A scripted OpenAI-compatible server on 127.0.0.1, fresh for each test."""
+    """A scripted model server on 127.0.0.1 (OpenAI, Anthropic), fresh for each test."""
     from agentkit.testing.model_server import ScriptedModelServer
 
     marker = request.node.get_closest_marker("model_script")
