@@ -17,6 +17,7 @@ import httpx
 import openai
 import pytest
 
+from agentkit import ValidationError
 from agentkit.testing.model_server import ScriptedModelServer
 
 USER = [{"role": "user", "content": "hello"}]
@@ -356,6 +357,8 @@ def test_rules_can_match_the_protocol(model_server: ScriptedModelServer) -> None
     assert oai(model_server).responses.create(model="m", input="x").output_text == "responses"
     chat = oai(model_server).chat.completions.create(model="m", messages=USER)  # type: ignore[arg-type]
     assert chat.choices[0].message.content == "chat"
+    with pytest.raises(ValidationError, match=r"rules\[0\]\.match\.api: expected 'chat'"):
+        model_server.set_script({"rules": [{"match": {"api": "anthropic"}}]})
 
 
 # -- faults, in every protocol --------------------------------------------------------------

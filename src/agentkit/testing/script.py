@@ -37,6 +37,7 @@ from agentkit._errors import ValidationError
 
 __all__ = [
     "FAILURES",
+    "Api",
     "Match",
     "Reply",
     "RequestView",
@@ -48,10 +49,9 @@ __all__ = [
     "message_text",
 ]
 
+#: The wire protocols the server speaks: OpenAI chat completions (``chat``),
+#: Anthropic Messages (``messages``), the OpenAI Responses API (``responses``).
 Api = Literal["chat", "messages", "responses"]
-#: The wire protocols the server speaks: OpenAI chat completions, Anthropic
-#: Messages, OpenAI Responses.
-APIS: tuple[str, ...] = ("chat", "messages", "responses")
 
 Failure = Literal[
     "rate_limit", "server_error", "hang", "invalid_json", "broken_stream", "disconnect"
