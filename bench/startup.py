@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 #: Modules ``import agentkit`` must not pull in (they load when needed).
-HEAVY = ("openai", "httpx", "mcp", "cattrs", "rich", "click", "boto3", "datasets")
+HEAVY = ("openai", "httpx", "mcp", "cattrs", "rich", "click", "boto3", "datasets", "aiohttp")
 TARGETS_MS = {"import agentkit": 100.0, "agentkit plugins": 400.0}
 
 

@@ -191,7 +191,7 @@ def tops(modules: list[str]) -> set[str]:
     return {m.split(".")[0] for m in modules}
 
 
-HEAVY = {"openai", "httpx", "mcp", "cattrs", "rich", "click", "boto3", "datasets"}
+HEAVY = {"openai", "httpx", "mcp", "cattrs", "rich", "click", "boto3", "datasets", "aiohttp"}
 
 
 def test_import_agentkit_is_light(site: Path) -> None:
