@@ -43,7 +43,7 @@ class Call:
             return self.arguments
 
 
-@attrs.frozen
+@attrs.define  # built once per request: a plain (not frozen) init is cheaper
 class Answer:
     """A reply resolved for a request: placeholders filled, ids chosen, usage counted."""
 

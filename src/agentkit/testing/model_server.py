@@ -292,7 +292,7 @@ class ScriptedModelServer:
             shown[name] = _REDACTED if name in _SECRET_HEADERS else value
         entry = RecordedRequest(
             method=request.method,
-            path=request.path_qs,
+            path=request.raw_path,
             headers=shown,
             api_key_sent=key_sent,
             body=parsed,
@@ -310,7 +310,7 @@ class ScriptedModelServer:
         body = await request.content.read() if request.body_exists else b""
         if len(body) > _MAX_BODY:  # a chunked body has no content-length to check first
             return _json(413, _chat_wire.error_body(413, "request body too large"))
-        route = request.path.rstrip("/")
+        route = request.raw_path.partition("?")[0].rstrip("/")
         if route in ("/v1/models", "/models"):
             self._record(request, body)
             if request.method != "GET":
@@ -385,14 +385,14 @@ class ScriptedModelServer:
             return await self._stream(request, reply, wire.events(answer, reply, body, view))
         full = json.dumps(wire.render(answer, reply, body, view)).encode()
         if reply.fail == "invalid_json":
-            return web.Response(status=200, body=full[: len(full) // 2], headers=_JSON)
+            return web.Response(body=full[: len(full) // 2], content_type="application/json")
         if reply.fail == "broken_stream":
             response = web.StreamResponse(status=200, headers=_JSON)
             response.content_length = len(full)
             await response.prepare(request)
             await response.write(full[: len(full) // 2])
             return _drop(request, response)
-        return web.Response(status=200, body=full, headers=_JSON)
+        return web.Response(body=full, content_type="application/json")
 
     async def _stream(
         self, request: web.BaseRequest, reply: Reply, events: list[bytes]
@@ -425,9 +425,8 @@ _SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 
 
 def _json(status: int, data: Any, headers: Mapping[str, str] | None = None) -> web.Response:
-    return web.Response(
-        status=status, body=json.dumps(data).encode(), headers={**_JSON, **(headers or {})}
-    )
+    body = json.dumps(data).encode()
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
 
 def _drop(
