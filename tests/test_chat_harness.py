@@ -308,7 +308,7 @@ async def test_many_concurrent_rollouts_share_one_client(model_server: ScriptedM
     answered = [r.events[2].timestamp for r in results]
     assert max(received) < min(answered)
     await harness.aclose()
-    assert clients[0].is_closed()
+    assert clients[0].closed
     again = await harness.run(task(), ctx(model_server))  # a new client after aclose()
     assert again.ok
     await harness.aclose()
@@ -419,30 +419,54 @@ async def test_extra_body_headers_and_query_reach_the_endpoint(
 async def test_connection_pools_reuse_one_pool_sequentially_and_spread_concurrent_calls(
     model_server: ScriptedModelServer,
 ) -> None:
-    import openai
-
-    from agentkit.harnesses.chat import _http_library, _PooledTransport
+    from agentkit._endpoint import EndpointError, ModelEndpoint
 
     model_server.set_script({"default": {"content": "ok", "latency": 0.2}})
-    transport = _PooledTransport(_http_library().module, pools=4)
-    async with openai.DefaultAsyncHttpxClient(transport=transport) as http:
-        url = f"{model_server.base_url}/chat/completions"
-        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
-        for _ in range(3):  # one after the other: always the first pool
-            assert (await http.post(url, json=body)).status_code == 200
-        assert transport.served == [3, 0, 0, 0]
-        responses = await asyncio.gather(*(http.post(url, json=body) for _ in range(16)))
-        assert [r.status_code for r in responses] == [200] * 16
-        assert transport.served[1:] == [4, 4, 4]  # the least busy pool first
-        assert transport.in_flight == [0, 0, 0, 0]
+    endpoint = ModelEndpoint(model_server.base_url, max_connections=16, pools=4)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    for _ in range(3):  # one after the other: always the first pool
+        assert (await endpoint.post_json("/chat/completions", body))["choices"]
+    assert endpoint.served == [3, 0, 0, 0]
+    answers = await asyncio.gather(
+        *(endpoint.post_json("/chat/completions", body) for _ in range(16))
+    )
+    assert all(a["choices"] for a in answers)
+    assert endpoint.served[1:] == [4, 4, 4]  # the least busy pool first
+    assert endpoint.in_flight == [0, 0, 0, 0]
+    await endpoint.aclose()
     base_url = model_server.base_url
     model_server.stop()
-    library = _http_library()
-    refused = _PooledTransport(library.module, pools=2)
-    async with openai.DefaultAsyncHttpxClient(transport=refused) as http:
-        with pytest.raises(library.module.ConnectError):
-            await http.post(f"{base_url}/chat/completions", json=body)
+    refused = ModelEndpoint(base_url, max_connections=4, pools=2)
+    with pytest.raises(EndpointError) as info:
+        await refused.post_json("/chat/completions", body)
+    assert info.value.kind == "model_connection"
     assert refused.in_flight == [0, 0] and refused.served == [1, 0]
+    await refused.aclose()
+
+
+def test_pools_are_sized_from_the_run_concurrency() -> None:
+    from agentkit._endpoint import ModelEndpoint
+
+    assert ModelEndpoint("http://127.0.0.1:1/v1", max_connections=8)._count == 1
+    many = ModelEndpoint("http://127.0.0.1:1/v1", max_connections=200)
+    assert (many._count, many._pool_size) == (7, 29)
+
+
+async def test_a_chat_run_never_imports_openai(model_server: ScriptedModelServer) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import anyio, sys\n"
+        "from agentkit import RunContext, Task\n"
+        "from agentkit.harnesses.chat import ChatHarness\n"
+        f"ctx = RunContext(model='m', base_url={model_server.base_url!r})\n"
+        "r = anyio.run(ChatHarness().run, Task(task_id='d:1', input='hi'), ctx)\n"
+        "assert r.ok, r.error\n"
+        "print('openai' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 async def _serve_event_stream(body: bytes) -> tuple[asyncio.AbstractServer, str]:

@@ -7,24 +7,25 @@ task with 8 user messages makes 8 calls. Structured (dict) input is sent as
 JSON text. The harness never runs tools; tool calls in a reply are recorded
 in the transcript as they came.
 
-Calls go through the openai client (its base URL and auth handling, its
-error types) by its low-level ``post``: the body is sent as plain JSON and
-the reply read as plain JSON, because the SDK's typed request transformation
-and response models cost more CPU than the rest of a rollout.
+Calls go to the endpoint as plain JSON over pooled connections
+(:mod:`agentkit._endpoint`, on ``httpcore``): the ``openai`` package is never
+imported, because importing it takes longer than a whole one-task run.
+Connections are reused across rollouts, sized from the run's concurrency.
 
 >>> result = await ChatHarness().run(task, RunContext(model="m", base_url=url))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import functools
 import json
+import os
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from agentkit._context import RunContext
+from agentkit._endpoint import EndpointError, ModelEndpoint
 from agentkit._errors import HarnessError
 from agentkit._events import EventCallback, EventRecorder
 from agentkit._result import HarnessResult
@@ -33,8 +34,6 @@ from agentkit._usage import Usage
 
 if TYPE_CHECKING:
     import asyncio
-
-    import openai
 
 __all__ = ["ChatHarness"]
 
@@ -79,6 +78,18 @@ class _ModelCallError(Exception):
 
 class _TurnLimit(Exception):
     pass
+
+
+class _LimitHit(Exception):
+    """A token, cost or message limit of the rollout was reached."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+#: Connections per endpoint when the run does not say (``RunContext.max_connections``).
+_DEFAULT_CONNECTIONS = 100
 
 
 class ChatHarness:
@@ -126,7 +137,7 @@ class ChatHarness:
         # one client per (event loop, base URL, key): a client's connection
         # pool belongs to the loop that opened it
         self._clients: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[tuple[str | None, str | None], openai.AsyncOpenAI]
+            asyncio.AbstractEventLoop, dict[tuple[Any, ...], ModelEndpoint]
         ] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
@@ -142,7 +153,7 @@ class ChatHarness:
 
         clients = self._clients.pop(asyncio.get_running_loop(), {})
         for client in clients.values():
-            await client.close()
+            await client.aclose()
 
     async def __aenter__(self) -> ChatHarness:
         return self
@@ -190,6 +201,8 @@ class ChatHarness:
                 f"stopped after max_turns={context.limits.max_turns} model calls with "
                 "user messages still unanswered"
             )
+        except _LimitHit as exc:
+            status, error_kind, error = "timeout", exc.kind, str(exc)
         except _ModelCallError as exc:
             status, error_kind, error = "failed", exc.kind, state.redact(str(exc))
         if error is not None:
@@ -228,18 +241,20 @@ class ChatHarness:
             if pending:
                 if context.limits.max_turns is not None and calls >= context.limits.max_turns:
                     raise _TurnLimit
+                _check_limits(state, context)
                 calls += 1
                 state.transcript.append(await self._call(state, context, recorder))
         if calls == 0:  # nothing pending (ends with a tool result, say): answer once
             if context.limits.max_turns is not None and context.limits.max_turns < 1:
                 raise _TurnLimit
+            _check_limits(state, context)
             state.transcript.append(await self._call(state, context, recorder))
 
     async def _call(
         self, state: _RunState, context: RunContext, recorder: EventRecorder
     ) -> dict[str, Any]:
         """One chat completion; returns the assistant message."""
-        client = self._client(self.base_url or context.base_url, state.api_key)
+        client = self._client(self.base_url or context.base_url, state.api_key, context)
         request = state.request
         if request is None:
             max_tokens = (
@@ -249,7 +264,6 @@ class ChatHarness:
                 context.sampling_args,
                 max_tokens,
                 stream=self.stream,
-                send_key=state.api_key is not None,
             )
         turn = state.usage.requests
         state.last_reasoning = None
@@ -271,8 +285,12 @@ class ChatHarness:
                 message, finish, usage, rid = await self._plain(client, state, body, request)
         except _ModelCallError:
             raise
+        except EndpointError as exc:
+            raise _ModelCallError(exc.kind, str(exc)) from exc
         except Exception as exc:
-            raise _classify(exc) from exc
+            raise _ModelCallError(
+                "model_error", f"the model call failed: {type(exc).__name__}: {exc}"
+            ) from exc
         state.usage = state.usage + usage
         state.response_ids.append(rid)
         state.finish_reasons.append(finish)
@@ -293,19 +311,11 @@ class ChatHarness:
         return message
 
     async def _plain(
-        self, client: openai.AsyncOpenAI, state: _RunState, body: dict[str, Any], request: _Request
+        self, client: ModelEndpoint, state: _RunState, body: dict[str, Any], request: _Request
     ) -> tuple[dict[str, Any], str | None, Usage, str | None]:
-        # the body goes out as plain JSON and the reply is read as plain JSON: the
-        # SDK's request transformation and response models cost more CPU than the
-        # rest of a rollout, and grow with the conversation
-        post: Any = client.post  # typed loosely: the stubs differ between versions
-        response = await post(
-            "/chat/completions",
-            cast_to=_http_library().response_type,
-            body=body,
-            options=request.options,
+        data = await client.post_json(
+            "/chat/completions", body, query=request.query, headers=request.headers
         )
-        data = json.loads(response.content)
         choice = _first_choice(data)
         raw = choice.get("message")
         if not isinstance(raw, dict):
@@ -318,16 +328,8 @@ class ChatHarness:
         return message, choice.get("finish_reason"), _usage_of(data.get("usage")), data.get("id")
 
     async def _streamed(
-        self, client: openai.AsyncOpenAI, state: _RunState, body: dict[str, Any], request: _Request
+        self, client: ModelEndpoint, state: _RunState, body: dict[str, Any], request: _Request
     ) -> tuple[dict[str, Any], str | None, Usage, str | None]:
-        post: Any = client.post  # typed loosely: the stubs differ between versions
-        response = await post(
-            "/chat/completions",
-            cast_to=_http_library().response_type,
-            body=body,
-            options=request.options,
-            stream=True,
-        )
         text: list[str] = []
         thought: list[str] = []
         calls: dict[int, dict[str, Any]] = {}
@@ -335,41 +337,36 @@ class ChatHarness:
         usage = Usage(requests=1)
         rid: str | None = None
         seen = False
-        try:
-            async for chunk in _server_sent_events(response):
-                seen = True
-                rid = rid or chunk.get("id")
-                if chunk.get("usage") is not None:
-                    usage = _usage_of(chunk["usage"])
-                for choice in chunk.get("choices") or ():
-                    delta = choice.get("delta") or {}
-                    content = delta.get("content")
-                    if content:
-                        text.append(content)
-                    reasoning = delta.get("reasoning_content")
-                    if isinstance(reasoning, str):
-                        thought.append(reasoning)
-                    for part in delta.get("tool_calls") or ():
-                        call = calls.setdefault(
-                            part.get("index", 0),
-                            {
-                                "id": "",
-                                "type": "function",
-                                "function": {"name": "", "arguments": ""},
-                            },
-                        )
-                        if part.get("id"):
-                            call["id"] = part["id"]
-                        function = part.get("function")
-                        if function is not None:
-                            if function.get("name"):
-                                call["function"]["name"] += function["name"]
-                            if function.get("arguments"):
-                                call["function"]["arguments"] += function["arguments"]
-                    if choice.get("finish_reason"):
-                        finish = choice["finish_reason"]
-        finally:
-            await response.aclose()
+        async for chunk in client.stream_events(
+            "/chat/completions", body, query=request.query, headers=request.headers
+        ):
+            seen = True
+            rid = rid or chunk.get("id")
+            if chunk.get("usage") is not None:
+                usage = _usage_of(chunk["usage"])
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                content = delta.get("content")
+                if content:
+                    text.append(content)
+                reasoning = delta.get("reasoning_content")
+                if isinstance(reasoning, str):
+                    thought.append(reasoning)
+                for part in delta.get("tool_calls") or ():
+                    call = calls.setdefault(
+                        part.get("index", 0),
+                        {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+                    )
+                    if part.get("id"):
+                        call["id"] = part["id"]
+                    function = part.get("function")
+                    if function is not None:
+                        if function.get("name"):
+                            call["function"]["name"] += function["name"]
+                        if function.get("arguments"):
+                            call["function"]["arguments"] += function["arguments"]
+                if choice.get("finish_reason"):
+                    finish = choice["finish_reason"]
         if not seen:
             raise _ModelCallError("model_bad_response", "the model stream ended without any chunk")
         state.last_reasoning = "".join(thought) if thought else None
@@ -380,140 +377,45 @@ class ChatHarness:
             message["content"] = ""
         return message, finish, usage, rid
 
-    def _client(self, base_url: str | None, api_key: str | None) -> openai.AsyncOpenAI:
+    def _client(
+        self, base_url: str | None, api_key: str | None, context: RunContext
+    ) -> ModelEndpoint:
+        """The endpoint's connection pools on the running loop, shared by every rollout."""
         import asyncio
 
         loop = asyncio.get_running_loop()
         per_loop = self._clients.get(loop)
         if per_loop is None:
             per_loop = self._clients[loop] = {}
-        client = per_loop.get((base_url, api_key))
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        key = (url, api_key, tuple(sorted(context.headers.items())))
+        client = per_loop.get(key)
         if client is None:
-            import openai
-
-            client = openai.AsyncOpenAI(
-                base_url=base_url,
-                # never sent when None: the request omits the Authorization header
-                api_key=api_key if api_key is not None else "agentkit-no-key",
-                max_retries=0,  # the runner owns retries
-                timeout=self.request_timeout,
-                # a plain httpx client: the default wrapper closes itself on garbage
-                # collection by scheduling work on whatever loop runs then, which
-                # fails once the loop that owns its connections is gone
-                http_client=_http_client(self.request_timeout),
-            )
-            per_loop[(base_url, api_key)] = client
+            try:
+                client = ModelEndpoint(
+                    url,
+                    api_key=api_key,
+                    headers=context.headers,
+                    max_connections=context.max_connections or _DEFAULT_CONNECTIONS,
+                    timeout=self.request_timeout,
+                )
+            except EndpointError as exc:
+                raise _ModelCallError(exc.kind, str(exc)) from None
+            per_loop[key] = client
         return client
-
-
-def _http_client(timeout: float) -> Any:
-    """The openai client's HTTP client, with pooled connections.
-
-    A transport of one's own turns off httpx's proxy settings from the
-    environment, so with proxies set (``HTTPS_PROXY``...) it is the default one.
-    """
-    import urllib.request
-
-    import openai
-
-    if urllib.request.getproxies():  # what httpx reads them with
-        return openai.DefaultAsyncHttpxClient(timeout=timeout)
-    transport: Any = _PooledTransport(_http_library().module)
-    return openai.DefaultAsyncHttpxClient(timeout=timeout, transport=transport)
-
-
-class _HttpLibrary(NamedTuple):
-    """The HTTP library under the openai client (``httpx`` or ``httpx2``, by version)."""
-
-    module: Any
-    response_type: type[Any]
-    timeout_errors: tuple[type[BaseException], ...]
-    transport_errors: tuple[type[BaseException], ...]
-
-
-@functools.cache
-def _http_library() -> _HttpLibrary:
-    import ssl
-    import sys
-
-    import anyio
-    import openai
-
-    library: Any = None
-    for cls in openai.DefaultAsyncHttpxClient.__mro__:
-        if cls.__name__ == "AsyncClient":
-            library = sys.modules[cls.__module__.split(".")[0]]
-            break
-    if library is None:  # pragma: no cover - every supported openai uses an httpx
-        raise HarnessError("the openai client does not use httpx; the chat harness needs it")
-    return _HttpLibrary(
-        module=library,
-        response_type=library.Response,
-        timeout_errors=(library.TimeoutException,),
-        # as the openai client itself counts them: TLS failures and a peer gone mid-read
-        transport_errors=(library.RequestError, ssl.SSLError, anyio.EndOfStream),
-    )
-
-
-#: Connection pools per client. A pool scans all of its connections on every
-#: request and every response, so one pool holding 128 busy connections spends
-#: a fifth of the CPU of a model call on that; several smaller pools do not.
-_POOLS = 8
-#: The openai client's own limits: the connections are shared out among the
-#: pools; each pool keeps up to this many idle ones (for 5 s, as httpx does).
-_MAX_CONNECTIONS = 1000
-_MAX_KEEPALIVE = 100
-
-
-class _PooledTransport:
-    """An HTTP transport spreading requests over a few connection pools.
-
-    Each request goes to the pool with the fewest requests in flight (the
-    first one on a tie), so sequential calls keep reusing one connection and
-    concurrent ones share the work of pool bookkeeping out evenly.
-    """
-
-    def __init__(self, library: Any, pools: int = _POOLS) -> None:
-        ssl_context = library.create_ssl_context()  # one for all: it costs ~15 ms to load
-        limits = library.Limits(
-            max_connections=-(-_MAX_CONNECTIONS // pools),
-            max_keepalive_connections=_MAX_KEEPALIVE,
-        )
-        self.pools = [
-            library.AsyncHTTPTransport(verify=ssl_context, limits=limits) for _ in range(pools)
-        ]
-        self.in_flight = [0] * pools
-        self.served = [0] * pools
-
-    async def handle_async_request(self, request: Any) -> Any:
-        in_flight = self.in_flight
-        index = in_flight.index(min(in_flight))
-        in_flight[index] += 1
-        self.served[index] += 1
-        try:
-            return await self.pools[index].handle_async_request(request)
-        finally:
-            in_flight[index] -= 1
-
-    async def aclose(self) -> None:
-        for pool in self.pools:
-            await pool.aclose()
-
-    async def __aenter__(self) -> _PooledTransport:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
 
 
 class _Request:
     """What every call of one run sends besides the model and the messages."""
 
-    __slots__ = ("body", "options")
+    __slots__ = ("body", "headers", "query")
 
-    def __init__(self, body: dict[str, Any], options: dict[str, Any]) -> None:
+    def __init__(
+        self, body: dict[str, Any], headers: dict[str, Any], query: dict[str, Any] | None
+    ) -> None:
         self.body = body
-        self.options = options
+        self.headers = headers
+        self.query = query
 
     @classmethod
     def build(
@@ -522,21 +424,18 @@ class _Request:
         max_tokens: int | None,
         *,
         stream: bool,
-        send_key: bool,
     ) -> _Request:
-        """The body fields and request options, as ``chat.completions.create`` makes them.
+        """The body fields, headers and query, as ``chat.completions.create`` makes them.
 
         Sampling arguments the API knows go in the body as they are; a given
         ``extra_body``, then the unknown arguments, are merged in over them.
         ``extra_headers`` and ``extra_query`` become request headers and query.
         """
-        import openai
-
         body: dict[str, Any] = {}
         given_extra: dict[str, Any] = {}
         extra_body: dict[str, Any] = {}
         headers: dict[str, Any] = {}
-        options: dict[str, Any] = {}
+        query: dict[str, Any] | None = None
         for key, value in sampling_args.items():
             if key in _OWNED_ARGS:
                 continue
@@ -546,7 +445,7 @@ class _Request:
                 headers.update(value or {})
             elif key == "extra_query":
                 if value:
-                    options["params"] = dict(value)
+                    query = dict(value)
             elif key in _CLIENT_ARGS:
                 body[key] = value
             else:
@@ -558,65 +457,7 @@ class _Request:
             body["stream_options"] = {"include_usage": True}
         body.update(given_extra)
         body.update(extra_body)
-        if not send_key:
-            # older openai releases (1.40, say) have Omit only in openai._types
-            omit: Any = getattr(openai, "Omit", None) or openai._types.Omit
-            headers["Authorization"] = omit()
-        if headers:
-            options["headers"] = headers
-        return cls(body, options)
-
-
-async def _server_sent_events(response: Any) -> AsyncIterator[dict[str, Any]]:
-    """The JSON payloads of a chat completion event stream, up to ``[DONE]``.
-
-    Transport failures while reading become the openai client's own
-    connection and timeout errors; an ``error`` payload becomes ``openai.APIError``.
-    """
-    import openai
-
-    library = _http_library()
-    data: list[str] = []
-    done = False
-    try:
-        async for line in response.aiter_lines():
-            if line:
-                if line.startswith("data:") and not done:
-                    data.append(line[6:] if line.startswith("data: ") else line[5:])
-                continue  # other fields (event:, id:, comments) do not matter here
-            if not data:
-                continue
-            payload = "\n".join(data)
-            data = []
-            if payload.startswith("[DONE]"):
-                done = True  # read on to the end: the connection can then be reused
-                continue
-            event = json.loads(payload)
-            if isinstance(event, dict) and event.get("error"):
-                raise _stream_error(event["error"], response)
-            if isinstance(event, dict):
-                yield event
-    except library.timeout_errors as exc:
-        raise openai.APITimeoutError(request=response.request) from exc
-    except library.transport_errors as exc:
-        raise openai.APIConnectionError(request=response.request) from exc
-    if data and not done:  # a last event without its blank line
-        payload = "\n".join(data)
-        if not payload.startswith("[DONE]"):
-            event = json.loads(payload)
-            if isinstance(event, dict) and event.get("error"):
-                raise _stream_error(event["error"], response)
-            if isinstance(event, dict):
-                yield event
-
-
-def _stream_error(error: Any, response: Any) -> Exception:
-    import openai
-
-    message = error.get("message") if isinstance(error, dict) else None
-    if not isinstance(message, str) or not message:
-        message = "An error occurred during streaming"
-    return openai.APIError(message, response.request, body=error)
+        return cls(body, headers, query)
 
 
 def _first_choice(data: Any) -> dict[str, Any]:
@@ -697,48 +538,11 @@ def _last_assistant_text(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _classify(exc: Exception) -> _ModelCallError:
-    """Map an exception from a model call onto an ``error_kind`` and a message."""
-    import openai
-
-    if isinstance(exc, openai.APIStatusError):
-        status = exc.status_code
-        detail = _status_detail(exc)
-        if status == 429:
-            kind = "model_rate_limit"
-        elif status >= 500:
-            kind = "model_server_error"
-        elif status in (401, 403):
-            kind = "model_auth"
-        else:
-            kind = "model_bad_request"
-        return _ModelCallError(kind, f"model endpoint answered HTTP {status}: {detail}")
-    if isinstance(exc, openai.APITimeoutError):
-        return _ModelCallError("model_connection", "the model request timed out")
-    if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        reason = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
-        return _ModelCallError(
-            "model_connection", f"the connection to the model endpoint failed{reason}"
-        )
-    if isinstance(exc, (ValueError, openai.APIResponseValidationError)):
-        # invalid JSON in a body or an event, or a body of the wrong shape
-        return _ModelCallError(
-            "model_bad_response", f"the model endpoint sent a malformed response: {exc}"
-        )
-    if type(exc).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore"):
-        return _ModelCallError(
-            "model_connection", f"the model connection failed: {type(exc).__name__}: {exc}"
-        )
-    return _ModelCallError("model_error", f"the model call failed: {type(exc).__name__}: {exc}")
-
-
-def _status_detail(exc: Any) -> str:
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return str(inner["message"])
-        if isinstance(body.get("message"), str):
-            return str(body["message"])
-    return str(getattr(exc, "message", "") or exc)
+def _check_limits(state: _RunState, context: RunContext) -> None:
+    """Before a model call: stop when a token, cost or message limit is reached."""
+    limits = context.limits
+    if limits.token_limit is None and limits.cost_limit is None and limits.message_limit is None:
+        return
+    hit = context.limit_hit(state.usage, len(state.transcript))
+    if hit is not None:
+        raise _LimitHit(*hit)

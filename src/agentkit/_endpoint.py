@@ -1,0 +1,328 @@
+"""A pooled HTTP client for one OpenAI-compatible model endpoint.
+
+Built on ``httpcore`` (the transport under httpx), which imports in a
+fraction of the time the ``openai`` package takes: a one-task chat run is
+then mostly Python's own start-up. Requests are plain JSON; errors become
+:class:`EndpointError` with the ``error_kind`` the runner understands
+(``model_rate_limit``, ``model_server_error``, ``model_connection``...).
+
+Connections are kept per endpoint and reused across rollouts; the pool is
+sized from the run's concurrency and split into a few smaller pools, because
+a pool scans all of its connections on every request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+__all__ = ["EndpointError", "ModelEndpoint"]
+
+#: Connections per pool before the endpoint opens another pool.
+_PER_POOL = 32
+_MAX_POOLS = 8
+
+
+class EndpointError(Exception):
+    """A request to the model endpoint failed; ``kind`` is the result's ``error_kind``."""
+
+    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.status = status
+
+
+def _kind_of(status: int) -> str:
+    if status == 429:
+        return "model_rate_limit"
+    if status >= 500:
+        return "model_server_error"
+    if status in (401, 403):
+        return "model_auth"
+    return "model_bad_request"
+
+
+def _detail(body: bytes) -> str:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return body.decode("utf-8", "replace").strip()[:500] or "no message"
+    if isinstance(data, dict):
+        inner = data.get("error", data)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+        if isinstance(data.get("message"), str):
+            return str(data["message"])
+    return json.dumps(data)[:500]
+
+
+class ModelEndpoint:
+    """Connection pools to one base URL, with its API key and headers.
+
+    ``max_connections`` bounds the connections kept open (the run's
+    concurrency); ``timeout`` bounds each phase of a request (connect, each
+    read, each write), as the openai client does. Proxy settings from the
+    environment (``HTTPS_PROXY``, ``NO_PROXY``...) are honoured.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        max_connections: int = 8,
+        timeout: float = 600.0,
+        pools: int | None = None,
+    ) -> None:
+        from urllib.parse import urlsplit
+
+        self.base_url = base_url.rstrip("/")
+        parts = urlsplit(self.base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise EndpointError(
+                "model_bad_request", f"the base URL {base_url!r} is not an http(s) URL"
+            )
+        self.timeout = timeout
+        self.max_connections = max(1, max_connections)
+        count = pools or min(_MAX_POOLS, max(1, -(-self.max_connections // _PER_POOL)))
+        self._pool_size = max(1, -(-self.max_connections // count))
+        self._count = count
+        self._pools: list[Any] | None = None
+        self.in_flight = [0] * count
+        self.served = [0] * count
+        base = [(b"Accept", b"application/json"), (b"User-Agent", _user_agent())]
+        if api_key is not None:
+            base.append((b"Authorization", f"Bearer {api_key}".encode()))
+        self._headers = base + [(k.encode(), str(v).encode()) for k, v in (headers or {}).items()]
+        self._proxy = _proxy_for(parts.scheme, parts.hostname)
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"ModelEndpoint({self.base_url!r}, max_connections={self.max_connections})"
+
+    def _pool(self) -> tuple[int, Any]:
+        import httpcore
+
+        if self._pools is None:
+            size = self._pool_size
+            if self._proxy is not None:
+                self._pools = [
+                    httpcore.AsyncHTTPProxy(
+                        proxy_url=self._proxy,
+                        max_connections=size,
+                        max_keepalive_connections=size,
+                        keepalive_expiry=5.0,
+                    )
+                    for _ in range(self._count)
+                ]
+            else:
+                self._pools = [
+                    httpcore.AsyncConnectionPool(
+                        max_connections=size, max_keepalive_connections=size, keepalive_expiry=5.0
+                    )
+                    for _ in range(self._count)
+                ]
+        in_flight = self.in_flight
+        index = in_flight.index(min(in_flight))  # the least busy pool; the first on a tie
+        return index, self._pools[index]
+
+    def url(self, path: str, query: Mapping[str, Any] | None = None) -> str:
+        """The full URL of ``path`` (``/chat/completions``) with an optional query."""
+        url = self.base_url + path
+        if query:
+            from urllib.parse import urlencode
+
+            url += "?" + urlencode({k: str(v) for k, v in query.items()})
+        return url
+
+    def _request_args(
+        self, body: Any, headers: Mapping[str, Any] | None, timeout: float | None
+    ) -> dict[str, Any]:
+        extra = list(self._headers)
+        content = b""
+        if body is not None:
+            content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+            extra.append((b"Content-Type", b"application/json"))
+        for name, value in (headers or {}).items():
+            extra = [h for h in extra if h[0].lower() != name.lower().encode()]
+            extra.append((name.encode(), str(value).encode()))
+        t = self.timeout if timeout is None else timeout
+        return {
+            "headers": extra,
+            "content": content,
+            "extensions": {"timeout": {"connect": t, "read": t, "write": t, "pool": t}},
+        }
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: Mapping[str, Any] | None = None,
+        headers: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> tuple[int, bytes]:
+        """One request; returns the status and body (transport failures raise EndpointError)."""
+        index, pool = self._pool()
+        self.in_flight[index] += 1
+        self.served[index] += 1
+        try:
+            response = await pool.request(
+                method, self.url(path, query), **self._request_args(body, headers, timeout)
+            )
+        except Exception as exc:
+            raise _transport_error(exc) from exc
+        finally:
+            self.in_flight[index] -= 1
+        return response.status, response.content
+
+    async def post_json(
+        self,
+        path: str,
+        body: Any,
+        *,
+        query: Mapping[str, Any] | None = None,
+        headers: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """POST JSON and return the JSON answer; a non-2xx status raises EndpointError."""
+        status, content = await self.request("POST", path, body, query=query, headers=headers)
+        if status >= 300:
+            message = f"model endpoint answered HTTP {status}: {_detail(content)}"
+            raise EndpointError(_kind_of(status), message, status)
+        try:
+            return json.loads(content)
+        except ValueError as exc:
+            raise EndpointError(
+                "model_bad_response", f"the model endpoint sent a malformed response: {exc}"
+            ) from None
+
+    async def stream_events(
+        self,
+        path: str,
+        body: Any,
+        *,
+        query: Mapping[str, Any] | None = None,
+        headers: Mapping[str, Any] | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """POST JSON and yield the JSON payloads of the server-sent event stream.
+
+        Reads to the end after ``[DONE]`` so the connection can be reused; an
+        ``error`` payload raises EndpointError (kind ``model_error``).
+        """
+        index, pool = self._pool()
+        self.in_flight[index] += 1
+        self.served[index] += 1
+        try:
+            async with pool.stream(
+                "POST", self.url(path, query), **self._request_args(body, headers, None)
+            ) as response:
+                if response.status >= 300:
+                    content = await response.aread()
+                    raise EndpointError(
+                        _kind_of(response.status),
+                        f"model endpoint answered HTTP {response.status}: {_detail(content)}",
+                        response.status,
+                    )
+                async for event in _events(response.aiter_stream()):
+                    yield event
+        except EndpointError:
+            raise
+        except ValueError as exc:
+            raise EndpointError(
+                "model_bad_response", f"the model endpoint sent a malformed event: {exc}"
+            ) from None
+        except Exception as exc:
+            raise _transport_error(exc) from exc
+        finally:
+            self.in_flight[index] -= 1
+
+    async def aclose(self) -> None:
+        """Close every connection."""
+        self.closed = True
+        pools, self._pools = self._pools, None
+        for pool in pools or ():
+            await pool.aclose()
+
+
+async def _events(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
+    """Server-sent events: ``data:`` lines joined per event, up to ``[DONE]``."""
+    buffer = b""
+    data: list[str] = []
+    done = False
+
+    def payload() -> dict[str, Any] | None:
+        text = "\n".join(data)
+        data.clear()
+        if text.startswith("[DONE]"):
+            return None
+        event = json.loads(text)
+        if isinstance(event, dict) and event.get("error"):
+            error = event["error"]
+            message = error.get("message") if isinstance(error, dict) else None
+            if not isinstance(message, str) or not message:
+                message = "An error occurred during streaming"
+            raise EndpointError("model_error", message)
+        return event if isinstance(event, dict) else None
+
+    async for chunk in chunks:
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        for raw in lines:
+            line = raw.rstrip(b"\r").decode("utf-8")
+            if line:
+                if line.startswith("data:") and not done:
+                    data.append(line[6:] if line.startswith("data: ") else line[5:])
+                continue  # other fields (event:, id:, comments) do not matter here
+            if not data:
+                continue
+            if "\n".join(data).startswith("[DONE]"):
+                data.clear()
+                done = True
+                continue
+            event = payload()
+            if event is not None:
+                yield event
+    tail = buffer.rstrip(b"\r").decode("utf-8")
+    if tail.startswith("data:") and not done:
+        data.append(tail[6:] if tail.startswith("data: ") else tail[5:])
+    if data and not done:  # a last event without its blank line
+        event = payload()
+        if event is not None:
+            yield event
+
+
+def _transport_error(exc: BaseException) -> EndpointError:
+    import httpcore
+
+    if isinstance(exc, EndpointError):
+        return exc
+    if isinstance(exc, httpcore.TimeoutException):
+        return EndpointError("model_connection", "the model request timed out")
+    reason = str(exc) or "the connection was closed"
+    if isinstance(exc, httpcore.ProxyError):
+        return EndpointError("model_connection", f"the proxy failed: {reason}")
+    return EndpointError(
+        "model_connection", f"the connection to the model endpoint failed ({reason})"
+    )
+
+
+def _proxy_for(scheme: str, host: str) -> str | None:
+    """The proxy URL the environment sets for this scheme and host, if any."""
+    import urllib.request
+
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _user_agent() -> bytes:
+    from agentkit._version import __version__
+
+    return f"agentkit/{__version__}".encode()
