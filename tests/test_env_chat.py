@@ -113,7 +113,7 @@ async def test_unreachable_server_is_one_clear_error(tasks_file: Path) -> None:
     env = AgentEnv.from_names(f"jsonl:{tasks_file}", "chat")
     with pytest.raises(Exception, match="cannot reach the model server") as err:
         await env.evaluate(model="m", base_url=f"http://127.0.0.1:{port}/v1")
-    assert type(err.value).__name__ == "AgentkitError"
+    assert type(err.value).__name__ == "PreflightError"
 
 
 def test_from_names_checks_options(tasks_file: Path) -> None:

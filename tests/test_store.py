@@ -66,15 +66,24 @@ async def test_run_directory_layout_and_manifest(tmp_path: Path, monkeypatch: An
         "manifest.json",
         "rollouts.jsonl",
         "summary.json",
+        "tasks.jsonl",
     ]
     manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["kind"] == "agentkit.run" and manifest["schema_version"] == 1
+    assert manifest["kind"] == "agentkit.run" and manifest["schema_version"] == 2
     assert manifest["agentkit_version"]
     assert manifest["context"] == {
         "model": "m1",
         "base_url": None,
         "api_key_env": "MY_KEY",
         "sampling_args": {},
+        "headers": {},
+        "limits": {
+            "max_turns": None,
+            "max_tokens": None,
+            "token_limit": None,
+            "cost_limit": None,
+            "message_limit": None,
+        },
     }
     assert manifest["plan"]["task_ids"] == ["ts:0", "ts:1", "ts:2"]
     assert manifest["rubric"] == make_env().describe_rubric()

@@ -1,4 +1,4 @@
-"""The run manifest (what was run, with which settings) and the model-server preflight."""
+"""The run manifest: what was run, with which settings."""
 
 from __future__ import annotations
 
@@ -11,13 +11,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agentkit._context import RunContext
-from agentkit._errors import AgentkitError, SpecError
+from agentkit._context import RunContext, public_headers
 from agentkit._version import __version__
 from agentkit.env._records import RUN_SCHEMA_VERSION
 from agentkit.env._runner import PlannedTask
 
-__all__ = ["build_manifest", "check_reachable", "public_options", "public_url", "qualname"]
+__all__ = ["build_manifest", "public_options", "public_url", "qualname"]
 
 SECRET_WORDS = ("key", "token", "secret", "password", "credential")
 
@@ -99,6 +98,14 @@ def build_manifest(
             "base_url": public_url(ctx.base_url),
             "api_key_env": ctx.api_key_env,
             "sampling_args": dict(ctx.sampling_args),
+            "headers": public_headers(ctx.headers),
+            "limits": {
+                "max_turns": ctx.limits.max_turns,
+                "max_tokens": ctx.limits.max_tokens,
+                "token_limit": ctx.limits.token_limit,
+                "cost_limit": ctx.limits.cost_limit,
+                "message_limit": ctx.limits.message_limit,
+            },
         },
         "plan": {
             "rollouts_per_task": rollouts_per_task,
@@ -116,28 +123,6 @@ def build_manifest(
         "rubric": env.describe_rubric(),
         "options": run_options,
     }
-
-
-async def check_reachable(base_url: str) -> None:
-    """Fail fast, with one clear message, when nothing listens at the model endpoint."""
-    from urllib.parse import urlsplit
-
-    import anyio
-
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SpecError(f"base URL {public_url(base_url)!r} is not an http(s) URL")
-    port = parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with anyio.fail_after(10):
-            stream = await anyio.connect_tcp(parts.hostname, port)
-        await stream.aclose()
-    except (OSError, TimeoutError) as exc:
-        raise AgentkitError(
-            f"cannot reach the model server at {public_url(base_url)} "
-            f"({type(exc).__name__}: {exc}); "
-            "is it running, and is --base-url right?"
-        ) from None
 
 
 def tasks_digest(planned: Sequence[PlannedTask]) -> str:

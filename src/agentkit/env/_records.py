@@ -10,7 +10,12 @@ import attrs
 __all__ = ["EvalResults", "RolloutGroup", "RolloutRecord"]
 
 #: Version of the rollouts.jsonl / groups.jsonl / summary.json / manifest.json schema.
-RUN_SCHEMA_VERSION = 1
+#: 2: a rollout id may have several lines in rollouts.jsonl (the last wins: a
+#: rollout run again on resume), a task several lines in groups.jsonl (the
+#: last wins), tasks.jsonl, and the context's headers, limits and pricing.
+RUN_SCHEMA_VERSION = 2
+#: Versions this agentkit reads (version 1 is version 2 without those additions).
+READABLE_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2)
 
 
 @attrs.define(slots=True, kw_only=True)

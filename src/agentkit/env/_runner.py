@@ -87,6 +87,8 @@ class RunnerOptions:
     normalize_advantages: bool = False
     sandbox_factory: Callable[..., Any] | None = None
     sandbox_close_timeout: float = 30.0
+    run_token_limit: int | None = None
+    run_cost_limit: float | None = None
 
 
 class ProgressSink(Protocol):
@@ -146,6 +148,12 @@ class Runner:
         for rec in finished:
             self._by_task.setdefault(rec.task_id, []).append(rec)
         self._next = 0
+        #: Why the run stopped before its last job (a run token or cost limit), if it did.
+        self.stop_reason: str | None = None
+        self.spent_tokens = 0
+        self.spent_cost = 0.0
+        for rec in finished:
+            self._spend(rec)
         self._requires_sandbox = bool(getattr(harness, "requires_sandbox", False))
         self._needed = self._needed_arguments()
         self._prepare_errors: dict[str, BaseException] = {}
@@ -219,7 +227,7 @@ class Runner:
 
     async def _worker(self) -> None:
         jobs = self.jobs
-        while self._next < len(jobs):
+        while self._next < len(jobs) and self.stop_reason is None:
             job = jobs[self._next]
             self._next += 1
             if self.progress is not None:
@@ -243,6 +251,10 @@ class Runner:
             attempt += 1
         result, score, harness_s, scoring_s = outcome
         events.close()
+        usage: dict[str, Any] = dict(result.usage.to_json())
+        if not result.usage.cost:  # the harness did not price it: the run's pricing does
+            cost = self.context.cost(result.usage)
+            usage["cost"] = None if cost is None else round(cost, 10)
         rec = RolloutRecord(
             rollout_id=job.rollout_id,
             task_id=task.task_id,
@@ -252,7 +264,7 @@ class Runner:
             status=result.status,
             output=result.output,
             messages=result.messages,
-            usage=result.usage.to_json(),
+            usage=usage,
             rewards=score.rewards,
             reward=score.total,
             passed=None if score.total is None else score.total >= self.options.pass_threshold,
@@ -486,6 +498,26 @@ class Runner:
         return await self.rubric.score(available)
 
     # -- recording -----------------------------------------------------------
+    def _spend(self, rec: RolloutRecord) -> None:
+        """Count a finished rollout's tokens and cost against the run's limits."""
+        usage = rec.usage
+        tokens = usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+        self.spent_tokens += int(tokens) if isinstance(tokens, (int, float)) else 0
+        cost = usage.get("cost")
+        self.spent_cost += float(cost) if isinstance(cost, (int, float)) else 0.0
+        limit = self.options.run_token_limit
+        if limit is not None and self.spent_tokens >= limit and self.stop_reason is None:
+            self.stop_reason = (
+                f"the run used {self.spent_tokens} tokens, reaching its limit of {limit} "
+                "(--run-token-limit)"
+            )
+        cost_limit = self.options.run_cost_limit
+        if cost_limit is not None and self.spent_cost >= cost_limit and self.stop_reason is None:
+            self.stop_reason = (
+                f"the run cost ${self.spent_cost:.4f}, reaching its limit of ${cost_limit:g} "
+                "(--run-cost-limit)"
+            )
+
     async def _finish(self, rec: RolloutRecord) -> None:
         group = self._by_task.setdefault(rec.task_id, [])
         group.append(rec)
@@ -500,6 +532,7 @@ class Runner:
         # counted first: once written, the line is part of the run even if Ctrl-C
         # arrives while it is being made durable
         self.records.append(rec)
+        self._spend(rec)
         if stats is not None:
             self.groups.append(stats)
         if self.store is not None:

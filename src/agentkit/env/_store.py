@@ -24,14 +24,15 @@ from typing import Any
 import anyio
 
 from agentkit._errors import AgentkitError
-from agentkit.env._records import RUN_SCHEMA_VERSION, RolloutRecord
+from agentkit.env._records import READABLE_SCHEMA_VERSIONS, RUN_SCHEMA_VERSION, RolloutRecord
 
-__all__ = ["ResumeError", "RunDirError", "RunStore", "diff_identity", "redact_json"]
+__all__ = ["ResumeError", "RunDirError", "RunStore", "redact_json"]
 
 MANIFEST = "manifest.json"
 ROLLOUTS = "rollouts.jsonl"
 GROUPS = "groups.jsonl"
 SUMMARY = "summary.json"
+TASKS = "tasks.jsonl"
 EVENTS_DIR = "events"
 ARTIFACTS_DIR = "artifacts"
 SANDBOX_DIR = "rollouts"
@@ -231,6 +232,34 @@ class RunStore:
         """Write manifest.json (atomically, redacted)."""
         write_json_atomic(self.manifest_path, self._scrub_json(manifest))
 
+    def write_tasks(self, planned: Any) -> None:
+        """Write tasks.jsonl: every planned task's id, input, target and metadata (atomically)."""
+        lines = []
+        for p in planned:
+            t = p.task
+            lines.append(
+                self.dumps(
+                    {
+                        "type": "task",
+                        "task_id": t.task_id,
+                        "example_id": p.example_id,
+                        "group": p.group,
+                        "input": t.input,
+                        "target": t.target,
+                        "metadata": t.metadata,
+                        "grading_spec": t.grading_spec,
+                    }
+                )
+                + "\n"
+            )
+        path = self.run_dir / TASKS
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write("".join(lines))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Write summary.json (atomically, redacted)."""
         write_json_atomic(self.summary_path, self._scrub_json(summary))
@@ -332,34 +361,45 @@ class RunStore:
         if not isinstance(data, dict) or data.get("kind") != "agentkit.run":
             raise RunDirError(f"{self.manifest_path}: not an agentkit run manifest")
         version = data.get("schema_version")
-        if version != RUN_SCHEMA_VERSION:
+        if version not in READABLE_SCHEMA_VERSIONS:
             raise RunDirError(
                 f"{self.manifest_path}: schema_version {version!r} is not supported "
-                f"(this agentkit writes and reads version {RUN_SCHEMA_VERSION})"
+                f"(this agentkit writes version {RUN_SCHEMA_VERSION} and reads "
+                f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))})"
             )
         return data
 
     def load_rollouts(self, *, repair: bool) -> tuple[list[RolloutRecord], str | None]:
         """Read rollouts.jsonl; a half-written last line is dropped (and cut off if ``repair``).
 
-        Returns the records (first occurrence of each rollout id) and a note
-        about what was repaired, if anything. Corruption anywhere else is an
-        error naming the line.
+        Returns the records (the last line of each rollout id: a rollout run
+        again by ``--resume --retry-errors`` supersedes its earlier line), in
+        the order their ids first appear, and a note about what was repaired,
+        if anything. Corruption anywhere else is an error naming the line.
         """
         return _load_lines(self.rollouts_path, repair=repair)
 
     def load_group_task_ids(self, *, repair: bool) -> set[str]:
         """Task ids that have a line in groups.jsonl (a torn or corrupt last line is cut)."""
+        return set(self.load_groups(repair=repair))
+
+    def load_groups(self, *, repair: bool) -> dict[str, dict[str, Any]]:
+        """The last groups.jsonl line of each task (a torn or corrupt last line is cut).
+
+        A task has several lines when its group changed after it was first
+        complete (a rollout run again, more rollouts per task): the last wins.
+        """
         try:
             data = self.groups_path.read_bytes()
         except FileNotFoundError:
-            return set()
+            return {}
         cut = _torn_tail(data)
         lines = data[:cut].split(b"\n")[:-1] if cut else []
-        found: set[str] = set()
+        found: dict[str, dict[str, Any]] = {}
         for number, raw in enumerate(lines, start=1):
             try:
-                found.add(str(json.loads(raw)["task_id"]))
+                line = json.loads(raw)
+                found[str(line["task_id"])] = line
             except (ValueError, KeyError, TypeError):
                 if number != len(lines):
                     raise RunDirError(
@@ -393,8 +433,7 @@ def _load_lines(path: Path, *, repair: bool) -> tuple[list[RolloutRecord], str |
             "left by an interrupted run"
         )
     lines = data[:cut].split(b"\n")[:-1] if cut else []
-    records: list[RolloutRecord] = []
-    seen: set[str] = set()
+    records: dict[str, RolloutRecord] = {}
     for number, raw in enumerate(lines, start=1):
         try:
             obj = json.loads(raw)
@@ -411,63 +450,10 @@ def _load_lines(path: Path, *, repair: bool) -> tuple[list[RolloutRecord], str |
                 f"{path}: line {number} is corrupt ({exc}); it is not the last line, so this "
                 "is not an interrupted write: fix or remove that line, then resume"
             ) from None
-        if record.rollout_id in seen:
-            continue
-        seen.add(record.rollout_id)
-        records.append(record)
+        records[record.rollout_id] = record  # a later line supersedes an earlier one
     if note and repair:
         with open(path, "r+b") as fh:
             fh.truncate(cut)
             fh.flush()
             os.fsync(fh.fileno())
-    return records, note
-
-
-#: Manifest sections that must be equal to resume a run, and what they mean.
-IDENTITY_KEYS: tuple[str, ...] = ("taskset", "harness", "context", "plan", "rubric", "sandbox")
-
-
-#: Run options that shape what is recorded (each record's ``passed``, each
-#: group's advantages): they must be equal too. The others (concurrency,
-#: retries, timeout) may change on resume.
-SCORING_OPTIONS: tuple[str, ...] = ("pass_threshold", "normalize_advantages")
-
-
-def diff_identity(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Human-readable differences between two manifests' identity sections."""
-    out: list[str] = []
-    for key in IDENTITY_KEYS:
-        _diff(old.get(key), new.get(key), key, out)
-    old_options, new_options = old.get("options") or {}, new.get("options") or {}
-    for key in SCORING_OPTIONS:
-        if key in old_options:  # runs written before this check may lack them
-            _diff(old_options[key], new_options.get(key), f"options.{key}", out)
-    return out
-
-
-def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
-    if isinstance(a, dict) and isinstance(b, dict):
-        for k in sorted(set(a) | set(b), key=str):
-            _diff(a.get(k), b.get(k), f"{path}.{k}", out)
-        return
-    if a != b:
-        if path == "plan.tasks_digest":
-            if a is not None:  # runs written before the digest existed are not refused
-                out.append(f"{path}: the tasks' contents changed since the run started")
-            return
-        if path == "plan.task_ids" and isinstance(a, list) and isinstance(b, list):
-            gone = [t for t in a if t not in set(b)]
-            new = [t for t in b if t not in set(a)]
-            detail = []
-            if gone:
-                detail.append(f"missing now: {', '.join(gone[:5])}")
-            if new:
-                detail.append(f"new: {', '.join(new[:5])}")
-            out.append(f"{path}: the tasks differ ({'; '.join(detail) or 'order changed'})")
-            return
-        out.append(f"{path}: was {_short(a)}, now {_short(b)}")
-
-
-def _short(value: Any) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 80 else text[:77] + "..."
+    return list(records.values()), note

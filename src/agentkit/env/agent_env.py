@@ -2,21 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from agentkit._context import Limits, RunContext
+import attrs
+
+from agentkit._context import RunContext
 from agentkit._errors import AgentkitError, SpecError
 from agentkit._events import Event
+from agentkit._pricing import Price, resolve_pricing
 from agentkit._rubric import RewardFunction, Rubric
+from agentkit._sandbox import ExecutionHints
 from agentkit._taskset import Taskset
 from agentkit.env._live import LiveEvents
-from agentkit.env._manifest import build_manifest, check_reachable, public_options, qualname
+from agentkit.env._manifest import build_manifest, public_options, qualname
+from agentkit.env._preflight import run_preflight
 from agentkit.env._records import EvalResults, RolloutGroup, RolloutRecord
+from agentkit.env._resume import diff_identity, rerun_on_resume
 from agentkit.env._rubric_compile import CompiledRubric, compile_rubric
 from agentkit.env._runner import (
     Job,
@@ -26,11 +33,39 @@ from agentkit.env._runner import (
     group_json,
     make_rollout_id,
 )
+from agentkit.env._scripted import SCRIPTED_PREFIX, script_path, scripted_endpoint
 from agentkit.env._stats import DEFAULT_PASS_THRESHOLD
-from agentkit.env._store import ResumeError, RunDirError, RunStore, diff_identity, redact_json
+from agentkit.env._store import ResumeError, RunDirError, RunStore, redact_json
 from agentkit.env._summary import build_groups, summarize
 
 __all__ = ["AgentEnv"]
+
+
+@attrs.define(kw_only=True)
+class _Prepared:
+    """Everything ``evaluate`` decided before running: context, plan, manifest, jobs."""
+
+    ctx: RunContext
+    planned: list[PlannedTask]
+    rollouts_per_task: int
+    target: Path | None
+    resume: Path | None
+    manifest: dict[str, Any]
+    old_manifest: dict[str, Any] | None
+    changes: dict[str, list[Any]]
+    finished: list[RolloutRecord]
+    rerun: list[RolloutRecord]
+    jobs: list[Job]
+    factory: Callable[..., Any] | None
+    sandbox_name: str
+    sandbox_warning: str | None
+    pricing_note: str | None
+    preflight: bool
+    on_start: Callable[[dict[str, Any]], None] | None
+    progress: bool
+    runner_options: RunnerOptions
+    event_buffer: int
+    callback_drain_timeout: float
 
 
 class AgentEnv:
@@ -202,7 +237,54 @@ class AgentEnv:
         results = await self.evaluate(**options)
         return results.groups
 
-    async def evaluate(
+    async def evaluate(self, **options: Any) -> EvalResults:
+        """Run ``rollouts_per_task`` rollouts of every selected task and score them.
+
+        ``out`` (or ``run_dir``) writes a run directory; ``resume`` continues
+        one (only missing rollouts run, and rollouts that could not run are
+        run again). Without either, nothing is written. Before the first
+        rollout a preflight checks the model endpoint, the API key, the
+        harness and the sandbox (``preflight=False`` skips it). See
+        docs/agentenv.md for every option.
+        """
+        prep = self._prepare(**options)
+        async with contextlib.AsyncExitStack() as stack:
+            ctx = prep.ctx
+            if ctx.model and ctx.model.startswith(SCRIPTED_PREFIX):
+                name, url = stack.enter_context(scripted_endpoint(ctx.model))
+                ctx = ctx.evolve(model=name, base_url=url)
+            return await self._execute(prep, ctx)
+        raise AssertionError("unreachable")  # pragma: no cover - the stack does not swallow
+
+    def plan(self, **options: Any) -> dict[str, Any]:
+        """What :meth:`evaluate` would run with these options, running nothing (``--dry-run``).
+
+        The tasks, harness, sandbox, model settings, limits, how many
+        rollouts are planned, already finished (on resume) and to run.
+        Nothing is contacted, created or modified.
+        """
+        prep = self._prepare(**options)
+        manifest = prep.manifest
+        return {
+            "run_dir": None if prep.target is None else str(prep.target),
+            "resume": prep.resume is not None,
+            "taskset": manifest["taskset"],
+            "harness": manifest["harness"],
+            "tasks": [p.task.task_id for p in prep.planned],
+            "rollouts_per_task": prep.rollouts_per_task,
+            "planned": len(prep.planned) * prep.rollouts_per_task,
+            "already_finished": len(prep.finished),
+            "to_run": len(prep.jobs),
+            "rerun": len(prep.rerun),
+            "sandbox": manifest["sandbox"],
+            "sandbox_warning": manifest["sandbox_warning"],
+            "context": manifest["context"],
+            "pricing": manifest["pricing"],
+            "options": manifest["options"],
+            "resume_changes": prep.changes,
+        }
+
+    def _prepare(
         self,
         *,
         rollouts_per_task: int = 1,
@@ -214,10 +296,20 @@ class AgentEnv:
         out: str | os.PathLike[str] | None = None,
         run_dir: str | os.PathLike[str] | None = None,
         resume: str | os.PathLike[str] | None = None,
+        retry_errors: bool = False,
         model: str | None = None,
         base_url: str | None = None,
         api_key_env: str | None = None,
         sampling_args: dict[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        max_tokens: int | None = None,
+        max_turns: int | None = None,
+        token_limit: int | None = None,
+        cost_limit: float | None = None,
+        message_limit: int | None = None,
+        run_token_limit: int | None = None,
+        run_cost_limit: float | None = None,
+        price: Price | Mapping[str, float] | None = None,
         context: RunContext | None = None,
         sandbox: str | None = None,
         sandbox_options: dict[str, Any] | None = None,
@@ -230,15 +322,10 @@ class AgentEnv:
         retry_max_delay: float = 30.0,
         event_buffer: int = 1000,
         callback_drain_timeout: float = 5.0,
-        check_model_server: bool = True,
+        preflight: bool = True,
+        check_model_server: bool | None = None,
         on_start: Callable[[dict[str, Any]], None] | None = None,
-    ) -> EvalResults:
-        """Run ``rollouts_per_task`` rollouts of every selected task and score them.
-
-        ``out`` (or ``run_dir``) writes a run directory; ``resume`` continues
-        one (only missing rollouts run). Without either, nothing is written.
-        See docs/agentenv.md for every option.
-        """
+    ) -> _Prepared:
         if rollouts_per_task < 1:
             raise SpecError(f"rollouts_per_task must be at least 1, got {rollouts_per_task}")
         if concurrency < 1:
@@ -249,22 +336,55 @@ class AgentEnv:
             raise SpecError(f"limit must be 0 or more, got {limit}")
         if timeout is not None and not timeout > 0:
             raise SpecError(f"timeout must be more than 0 seconds, got {timeout:g}")
+        for name, value in (
+            ("max_tokens", max_tokens),
+            ("max_turns", max_turns),
+            ("token_limit", token_limit),
+            ("message_limit", message_limit),
+            ("run_token_limit", run_token_limit),
+        ):
+            if value is not None and value < 1:
+                raise SpecError(f"{name} must be at least 1, got {value}")
+        for name, cost in (("cost_limit", cost_limit), ("run_cost_limit", run_cost_limit)):
+            if cost is not None and not cost > 0:
+                raise SpecError(f"{name} must be more than 0 (USD), got {cost:g}")
         if out is not None and run_dir is not None and Path(out) != Path(run_dir):
             raise SpecError("give either out= or run_dir=, not both")
         target = out if out is not None else run_dir
         if resume is not None and target is not None and Path(resume) != Path(target):
             raise SpecError("give either resume= (an existing run) or out= (a new run), not both")
-
-        ctx = self._context(context, model, base_url, api_key_env, sampling_args, timeout)
-        secret = ctx.resolved_api_key
+        if check_model_server is not None:  # the earlier name of ``preflight``
+            preflight = check_model_server
+        if isinstance(price, Mapping):
+            price = Price.parse(price)
+        ctx = self._context(
+            context,
+            model,
+            base_url,
+            api_key_env,
+            sampling_args,
+            timeout,
+            headers=headers,
+            limits={
+                "max_tokens": max_tokens,
+                "max_turns": max_turns,
+                "token_limit": token_limit,
+                "cost_limit": cost_limit,
+                "message_limit": message_limit,
+            },
+            concurrency=concurrency,
+        )
+        if ctx.model and ctx.model.startswith(SCRIPTED_PREFIX):
+            script_path(ctx.model)  # a clear error now, not after the plan
+        pricing, pricing_note = resolve_pricing(ctx.model, ctx.base_url, price)
+        ctx = ctx.evolve(pricing=pricing)
         planned = self._plan(limit, task_ids)
         sandbox_name = sandbox or self.sandbox
         sb_options = dict(self.sandbox_options)
         sb_options.update(sandbox_options or {})
         if allow_network:
             sb_options["allow_network"] = True
-        factory, sandbox_warning = await self._sandbox_factory(planned, sandbox_name, sb_options)
-
+        factory, sandbox_warning = self._sandbox_factory(planned, sandbox_name, sb_options)
         manifest = build_manifest(
             self,
             ctx,
@@ -284,51 +404,60 @@ class AgentEnv:
                 "pass_threshold": pass_threshold,
                 "normalize_advantages": normalize_advantages,
                 "retry_base_delay": retry_base_delay,
+                "run_token_limit": run_token_limit,
+                "run_cost_limit": run_cost_limit,
             },
         )
-        if check_model_server and ctx.base_url and resume is None:
-            await check_reachable(ctx.base_url)  # before anything is created
-        store, finished, grouped, repair_note = _open_store(resume, target, secret, manifest)
-        try:
+        manifest["pricing"] = None if pricing is None else pricing.describe()
+        finished: list[RolloutRecord] = []
+        rerun: list[RolloutRecord] = []
+        changes: dict[str, list[Any]] = {}
+        old: dict[str, Any] | None = None
+        if resume is not None:
+            store = RunStore(Path(resume))
+            old = store.read_manifest()
+            differences, changes = diff_identity(old, manifest)
+            if differences:
+                raise ResumeError(
+                    f"cannot resume {resume}: it was started with other settings that change "
+                    "results; " + "; ".join(differences)
+                )
+            loaded, _note = store.load_rollouts(repair=False)
             wanted = {(p.task.task_id, i) for p in planned for i in range(rollouts_per_task)}
-            finished = [r for r in finished if (r.task_id, r.rollout_index) in wanted]
-            if store is not None and resume is not None:
-                # a kill between a group's last rollout line and its group line
-                for group in build_groups(
-                    finished,
-                    rollouts_per_task,
-                    threshold=pass_threshold,
-                    normalize=normalize_advantages,
-                ):
-                    if group.task_id not in grouped:
-                        store.append_group(group_json(group))
-            done = {(r.task_id, r.rollout_index) for r in finished}
-            jobs = [
-                Job(p, i, make_rollout_id(p.task.task_id, i))
-                for p in planned
-                for i in range(rollouts_per_task)
-                if (p.task.task_id, i) not in done
-            ]
-            if check_model_server and ctx.base_url and jobs and resume is not None:
-                await check_reachable(ctx.base_url)
-            if store is not None:
-                store.write_manifest(manifest)
-            info = {
-                "run_dir": None if store is None else str(store.run_dir),
-                "planned": len(wanted),
-                "already_finished": len(finished),
-                "to_run": len(jobs),
-                "sandbox_warning": sandbox_warning,
-                "repair_note": repair_note,
-                "taskset_problems": [str(p) for p in getattr(self.taskset, "problems", None) or []],
-            }
-            if on_start is not None:
-                on_start(info)
-
-            live = LiveEvents(
-                self.trace_callback, buffer=event_buffer, drain_timeout=callback_drain_timeout
-            )
-            options = RunnerOptions(
+            for rec in loaded:
+                if (rec.task_id, rec.rollout_index) not in wanted:
+                    continue
+                if rerun_on_resume(rec, retry_errors=retry_errors):
+                    rerun.append(rec)
+                else:
+                    finished.append(rec)
+        done = {(r.task_id, r.rollout_index) for r in finished}
+        jobs = [
+            Job(p, i, make_rollout_id(p.task.task_id, i))
+            for p in planned
+            for i in range(rollouts_per_task)
+            if (p.task.task_id, i) not in done
+        ]
+        return _Prepared(
+            ctx=ctx,
+            planned=planned,
+            rollouts_per_task=rollouts_per_task,
+            target=None if resume is not None else (None if target is None else Path(target)),
+            resume=None if resume is None else Path(resume),
+            manifest=manifest,
+            old_manifest=old,
+            changes=changes,
+            finished=finished,
+            rerun=rerun,
+            jobs=jobs,
+            factory=factory,
+            sandbox_name=sandbox_name,
+            sandbox_warning=sandbox_warning,
+            pricing_note=pricing_note,
+            preflight=preflight,
+            on_start=on_start,
+            progress=progress,
+            runner_options=RunnerOptions(
                 rollouts_per_task=rollouts_per_task,
                 concurrency=concurrency,
                 timeout=timeout,
@@ -339,23 +468,103 @@ class AgentEnv:
                 pass_threshold=pass_threshold,
                 normalize_advantages=normalize_advantages,
                 sandbox_factory=factory,
+                run_token_limit=run_token_limit,
+                run_cost_limit=run_cost_limit,
+            ),
+            event_buffer=event_buffer,
+            callback_drain_timeout=callback_drain_timeout,
+        )
+
+    async def _execute(self, prep: _Prepared, ctx: RunContext) -> EvalResults:
+        secret = ctx.resolved_api_key
+        opts = prep.runner_options
+        planned = prep.planned
+        warnings: list[str] = []
+        kind_warning = await _sandbox_kind_preflight(prep.factory)
+        if kind_warning:
+            prep.sandbox_warning = "; ".join(w for w in (prep.sandbox_warning, kind_warning) if w)
+            prep.manifest["sandbox_warning"] = prep.sandbox_warning
+        if prep.preflight and prep.jobs:
+            first = next((p for p in planned if p.hints is not None), planned[0])
+            hints = None
+            if prep.factory is not None:
+                hints = first.hints or ExecutionHints()
+                extra = [
+                    str(b)
+                    for b in getattr(self.harness, "sandbox_ro_binds", None) or ()
+                    if str(b) not in hints.ro_binds
+                ]
+                if extra:
+                    hints = attrs.evolve(hints, ro_binds=[*hints.ro_binds, *extra])
+            warnings = await run_preflight(
+                harness=self.harness,
+                ctx=ctx,
+                sandbox_name=prep.sandbox_name,
+                factory=prep.factory,
+                hints=hints,
+            )
+        manifest = prep.manifest
+        store, repair_note = _open_store(prep, secret)
+        finished = prep.finished
+        try:
+            if store is not None and prep.resume is not None:
+                # a kill between a group's last rollout line and its group line, or a
+                # group that changed (more rollouts per task)
+                stored_groups = store.load_groups(repair=True)
+                for group in build_groups(
+                    finished,
+                    opts.rollouts_per_task,
+                    threshold=opts.pass_threshold,
+                    normalize=opts.normalize_advantages,
+                ):
+                    line = stored_groups.get(group.task_id)
+                    if line is None or line.get("rollout_ids") != [
+                        r.rollout_id for r in group.rollouts
+                    ]:
+                        store.append_group(group_json(group))
+            if store is not None:
+                store.write_manifest(manifest)
+                store.write_tasks(planned)
+            wanted = len(planned) * opts.rollouts_per_task
+            info = {
+                "run_dir": None if store is None else str(store.run_dir),
+                "planned": wanted,
+                "tasks": len(planned),
+                "rollouts_per_task": opts.rollouts_per_task,
+                "already_finished": len(finished),
+                "to_run": len(prep.jobs),
+                "rerun": len(prep.rerun),
+                "sandbox_warning": prep.sandbox_warning,
+                "repair_note": repair_note,
+                "pricing_note": prep.pricing_note,
+                "preflight_warnings": warnings,
+                "resume_changes": prep.changes,
+                "taskset_problems": [str(p) for p in getattr(self.taskset, "problems", None) or []],
+            }
+            if prep.on_start is not None:
+                prep.on_start(info)
+
+            live = LiveEvents(
+                self.trace_callback,
+                buffer=prep.event_buffer,
+                drain_timeout=prep.callback_drain_timeout,
             )
             tmp = None
-            if factory is not None and store is None:
+            if prep.factory is not None and store is None:
                 import tempfile
 
                 tmp = tempfile.TemporaryDirectory(prefix="agentkit-run-")
             bar = None
-            if progress:
+            if prep.progress:
                 from agentkit.env._progress import ProgressBar
 
-                bar = ProgressBar(len(wanted), done=len(finished))
+                bar = ProgressBar(wanted, done=len(finished))
             runner = Runner(
                 harness=self.harness,
                 taskset=self.taskset,
                 rubric=self._rubric,
-                jobs=jobs,
-                options=options,
+                jobs=prep.jobs,
+                options=opts,
                 context=ctx,
                 store=store,
                 live=live,
@@ -370,7 +579,7 @@ class AgentEnv:
         started = time.perf_counter()
         interrupted = True
         try:
-            await _prepare(runner, progress)
+            await _prepare_environments(runner, prep.progress)
             if bar is not None:
                 with bar:
                     await runner.run()
@@ -382,34 +591,37 @@ class AgentEnv:
             records = sorted(runner.records, key=lambda r: (r.group, r.rollout_index))
             groups = build_groups(
                 records,
-                rollouts_per_task,
-                threshold=pass_threshold,
-                normalize=normalize_advantages,
+                opts.rollouts_per_task,
+                threshold=opts.pass_threshold,
+                normalize=opts.normalize_advantages,
             )
             summary = summarize(
                 records,
                 [(p.task.task_id, p.example_id) for p in planned],
-                rollouts_per_task,
-                threshold=pass_threshold,
-                complete=len(records) >= len(wanted),
+                opts.rollouts_per_task,
+                threshold=opts.pass_threshold,
+                complete=len(records) >= wanted,
                 interrupted=interrupted,
                 extra={
                     "run_dir": None if store is None else str(store.run_dir),
+                    "stopped": runner.stop_reason,
                     "this_session": {
                         "ran": len(runner.records) - len(finished),
                         "resumed_from": len(finished),
+                        "rerun": len(prep.rerun),
                         "duration_s": elapsed,
                     },
                     "trace_callback": live.report(),
-                    "sandbox_warning": sandbox_warning,
+                    "sandbox_warning": prep.sandbox_warning,
                     "repair_note": repair_note,
+                    "pricing_note": prep.pricing_note,
                 },
                 breakdowns=_breakdowns(self.taskset, planned),
             )
             # the summary is printed (results table, --json): no API key in it either
             summary = redact_json(summary, secret)
             if store is not None:
-                if factory is not None and not keep_sandboxes:
+                if prep.factory is not None and not opts.keep_sandboxes:
                     for rec in runner.records[len(finished) :]:
                         if rec.ok:
                             store.remove_sandbox_dir(rec.rollout_id)
@@ -434,6 +646,10 @@ class AgentEnv:
         api_key_env: str | None,
         sampling_args: dict[str, Any] | None,
         timeout: float | None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        limits: Mapping[str, Any] | None = None,
+        concurrency: int | None = None,
     ) -> RunContext:
         ctx = context or RunContext()
         changes: dict[str, Any] = {}
@@ -443,12 +659,15 @@ class AgentEnv:
             changes["base_url"] = base_url
         if sampling_args is not None:
             changes["sampling_args"] = dict(sampling_args)
+        if headers:
+            changes["headers"] = {**ctx.headers, **{str(k): str(v) for k, v in headers.items()}}
+        limit_changes = {k: v for k, v in (limits or {}).items() if v is not None}
         if timeout is not None and ctx.limits.timeout_sec is None:
-            changes["limits"] = Limits(
-                timeout_sec=timeout,
-                max_turns=ctx.limits.max_turns,
-                max_tokens=ctx.limits.max_tokens,
-            )
+            limit_changes["timeout_sec"] = timeout
+        if limit_changes:
+            changes["limits"] = attrs.evolve(ctx.limits, **limit_changes)
+        if concurrency is not None and ctx.max_connections is None:
+            changes["max_connections"] = concurrency
         if api_key_env is not None:
             if api_key_env not in os.environ:
                 raise SpecError(
@@ -500,7 +719,7 @@ class AgentEnv:
             )
         return planned
 
-    async def _sandbox_factory(
+    def _sandbox_factory(
         self, planned: list[PlannedTask], name: str, options: dict[str, Any]
     ) -> tuple[Callable[..., Any] | None, str | None]:
         needed = bool(getattr(self.harness, "requires_sandbox", False)) or any(
@@ -513,17 +732,23 @@ class AgentEnv:
         factory = registry.resolve_sandbox(name, **options)
         target = getattr(factory, "func", factory)
         warning = getattr(target, "warning", None) or getattr(target, "WARNING", None)
-        warnings = [warning] if isinstance(warning, str) else []
-        preflight = getattr(target, "preflight", None)
-        if callable(preflight):
-            # once per run, before anything is created: may refuse the run, or warn
-            extra = await preflight(**options)
-            if isinstance(extra, str) and extra:
-                warnings.append(extra)
-        return factory, "; ".join(warnings) or None
+        return factory, warning if isinstance(warning, str) else None
 
 
-async def _prepare(runner: Runner, progress: bool) -> None:
+async def _sandbox_kind_preflight(factory: Callable[..., Any] | None) -> str | None:
+    """The sandbox kind's own check, once per run before anything is created (not on a
+    dry run): it may refuse the run, or return a warning (kept in the manifest)."""
+    if factory is None:
+        return None
+    target = getattr(factory, "func", factory)
+    preflight = getattr(target, "preflight", None)
+    if not callable(preflight):
+        return None
+    extra = await preflight(**dict(getattr(factory, "keywords", None) or {}))
+    return extra if isinstance(extra, str) and extra else None
+
+
+async def _prepare_environments(runner: Runner, progress: bool) -> None:
     """The sandbox kind's preparation (image builds), with a live line when ``progress``."""
     if not progress:
         await runner.prepare()
@@ -534,46 +759,44 @@ async def _prepare(runner: Runner, progress: bool) -> None:
         await runner.prepare(line.update)
 
 
-def _open_store(
-    resume: str | os.PathLike[str] | None,
-    target: str | os.PathLike[str] | None,
-    secret: str | None,
-    manifest: dict[str, Any],
-) -> tuple[RunStore | None, list[RolloutRecord], set[str], str | None]:
-    """Open the run directory: a new one at ``target``, or ``resume`` after checking it.
+def _open_store(prep: _Prepared, secret: str | None) -> tuple[RunStore | None, str | None]:
+    """Open the run directory: a new one at ``prep.target``, or ``prep.resume``.
 
-    Returns the store (None: no persistence), the rollouts already finished,
-    the task ids that have a group line, and a note about a repaired torn line.
+    Returns the store (None: no persistence) and a note about a repaired torn line.
     """
-    if resume is None:
-        if target is None:
-            return None, [], set(), None
-        store = RunStore(Path(target), secret=secret)
+    if prep.resume is None:
+        if prep.target is None:
+            return None, None
+        store = RunStore(prep.target, secret=secret)
         if store.manifest_path.exists():
             raise RunDirError(
-                f"{target} already holds a run; resume it with --resume {target} "
+                f"{prep.target} already holds a run; resume it with --resume {prep.target} "
                 "(resume=...) or choose another directory"
             )
         store.open()
-        return store, [], set(), None
-    store = RunStore(Path(resume), secret=secret)
-    old = store.read_manifest()
-    differences = diff_identity(old, manifest)
-    if differences:
-        raise ResumeError(
-            f"cannot resume {resume}: the run was started with other settings; "
-            + "; ".join(differences)
-        )
+        return store, None
+    store = RunStore(prep.resume, secret=secret)
     store.open()
     try:
-        finished, repair_note = store.load_rollouts(repair=True)
-        grouped = store.load_group_task_ids(repair=True)
+        _records, repair_note = store.load_rollouts(repair=True)
     except BaseException:
         store.close()
         raise
+    old = prep.old_manifest or {}
+    manifest = prep.manifest
     manifest["created_at"] = old.get("created_at", manifest["created_at"])
-    manifest["resumed_at"] = [*old.get("resumed_at", []), time.time()]
-    return store, finished, grouped, repair_note
+    now = time.time()
+    manifest["resumed_at"] = [*old.get("resumed_at", []), now]
+    resumes = list(old.get("resumes") or [])
+    resumes.append(
+        {
+            "at": now,
+            "rerun": [r.rollout_id for r in prep.rerun],
+            "changed": {k: {"was": v[0], "now": v[1]} for k, v in prep.changes.items()},
+        }
+    )
+    manifest["resumes"] = resumes
+    return store, repair_note
 
 
 def _breakdowns(taskset: Any, planned: Sequence[PlannedTask]) -> dict[str, dict[str, str]]:

@@ -108,6 +108,8 @@ class ChatHarness:
 
     name = "chat"
     description = "Send the task's prompt or chat messages to an OpenAI-compatible endpoint."
+    #: It calls the run's model: the preflight checks the endpoint and the API key.
+    uses_model = True
 
     def __init__(
         self,
