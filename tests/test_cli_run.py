@@ -273,7 +273,7 @@ def test_show_a_partial_run_and_failures(tmp_path: Path) -> None:
         "run", "envplug:3", "controlled", "-n", "2", "-H", "raise_on=1", "--out", str(out)
     )
     assert proc.returncode == 0, proc.stderr
-    assert "2 rollout(s) with harness_exception" in proc.stdout
+    assert "2 rollouts with harness_exception" in proc.stdout
     assert "RuntimeError: harness exploded on envplug:1" in proc.stdout
     # cut the run short: drop the last two lines as if it had been killed
     path = out / "rollouts.jsonl"

@@ -355,7 +355,7 @@ def test_cli_resume_keeps_stored_options_that_are_not_given_again(tmp_path: Path
     assert first.returncode == 0, first.stderr
     again = agentkit("--resume", str(run), "-H", "wrong=true")
     assert again.returncode == 0, again.stderr
-    assert "0 rollouts to run (3 of 3 already finished)" in again.stderr
+    assert "0 rollouts to run (3 tasks × 1); 3 of 3 already finished" in again.stderr
     changed = agentkit("--resume", str(run), "-H", "wrong=false")
     assert changed.returncode == 2
     assert "-H wrong differs: the run used true, now false" in changed.stderr

@@ -28,6 +28,7 @@ __all__ = [
     "PluginFailure",
     "PluginInfo",
     "Registration",
+    "command_hooks",
     "load",
 ]
 
@@ -303,6 +304,31 @@ def load(
         if impl is not None:
             reg.commands_hooks.append(impl)
     return reg
+
+
+def command_hooks() -> list[Callable[..., Any]]:
+    """Every enabled plugin's ``agentkit_register_commands``, importing only plugin modules.
+
+    For ``agentkit --help``: no taskset, harness or sandbox is registered, so
+    the plugins' own code is not imported. A plugin that fails to import is
+    left out here (``agentkit plugins`` reports it).
+    """
+    only = _split_env("AGENTKIT_PLUGINS")
+    blocked = _split_env("AGENTKIT_DISABLE_PLUGINS") or set()
+    hooks = []
+    for name, loader, dist, _version in _entry_point_candidates():
+        if only is not None and name not in only and dist not in only:
+            continue
+        if name in blocked or dist in blocked:
+            continue
+        try:
+            module = loader()
+        except (Exception, SystemExit):
+            continue
+        impl = getattr(module, "agentkit_register_commands", None)
+        if callable(impl):
+            hooks.append(impl)
+    return hooks
 
 
 def _constant(value: Any) -> Callable[[], Any]:

@@ -109,6 +109,13 @@ class Price:
         return cls(**{k: float(v) for k, v in items.items()})
 
 
+class _Free(Price):
+    """The built-in scripted model: every token is free."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"source": "scripted", "input": 0.0, "output": 0.0, "cached_input": None}
+
+
 class _LibraryPricing:
     """Prices from ``genai-prices`` for one model (and provider, by the endpoint's URL)."""
 
@@ -158,7 +165,7 @@ def resolve_pricing(
     if not model:
         return None, None
     if model.startswith("scripted:"):
-        return Price(), None  # the built-in scripted model costs nothing
+        return _Free(), None  # the built-in scripted model costs nothing
     hint = f"no price known for model {model!r}; give one with --price input=USD,output=USD"
     version = _library_version()
     if version is None:

@@ -22,8 +22,9 @@ COMMANDS: dict[str, str] = {
     "plugins": "agentkit.cli._plugins_cmd:plugins_cmd",
     "list": "agentkit.cli._plugins_cmd:list_cmd",
     "run": "agentkit.cli._run_cmd:run_cmd",
-    "describe": "agentkit.cli._run_cmd:describe_cmd",
-    "show": "agentkit.cli._run_cmd:show_cmd",
+    "describe": "agentkit.cli._describe_cmd:describe_cmd",
+    "show": "agentkit.cli._show_cmd:show_cmd",
+    "runs": "agentkit.cli._show_cmd:runs_cmd",
     "export": "agentkit.cli._export_cmd:export_cmd",
     "sandbox": "agentkit.cli._sandbox_cmd:sandbox_group",
 }
@@ -33,7 +34,8 @@ _HELP = {
     "list": "List registered names of one kind: harnesses, tasksets, rubrics, sandboxes.",
     "run": "Run a taskset with a harness: progress, results table, run directory.",
     "describe": "Print the rubric compiled for a taskset and a harness.",
-    "show": "Summarize a finished or partial run directory.",
+    "show": "Summarize a run; --rollout ID shows one rollout, --failed the failed ones.",
+    "runs": "List run directories (model, harness, taskset, counts, reward, date).",
     "export": "Export a run directory as training records (JSONL or parquet).",
     "sandbox": "Manage sandboxes: 'agentkit sandbox prune' removes docker leftovers.",
 }
@@ -61,19 +63,37 @@ class LazyGroup(click.Group):
         rows = [(name, _HELP.get(name, "")) for name in sorted(COMMANDS)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
-        formatter.write_paragraph()
-        formatter.write_text("Plugins may add more commands; 'agentkit plugins' lists plugins.")
+        self._load_plugin_commands(light=True)
+        added = [
+            (name, cmd.get_short_help_str(limit=70))
+            for name, cmd in sorted(self.commands.items())
+            if name not in COMMANDS
+        ]
+        if added:
+            with formatter.section("Commands added by plugins"):
+                formatter.write_dl(added)
 
     _plugins_loaded = False
 
-    def _load_plugin_commands(self) -> None:
+    def _load_plugin_commands(self, *, light: bool = False) -> None:
+        """Let plugins add their commands; ``light`` (for --help) registers nothing else."""
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
-        from agentkit.registry import get_registry
+        if light:
+            from agentkit._plugins import command_hooks
 
-        for hook in get_registry().commands_hooks:
-            hook(cli=self)
+            hooks = command_hooks()
+        else:
+            from agentkit.registry import get_registry
+
+            hooks = get_registry().commands_hooks
+        for hook in hooks:
+            try:
+                hook(cli=self)
+            except Exception:  # a broken plugin must not break the command line
+                if not light:
+                    raise
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -1,4 +1,4 @@
-"""``agentkit export RUN_DIR --format jsonl|parquet --out FILE``."""
+"""``agentkit export RUN_DIR [--format jsonl|parquet] [--out FILE]``."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ __all__ = ["export_cmd"]
     "--out",
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
-    required=True,
-    help="File to write.",
+    default=None,
+    help="File to write. [default: RUN_DIR/train.jsonl or RUN_DIR/train.parquet]",
 )
 @click.option(
     "--normalize/--no-normalize",
@@ -55,7 +55,7 @@ __all__ = ["export_cmd"]
 def export_cmd(
     run_dir: Path,
     fmt: str,
-    out: Path,
+    out: Path | None,
     normalize: bool,
     eps: float,
     overlong_filter: bool,
@@ -65,6 +65,8 @@ def export_cmd(
     """Export a run directory's rollouts as training records (JSONL or parquet)."""
     from agentkit.training import export_run
 
+    if out is None:
+        out = run_dir / f"train.{fmt}"
     count = export_run(
         run_dir,
         out,

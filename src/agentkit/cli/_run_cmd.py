@@ -1,4 +1,4 @@
-"""``agentkit run``, ``agentkit describe`` and ``agentkit show``."""
+"""``agentkit run``: settings from flags, a config file and the resumed run; then run."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ import click
 
 from agentkit._errors import SpecError
 
-__all__ = ["describe_cmd", "run_cmd", "show_cmd"]
+__all__ = ["build_env", "parse_options", "provider_of", "run_cmd"]
 
 
-def _parse_options(kind: str, name: str, pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
+def parse_options(kind: str, name: str, pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
+    """``-H/-T/-S NAME=VALUE`` pairs, parsed by the plugin's option schema."""
     from agentkit import registry
 
     if not pairs:
@@ -27,18 +28,38 @@ def _parse_options(kind: str, name: str, pairs: tuple[str, ...], flag: str) -> d
     return registry.option_schema(kind, name).parse_cli(pairs, flag=flag)  # type: ignore[arg-type]
 
 
-def _build_env(
+def _check_options(kind: str, name: str, values: dict[str, Any], where: str) -> dict[str, Any]:
+    """Options from a config file (already typed), checked by the plugin's option schema."""
+    from agentkit import registry
+
+    if not values:
+        return {}
+    try:
+        return registry.option_schema(kind, name).validate(values)  # type: ignore[arg-type]
+    except SpecError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+
+
+def build_env(
     taskset_spec: str,
     harness: str,
     h_options: dict[str, Any],
     t_options: dict[str, Any],
     sandbox: str,
 ) -> Any:
+    """The AgentEnv of a command line."""
     from agentkit.env import AgentEnv
 
     return AgentEnv.from_names(
         taskset_spec, harness, taskset_options=t_options, sandbox=sandbox, **h_options
     )
+
+
+def provider_of(spec: str) -> str:
+    """The taskset provider of ``provider:argument``."""
+    from agentkit import registry
+
+    return registry.parse_taskset_spec(spec)[0]
 
 
 def _default_out(harness: str) -> Path:
@@ -55,16 +76,59 @@ def _echo_err(message: str) -> None:
     click.echo(message, err=True)
 
 
+def plural(count: int, word: str) -> str:
+    """``1 rollout``, ``2 rollouts``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _model_args(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``-M key=value``: the value is JSON when it parses (numbers, true, objects), else text."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise SpecError(f"-M {pair!r}: expected KEY=VALUE (a request field for the model)")
+        if key in out:
+            raise SpecError(f"-M {key} given twice; give it once")
+        try:
+            out[key] = json.loads(text)
+        except ValueError:
+            out[key] = text
+    return out
+
+
+def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
+    """``--header 'Name: value'`` (or ``Name=value``)."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        colon, equals = pair.find(":"), pair.find("=")
+        cut = colon if colon != -1 and (equals == -1 or colon < equals) else equals
+        name = pair[:cut].strip() if cut > 0 else ""
+        if not name or any(c.isspace() for c in name):
+            raise SpecError(f"--header {pair.split(':')[0]!r}...: expected 'Name: value'")
+        out[name] = pair[cut + 1 :].strip()
+    return out
+
+
 @click.command("run")
 @click.argument("taskset_spec", required=False)
 @click.argument("harness", required=False)
 @click.option(
+    "--config",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="TOML file with any of these settings (flags override it). [default: "
+    "[tool.agentkit] of the nearest pyproject.toml]",
+)
+@click.option(
     "-n",
     "--rollouts",
+    "--epochs",
     "rollouts",
     type=int,
     default=None,
-    help="Rollouts per task (a group). [default: 1]",
+    help="Rollouts per task (a group); on --resume, more extends the run. [default: 1]",
 )
 @click.option(
     "-c",
@@ -72,9 +136,13 @@ def _echo_err(message: str) -> None:
     type=int,
     default=8,
     show_default=True,
-    help="Rollouts running at the same time.",
+    help="Rollouts running at the same time (also sizes the model connection pool).",
 )
-@click.option("--model", default=None, help="Model name passed to the harness.")
+@click.option(
+    "--model",
+    default=None,
+    help="Model name passed to the harness; 'scripted:FILE' serves a JSON model script.",
+)
 @click.option("--base-url", default=None, help="OpenAI-compatible endpoint of the model.")
 @click.option(
     "--api-key-env",
@@ -82,6 +150,28 @@ def _echo_err(message: str) -> None:
     metavar="VAR",
     help="Environment variable holding the API key (the key is never stored). "
     "[default: OPENAI_API_KEY]",
+)
+@click.option("--temperature", type=float, default=None, help="Sampling temperature.")
+@click.option("--top-p", type=float, default=None, help="Nucleus sampling probability.")
+@click.option("--seed", type=int, default=None, help="Sampling seed sent with every request.")
+@click.option(
+    "--max-tokens", type=int, default=None, help="Output tokens per model call (max_tokens)."
+)
+@click.option("--max-turns", type=int, default=None, help="Model calls per rollout.")
+@click.option(
+    "-M",
+    "--model-arg",
+    "model_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Any other request field (JSON value, else text), e.g. -M reasoning_effort=low.",
+)
+@click.option(
+    "--header",
+    "header_pairs",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="HTTP header sent with every model request (secret-looking ones are never stored).",
 )
 @click.option(
     "-H",
@@ -118,7 +208,12 @@ def _echo_err(message: str) -> None:
     "--resume",
     type=click.Path(path_type=Path, exists=True, file_okay=False),
     default=None,
-    help="Continue the run in this directory (only missing rollouts run).",
+    help="Continue the run in this directory: missing rollouts and those that could not run.",
+)
+@click.option(
+    "--retry-errors",
+    is_flag=True,
+    help="With --resume, also run again the rollouts that errored.",
 )
 @click.option(
     "--sandbox",
@@ -139,6 +234,27 @@ def _echo_err(message: str) -> None:
     default=None,
     help="Seconds one rollout may take (then it is recorded as a timeout).",
 )
+@click.option("--token-limit", type=int, default=None, help="Tokens (in + out) per rollout.")
+@click.option("--cost-limit", type=float, default=None, help="USD per rollout.")
+@click.option("--message-limit", type=int, default=None, help="Messages per rollout.")
+@click.option(
+    "--run-token-limit",
+    type=int,
+    default=None,
+    help="Tokens for the whole run: then no new rollout starts (resumable).",
+)
+@click.option(
+    "--run-cost-limit",
+    type=float,
+    default=None,
+    help="USD for the whole run: then no new rollout starts (resumable).",
+)
+@click.option(
+    "--price",
+    default=None,
+    metavar="input=USD,output=USD[,cached_input=USD]",
+    help="Model prices per million tokens (a local model); else from genai-prices.",
+)
 @click.option(
     "--max-retries",
     type=int,
@@ -158,108 +274,56 @@ def _echo_err(message: str) -> None:
     help="Divide GRPO advantages by the group's standard deviation (+1e-6).",
 )
 @click.option(
+    "--preflight/--no-preflight",
+    default=True,
+    help="Check the endpoint, API key, harness and sandbox before the first rollout.",
+)
+@click.option("--dry-run", is_flag=True, help="Print the resolved plan and run nothing.")
+@click.option(
     "--progress/--no-progress",
     "progress",
     default=None,
     help="Show the progress bar. [default: when stderr is a terminal]",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print only the summary JSON.")
-def run_cmd(
-    taskset_spec: str | None,
-    harness: str | None,
-    rollouts: int | None,
-    concurrency: int,
-    model: str | None,
-    base_url: str | None,
-    api_key_env: str | None,
-    harness_pairs: tuple[str, ...],
-    taskset_pairs: tuple[str, ...],
-    sandbox_pairs: tuple[str, ...],
-    limit: int | None,
-    task_ids: tuple[str, ...],
-    out: Path | None,
-    resume: Path | None,
-    sandbox: str | None,
-    keep_sandboxes: bool,
-    allow_network: bool,
-    timeout: float | None,
-    max_retries: int,
-    pass_threshold: float | None,
-    normalize_advantages: bool,
-    progress: bool | None,
-    as_json: bool,
-) -> None:
+@click.pass_context
+def run_cmd(ctx: click.Context, /, **params: Any) -> None:
     """Run TASKSET_SPEC (provider:argument) with HARNESS and score every rollout.
 
-    Shows a progress bar while it runs, then a results table and the run
-    directory. With --resume DIR, TASKSET_SPEC and HARNESS (and the other
-    settings) default to those of the run in DIR.
+    Shows a progress bar while it runs, then a results table with tokens and
+    cost. Settings may come from --config FILE (or [tool.agentkit] in
+    pyproject.toml); flags override them. With --resume DIR, TASKSET_SPEC,
+    HARNESS and the other settings default to those of the run in DIR.
     """
-    stored: dict[str, Any] = {}
-    if resume is not None:
-        if out is not None:
-            raise SpecError("give either --out (a new run) or --resume (an existing run)")
-        from agentkit.env._store import RunStore
+    from click.core import ParameterSource
 
-        stored = RunStore(resume).read_manifest()
-    if taskset_spec is None or harness is None:
-        if not stored:
-            raise click.UsageError("TASKSET_SPEC and HARNESS are required (unless --resume DIR)")
-        taskset_spec = taskset_spec or stored["taskset"].get("spec")
-        harness = harness or stored["harness"].get("name")
-        if not taskset_spec or not harness:
-            raise SpecError(f"{resume} was not started from names; pass TASKSET_SPEC and HARNESS")
-    h_options = _parse_options("harness", harness, harness_pairs, "-H")
-    t_options = _parse_options("taskset", _provider(taskset_spec), taskset_pairs, "-T")
-    sb_name = sandbox
-    sb_options: dict[str, Any] = {}
-    if stored:
-        # the stored options are the defaults; -T/-H given again override them
-        # one by one (and a real change is then refused by the identity check)
-        if taskset_spec == stored["taskset"].get("spec"):
-            t_options = {**(stored["taskset"].get("options") or {}), **t_options}
-        if harness == stored["harness"].get("name"):
-            h_options = {**(stored["harness"].get("options") or {}), **h_options}
-        ctx = stored.get("context", {})
-        model = model if model is not None else ctx.get("model")
-        if base_url is None:
-            base_url = ctx.get("base_url")
-            if base_url and "***" in base_url:
-                raise SpecError(
-                    f"the base URL of {resume} ({base_url}) held credentials, which are not "
-                    "stored; pass it again with --base-url"
-                )
-        if api_key_env is None and ctx.get("api_key_env") not in (None, "OPENAI_API_KEY"):
-            api_key_env = ctx.get("api_key_env")
-        run_options = stored.get("options") or {}
-        if pass_threshold is None:
-            pass_threshold = run_options.get("pass_threshold")
-        normalize_advantages = normalize_advantages or bool(run_options.get("normalize_advantages"))
-        plan = stored.get("plan", {})
-        rollouts = rollouts if rollouts is not None else plan.get("rollouts_per_task")
-        limit = limit if limit is not None else plan.get("limit")
-        if not task_ids and plan.get("requested_task_ids"):
-            task_ids = tuple(plan["requested_task_ids"])
-        sb = stored.get("sandbox", {})
-        if sb.get("used"):
-            sb_name = sb_name or sb.get("name")
-            if not sandbox_pairs:
-                sb_options = {
-                    k: v for k, v in (sb.get("options") or {}).items() if k != "allow_network"
-                }
-                allow_network = allow_network or bool(
-                    (sb.get("options") or {}).get("allow_network")
-                )
-    if sandbox_pairs:
-        sb_options = _parse_options("sandbox", sb_name or "local", sandbox_pairs, "-S")
-    hidden = [k for k, v in {**h_options, **t_options, **sb_options}.items() if v == "***"]
-    if hidden:
-        raise SpecError(
-            f"option(s) {', '.join(hidden)} of {resume} hold secrets that are not stored; "
-            "pass them again with -H/-T/-S NAME=VALUE"
-        )
-    env = _build_env(taskset_spec, harness, h_options, t_options, sb_name or "local")
-    run_dir = None if resume is not None else (out or _default_out(harness))
+    from agentkit.cli._config import load_run_config
+
+    resume: Path | None = params["resume"]
+    config = load_run_config(
+        ctx.command, params["config"], use_pyproject=resume is None and params["config"] is None
+    )
+    for name, value in config.values.items():
+        if ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, None):
+            params[name] = value
+    settings = _resolve(params, config.tables, config.source, resume)
+    env = build_env(
+        settings["taskset_spec"],
+        settings["harness"],
+        settings["h_options"],
+        settings["t_options"],
+        settings["sandbox"] or "local",
+    )
+    options = settings["options"]
+    as_json: bool = params["as_json"]
+    if params["dry_run"]:
+        plan = env.plan(**options)
+        if as_json:
+            click.echo(json.dumps(plan, indent=2, default=str))
+        else:
+            _print_plan(plan)
+        return
+    progress = params["progress"]
     show_progress = sys.stderr.isatty() if progress is None else progress
     if as_json and progress is None:
         show_progress = False
@@ -269,40 +333,32 @@ def run_cmd(
         if problems:
             listing = "".join(f"\n  - {p}" for p in problems)
             _echo_err(f"Warning: {len(problems)} task(s) could not be loaded:{listing}")
-        if info.get("repair_note"):
-            _echo_err(f"Note: {info['repair_note']}")
+        for note in ("repair_note", "pricing_note"):
+            if info.get(note) and not as_json:
+                _echo_err(f"Note: {info[note]}")
         if info.get("sandbox_warning"):
             _echo_err(f"Warning: {info['sandbox_warning']}")
+        for warning in info.get("preflight_warnings") or []:
+            _echo_err(f"Warning: {warning}")
+        for path, (was, now) in (info.get("resume_changes") or {}).items():
+            _echo_err(f"Note: {path.split('.')[-1]} changed on resume: {was} -> {now}")
         if not as_json:
-            what = f"{info['to_run']} rollouts to run"
+            what = (
+                f"{plural(info['to_run'], 'rollout')} to run ({plural(info['tasks'], 'task')} "
+                f"× {info['rollouts_per_task']})"
+            )
+            extra = []
             if info["already_finished"]:
-                what += f" ({info['already_finished']} of {info['planned']} already finished)"
-            _echo_err(f"Run directory: {info['run_dir']}; {what}")
+                extra.append(f"{info['already_finished']} of {info['planned']} already finished")
+            if info.get("rerun"):
+                extra.append(f"{plural(info['rerun'], 'rollout')} to run again")
+            _echo_err(what + (f"; {', '.join(extra)}" if extra else ""))
 
+    run_dir = options.get("out")
     stop_signal: list[int] = []
     try:
         with _terminate_as_interrupt(stop_signal):
-            results = env.run(
-                rollouts_per_task=1 if rollouts is None else rollouts,
-                concurrency=concurrency,
-                limit=limit,
-                task_ids=list(task_ids) or None,
-                timeout=timeout,
-                max_retries=max_retries,
-                out=run_dir,
-                resume=resume,
-                model=model,
-                base_url=base_url,
-                api_key_env=api_key_env,
-                sandbox=sb_name,
-                sandbox_options=sb_options,
-                keep_sandboxes=keep_sandboxes,
-                allow_network=allow_network,
-                pass_threshold=1.0 if pass_threshold is None else pass_threshold,
-                normalize_advantages=normalize_advantages,
-                progress=show_progress,
-                on_start=on_start,
-            )
+            results = env.run(**options, progress=show_progress, on_start=on_start)
     except KeyboardInterrupt:
         where = resume or run_dir
         _echo_err(
@@ -314,117 +370,227 @@ def run_cmd(
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
         return
-    _print_results(summary, title=f"{taskset_spec} × {harness}")
+    from agentkit.cli._show_cmd import print_results
+
+    print_results(summary, title=f"{settings['taskset_spec']} × {settings['harness']}")
     click.echo(f"Run directory: {results.run_dir}")
-
-
-def _provider(spec: str) -> str:
-    from agentkit import registry
-
-    return registry.parse_taskset_spec(spec)[0]
-
-
-def _print_results(summary: dict[str, Any], *, title: str) -> None:
-    from rich.console import Console
-
-    from agentkit.env._progress import render_results_table
-
-    console = Console(soft_wrap=False)
-    console.print(render_results_table(summary, title=title))
-    kinds = summary.get("error_kinds") or {}
-    firsts = summary.get("first_error_by_kind") or {}
-    for kind, count in sorted(kinds.items()):
-        console.print(
-            f"[red]{count} rollout(s) with {kind}[/red]: {firsts.get(kind, '')}",
-            markup=True,
-            highlight=False,
+    if summary.get("stopped"):
+        _echo_err(
+            f"Stopped: {summary['stopped']}. Continue with a higher limit: "
+            f"agentkit run --resume {results.run_dir} ..."
         )
-    cb = summary.get("trace_callback") or {}
-    if cb.get("error"):
-        console.print(f"trace_callback failed: {cb['error']}", highlight=False)
+    elif summary.get("errors") and results.run_dir is not None:
+        _echo_err(f"See why: agentkit show {results.run_dir} --failed")
 
 
-@click.command("describe")
-@click.argument("taskset_spec")
-@click.argument("harness")
-@click.option("-H", "harness_pairs", multiple=True, metavar="NAME=VALUE", help="Harness option.")
-@click.option("-T", "taskset_pairs", multiple=True, metavar="NAME=VALUE", help="Taskset option.")
-@click.option("--json", "as_json", is_flag=True, help="Print the compiled rubric as JSON.")
-def describe_cmd(
-    taskset_spec: str,
-    harness: str,
-    harness_pairs: tuple[str, ...],
-    taskset_pairs: tuple[str, ...],
-    as_json: bool,
-) -> None:
-    """Print the rubric compiled for TASKSET_SPEC and HARNESS (in scoring order)."""
-    h_options = _parse_options("harness", harness, harness_pairs, "-H")
-    t_options = _parse_options("taskset", _provider(taskset_spec), taskset_pairs, "-T")
-    env = _build_env(taskset_spec, harness, h_options, t_options, "local")
-    manifest = env.describe_rubric()
-    if as_json:
-        click.echo(json.dumps(manifest, indent=2))
-        return
-    from rich.console import Console
-    from rich.table import Table
+def _resolve(
+    params: dict[str, Any],
+    tables: dict[str, dict[str, Any]],
+    source: str | None,
+    resume: Path | None,
+) -> dict[str, Any]:
+    """Every setting: flags, then the config file, then the resumed run's manifest."""
+    stored: dict[str, Any] = {}
+    if resume is not None:
+        if params["out"] is not None:
+            raise SpecError("give either --out (a new run) or --resume (an existing run)")
+        from agentkit.env._store import RunStore
 
-    table = Table(title=f"Compiled rubric: {taskset_spec} × {harness}")
-    for col in ("#", "metric", "weight", "from", "function", "description"):
-        table.add_column(col)
-    for i, m in enumerate(manifest["metrics"], start=1):
-        table.add_row(
-            str(i), m["name"], f"{m['weight']:g}", m["origin"], m["function"], m["description"]
+        stored = RunStore(resume).read_manifest()
+    elif params["retry_errors"]:
+        raise SpecError("--retry-errors reruns rollouts of an existing run: give --resume DIR")
+    taskset_spec: str | None = params["taskset_spec"]
+    harness: str | None = params["harness"]
+    if taskset_spec is None or harness is None:
+        if not stored:
+            raise click.UsageError(
+                "TASKSET_SPEC and HARNESS are required (unless --resume DIR, or 'taskset' and "
+                "'harness' in --config)"
+            )
+        taskset_spec = taskset_spec or stored["taskset"].get("spec")
+        harness = harness or stored["harness"].get("name")
+        if not taskset_spec or not harness:
+            raise SpecError(f"{resume} was not started from names; pass TASKSET_SPEC and HARNESS")
+    provider = provider_of(taskset_spec)
+    where = source or "config"
+    h_options = {
+        **_check_options("harness", harness, tables.get("harness_options", {}), where),
+        **parse_options("harness", harness, params["harness_pairs"], "-H"),
+    }
+    t_options = {
+        **_check_options("taskset", provider, tables.get("taskset_options", {}), where),
+        **parse_options("taskset", provider, params["taskset_pairs"], "-T"),
+    }
+    sampling: dict[str, Any] = dict(tables.get("model_args", {}))
+    sampling.update(_model_args(params["model_pairs"]))
+    for name in ("temperature", "top_p", "seed"):
+        if params[name] is not None:
+            sampling[name] = params[name]
+    headers = {str(k): str(v) for k, v in tables.get("headers", {}).items()}
+    headers.update(_headers(params["header_pairs"]))
+    limits = {
+        k: params[k]
+        for k in ("max_tokens", "max_turns", "token_limit", "cost_limit", "message_limit")
+    }
+    run_limits = {k: params[k] for k in ("run_token_limit", "run_cost_limit", "timeout")}
+    price: Any = tables.get("price") or params["price"]
+    model, base_url, api_key_env = params["model"], params["base_url"], params["api_key_env"]
+    rollouts, limit, task_ids = params["rollouts"], params["limit"], params["task_ids"]
+    pass_threshold = params["pass_threshold"]
+    normalize = params["normalize_advantages"]
+    sb_name, allow_network = params["sandbox"], params["allow_network"]
+    sb_options: dict[str, Any] = {}
+    if tables.get("sandbox_options"):
+        sb_options = _check_options("sandbox", sb_name or "local", tables["sandbox_options"], where)
+    if stored:
+        # the stored settings are the defaults; those given again override them one
+        # by one (and a change that alters results is then refused, naming it)
+        if taskset_spec == stored["taskset"].get("spec"):
+            t_options = {**(stored["taskset"].get("options") or {}), **t_options}
+        if harness == stored["harness"].get("name"):
+            h_options = {**(stored["harness"].get("options") or {}), **h_options}
+        sctx = stored.get("context", {})
+        model = model if model is not None else sctx.get("model")
+        if base_url is None:
+            base_url = sctx.get("base_url")
+            if base_url and "***" in base_url:
+                raise SpecError(
+                    f"the base URL of {resume} ({base_url}) held credentials, which are not "
+                    "stored; pass it again with --base-url"
+                )
+        if api_key_env is None and sctx.get("api_key_env") not in (None, "OPENAI_API_KEY"):
+            api_key_env = sctx.get("api_key_env")
+        sampling = {**(sctx.get("sampling_args") or {}), **sampling}
+        headers = {**(sctx.get("headers") or {}), **headers}
+        for key, value in (sctx.get("limits") or {}).items():
+            if key in limits and limits[key] is None:
+                limits[key] = value
+        run_options = stored.get("options") or {}
+        for key in run_limits:
+            if run_limits[key] is None:
+                run_limits[key] = run_options.get(key)
+        if pass_threshold is None:
+            pass_threshold = run_options.get("pass_threshold")
+        normalize = normalize or bool(run_options.get("normalize_advantages"))
+        pricing = stored.get("pricing") or {}
+        if price is None and pricing.get("source") == "given":
+            price = {k: pricing[k] for k in ("input", "output", "cached_input") if pricing.get(k)}
+        plan = stored.get("plan", {})
+        rollouts = rollouts if rollouts is not None else plan.get("rollouts_per_task")
+        limit = limit if limit is not None else plan.get("limit")
+        if not task_ids and plan.get("requested_task_ids"):
+            task_ids = tuple(plan["requested_task_ids"])
+        sb = stored.get("sandbox", {})
+        if sb.get("used"):
+            sb_name = sb_name or sb.get("name")
+            if not params["sandbox_pairs"] and not sb_options:
+                sb_options = {
+                    k: v for k, v in (sb.get("options") or {}).items() if k != "allow_network"
+                }
+                allow_network = allow_network or bool(
+                    (sb.get("options") or {}).get("allow_network")
+                )
+    if params["sandbox_pairs"]:
+        sb_options.update(
+            parse_options("sandbox", sb_name or "local", params["sandbox_pairs"], "-S")
         )
-    console = Console(soft_wrap=False)
-    console.print(table)
-    if not manifest["metrics"]:
-        console.print("No reward functions: every rollout would get reward 0.")
-    console.print(f"Total reward: {manifest['total']}.", highlight=False)
+    hidden = [k for k, v in {**h_options, **t_options, **sb_options}.items() if v == "***"]
+    hidden += [f"--header {k}" for k, v in headers.items() if v == "***"]
+    if hidden:
+        raise SpecError(
+            f"{', '.join(hidden)} of {resume} held secrets, which are not stored; "
+            "pass them again (-H/-T/-S NAME=VALUE, --header 'NAME: VALUE')"
+        )
+    from agentkit._pricing import Price
+
+    parsed_price = None if price is None else Price.parse(price, where="--price")
+    out = None if resume is not None else (params["out"] or _default_out(harness))
+    options: dict[str, Any] = {
+        "rollouts_per_task": 1 if rollouts is None else rollouts,
+        "concurrency": params["concurrency"],
+        "limit": limit,
+        "task_ids": list(task_ids) or None,
+        "timeout": run_limits["timeout"],
+        "max_retries": params["max_retries"],
+        "out": out,
+        "resume": resume,
+        "retry_errors": params["retry_errors"],
+        "model": model,
+        "base_url": base_url,
+        "api_key_env": api_key_env,
+        "sampling_args": sampling,
+        "headers": headers,
+        **limits,
+        "run_token_limit": run_limits["run_token_limit"],
+        "run_cost_limit": run_limits["run_cost_limit"],
+        "price": parsed_price,
+        "sandbox": sb_name,
+        "sandbox_options": sb_options,
+        "keep_sandboxes": params["keep_sandboxes"],
+        "allow_network": allow_network,
+        "pass_threshold": 1.0 if pass_threshold is None else pass_threshold,
+        "normalize_advantages": normalize,
+        "preflight": params["preflight"],
+    }
+    return {
+        "taskset_spec": taskset_spec,
+        "harness": harness,
+        "h_options": h_options,
+        "t_options": t_options,
+        "sandbox": sb_name,
+        "options": options,
+    }
 
 
-@click.command("show")
-@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def show_cmd(run_dir: Path, as_json: bool) -> None:
-    """Summarize a finished or partial run directory (nothing is modified)."""
-    from agentkit.env._store import RunStore
-    from agentkit.env._summary import summarize
-
-    store = RunStore(run_dir)
-    manifest = store.read_manifest()
-    records, note = store.load_rollouts(repair=False)
-    plan = manifest.get("plan", {})
-    n = int(plan.get("rollouts_per_task") or 1)
-    example = {r.task_id: r.example_id for r in records}
-    planned = [(t, example.get(t, t.split(":", 1)[-1])) for t in plan.get("task_ids", [])]
-    opts = manifest.get("options", {})
-    summary = summarize(
-        records,
-        planned,
-        n,
-        threshold=float(opts.get("pass_threshold", 1.0)),
-        complete=len(records) >= len(planned) * n,
-        extra={"run_dir": str(run_dir), "repair_note": note},
+def _print_plan(plan: dict[str, Any]) -> None:
+    """``--dry-run``: the resolved plan for people."""
+    ctx = plan["context"]
+    harness = plan["harness"]
+    lines = [
+        "Dry run: nothing is run or written.",
+        f"Run directory: {plan['run_dir'] or '-'}" + ("  (resume)" if plan["resume"] else ""),
+        f"Taskset: {plan['taskset'].get('spec') or plan['taskset'].get('taskset_id')}"
+        + (f"  options {plan['taskset']['options']}" if plan["taskset"].get("options") else ""),
+        f"Harness: {harness.get('name') or harness.get('class')}"
+        + (f"  options {harness['options']}" if harness.get("options") else ""),
+        f"Model: {ctx.get('model') or '-'}  endpoint: {ctx.get('base_url') or '-'}  "
+        f"API key variable: {ctx.get('api_key_env')}",
+    ]
+    if ctx.get("sampling_args"):
+        lines.append(f"Sampling: {json.dumps(ctx['sampling_args'])}")
+    if ctx.get("headers"):
+        lines.append(f"Headers: {json.dumps(ctx['headers'])}")
+    limits = {k: v for k, v in (ctx.get("limits") or {}).items() if v is not None}
+    run_limits = {
+        k: v
+        for k, v in plan["options"].items()
+        if k in ("timeout", "run_token_limit", "run_cost_limit") and v is not None
+    }
+    if limits or run_limits:
+        lines.append(f"Limits: {json.dumps({**limits, **run_limits})}")
+    sandbox = plan["sandbox"]
+    lines.append(
+        f"Sandbox: {sandbox['name']}  options {sandbox['options']}"
+        if sandbox.get("used")
+        else "Sandbox: none needed"
     )
-    stored_summary = store.summary_path.exists()
-    summary["summary_written"] = stored_summary
-    if as_json:
-        click.echo(json.dumps(summary, indent=2, default=str))
-        return
-    ts = manifest.get("taskset", {})
-    h = manifest.get("harness", {})
-    ctx = manifest.get("context", {})
-    state = "complete" if summary["complete"] else "partial (resume with agentkit run --resume)"
-    click.echo(f"Run: {run_dir}  [{state}]")
-    click.echo(
-        f"Taskset: {ts.get('spec') or ts.get('taskset_id')}  Harness: "
-        f"{h.get('name') or h.get('class')}  Model: {ctx.get('model')}"
+    pricing = plan.get("pricing")
+    lines.append(f"Prices: {json.dumps(pricing) if pricing else 'unknown'}")
+    tasks = plan["tasks"]
+    shown = ", ".join(tasks[:10]) + (f", ... ({len(tasks) - 10} more)" if len(tasks) > 10 else "")
+    lines.append(f"Tasks ({len(tasks)}): {shown}")
+    rollouts = (
+        f"Rollouts: {plan['planned']} planned ({plural(len(tasks), 'task')} × "
+        f"{plan['rollouts_per_task']}), {plan['to_run']} to run"
     )
-    if note:
-        click.echo(f"Note: {note} (it would be dropped on resume)")
-    if manifest.get("sandbox_warning"):
-        click.echo(f"Warning: {manifest['sandbox_warning']}")
-    _print_results(summary, title=str(run_dir))
+    if plan["already_finished"]:
+        rollouts += f", {plan['already_finished']} already finished"
+    if plan["rerun"]:
+        rollouts += f", {plan['rerun']} to run again"
+    lines.append(rollouts)
+    for path, (was, now) in (plan.get("resume_changes") or {}).items():
+        lines.append(f"Changes on resume: {path.split('.')[-1]}: {was} -> {now}")
+    click.echo("\n".join(lines))
 
 
 @contextlib.contextmanager

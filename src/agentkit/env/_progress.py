@@ -121,7 +121,7 @@ def render_results_table(summary: dict[str, Any], *, title: str = "Results") -> 
     largest = max(ks, key=int) if ks else None
     shown = [k for k in ks if k == "1"] + ([largest] if largest not in (None, "1") else [])
     table = Table(title=title)
-    table.add_column("task")
+    table.add_column("task", overflow="fold")
     table.add_column("rollouts", justify="right")
     table.add_column("mean reward", justify="right")
     for k in shown:

@@ -53,6 +53,8 @@ class RolloutRecord:
 
     def to_json(self) -> dict[str, Any]:
         """The ``rollouts.jsonl`` line (``"type": "rollout"``)."""
+        # small fields first, then the large ones (output, messages, raw): a
+        # reader can parse the part before ``"output"`` to list rollouts fast
         return {
             "type": "rollout",
             "schema_version": RUN_SCHEMA_VERSION,
@@ -62,15 +64,13 @@ class RolloutRecord:
             "rollout_index": self.rollout_index,
             "group": self.group,
             "status": self.status,
-            "output": self.output,
-            "messages": self.messages,
-            "usage": self.usage,
-            "rewards": self.rewards,
             "reward": self.reward,
-            "advantage": self.advantage,
             "passed": self.passed,
-            "error": self.error,
+            "advantage": self.advantage,
             "error_kind": self.error_kind,
+            "error": self.error,
+            "rewards": self.rewards,
+            "usage": self.usage,
             "scoring_errors": self.scoring_errors,
             "attempts": self.attempts,
             "retries": self.retries,
@@ -78,6 +78,8 @@ class RolloutRecord:
             "events": self.events,
             "events_file": self.events_file,
             "events_dropped": self.events_dropped,
+            "output": self.output,
+            "messages": self.messages,
             "raw": self.raw,
         }
 

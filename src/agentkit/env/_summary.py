@@ -125,10 +125,18 @@ def summarize(
                 r.scoring_errors[0]["error"] if r.scoring_errors else r.status
             )
     usage_total: dict[str, float] = {}
+    priced = 0
     for r in records:
         for key, value in r.usage.items():
-            if isinstance(value, (int, float)):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
                 usage_total[key] = usage_total.get(key, 0) + value
+        if isinstance(r.usage.get("cost"), (int, float)):
+            priced += 1
+    usage_mean = {
+        key: value / (priced if key == "cost" else len(records))
+        for key, value in usage_total.items()
+        if records and (key != "cost" or priced)
+    }
     summary: dict[str, Any] = {
         "schema_version": RUN_SCHEMA_VERSION,
         "complete": complete,
@@ -144,6 +152,8 @@ def summarize(
         "pass_at_k": {k: math.fsum(v) / len(v) for k, v in task_pass.items()},
         "metrics": {name: math.fsum(v) / len(v) for name, v in metrics.items()},
         "usage": usage_total,
+        "usage_mean": usage_mean,
+        "priced": priced,
         "tasks": tasks,
     }
     if breakdowns:

@@ -1,0 +1,319 @@
+"""``agentkit show`` (a run, one rollout, the failed ones) and ``agentkit runs`` (a folder)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = ["print_results", "runs_cmd", "show_cmd"]
+
+
+def _money(value: Any) -> str:
+    if not isinstance(value, (int, float)):
+        return "unknown"
+    return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
+
+
+def usage_lines(summary: dict[str, Any]) -> list[str]:
+    """Tokens and cost: totals and per-rollout means."""
+    usage = summary.get("usage") or {}
+    means = summary.get("usage_mean") or {}
+    if not usage:
+        return []
+    tokens = (
+        f"Tokens: {usage.get('input_tokens', 0):,} in ({usage.get('cached_tokens', 0):,} cached), "
+        f"{usage.get('output_tokens', 0):,} out ({usage.get('reasoning_tokens', 0):,} reasoning)"
+    )
+    if means:
+        tokens += (
+            f"; per rollout {means.get('input_tokens', 0):,.0f} in, "
+            f"{means.get('output_tokens', 0):,.0f} out"
+        )
+    cost = f"Cost: {_money(usage.get('cost'))}"
+    if isinstance(means.get("cost"), (int, float)):
+        cost += f" ({_money(means['cost'])} per rollout)"
+    priced = summary.get("priced")
+    finished = summary.get("finished", 0)
+    if isinstance(priced, int) and 0 < priced < finished:
+        cost += f"; {priced} of {finished} rollouts priced"
+    return [tokens, cost]
+
+
+def print_results(summary: dict[str, Any], *, title: str) -> None:
+    """The results table, tokens and cost, and one line per error kind."""
+    from rich.console import Console
+
+    from agentkit.env._progress import render_results_table
+
+    console = Console(soft_wrap=False)
+    console.print(render_results_table(summary, title=title))
+    for line in usage_lines(summary):
+        console.print(line, highlight=False, markup=False)
+    kinds = summary.get("error_kinds") or {}
+    firsts = summary.get("first_error_by_kind") or {}
+    for kind, count in sorted(kinds.items()):
+        console.print(
+            f"[red]{count} rollout{'' if count == 1 else 's'} with {kind}[/red]: "
+            + firsts.get(kind, "").replace("[", "\\["),
+            markup=True,
+            highlight=False,
+        )
+    cb = summary.get("trace_callback") or {}
+    if cb.get("error"):
+        console.print(f"trace_callback failed: {cb['error']}", highlight=False, markup=False)
+
+
+def _open(run_dir: Path) -> Any:
+    import agentkit.runs
+
+    return agentkit.runs.open(run_dir)
+
+
+@click.command("show")
+@click.argument("run_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option(
+    "--rollout",
+    "rollout_id",
+    default=None,
+    metavar="ID",
+    help="Print one rollout: task, transcript, verifier output, timings, tokens, error.",
+)
+@click.option("--failed", is_flag=True, help="List the rollouts that did not pass, with why.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead.")
+def show_cmd(run_dir: Path, rollout_id: str | None, failed: bool, as_json: bool) -> None:
+    """Summarize a finished or partial run directory (nothing is modified).
+
+    With --rollout ID (or a unique prefix of it) prints that rollout in full;
+    with --failed lists the rollouts that errored, hit a limit, could not run
+    or scored below the pass threshold.
+    """
+    run = _open(run_dir)
+    if rollout_id is not None:
+        _show_rollout(run, rollout_id, as_json)
+        return
+    if failed:
+        _show_failed(run, as_json)
+        return
+    summary = run.summary()
+    summary["summary_written"] = run.stored_summary() is not None
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+        return
+    info = run.info
+    state = "complete" if summary["complete"] else "partial (resume with agentkit run --resume)"
+    click.echo(f"Run: {run_dir}  [{state}]")
+    click.echo(f"Taskset: {info.taskset}  Harness: {info.harness}  Model: {info.model}")
+    settings = {**info.sampling_args, **{k: v for k, v in info.limits.items() if v is not None}}
+    if settings:
+        click.echo(f"Settings: {json.dumps(settings)}")
+    if summary.get("repair_note"):
+        click.echo(f"Note: {summary['repair_note']} (it would be dropped on resume)")
+    if info.manifest.get("sandbox_warning"):
+        click.echo(f"Warning: {info.manifest['sandbox_warning']}")
+    print_results(summary, title=str(run_dir))
+    if summary.get("stopped"):
+        click.echo(f"Stopped: {summary['stopped']}")
+
+
+def _show_failed(run: Any, as_json: bool) -> None:
+    rows = list(run.iter_rollouts(failed=True))
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "rollout_id": r.rollout_id,
+                        "task_id": r.task_id,
+                        "status": r.status,
+                        "error_kind": r.error_kind,
+                        "reward": r.reward,
+                        "infrastructure": r.infrastructure,
+                        "reason": r.reason,
+                    }
+                    for r in rows
+                ],
+                indent=2,
+            )
+        )
+        return
+    if not rows:
+        click.echo(f"No failed rollouts in {run.path} ({len(run)} finished).")
+        return
+    width = max(len(r.rollout_id) for r in rows)
+    for r in rows:
+        tag = " [could not run]" if r.infrastructure else ""
+        click.echo(f"{r.rollout_id:<{width}}  {r.reason}{tag}")
+    click.echo(
+        f"{len(rows)} of {len(run)} rollouts did not pass. Details: agentkit show {run.path} "
+        "--rollout ID; run again: agentkit run --resume "
+        f"{run.path} (could not run) [--retry-errors (errored)]"
+    )
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):  # content parts
+        return "".join(
+            str(p.get("text", "")) if isinstance(p, dict) else str(p) for p in value
+        ) or json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, indent=2)
+
+
+def _show_rollout(run: Any, rollout_id: str, as_json: bool) -> None:
+    from agentkit._errors import SpecError
+
+    try:
+        r = run.rollout(rollout_id)
+    except KeyError as exc:
+        raise SpecError(str(exc.args[0])) from None
+    task = run.tasks().get(r.task_id)
+    if as_json:
+        data = r.to_json()
+        data["task"] = None if task is None else {"input": task.input, "target": task.target}
+        data["steps"] = [
+            {"seq": s.seq, "type": s.type, "timestamp": s.timestamp, "data": s.data}
+            for s in run.steps(r.rollout_id)
+        ]
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    out: list[str] = []
+    out.append(f"Rollout {r.rollout_id}  (task {r.task_id}, rollout {r.rollout_index})")
+    verdict = "passed" if r.passed else "did not pass"
+    reward = "none" if r.reward is None else f"{r.reward:g}"
+    out.append(f"Status: {r.status}  reward: {reward}  ({verdict})")
+    if r.error:
+        out.append(f"Error ({r.error_kind}): {r.error}")
+    if r.infrastructure:
+        out.append("It could not run: agentkit run --resume runs it again.")
+    if task is not None:
+        out.append("")
+        out.append("== Task ==")
+        out.append(_text(task.input))
+        if task.target is not None:
+            out.append(f"Target: {_text(task.target)}")
+    out.append("")
+    out.append("== Transcript ==")
+    for message in r.messages:
+        role = message.get("role", "?")
+        content = message.get("content")
+        header = f"[{role}]"
+        if message.get("tool_call_id"):
+            header += f" (result of {message['tool_call_id']})"
+        out.append(header + (f" {_text(content)}" if content not in (None, "") else ""))
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function") or {}
+            out.append(f"  -> tool call {fn.get('name')}({fn.get('arguments', '')})")
+    if not r.messages and r.output:
+        out.append(_text(r.output))
+    out.append("")
+    out.append("== Verifier ==")
+    for name, value in sorted(r.rewards.items()):
+        out.append(f"{name}: {value:g}" if isinstance(value, (int, float)) else f"{name}: {value}")
+    for err in r.scoring_errors:
+        out.append(f"{err.get('metric')} raised: {err.get('error')}")
+    verifier = r.raw.get("verifier")
+    if verifier:
+        out.append(f"verifier: {json.dumps(verifier, ensure_ascii=False)[:2000]}")
+    for key in ("reason", "verifier_output", "stdout", "stderr"):
+        if isinstance(r.raw.get(key), str) and r.raw[key].strip():
+            out.append(f"{key}: {r.raw[key].strip()[-2000:]}")
+    out.append("")
+    t = r.timings
+    parts = [
+        f"{name} {value:.2f}s"
+        for name, value in (
+            ("total", t.duration_s),
+            ("harness", t.harness_s),
+            ("scoring", t.scoring_s),
+        )
+        if isinstance(value, (int, float))
+    ]
+    if t.started_at:
+        started = datetime.datetime.fromtimestamp(t.started_at).isoformat(timespec="seconds")
+        parts.insert(0, f"started {started}")
+    out.append(f"Timings: {', '.join(parts)}; attempts {r.attempts}")
+    u = r.usage
+    out.append(
+        f"Tokens: {u.input_tokens} in ({u.cached_tokens} cached), {u.output_tokens} out "
+        f"({u.reasoning_tokens} reasoning), {u.requests} requests; cost {_money(r.cost)}"
+    )
+    for retry in r.retries:
+        out.append(f"Retried after: {retry.get('error_kind')}: {retry.get('error')}")
+    steps = run.steps(r.rollout_id)
+    if steps:
+        out.append(f"Steps: {len(steps)} events ({', '.join(_step_counts(steps))})")
+    click.echo("\n".join(out))
+
+
+def _step_counts(steps: list[Any]) -> list[str]:
+    counts: dict[str, int] = {}
+    for s in steps:
+        counts[s.type] = counts.get(s.type, 0) + 1
+    return [f"{k} {v}" for k, v in counts.items()]
+
+
+@click.command("runs")
+@click.argument(
+    "folder", required=False, type=click.Path(path_type=Path, file_okay=False), default="runs"
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def runs_cmd(folder: Path, as_json: bool) -> None:
+    """List the run directories under FOLDER (default: runs), newest first."""
+    import agentkit.runs
+
+    listings = agentkit.runs.list_runs(folder)
+    if as_json:
+        click.echo(
+            json.dumps(
+                [
+                    {
+                        "path": str(r.path),
+                        "created_at": r.created_at,
+                        "taskset": r.taskset,
+                        "harness": r.harness,
+                        "model": r.model,
+                        "planned": r.planned,
+                        "finished": r.finished,
+                        "errors": r.errors,
+                        "mean_reward": r.mean_reward,
+                        "cost": r.cost,
+                        "complete": r.complete,
+                    }
+                    for r in listings
+                ],
+                indent=2,
+            )
+        )
+        return
+    if not listings:
+        click.echo(f"No runs in {folder}.")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"Runs in {folder}")
+    for column in ("run", "date", "taskset", "harness", "model", "rollouts", "errors", "reward"):
+        table.add_column(
+            column, overflow="fold", justify="right" if column in ("rollouts", "errors") else "left"
+        )
+    for r in listings:
+        date = datetime.datetime.fromtimestamp(r.created_at).strftime("%Y-%m-%d %H:%M")
+        table.add_row(
+            r.path.name,
+            date,
+            r.taskset or "-",
+            r.harness or "-",
+            r.model or "-",
+            f"{r.finished}/{r.planned}",
+            str(r.errors),
+            "-" if r.mean_reward is None else f"{r.mean_reward:.3f}",
+        )
+    console = Console(soft_wrap=False)
+    if not console.is_terminal:  # piped: no need to fold paths at 80 columns
+        console = Console(soft_wrap=False, width=200)
+    console.print(table)
