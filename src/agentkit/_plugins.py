@@ -122,12 +122,27 @@ def _split_env(var: str) -> set[str] | None:
     return {s.strip() for s in raw.split(",") if s.strip()}
 
 
+#: reStructuredText roles (``:class:`X```) and literals (````x````) in a docstring line.
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
+
+
+def plain_text(line: str) -> str:
+    """A docstring line without reStructuredText markup, for people."""
+    text = _ROLE.sub(
+        lambda m: m.group(1).split(".")[-1] if "<" not in m.group(1) else m.group(1), line
+    )
+    text = _LITERAL.sub(r"\1", text)
+    text = re.sub(r"\s*\(see [A-Z_]+\)", "", text)  # a pointer to a constant reads oddly here
+    return text
+
+
 def _describe(obj: Any) -> str:
     desc = getattr(obj, "description", None)
     if isinstance(desc, str) and desc:
-        return desc.strip().splitlines()[0]
+        return plain_text(desc.strip().splitlines()[0])
     doc = inspect.getdoc(obj) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    return plain_text(doc.strip().splitlines()[0]) if doc.strip() else ""
 
 
 def _check(kind: Kind, obj: Any) -> str | None:

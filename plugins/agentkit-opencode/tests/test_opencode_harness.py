@@ -363,8 +363,9 @@ async def test_max_turns_and_sampling_arguments_reach_opencode(
     context = RunContext(
         base_url=model_server.base_url,
         sandbox=sandbox,
-        limits=Limits(max_turns=2),
-        sampling_args={"temperature": 0.3, "top_p": 0.9},
+        limits=Limits(max_turns=2, max_tokens=321),
+        sampling_args={"temperature": 0.3, "top_p": 0.9, "seed": 11, "top_k": 5},
+        headers={"X-Team": "evals"},
     )
     result = await OpenCode(model="scripted-model", timeout=60).run(unique_task("loop"), context)
     # the model never stops calling tools: opencode is stopped as its third call begins
@@ -375,6 +376,10 @@ async def test_max_turns_and_sampling_arguments_reach_opencode(
     bodies = [r.body for r in model_server.chat_requests]
     assert 3 <= len(bodies) <= 4
     assert all(b["temperature"] == 0.3 and b["top_p"] == 0.9 for b in bodies)
+    # --seed, -M top_k=5, --max-tokens and --header reach every request too
+    assert all(b["seed"] == 11 and b["top_k"] == 5 for b in bodies), bodies[0]
+    assert all(b.get("max_tokens", b.get("max_completion_tokens")) == 321 for b in bodies)
+    assert all(r.headers.get("x-team") == "evals" for r in model_server.chat_requests)
 
 
 @pytest.mark.model_script({"default": {"content": "Reviewed."}})

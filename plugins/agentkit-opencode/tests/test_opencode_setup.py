@@ -86,6 +86,7 @@ def test_generated_config_points_at_the_endpoint_without_the_key() -> None:
         "apiKey": "{env:" + API_KEY_ENV + "}",
     }
     assert list(provider["models"]) == ["Qwen/Qwen3-8B"]
+    assert provider["models"]["Qwen/Qwen3-8B"]["options"] == {"seed": 3}
     assert config["model"] == "agentkit/Qwen/Qwen3-8B"
     assert config["permission"] == {"*": "allow"}
     assert config["enabled_providers"] == ["agentkit"]

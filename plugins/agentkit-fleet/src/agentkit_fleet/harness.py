@@ -26,10 +26,12 @@ import shlex
 import shutil
 import tempfile
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Literal
 
 from agentkit._context import RunContext
+from agentkit._endpoint import EndpointError, ModelEndpoint
 from agentkit._errors import HarnessError
 from agentkit._events import EventCallback, EventRecorder
 from agentkit._result import HarnessResult
@@ -56,27 +58,6 @@ LOCAL_ENV_KEYS = frozenset({"bookings"})
 Provider = Literal["auto", "mcp", "platform", "local"]
 
 
-class _ModelError(Exception):
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-def _classify(exc: Exception) -> _ModelError:
-    import openai
-
-    if isinstance(exc, openai.RateLimitError):
-        return _ModelError("model_rate_limit", f"rate limited: {exc}")
-    if isinstance(exc, openai.APITimeoutError):
-        return _ModelError("model_connection", f"model call timed out: {exc}")
-    if isinstance(exc, openai.APIConnectionError):
-        return _ModelError("model_connection", f"cannot reach the model: {exc}")
-    if isinstance(exc, openai.APIStatusError):
-        kind = "model_server_error" if exc.status_code >= 500 else "model_error"
-        return _ModelError(kind, f"model returned HTTP {exc.status_code}: {exc}")
-    return _ModelError("model_error", f"{type(exc).__name__}: {exc}")
-
-
 class FleetToolCallHarness:
     """Fleet tool-call harness: tools over MCP, ``<tool_call>`` format, verifier reward.
 
@@ -96,6 +77,8 @@ class FleetToolCallHarness:
 
     name = "fleet-tool-call"
     description = "Fleet tool-call loop over MCP (<tool_call> JSON, <done>); verifier reward."
+    #: It calls the run's model: the preflight checks the endpoint and the API key.
+    uses_model = True
 
     def __init__(
         self,
@@ -134,6 +117,42 @@ class FleetToolCallHarness:
         self.model = model
         self.base_url = base_url
         self.request_timeout = request_timeout
+        # the model endpoint's connections, per event loop, shared by every rollout
+        self._endpoints: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], ModelEndpoint]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def preflight(self, context: RunContext) -> None:
+        """Before a run: the MCP command is installed, the platform key is set."""
+        if self.mcp_command and shutil.which(self.mcp_command[0]) is None:
+            raise HarnessError(
+                f"fleet-tool-call: the MCP command {self.mcp_command[0]!r} (-H mcp_command) "
+                "is not installed or not on PATH"
+            )
+        if self.provider == "platform" and not os.environ.get("FLEET_API_KEY"):
+            raise HarnessError("fleet-tool-call: provider 'platform' needs FLEET_API_KEY")
+
+    async def aclose(self) -> None:
+        """Close the model endpoint's connections opened on the running event loop."""
+        loop = asyncio.get_running_loop()
+        for endpoint in self._endpoints.pop(loop, {}).values():
+            await endpoint.aclose()
+
+    def _endpoint(self, base_url: str | None, api_key: str | None, context: RunContext) -> Any:
+        loop = asyncio.get_running_loop()
+        per_loop = self._endpoints.setdefault(loop, {})
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        key = (url, api_key, tuple(sorted(context.headers.items())))
+        endpoint = per_loop.get(key)
+        if endpoint is None:
+            endpoint = per_loop[key] = ModelEndpoint(
+                url,
+                api_key=api_key,
+                headers=context.headers,
+                max_connections=context.max_connections or 100,
+                timeout=self.request_timeout,
+            )
+        return endpoint
 
     def __repr__(self) -> str:
         return f"FleetToolCallHarness(provider={self.provider!r}, max_turns={self.max_turns})"
@@ -320,17 +339,17 @@ class FleetToolCallHarness:
         usage: Usage,
         finish_reasons: list[str | None],
     ) -> tuple[Usage, Any, str | None, str | None]:
-        """Model call, ``episode.step``, until done; appends each call's finish reason."""
-        import openai
+        """Model call, ``episode.step``, until done; appends each call's finish reason.
 
+        Before each call the rollout's token, cost and message limits are
+        checked; one that is reached ends the rollout (status ``timeout``).
+        """
         recorder = episode.recorder
         api_key = context.resolved_api_key
-        client = openai.AsyncOpenAI(
-            base_url=base_url,
-            api_key=api_key or "unused",
-            timeout=self.request_timeout,
-            max_retries=0,
-        )
+        try:
+            endpoint = self._endpoint(base_url, api_key, context)
+        except EndpointError as exc:
+            return usage, "failed", str(exc), exc.kind
         sampling = {
             k: v
             for k, v in context.sampling_args.items()
@@ -338,46 +357,46 @@ class FleetToolCallHarness:
         }
         if context.limits.max_tokens is not None and "max_tokens" not in sampling:
             sampling["max_tokens"] = context.limits.max_tokens
-        try:
-            while not episode.done:
-                turn = episode.turns
-                await recorder.emit(
-                    "model.request", turn=turn, model=model, n_messages=len(episode.chat_history)
-                )
-                t0 = time.monotonic()
-                try:
-                    create: Any = client.chat.completions.create
-                    response = await create(
-                        model=model, messages=list(episode.chat_history), **sampling
-                    )
-                except Exception as exc:
-                    err = _classify(exc)
-                    return usage, "failed", _redact(str(err), api_key), err.kind
-                choice = response.choices[0] if response.choices else None
-                text = (choice.message.content if choice is not None else None) or ""
-                u = response.usage
-                if u is not None:
-                    details = getattr(u, "prompt_tokens_details", None)
-                    usage = usage + Usage(
-                        input_tokens=u.prompt_tokens or 0,
-                        output_tokens=u.completion_tokens or 0,
-                        cached_tokens=getattr(details, "cached_tokens", 0) or 0,
-                        requests=1,
-                    )
-                else:
-                    usage = usage + Usage(requests=1)
-                finish = getattr(choice, "finish_reason", None)
-                finish_reasons.append(finish if isinstance(finish, str) else None)
-                await recorder.emit(
-                    "model.response",
-                    turn=turn,
-                    message={"role": "assistant", "content": text},
-                    finish_reason=finish_reasons[-1],
-                    latency_sec=round(time.monotonic() - t0, 6),
-                )
-                await episode.step(text)
-        finally:
-            await client.close()
+        extra_headers = sampling.pop("extra_headers", None) or None
+        extra_body = sampling.pop("extra_body", None) or {}
+        while not episode.done:
+            hit = context.limit_hit(usage, len(episode.chat_history))
+            if hit is not None:
+                return usage, "timeout", hit[1], hit[0]
+            turn = episode.turns
+            await recorder.emit(
+                "model.request", turn=turn, model=model, n_messages=len(episode.chat_history)
+            )
+            t0 = time.monotonic()
+            body = {"model": model, "messages": list(episode.chat_history), **sampling}
+            body.update(extra_body)
+            try:
+                data = await endpoint.post_json("/chat/completions", body, headers=extra_headers)
+            except EndpointError as exc:
+                return usage, "failed", _redact(str(exc), api_key), exc.kind
+            choices = data.get("choices") if isinstance(data, dict) else None
+            choice = choices[0] if isinstance(choices, list) and choices else {}
+            message = choice.get("message") if isinstance(choice, dict) else None
+            content = message.get("content") if isinstance(message, dict) else None
+            text = content if isinstance(content, str) else ""
+            call_usage = _usage_of(data.get("usage") if isinstance(data, dict) else None)
+            usage = usage + call_usage
+            finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+            finish_reasons.append(finish if isinstance(finish, str) else None)
+            await recorder.emit(
+                "model.response",
+                turn=turn,
+                message={"role": "assistant", "content": text},
+                finish_reason=finish_reasons[-1],
+                usage={
+                    "input_tokens": call_usage.input_tokens,
+                    "output_tokens": call_usage.output_tokens,
+                    "cached_tokens": call_usage.cached_tokens,
+                    "reasoning_tokens": call_usage.reasoning_tokens,
+                },
+                latency_sec=round(time.monotonic() - t0, 6),
+            )
+            await episode.step(text)
         return usage, "completed", None, None
 
     def _result(
@@ -483,6 +502,25 @@ def _metric(key: str) -> Any:
     metric.__name__ = key
     metric.__qualname__ = f"fleet_metric_{key}"
     return metric
+
+
+def _usage_of(usage: Any) -> Usage:
+    """One call's tokens from the response's ``usage`` object, as the server reported them."""
+    if not isinstance(usage, dict):
+        return Usage(requests=1)
+    prompt = usage.get("prompt_tokens_details")
+    completion = usage.get("completion_tokens_details")
+    return Usage(
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        cached_tokens=int((prompt or {}).get("cached_tokens") or 0)
+        if isinstance(prompt, dict)
+        else 0,
+        reasoning_tokens=int((completion or {}).get("reasoning_tokens") or 0)
+        if isinstance(completion, dict)
+        else 0,
+        requests=1,
+    )
 
 
 def _redact(text: str, secret: str | None) -> str:

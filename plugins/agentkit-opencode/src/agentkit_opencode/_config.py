@@ -41,6 +41,10 @@ STATIC_ENV: dict[str, str] = {
 }
 #: Sampling arguments opencode takes per agent.
 _AGENT_SAMPLING = {"temperature": "temperature", "top_p": "top_p"}
+#: Request fields opencode itself sets.
+_OWNED = frozenset({"model", "messages", "stream", "tools", "max_tokens"})
+#: The context window declared with ``limit.output`` (opencode needs both).
+_CONTEXT_TOKENS = 128_000
 
 
 def model_reference(model: str, *, generated_provider: bool) -> str:
@@ -69,12 +73,20 @@ def build_config(
     max_turns: int | None = None,
     sampling_args: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    max_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The opencode configuration for one run (``extra`` merged over the generated one).
 
     With ``base_url`` a provider ``agentkit`` serving ``model`` is declared and
     made the only enabled provider; without it, ``model`` is used as given
     (``provider/model``) and ``extra`` must configure that provider.
+
+    ``temperature`` and ``top_p`` become the agent's settings; the other
+    sampling arguments (``seed``, ``-M`` fields) become the model's options,
+    which the OpenAI-compatible provider sends in every request body;
+    ``headers`` go with every request and ``max_tokens`` caps each call's
+    output (the model's ``limit.output``).
     """
     config: dict[str, Any] = {
         "$schema": "https://opencode.ai/config.json",
@@ -86,13 +98,25 @@ def build_config(
         options: dict[str, Any] = {"baseURL": base_url}
         if has_api_key:
             options["apiKey"] = "{env:" + API_KEY_ENV + "}"
+        if headers:
+            options["headers"] = dict(headers)
+        # temperature: True lets opencode send the agent's temperature
+        entry: dict[str, Any] = {"name": model, "tool_call": True, "temperature": True}
+        model_options = {
+            k: v
+            for k, v in (sampling_args or {}).items()
+            if k not in _AGENT_SAMPLING and k not in _OWNED and not k.startswith("extra_")
+        }
+        if model_options:
+            entry["options"] = model_options
+        if max_tokens is not None:
+            entry["limit"] = {"context": _CONTEXT_TOKENS, "output": max_tokens}
         config["provider"] = {
             PROVIDER_ID: {
                 "npm": "@ai-sdk/openai-compatible",
                 "name": "agentkit endpoint",
                 "options": options,
-                # temperature: True lets opencode send the agent's temperature
-                "models": {model: {"name": model, "tool_call": True, "temperature": True}},
+                "models": {model: entry},
             }
         }
         config["enabled_providers"] = [PROVIDER_ID]

@@ -140,6 +140,8 @@ class StreamState:
         #: Set by the harness: the model-call limit, and whether opencode was stopped by it.
         self.max_turns: int | None = None
         self.turn_limit_hit = False
+        #: Set by the harness when a token, cost or message limit stopped opencode.
+        self.limit_hit: tuple[str, str] | None = None
 
     # -- feeding ------------------------------------------------------------
 

@@ -99,6 +99,8 @@ class OpenCode:
     )
     #: The runner gives this harness a sandbox even when the task asks for none.
     requires_sandbox: ClassVar[bool] = True
+    #: It calls the run's model: the preflight checks the endpoint and the API key.
+    uses_model: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -142,6 +144,10 @@ class OpenCode:
             return list(find_opencode(self.binary).mount_dirs)
         except HarnessError:
             return []
+
+    async def preflight(self, context: RunContext) -> None:
+        """Before a run: the opencode program is installed (a HarnessError says how to)."""
+        await asyncio.to_thread(find_opencode, self.binary)
 
     def find_binary(self) -> OpenCodeBinary:
         """The opencode executable this harness runs (raises HarnessError when missing)."""
@@ -210,6 +216,8 @@ class OpenCode:
             max_turns=context.limits.max_turns,
             sampling_args=context.sampling_args,
             extra=self.config,
+            headers=context.headers,
+            max_tokens=context.limits.max_tokens,
         )
         translate = getattr(sandbox, "translate", None)  # host mode: in-sandbox -> host paths
         xdg_root = translate(XDG_ROOT) if callable(translate) else XDG_ROOT
@@ -239,7 +247,9 @@ class OpenCode:
             if timeout is not None:
                 remaining = max(0.001, timeout - (time.monotonic() - started))
             proc = await sandbox.start(argv, env=env)
-            outcome = await _drive(proc, prompt, state, remaining, context.limits.max_turns)
+            outcome = await _drive(
+                proc, prompt, state, remaining, context.limits.max_turns, context
+            )
         finally:
             import anyio
 
@@ -298,6 +308,9 @@ class OpenCode:
                 if timeout is not None
                 else "opencode timed out"
             )
+        elif state.limit_hit is not None:
+            status = "timeout"
+            error_kind, error = state.limit_hit
         elif state.turn_limit_hit:
             status = "timeout"
             error_kind = "max_turns"
@@ -426,6 +439,7 @@ async def _drive(
     state: StreamState,
     timeout: float | None,
     max_turns: int | None = None,
+    context: RunContext | None = None,
 ) -> ExecResult:
     """Send the prompt, feed stdout to ``state`` live, wait; kill the tree on any exit path.
 
@@ -447,6 +461,11 @@ async def _drive(
             if max_turns is not None and state.turns > max_turns and not state.turn_limit_hit:
                 state.turn_limit_hit = True
                 await proc.kill()
+            if context is not None and state.limit_hit is None and not state.turn_limit_hit:
+                hit = context.limit_hit(state.usage, len(state.messages))
+                if hit is not None:  # a token, cost or message limit: stop opencode
+                    state.limit_hit = hit
+                    await proc.kill()
 
     reader = asyncio.ensure_future(pump())
     try:
