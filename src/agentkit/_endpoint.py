@@ -313,6 +313,10 @@ def _transport_error(exc: BaseException) -> EndpointError:
 
 def _proxy_for(scheme: str, host: str) -> str | None:
     """The proxy URL the environment sets for this scheme and host, if any."""
+    import os
+
+    if not any(k.lower().endswith("_proxy") for k in os.environ):
+        return None  # the common case, without importing urllib.request
     import urllib.request
 
     proxies = urllib.request.getproxies()

@@ -50,15 +50,50 @@ DEFAULT_PLUGINS: tuple[str, ...] = ("agentkit._builtins",)
 
 @attrs.frozen
 class Registration:
-    """One registered name: what it is, what builds it, and who registered it."""
+    """One registered name: what it is, what builds it, and who registered it.
+
+    A plugin may register a reference, ``"package.module:Attribute"``, instead
+    of the object: it is imported the first time :attr:`factory` is used, so
+    a run imports only the plugins' pieces it uses.
+    """
 
     kind: Kind
     name: str
-    factory: Any
-    description: str
+    _factory: Any = attrs.field(alias="factory")
+    _description: str | None = attrs.field(alias="description")
     plugin: str
     distribution: str
     version: str
+    _resolved: list[Any] = attrs.field(factory=list, eq=False, repr=False)
+
+    @property
+    def factory(self) -> Any:
+        """What builds the registered thing (a lazy reference is imported now, and checked)."""
+        if not isinstance(self._factory, str):
+            return self._factory
+        if not self._resolved:
+            from agentkit._errors import PluginError
+
+            module, _, attr = self._factory.partition(":")
+            try:
+                obj = getattr(importlib.import_module(module), attr)
+            except Exception as exc:
+                raise PluginError(
+                    f"{self.kind} {self.name!r} of {self.distribution} cannot be loaded from "
+                    f"{self._factory}: {type(exc).__name__}: {exc}"
+                ) from None
+            problem = _check(self.kind, obj)
+            if problem:
+                raise PluginError(f"{self.kind} {self.name!r} is invalid: {problem}")
+            self._resolved.append(obj)
+        return self._resolved[0]
+
+    @property
+    def description(self) -> str:
+        """One line for people (the registration's, else the object's docstring)."""
+        if self._description is None:
+            return _describe(self.factory)
+        return self._description
 
 
 @attrs.frozen
@@ -396,7 +431,13 @@ def _collect(
                     "name is its metrics' namespace, and core.*, harness.* and user.* belong "
                     "to the taskset, the harness and env.add_rubric(); choose another name"
                 )
-            problem = _check(_kind, obj)
+            lazy = isinstance(obj, str)
+            if lazy and not re.fullmatch(r"[\w.]+:[\w.]+", obj):
+                raise ValueError(
+                    f"{_kind} {reg_name!r}: a reference must look like 'package.module:Name', "
+                    f"got {obj!r}"
+                )
+            problem = None if lazy else _check(_kind, obj)
             if problem:
                 raise ValueError(f"{_kind} {reg_name!r} is invalid: {problem}")
             _pending.append(
@@ -404,7 +445,7 @@ def _collect(
                     kind=_kind,
                     name=reg_name,
                     factory=obj,
-                    description=description or _describe(obj),
+                    description=description or (None if lazy else _describe(obj)),
                     plugin=plugin,
                     distribution=dist,
                     version=version,

@@ -202,6 +202,36 @@ def _read_tasks(file: Path, shown: str, taskset_id: str) -> tuple[list[Task], li
     return tasks, problems
 
 
+_LINE_KEYS = frozenset({"id", "input", "target", "metadata", "grading_spec"})
+
+
+def _plain_line(data: Any) -> JsonlLine | None:
+    """The common, well-formed line without the converter (a fast path); None otherwise,
+    and the strict converter then reports exactly what is wrong."""
+    if not isinstance(data, dict) or not data.keys() <= _LINE_KEYS:
+        return None
+    ident, prompt = data.get("id"), data.get("input")
+    target = data.get("target")
+    metadata = data.get("metadata", {})
+    spec = data.get("grading_spec")
+    if isinstance(ident, bool) or not isinstance(ident, (str, int)):
+        return None
+    if not (
+        isinstance(prompt, str)
+        or (isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt))
+    ):
+        return None
+    if not (
+        target is None
+        or (isinstance(target, (str, int, float)) and not isinstance(target, bool))
+        or (isinstance(target, list) and all(isinstance(t, str) for t in target))
+    ):
+        return None
+    if not isinstance(metadata, dict) or not (spec is None or isinstance(spec, dict)):
+        return None
+    return JsonlLine(id=ident, input=prompt, target=target, metadata=metadata, grading_spec=spec)
+
+
 def _parse_line(raw: bytes, taskset_id: str) -> Task:
     from agentkit._convert import structure
 
@@ -213,7 +243,7 @@ def _parse_line(raw: bytes, taskset_id: str) -> Task:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValidationError("", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
-    line = structure(data, JsonlLine)
+    line = _plain_line(data) or structure(data, JsonlLine)
     item_id = line.id if isinstance(line.id, str) else str(line.id)
     try:
         task_id = Task.format_task_id(taskset_id, item_id)

@@ -10,17 +10,21 @@ from agentkit.hookspecs import hookimpl
 @hookimpl
 def agentkit_register_tasksets(register: Any) -> None:
     """``fleet``: Fleet task JSON from S3, a file or a directory, with the train/eval split."""
-    from agentkit_fleet.taskset import fleet_taskset
-
-    register(fleet_taskset, name="fleet", description="Fleet task JSON (S3, file, directory)")
+    register(
+        "agentkit_fleet.taskset:fleet_taskset",  # imported when a run uses it
+        name="fleet",
+        description="Fleet task JSON (S3, file, directory)",
+    )
 
 
 @hookimpl
 def agentkit_register_harnesses(register: Any) -> None:
     """``fleet-tool-call``: the Fleet tool-call loop over MCP, scored by the task's verifier."""
-    from agentkit_fleet.harness import FleetToolCallHarness
-
-    register(FleetToolCallHarness, name="fleet-tool-call")
+    register(
+        "agentkit_fleet.harness:FleetToolCallHarness",
+        name="fleet-tool-call",
+        description="Fleet tool-call loop over MCP (<tool_call> JSON, <done>); verifier reward.",
+    )
 
 
 @hookimpl

@@ -10,10 +10,8 @@ from agentkit.hookspecs import hookimpl
 @hookimpl
 def agentkit_register_tasksets(register: Any) -> None:
     """``harbor:PATH`` (a task or a folder of tasks) or ``harbor:NAME@VERSION -T registry=...``."""
-    from agentkit_harbor._taskset import HarborTaskset
-
     register(
-        HarborTaskset,
+        "agentkit_harbor._taskset:HarborTaskset",
         name="harbor",
         description="Harbor tasks: a task dir, a folder, or a registry dataset",
     )
@@ -22,9 +20,14 @@ def agentkit_register_tasksets(register: Any) -> None:
 @hookimpl
 def agentkit_register_harnesses(register: Any) -> None:
     """``oracle`` runs the task's solution/solve.sh; ``nop`` does nothing."""
-    from agentkit_harbor._harnesses import NopHarness, OracleHarness
-
+    # references: imported when a run uses them, not when the plugins load
     register(
-        OracleHarness, name="oracle", description="Runs the Harbor task's own solution/solve.sh"
+        "agentkit_harbor._harnesses:OracleHarness",
+        name="oracle",
+        description="Runs the Harbor task's own solution/solve.sh",
     )
-    register(NopHarness, name="nop", description="Does nothing: a Harbor task's tests should fail")
+    register(
+        "agentkit_harbor._harnesses:NopHarness",
+        name="nop",
+        description="Does nothing: a Harbor task's tests should fail",
+    )

@@ -10,6 +10,8 @@ from agentkit import hookimpl
 @hookimpl
 def agentkit_register_harnesses(register: Any) -> None:
     """The ``opencode`` harness: the real opencode CLI against the run's endpoint."""
-    from agentkit_opencode.harness import OpenCode
-
-    register(OpenCode, name="opencode", description=OpenCode.description)
+    register(
+        "agentkit_opencode.harness:OpenCode",  # imported when a run uses it
+        name="opencode",
+        description="The real opencode CLI, run non-interactively in the rollout's sandbox.",
+    )
