@@ -40,3 +40,49 @@ def test_arithmetic_jsonl_with_the_chat_harness_scores_every_task(tmp_path: Path
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["finished"] == 10 and summary["errors"] == 0
     assert summary["mean_reward"] == 1.0
+
+
+def readme_block(title: str) -> list[list[str]]:
+    """The commands of the README's bash block under ``## title``, as argument lists."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split(f"## {title}", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    commands: list[list[str]] = []
+    for line in block.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if words:
+            commands.append(words)
+    return commands
+
+
+def test_the_readme_model_run_with_show_and_resume_works_as_written(tmp_path: Path) -> None:
+    commands = readme_block("A model run, steered")
+    assert [c[:2] for c in commands] == [
+        ["agentkit", "run"],
+        ["agentkit", "show"],
+        ["agentkit", "show"],
+        ["agentkit", "run"],
+        ["agentkit", "runs"],
+    ]
+    assert "--temperature" in commands[0] and "--rollout" in commands[1]
+    assert "--resume" in commands[3]
+    runs = tmp_path / "runs"
+    outputs = []
+    for words in commands:
+        args = [w.replace("runs/arith", str(runs / "arith")) for w in words[1:]]
+        if args == ["runs"]:
+            args.append(str(runs))
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentkit", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+        assert proc.returncode == 0, (args, proc.stderr)
+        outputs.append(proc.stdout)
+    assert "What is 2 + 3?" in outputs[1] and "[assistant] 5" in outputs[1]
+    assert "No failed rollouts" in outputs[2]
+    assert "arith" in outputs[4]

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from agentkit._events import Event, EventRecorder
     from agentkit._harness import Harness
+    from agentkit._pricing import Price
     from agentkit._result import HarnessResult
     from agentkit._rubric import RewardFunction, Rubric, reward
     from agentkit._sandbox import ExecResult, ExecutionHints, Sandbox, TaskImage
@@ -55,6 +56,7 @@ _LAZY: dict[str, str] = {
     "Harness": "agentkit._harness",
     "HarnessResult": "agentkit._result",
     "Limits": "agentkit._context",
+    "Price": "agentkit._pricing",
     "ListTaskset": "agentkit._taskset",
     "RewardFunction": "agentkit._rubric",
     "Rubric": "agentkit._rubric",
@@ -83,6 +85,7 @@ __all__ = [
     "ListTaskset",
     "OptionError",
     "PluginError",
+    "Price",
     "RewardFunction",
     "Rubric",
     "RunContext",

@@ -80,7 +80,7 @@ def _open(run_dir: Path) -> Any:
     "rollout_id",
     default=None,
     metavar="ID",
-    help="Print one rollout: task, transcript, verifier output, timings, tokens, error.",
+    help="Print one rollout (an id, its prefix, or a task id): task, transcript, verifier, tokens.",
 )
 @click.option("--failed", is_flag=True, help="List the rollouts that did not pass, with why.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead.")
@@ -170,7 +170,23 @@ def _show_rollout(run: Any, rollout_id: str, as_json: bool) -> None:
     try:
         r = run.rollout(rollout_id)
     except KeyError as exc:
-        raise SpecError(str(exc.args[0])) from None
+        # an item or task id names its task's rollouts: show the first, say so
+        ids = run.rollout_ids()
+        matches = [
+            rid
+            for rid in ids
+            if rid.startswith(rollout_id) or run.rollout(rid).task_id == rollout_id
+        ]
+        tasks = {run.rollout(rid).task_id for rid in matches}
+        if len(tasks) != 1:
+            raise SpecError(str(exc.args[0])) from None
+        matches.sort(key=lambda rid: run.rollout(rid).rollout_index)
+        r = run.rollout(matches[0])
+        click.echo(
+            f"({len(matches)} rollouts of {r.task_id}; showing {r.rollout_id}; "
+            f"the others: {', '.join(matches[1:])})",
+            err=True,
+        )
     task = run.tasks().get(r.task_id)
     if as_json:
         data = r.to_json()

@@ -90,7 +90,7 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
 
 def is_infrastructure_failure(record: RolloutRecord) -> bool:
     """True when the rollout could not run (its sandbox, environment or model endpoint)."""
-    marker = getattr(record, "infrastructure", None)
+    marker = getattr(record, "infra_error", None)  # set by runners that mark it
     if isinstance(marker, bool):
         return marker
     return record.status == "failed" and record.error_kind in INFRASTRUCTURE_KINDS
