@@ -153,7 +153,13 @@ def bookings_command(seed_db: Path, current_db: Path) -> list[str]:
 
 
 class LocalBookingsEnvironment(McpEnvironment):
-    """The bookings app over stdio, on fresh databases in a private directory."""
+    """The bookings app over stdio, on fresh databases in a private directory.
+
+    Its server is forked from a warm process that imported ``mcp`` once
+    (:mod:`agentkit_fleet.localenv.zygote`), so a rollout does not wait
+    seconds for a fresh interpreter to import it; where that cannot run, a
+    fresh server process is started as before.
+    """
 
     kind = "local"
 
@@ -162,9 +168,24 @@ class LocalBookingsEnvironment(McpEnvironment):
 
         self.workdir = Path(tempfile.mkdtemp(prefix="fleet-bookings-"))
         seed, current = prepare_databases(self.workdir)
+        self._timeout = float(kwargs.get("tool_timeout", 60.0))
         super().__init__(
             command=bookings_command(seed, current), seed_db=seed, current_db=current, **kwargs
         )
+
+    async def start(self) -> list[dict[str, Any]]:
+        import asyncio
+
+        from agentkit_fleet.localenv.zygote import launcher_command, warm_socket
+
+        assert self.seed_db is not None and self.current_db is not None
+        path = await asyncio.to_thread(warm_socket)
+        if path is not None:
+            self.connection = McpConnection(
+                command=launcher_command(path, self.current_db, self.seed_db),
+                timeout=self._timeout,
+            )
+        return await super().start()
 
     async def close(self) -> None:
         try:

@@ -131,6 +131,11 @@ class FleetToolCallHarness:
             )
         if self.provider == "platform" and not os.environ.get("FLEET_API_KEY"):
             raise HarnessError("fleet-tool-call: provider 'platform' needs FLEET_API_KEY")
+        if self.provider in ("auto", "local") and not (self.mcp_url or self.mcp_command):
+            # start the warm bookings process now, so no rollout waits for it
+            from agentkit_fleet.localenv.zygote import warm_socket
+
+            await asyncio.to_thread(warm_socket)
 
     async def aclose(self) -> None:
         """Close the model endpoint's connections opened on the running event loop."""
