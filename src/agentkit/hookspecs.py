@@ -2,7 +2,9 @@
 
 The core owns the names: ``register(obj, name=None, description=None)``
 takes the name from ``name=`` or ``obj.name``, and a name registered twice
-is an error that names both distributions.
+is an error that names both distributions. ``obj`` may also be a reference,
+``"package.module:Name"`` (with ``name`` and ``description``): it is imported
+the first time it is used, so a run imports only what it uses.
 """
 
 from __future__ import annotations

@@ -155,9 +155,14 @@ def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
 @click.option("--top-p", type=float, default=None, help="Nucleus sampling probability.")
 @click.option("--seed", type=int, default=None, help="Sampling seed sent with every request.")
 @click.option(
-    "--max-tokens", type=int, default=None, help="Output tokens per model call (max_tokens)."
+    "--max-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Output tokens per model call (max_tokens).",
 )
-@click.option("--max-turns", type=int, default=None, help="Model calls per rollout.")
+@click.option(
+    "--max-turns", type=click.IntRange(min=1), default=None, help="Model calls per rollout."
+)
 @click.option(
     "-M",
     "--model-arg",
@@ -234,18 +239,30 @@ def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
     default=None,
     help="Seconds one rollout may take (then it is recorded as a timeout).",
 )
-@click.option("--token-limit", type=int, default=None, help="Tokens (in + out) per rollout.")
-@click.option("--cost-limit", type=float, default=None, help="USD per rollout.")
-@click.option("--message-limit", type=int, default=None, help="Messages per rollout.")
+@click.option(
+    "--token-limit",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Tokens (in + out) per rollout.",
+)
+@click.option(
+    "--cost-limit",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="USD per rollout.",
+)
+@click.option(
+    "--message-limit", type=click.IntRange(min=1), default=None, help="Messages per rollout."
+)
 @click.option(
     "--run-token-limit",
-    type=int,
+    type=click.IntRange(min=1),
     default=None,
     help="Tokens for the whole run: then no new rollout starts (resumable).",
 )
 @click.option(
     "--run-cost-limit",
-    type=float,
+    type=click.FloatRange(min=0, min_open=True),
     default=None,
     help="USD for the whole run: then no new rollout starts (resumable).",
 )
