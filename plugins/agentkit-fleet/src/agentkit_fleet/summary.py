@@ -18,21 +18,23 @@ __all__ = ["env_summary", "read_rollouts"]
 
 
 def read_rollouts(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The rollout records of a run directory (lines that are not JSON are skipped)."""
+    """The rollout records of a run directory: the last line of each rollout id
+    (a rollout run again on resume replaces its earlier line); lines that are
+    not JSON are skipped."""
     path = Path(run_dir) / "rollouts.jsonl"
     if not path.is_file():
         raise AgentkitError(
             f"{path}: no such file; expected a run directory written by 'agentkit run'"
         )
-    records = []
-    for line in path.read_text().splitlines():
+    records: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(path.read_text().splitlines()):
         try:
             item = json.loads(line)
         except ValueError:
             continue
         if isinstance(item, dict):
-            records.append(item)
-    return records
+            records[str(item.get("rollout_id", number))] = item
+    return list(records.values())
 
 
 def _mean(values: list[float]) -> float | None:
