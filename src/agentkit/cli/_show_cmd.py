@@ -224,17 +224,16 @@ def _show_rollout(run: Any, rollout_id: str, as_json: bool) -> None:
         for call in message.get("tool_calls") or []:
             fn = call.get("function") or {}
             out.append(f"  -> tool call {fn.get('name')}({fn.get('arguments', '')})")
-    if not r.messages and r.output:
-        out.append(_text(r.output))
+    if not r.messages:
+        out.append(_text(r.output) if r.output else "(no messages: see the steps below)")
     out.append("")
     out.append("== Verifier ==")
     for name, value in sorted(r.rewards.items()):
         out.append(f"{name}: {value:g}" if isinstance(value, (int, float)) else f"{name}: {value}")
     for err in r.scoring_errors:
         out.append(f"{err.get('metric')} raised: {err.get('error')}")
-    verifier = r.raw.get("verifier")
-    if verifier:
-        out.append(f"verifier: {json.dumps(verifier, ensure_ascii=False)[:2000]}")
+    for label, verifier in _verifiers(r.raw):
+        out.append(f"{label}: {json.dumps(verifier, ensure_ascii=False, default=str)[:2000]}")
     for key in ("reason", "verifier_output", "stdout", "stderr"):
         if isinstance(r.raw.get(key), str) and r.raw[key].strip():
             out.append(f"{key}: {r.raw[key].strip()[-2000:]}")
@@ -254,16 +253,44 @@ def _show_rollout(run: Any, rollout_id: str, as_json: bool) -> None:
         parts.insert(0, f"started {started}")
     out.append(f"Timings: {', '.join(parts)}; attempts {r.attempts}")
     u = r.usage
-    out.append(
-        f"Tokens: {u.input_tokens} in ({u.cached_tokens} cached), {u.output_tokens} out "
-        f"({u.reasoning_tokens} reasoning), {u.requests} requests; cost {_money(r.cost)}"
-    )
+    if u.requests or u.input_tokens or u.output_tokens:
+        out.append(
+            f"Tokens: {u.input_tokens} in ({u.cached_tokens} cached), {u.output_tokens} out "
+            f"({u.reasoning_tokens} reasoning), {u.requests} requests; cost {_money(r.cost)}"
+        )
+    else:
+        out.append("Tokens: none (no model calls)")
     for retry in r.retries:
         out.append(f"Retried after: {retry.get('error_kind')}: {retry.get('error')}")
     steps = run.steps(r.rollout_id)
     if steps:
         out.append(f"Steps: {len(steps)} events ({', '.join(_step_counts(steps))})")
+        for step in steps:
+            if step.type in ("sandbox.exec", "tool.call", "tool.result", "error", "log"):
+                out.append(f"  [{step.seq}] {step.type}: {_brief(step.data)}")
     click.echo("\n".join(out))
+
+
+def _verifiers(raw: dict[str, Any]) -> list[tuple[str, Any]]:
+    """A harness's verifier output, wherever it keeps it: ``raw["verifier"]``, one level
+    down (``raw["harbor"]["verifier"]``), or per step (``raw[...]["steps"][i]["verifier"]``)."""
+    found: list[tuple[str, Any]] = []
+    if raw.get("verifier"):
+        found.append(("verifier", raw["verifier"]))
+    for name, inner in raw.items():
+        if not isinstance(inner, dict):
+            continue
+        if inner.get("verifier"):
+            found.append((f"{name} verifier", inner["verifier"]))
+        for i, step in enumerate(inner.get("steps") or []):
+            if isinstance(step, dict) and step.get("verifier"):
+                found.append((f"step {step.get('name', i)} verifier", step["verifier"]))
+    return found
+
+
+def _brief(data: dict[str, Any]) -> str:
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _step_counts(steps: list[Any]) -> list[str]:
