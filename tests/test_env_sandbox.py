@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from agentkit import (
+    AgentkitError,
     ExecutionHints,
     HarnessResult,
     ListTaskset,
@@ -111,7 +112,11 @@ async def test_sandbox_start_failures_are_retried(tmp_path: Path, envplug: Any) 
     env, _ = make_env(
         ["a"], "dirsandbox", sandbox_options={"fail_start": 2, "counter_dir": str(tmp_path)}
     )
-    rec = (await env.evaluate(out=tmp_path / "run", retry_base_delay=0.01)).rollouts[0]
+    # the preflight would start one sandbox first (and stop the run): these failures are
+    # injected to test the retries of the rollouts themselves
+    rec = (
+        await env.evaluate(out=tmp_path / "run", retry_base_delay=0.01, preflight=False)
+    ).rollouts[0]
     assert rec.status == "completed" and rec.reward == 1.0 and rec.attempts == 3
     assert [r["error_kind"] for r in rec.retries] == ["sandbox_start", "sandbox_start"]
 
@@ -119,10 +124,21 @@ async def test_sandbox_start_failures_are_retried(tmp_path: Path, envplug: Any) 
         ["a"], "dirsandbox", sandbox_options={"fail_start": 5, "counter_dir": str(tmp_path / "x")}
     )
     (tmp_path / "x").mkdir()
-    rec = (await env.evaluate(max_retries=1, retry_base_delay=0.01)).rollouts[0]
+    rec = (await env.evaluate(max_retries=1, retry_base_delay=0.01, preflight=False)).rollouts[0]
     assert rec.status == "failed" and rec.error_kind == "sandbox_start"
     assert "sandbox could not start (injected)" in (rec.error or "")
     assert rec.reward == 0.0  # still scored, with no sandbox
+
+
+async def test_a_sandbox_that_cannot_start_stops_the_run_at_preflight(
+    tmp_path: Path, envplug: Any
+) -> None:
+    env, _ = make_env(
+        ["a"], "dirsandbox", sandbox_options={"fail_start": 5, "counter_dir": str(tmp_path)}
+    )
+    with pytest.raises(AgentkitError, match="the 'dirsandbox' sandbox cannot start: sandbox could"):
+        await env.evaluate(out=tmp_path / "run")
+    assert not (tmp_path / "run").exists()  # nothing was created
 
 
 async def test_requires_sandbox_harness_gets_one_without_hints(envplug: Any) -> None:
