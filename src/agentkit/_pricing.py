@@ -1,5 +1,10 @@
 """What a rollout's tokens cost: prices given by the user, or from ``genai-prices``.
 
+The library finds the provider by the endpoint's URL (api.openai.com,
+openrouter.ai...); behind a gateway it does not know, by the model's name.
+A model served on this machine or a private network (a loopback or private
+address) is not priced from the library: give ``--price`` for it.
+
 ``genai-prices`` (Pydantic's maintained price library) is imported only when a
 model may have a price there; a model it does not know is remembered in a
 small cache file (per genai-prices version and day), so runs against local
@@ -127,19 +132,38 @@ class _LibraryPricing:
     def cost(self, usage: Usage, model: str | None = None) -> float:
         import genai_prices
 
-        result = genai_prices.calc_price(
-            genai_prices.Usage(
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cache_read_tokens=min(usage.cached_tokens, usage.input_tokens) or None,
-            ),
-            model_ref=model or self.model,
-            provider_api_url=self.base_url,
+        tokens = genai_prices.Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=min(usage.cached_tokens, usage.input_tokens) or None,
         )
+        ref = model or self.model
+        try:
+            result = genai_prices.calc_price(tokens, model_ref=ref, provider_api_url=self.base_url)
+        except LookupError:
+            if self.base_url is None or _served_nearby(self.base_url):
+                raise  # a model served on this machine or network is not a provider's
+            # a gateway or proxy the library does not know: the model's own name
+            result = genai_prices.calc_price(tokens, model_ref=ref)
         return float(result.total_price)
 
     def describe(self) -> dict[str, Any]:
         return {"source": "genai-prices", "version": self.version, "model": self.model}
+
+
+def _served_nearby(base_url: str) -> bool:
+    """True when the endpoint is on this machine or a private network (by its address)."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost") or host.endswith(".local"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_private or address.is_link_local
 
 
 def _cache_file() -> Path:
