@@ -496,11 +496,15 @@ class AgentEnv:
                 ]
                 if extra:
                     hints = attrs.evolve(hints, ro_binds=[*hints.ro_binds, *extra])
+            # a sandbox kind with its own preflight (docker: the engine) and image
+            # builds (prepare) is checked by those, not by starting one here
+            kind = getattr(prep.factory, "func", prep.factory)
+            own_check = callable(getattr(kind, "preflight", None))
             warnings = await run_preflight(
                 harness=self.harness,
                 ctx=ctx,
                 sandbox_name=prep.sandbox_name,
-                factory=prep.factory,
+                factory=None if own_check else prep.factory,
                 hints=hints,
             )
         manifest = prep.manifest
