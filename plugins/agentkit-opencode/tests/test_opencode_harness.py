@@ -193,7 +193,7 @@ async def test_rate_limit_is_classified(
 
 
 @pytest.mark.model_script({"default": {"fail": "hang"}})
-async def test_hanging_model_times_out_and_nothing_is_left(
+async def test_a_hanging_agent_times_out_and_nothing_is_left(
     model_server: ScriptedModelServer, sandbox_factory: Any, opencode_bin: OpenCodeBinary
 ) -> None:
     sandbox = await bound_sandbox(sandbox_factory, opencode_bin, model_server)
@@ -205,7 +205,9 @@ async def test_hanging_model_times_out_and_nothing_is_left(
     assert result.status == "timeout"
     assert result.error_kind == "timeout"
     assert "within 12 s" in (result.error or "")
-    assert len(model_server.chat_requests) >= 1  # it was waiting for the model
+    # The model never answers, so opencode cannot finish; whether its request
+    # reached the server within 12 s depends on how loaded the machine is, so
+    # it is not asserted: the timeout must end it either way.
     # the sandbox is still open: the harness itself killed opencode's whole tree
     assert not processes_with(f"agentkit {task.task_id}")
     assert result.events[-1].type == "harness.end"
