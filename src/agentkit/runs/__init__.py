@@ -1,0 +1,46 @@
+"""Read run directories: the public reader for notebooks, ``agentkit show`` and viewers.
+
+>>> import agentkit.runs
+>>> run = agentkit.runs.open("runs/20260101-120000-chat")        # doctest: +SKIP
+>>> run.info.model, len(run)                                      # doctest: +SKIP
+>>> for r in run.rollouts(0, 50, failed=True):                    # doctest: +SKIP
+...     print(r.rollout_id, r.reason)
+>>> run.rollout("add-1").messages, run.steps("add-1")             # doctest: +SKIP
+>>> agentkit.runs.list_runs("runs")                               # doctest: +SKIP
+
+Everything is read lazily: opening reads the manifest, listing indexes line
+offsets and parses only the rollouts asked for (their small fields; a
+transcript is read when used), so a run of 10,000 rollouts lists a page in
+milliseconds. The on-disk format is documented, with its versions, in
+docs/run-directory.md.
+"""
+
+from __future__ import annotations
+
+from agentkit.runs._reader import Run, list_runs, open_run
+from agentkit.runs._types import (
+    Metric,
+    Rollout,
+    RunInfo,
+    RunListing,
+    Step,
+    TaskInfo,
+    Timings,
+)
+
+#: ``agentkit.runs.open(path)``: the same as :func:`open_run`.
+open = open_run  # noqa: A001 - the module's own verb, as in ``tarfile.open``
+
+__all__ = [
+    "Metric",
+    "Rollout",
+    "Run",
+    "RunInfo",
+    "RunListing",
+    "Step",
+    "TaskInfo",
+    "Timings",
+    "list_runs",
+    "open",
+    "open_run",
+]

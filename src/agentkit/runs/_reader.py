@@ -1,0 +1,455 @@
+"""Reading run directories lazily: an index of line offsets, small fields first.
+
+Opening a run reads ``manifest.json`` only. Listing rollouts scans
+``rollouts.jsonl`` once for line offsets and rollout ids (a regular
+expression on each line's first bytes, no JSON parsing), then parses only the
+rollouts asked for, and of those only the small fields written before
+``"output"``; transcripts are read when used. A run that is still being
+written is followed with :meth:`Run.refresh`, which reads only the new lines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from agentkit._usage import Usage
+from agentkit.env._store import (
+    EVENTS_DIR,
+    GROUPS,
+    MANIFEST,
+    ROLLOUTS,
+    SUMMARY,
+    TASKS,
+    RunDirError,
+    RunStore,
+)
+from agentkit.runs._types import (
+    Metric,
+    Rollout,
+    RunInfo,
+    RunListing,
+    Step,
+    TaskInfo,
+    Timings,
+)
+
+__all__ = ["Run", "list_runs", "open_run"]
+
+_ID = re.compile(rb'"rollout_id":\s*"((?:[^"\\]|\\.)*)"')
+_SPLIT = b',"output":'
+_LIGHT_KEYS = ("status", "reward", "rewards", "usage", "scoring_errors")
+
+
+def open_run(path: str | os.PathLike[str]) -> Run:
+    """Open the run directory at ``path`` (reads its manifest; errors name the file)."""
+    return Run(Path(path))
+
+
+class Run:
+    """A run directory, read lazily. See the module doc and docs/run-directory.md."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._manifest = RunStore(self.path).read_manifest()
+        self.info = _info(self.path, self._manifest)
+        self._offsets: dict[str, tuple[int, int]] = {}
+        self._order: list[str] = []
+        self._scanned = 0
+        self._cache: dict[str, Rollout] = {}
+        #: Set when rollouts.jsonl ends in a half-written line (a killed run; resume drops it).
+        self.torn_tail: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r}, {len(self)} rollouts)"
+
+    # -- the index -----------------------------------------------------------
+    def refresh(self) -> int:
+        """Index the lines appended since the last look; returns how many were new."""
+        path = self.path / ROLLOUTS
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return 0
+        if size <= self._scanned:
+            return 0
+        new = 0
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            pos = self._scanned
+            while True:
+                end = mm.find(b"\n", pos)
+                if end == -1:
+                    if len(mm) > pos:  # a half-written last line: not finished (yet)
+                        self.torn_tail = (
+                            f"{ROLLOUTS}: a half-written last line ({len(mm) - pos} bytes) "
+                            "left by an interrupted run"
+                        )
+                    break
+                if end > pos:
+                    match = _ID.search(mm, pos, min(end, pos + 1024))
+                    rid = (
+                        json.loads(b'"' + match.group(1) + b'"')
+                        if match
+                        else _full_line(mm[pos:end], path)["rollout_id"]
+                    )
+                    if rid not in self._offsets:
+                        self._order.append(rid)
+                    self._offsets[rid] = (pos, end)
+                    self._cache.pop(rid, None)
+                    new += 1
+                pos = end + 1
+            if pos == len(mm):
+                self.torn_tail = None
+            self._scanned = pos
+        return new
+
+    def _index(self) -> dict[str, tuple[int, int]]:
+        if not self._scanned:
+            self.refresh()
+        return self._offsets
+
+    def __len__(self) -> int:
+        return len(self._index())
+
+    def rollout_ids(self) -> list[str]:
+        """Every finished rollout's id, in the order they first finished."""
+        self._index()
+        return list(self._order)
+
+    # -- rollouts --------------------------------------------------------------
+    def _read(self, rid: str, *, light: bool) -> dict[str, Any]:
+        start, end = self._index()[rid]
+        path = self.path / ROLLOUTS
+        with open(path, "rb") as fh:
+            fh.seek(start)
+            line = fh.read(end - start)
+        if light:
+            cut = line.find(_SPLIT)
+            if cut > 0:
+                try:
+                    data = json.loads(line[:cut] + b"}")
+                except ValueError:
+                    data = None
+                if isinstance(data, dict) and all(k in data for k in _LIGHT_KEYS):
+                    return data
+        return _full_line(line, path)
+
+    def rollout(self, rollout_id: str) -> Rollout:
+        """One rollout by id or unique id prefix (a KeyError names the candidates)."""
+        index = self._index()
+        if rollout_id not in index:
+            matches = [r for r in self._order if r.startswith(rollout_id)]
+            if len(matches) != 1:
+                hint = (
+                    f"it matches {len(matches)}: {', '.join(matches[:5])}"
+                    if matches
+                    else "no rollout id starts with it"
+                )
+                raise KeyError(f"no rollout {rollout_id!r} in {self.path} ({hint})")
+            rollout_id = matches[0]
+        cached = self._cache.get(rollout_id)
+        if cached is None:
+            data = self._read(rollout_id, light=True)
+            cached = self._cache[rollout_id] = _rollout(data, lambda: self._read(rollout_id, light=False))
+        return cached
+
+    def iter_rollouts(
+        self,
+        *,
+        status: str | None = None,
+        failed: bool | None = None,
+        task_id: str | None = None,
+    ) -> Iterator[Rollout]:
+        """Rollouts in the order they first finished, optionally filtered.
+
+        ``failed=True`` keeps rollouts that did not pass (errored, hit a
+        limit, could not run, or scored below the pass threshold).
+        """
+        for rid in self.rollout_ids():
+            r = self.rollout(rid)
+            if status is not None and r.status != status:
+                continue
+            if task_id is not None and r.task_id != task_id:
+                continue
+            if failed is not None and failed != (not r.ok or r.passed is False):
+                continue
+            yield r
+
+    def rollouts(
+        self,
+        offset: int = 0,
+        limit: int | None = None,
+        *,
+        status: str | None = None,
+        failed: bool | None = None,
+        task_id: str | None = None,
+    ) -> list[Rollout]:
+        """One page of rollouts: ``limit`` of them after skipping ``offset`` (filtered)."""
+        if status is None and failed is None and task_id is None:
+            ids = self.rollout_ids()[offset : None if limit is None else offset + limit]
+            return [self.rollout(rid) for rid in ids]
+        out: list[Rollout] = []
+        for i, r in enumerate(self.iter_rollouts(status=status, failed=failed, task_id=task_id)):
+            if i < offset:
+                continue
+            if limit is not None and len(out) >= limit:
+                break
+            out.append(r)
+        return out
+
+    def steps(self, rollout_id: str) -> list[Step]:
+        """The rollout's trace: its events, in order (empty when it has none)."""
+        rollout = self.rollout(rollout_id)
+        name = rollout.events_file or f"{EVENTS_DIR}/{rollout.rollout_id}.jsonl"
+        path = self.path / name
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        steps = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                e = json.loads(line)
+            except ValueError:
+                raise RunDirError(f"{path}: line {number} is not valid JSON") from None
+            steps.append(
+                Step(
+                    seq=int(e.get("seq", number - 1)),
+                    type=str(e.get("type", "")),
+                    timestamp=float(e.get("timestamp") or 0.0),
+                    data=dict(e.get("data") or {}),
+                )
+            )
+        return steps
+
+    # -- tasks, groups, metrics, summary ----------------------------------------
+    def tasks(self) -> dict[str, TaskInfo]:
+        """The planned tasks as recorded (runs written before tasks.jsonl existed: empty)."""
+        path = self.path / TASKS
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            return {}
+        out: dict[str, TaskInfo] = {}
+        for line in lines:
+            if not line.strip():
+                continue
+            t = json.loads(line)
+            out[t["task_id"]] = TaskInfo(
+                task_id=t["task_id"],
+                example_id=str(t.get("example_id", "")),
+                group=int(t.get("group", 0)),
+                input=t.get("input"),
+                target=t.get("target"),
+                metadata=dict(t.get("metadata") or {}),
+            )
+        return out
+
+    def groups(self) -> dict[str, dict[str, Any]]:
+        """The last groups.jsonl line of each task: rewards, advantages, pass@k."""
+        if not (self.path / GROUPS).exists():
+            return {}
+        return RunStore(self.path).load_groups(repair=False)
+
+    def records(self) -> list[Any]:
+        """Every rollout as an :class:`~agentkit.env.RolloutRecord` (small fields only)."""
+        from agentkit.env._records import RolloutRecord
+
+        out = []
+        for rid in self.rollout_ids():
+            r = self.rollout(rid)
+            out.append(RolloutRecord.from_json(r._data))
+        return out
+
+    def metrics(self) -> list[Metric]:
+        """Every metric of the compiled rubric with its mean over the rollouts."""
+        values: dict[str, list[float]] = {}
+        for rid in self.rollout_ids():
+            for name, value in self.rollout(rid).rewards.items():
+                if isinstance(value, (int, float)):
+                    values.setdefault(name, []).append(float(value))
+        out = []
+        for m in (self._manifest.get("rubric") or {}).get("metrics") or []:
+            found = values.get(m["name"], [])
+            out.append(
+                Metric(
+                    name=m["name"],
+                    weight=float(m.get("weight", 0.0)),
+                    origin=str(m.get("origin", "")),
+                    description=str(m.get("description", "")),
+                    mean=math.fsum(found) / len(found) if found else None,
+                    count=len(found),
+                )
+            )
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """The summary.json document, recomputed from the rollouts (partial runs too)."""
+        from agentkit.env._summary import summarize
+
+        records = self.records()
+        info = self.info
+        example = {r.task_id: r.example_id for r in records}
+        planned = [(t, example.get(t, t.split(":", 1)[-1])) for t in info.task_ids]
+        stored = self.stored_summary() or {}
+        return summarize(
+            records,
+            planned,
+            info.rollouts_per_task,
+            threshold=float(info.options.get("pass_threshold", 1.0)),
+            complete=len(records) >= info.planned,
+            extra={
+                "run_dir": str(self.path),
+                "stopped": stored.get("stopped"),
+                "repair_note": self.torn_tail,
+            },
+        )
+
+    def stored_summary(self) -> dict[str, Any] | None:
+        """summary.json as the last session wrote it (None before the first one ended)."""
+        try:
+            data: dict[str, Any] = json.loads((self.path / SUMMARY).read_text(encoding="utf-8"))
+        except (FileNotFoundError, ValueError):
+            return None
+        return data
+
+
+def list_runs(folder: str | os.PathLike[str] = "runs") -> list[RunListing]:
+    """Every run directory directly under ``folder``, newest first.
+
+    Reads each run's manifest and its summary.json when that is current
+    (its count matches rollouts.jsonl); otherwise recomputes the counts.
+    Folders that are not runs are skipped.
+    """
+    root = Path(folder)
+    if not root.is_dir():
+        raise RunDirError(f"{root}: no such folder of runs")
+    out = []
+    for child in root.iterdir():
+        if not (child / MANIFEST).is_file():
+            continue
+        try:
+            run = Run(child)
+        except RunDirError:
+            continue
+        out.append(_listing(run))
+    out.sort(key=lambda r: r.created_at, reverse=True)
+    return out
+
+
+def _listing(run: Run) -> RunListing:
+    info = run.info
+    stored = run.stored_summary()
+    if stored is not None and stored.get("finished") == len(run):
+        summary = stored
+    else:
+        summary = run.summary()
+    usage = summary.get("usage") or {}
+    cost = usage.get("cost")
+    return RunListing(
+        path=run.path,
+        created_at=info.created_at,
+        taskset=info.taskset,
+        harness=info.harness,
+        model=info.model,
+        planned=int(summary.get("planned") or info.planned),
+        finished=int(summary.get("finished") or 0),
+        errors=int(summary.get("errors") or 0),
+        mean_reward=summary.get("mean_reward"),
+        cost=float(cost) if isinstance(cost, (int, float)) else None,
+        complete=bool(summary.get("complete")),
+    )
+
+
+def _full_line(line: bytes, path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        raise RunDirError(f"{path}: a line is not valid JSON ({line[:80]!r}...)") from None
+    if not isinstance(data, dict) or "rollout_id" not in data:
+        raise RunDirError(f"{path}: a line is not a rollout record ({line[:80]!r}...)")
+    return data
+
+
+def _rollout(data: dict[str, Any], load: Any) -> Rollout:
+    from agentkit.env._records import RolloutRecord
+    from agentkit.env._resume import is_infrastructure_failure
+
+    usage = data.get("usage") or {}
+    cost = usage.get("cost")
+    timings = data.get("timings") or {}
+    return Rollout(
+        rollout_id=str(data["rollout_id"]),
+        task_id=str(data.get("task_id", "")),
+        example_id=str(data.get("example_id", "")),
+        rollout_index=int(data.get("rollout_index", 0)),
+        group=int(data.get("group", 0)),
+        status=str(data.get("status", "")),
+        reward=data.get("reward"),
+        passed=data.get("passed"),
+        advantage=data.get("advantage"),
+        error=data.get("error"),
+        error_kind=data.get("error_kind"),
+        rewards=dict(data.get("rewards") or {}),
+        usage=Usage(
+            input_tokens=int(usage.get("input_tokens") or 0),
+            output_tokens=int(usage.get("output_tokens") or 0),
+            cached_tokens=int(usage.get("cached_tokens") or 0),
+            reasoning_tokens=int(usage.get("reasoning_tokens") or 0),
+            cost=float(cost) if isinstance(cost, (int, float)) else 0.0,
+            requests=int(usage.get("requests") or 0),
+        ),
+        cost=float(cost) if isinstance(cost, (int, float)) else None,
+        attempts=int(data.get("attempts", 1)),
+        timings=Timings(**{k: timings.get(k) for k in _attrs_fields(Timings)}),
+        events=int(data.get("events", 0)),
+        events_file=data.get("events_file"),
+        infrastructure=is_infrastructure_failure(RolloutRecord.from_json(data)),
+        data=data,
+        load=load,
+    )
+
+
+def _attrs_fields(cls: type) -> list[str]:
+    import attrs
+
+    return [f.name for f in attrs.fields(cls)]
+
+
+def _info(path: Path, m: dict[str, Any]) -> RunInfo:
+    ctx = m.get("context") or {}
+    ts = m.get("taskset") or {}
+    h = m.get("harness") or {}
+    plan = m.get("plan") or {}
+    sb = m.get("sandbox") or {}
+    return RunInfo(
+        path=path,
+        schema_version=int(m.get("schema_version", 1)),
+        created_at=float(m.get("created_at") or 0.0),
+        resumed_at=list(m.get("resumed_at") or []),
+        agentkit_version=m.get("agentkit_version"),
+        taskset=ts.get("spec") or ts.get("taskset_id"),
+        taskset_options=dict(ts.get("options") or {}),
+        harness=h.get("name") or h.get("class"),
+        harness_options=dict(h.get("options") or {}),
+        model=ctx.get("model"),
+        base_url=ctx.get("base_url"),
+        api_key_env=ctx.get("api_key_env"),
+        sampling_args=dict(ctx.get("sampling_args") or {}),
+        headers=dict(ctx.get("headers") or {}),
+        limits=dict(ctx.get("limits") or {}),
+        rollouts_per_task=int(plan.get("rollouts_per_task") or 1),
+        task_ids=list(plan.get("task_ids") or []),
+        sandbox=sb.get("name") if sb.get("used") else None,
+        pricing=m.get("pricing"),
+        options=dict(m.get("options") or {}),
+        manifest=m,
+    )
