@@ -23,6 +23,27 @@ def script_for(actions: list[str]) -> dict[str, Any]:
     }
 
 
+class HttpShapes:
+    """``shapes_server.py`` (tools answering in every result shape) as a real subprocess."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("shapes_server.py"))],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline().strip()
+        assert line.startswith("LISTENING "), line
+        self.url = line.split(" ", 1)[1]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+
+
 class HttpBookings:
     """The bookings MCP server running as a real subprocess over streamable HTTP."""
 

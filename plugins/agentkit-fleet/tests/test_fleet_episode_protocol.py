@@ -56,7 +56,8 @@ def test_episode_takes_max_turns_from_the_context_and_streams_events() -> None:
     assert outputs[0].observations[0]["role"] == "user" and outputs[-1].reward == 0.0
     kinds = [e.type for e in events]
     assert kinds[0] == "fleet.env.ready" and kinds[-1] == "fleet.env.closed"
-    assert "fleet.verifier.end" in kinds
+    # no response made a call: Fleet's environment never finished, so no verifier ran
+    assert "fleet.verifier.end" not in kinds
     assert {e.rollout_id for e in events} == {"r-1"}
     # without a context, the harness option applies
     _, outputs = asyncio.run(play(None))

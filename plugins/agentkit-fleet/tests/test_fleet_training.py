@@ -20,6 +20,7 @@ pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bub
 
 EXPORT = [sys.executable, "-m", "agentkit", "export"]
 CANCEL, ROOM = "cancel-grace-march", "room-202-back-in-service"
+LIST_ROOMS = '<tool_call>{"name": "list_rooms", "arguments": {}}</tool_call>'
 
 
 def reply(prompt_text: str, turn: int, content: str, finish: str | None = None) -> dict[str, Any]:
@@ -34,9 +35,13 @@ SCRIPT = {
         # cut off for length on the first reply only, then a normal <done>: not overlong
         reply("Cancel Grace Hopper", 0, SOLUTIONS[CANCEL][0], "length"),
         reply("Cancel Grace Hopper", 1, "Done. <done>"),
-        # the right tool call, then a last reply cut off for length (max_turns=2 ends it)
+        # the right tool call, a look at the rooms, then a last reply cut off for length
+        # (max_turns=3 ends it; a call every turn, so the verifier runs, as in Fleet's env)
         reply("Room 202", 0, SOLUTIONS[ROOM][0]),
-        reply("Room 202", 1, "Room 202 is available again. To summarise every step", "length"),
+        reply("Room 202", 1, LIST_ROOMS),
+        reply(
+            "Room 202", 2, LIST_ROOMS + " Room 202 is available again. To summarise every", "length"
+        ),
     ],
     "default": {"content": "<done>"},
 }
@@ -46,7 +51,7 @@ def test_fleet_rollout_cut_off_for_length_is_masked_by_export(
     model_server: Any, tmp_path: Path
 ) -> None:
     model_server.set_script(SCRIPT)
-    env = AgentEnv.from_names(f"fleet:{TASKS_JSON}", "fleet-tool-call", max_turns=2)
+    env = AgentEnv.from_names(f"fleet:{TASKS_JSON}", "fleet-tool-call", max_turns=3)
     run_dir = tmp_path / "run"
     env.run(
         model="scripted",
@@ -63,7 +68,7 @@ def test_fleet_rollout_cut_off_for_length_is_masked_by_export(
     cancel_raw, room_raw = rollouts[f"fleet:{CANCEL}"]["raw"], rollouts[f"fleet:{ROOM}"]["raw"]
     assert cancel_raw["finish_reasons"] == ["length", "stop"]
     assert cancel_raw["stop_reason"] == "stop" and cancel_raw["done_reason"] == "agent_done"
-    assert room_raw["finish_reasons"] == ["stop", "length"]
+    assert room_raw["finish_reasons"] == ["stop", "stop", "length"]
     assert room_raw["stop_reason"] == "length" and room_raw["done_reason"] == "max_turns"
     # both solved the task: the mask depends on how the last reply stopped, not on the reward
     assert rollouts[f"fleet:{CANCEL}"]["reward"] == 1.0
@@ -87,7 +92,7 @@ def test_fleet_rollout_cut_off_for_length_is_masked_by_export(
     assert cancel["overlong"] is False and cancel["loss_mask"] == 1.0
     # the masked record still carries the whole conversation
     assert room["completion"][0]["content"] == SOLUTIONS[ROOM][0]
-    assert room["completion"][-1]["content"].endswith("To summarise every step")
+    assert room["completion"][-1]["content"].endswith("To summarise every")
 
     # with the filter off, nothing is masked
     unfiltered = tmp_path / "unfiltered.jsonl"

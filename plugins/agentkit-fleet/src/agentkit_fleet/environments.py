@@ -47,8 +47,14 @@ class ToolEnvironment(Protocol):
         """Create or connect; return the MCP tools (wire JSON)."""
         ...
 
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """The MCP tools now (wire JSON); raise :class:`McpConnectionError` when unreachable."""
+        ...
+
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> McpToolResult:
-        """Call a tool; raise :class:`McpConnectionError` when the server is gone."""
+        """Call a tool; raise :class:`McpConnectionError` when the server cannot be reached
+        (an HTTP server that went away is reconnected on the next call) and
+        :class:`~agentkit_fleet.mcp_client.McpToolCallError` for a protocol error."""
         ...
 
     async def verify(self, code: str, final_answer: str | None) -> VerifierOutcome:
@@ -83,6 +89,7 @@ class McpEnvironment:
         verifier_timeout: float = 60.0,
     ) -> None:
         self.connection = McpConnection(url=url, command=command, env=env, timeout=tool_timeout)
+        self.tool_timeout = tool_timeout
         self.seed_db = Path(seed_db) if seed_db else None
         self.current_db = Path(current_db) if current_db else None
         self.sandbox = sandbox
@@ -94,7 +101,12 @@ class McpEnvironment:
         await self.connection.start()
         return await self.connection.list_tools()
 
+    async def list_tools(self) -> list[dict[str, Any]]:
+        self.connection = await _reconnected(self.connection, self.tool_timeout)
+        return await self.connection.list_tools()
+
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> McpToolResult:
+        self.connection = await _reconnected(self.connection, self.tool_timeout)
         return await self.connection.call_tool(name, arguments)
 
     async def verify(self, code: str, final_answer: str | None) -> VerifierOutcome:
@@ -135,6 +147,22 @@ class McpEnvironment:
             "seed_db": str(self.seed_db) if self.seed_db else None,
             "current_db": str(self.current_db) if self.current_db else None,
         }
+
+
+async def _reconnected(connection: McpConnection, timeout: float) -> McpConnection:
+    """``connection``, or a fresh one to the same URL when it went away.
+
+    Fleet's MCP client opens a new HTTP session for every call, so a server
+    that was briefly unreachable serves the next call again; one session per
+    episode, reopened after a failure, behaves alike. A stdio server that
+    exited stays gone (its process is not restarted).
+    """
+    if connection.alive or connection.url is None:
+        return connection
+    await connection.close()
+    fresh = McpConnection(url=connection.url, timeout=timeout)
+    await fresh.start()
+    return fresh
 
 
 def bookings_command(seed_db: Path, current_db: Path) -> list[str]:
@@ -266,9 +294,16 @@ class PlatformEnvironment:
             return url
         return f"{self._env.urls.root}mcp"
 
+    async def list_tools(self) -> list[dict[str, Any]]:
+        if self.connection is None:
+            raise McpConnectionError("the Fleet environment is not started")
+        self.connection = await _reconnected(self.connection, self.tool_timeout)
+        return await self.connection.list_tools()
+
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> McpToolResult:
         if self.connection is None:
             raise McpConnectionError("the Fleet environment is not started")
+        self.connection = await _reconnected(self.connection, self.tool_timeout)
         return await self.connection.call_tool(name, arguments)
 
     async def verify(self, code: str, final_answer: str | None) -> VerifierOutcome:

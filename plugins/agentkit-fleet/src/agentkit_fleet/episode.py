@@ -1,7 +1,11 @@
 """The Fleet tool-call loop, one step at a time (for training stacks that own the model).
 
 :class:`FleetToolCallEpisode` implements agentkit's generic step protocol
-(:class:`agentkit.Episode`); get one from the harness, which picks the
+(:class:`agentkit.Episode`) with the observable behaviour of Fleet's SkyRL
+environment (SkyRL's ``FleetTaskEnv`` over OpenEnv's ``FleetTaskEnv``): the
+same prompt, observations, rewards and step metadata for the same responses
+and tool results. The parity table in ``docs/fleet.md`` lists every
+deliberate difference. Get one from the harness, which picks the
 environment, ``max_turns`` and ``partial_reward`` for it:
 
 >>> episode = harness.episode(task, context)   # doctest: +SKIP
@@ -18,6 +22,8 @@ environment, ``max_turns`` and ``partial_reward`` for it:
 from __future__ import annotations
 
 import datetime as dt
+import json
+import time
 from typing import Any, Literal
 
 from agentkit._episode import StepOutput
@@ -25,24 +31,58 @@ from agentkit._errors import HarnessError
 from agentkit._events import EventRecorder
 from agentkit._task import Task
 from agentkit_fleet.environments import ToolEnvironment
-from agentkit_fleet.mcp_client import McpConnectionError
-from agentkit_fleet.parsing import parse_action
+from agentkit_fleet.mcp_client import McpConnectionError, McpToolCallError
+from agentkit_fleet.parsing import ToolCall, parse_action
 from agentkit_fleet.prompt import FORMAT_REMINDER, initial_messages, to_openai_tools
 from agentkit_fleet.records import FleetRecord, record_of
 from agentkit_fleet.verification import VerifierOutcome, score_outcome
 
-__all__ = ["DoneReason", "FleetToolCallEpisode", "StepOutput"]
+__all__ = ["DONE_TEXT", "DoneReason", "FleetToolCallEpisode", "StepOutput", "observation_text"]
 
-DoneReason = Literal["agent_done", "max_turns", "env_error", "verifier_error"]
+DoneReason = Literal["agent_done", "max_turns", "verifier_error"]
+
+#: The observation after ``<done>`` when nothing else is to be shown.
+DONE_TEXT = "Task marked as complete."
+
+
+def observation_text(
+    error: str | None, tool_result: Any, agent_done: bool, tool_call: ToolCall | None
+) -> str:
+    """The user message answering one response, worded as Fleet's SkyRL environment words it.
+
+    The first that applies: an error (``Error: ...``); a tool result that is
+    not empty (``Tool result:`` and the value: an object as JSON indented by
+    2, anything else as Python's ``str``); ``<done>`` (``Task marked as
+    complete.``); no call (the format reminder); else ``Action executed.``.
+    """
+    if error:
+        return f"Error: {error}"
+    if tool_result:
+        if isinstance(tool_result, dict):
+            return f"Tool result:\n{json.dumps(tool_result, indent=2)}"
+        return f"Tool result:\n{tool_result}"
+    if agent_done:
+        return DONE_TEXT
+    if tool_call is None:
+        return FORMAT_REMINDER
+    return "Action executed."
 
 
 class FleetToolCallEpisode:
     """One rollout of a Fleet task: ``init()``, ``step(action)`` until done, ``close()``.
 
     An :class:`agentkit.Episode`. ``StepOutput.metadata`` has ``task_key``,
-    ``turn``, ``tool_call``, ``tool_result``, ``error`` and ``done_reason``
-    (plus ``verifier`` on the last step); ``reward`` is 0 until the episode
-    ends, then the verifier's score.
+    ``turn``, ``tool_call``, ``tool_result`` (the parsed value), ``error``,
+    ``done_reason``, ``step_time`` and ``mcp_time`` (seconds), plus
+    ``verifier`` when the step ends the episode; the step that reaches
+    ``max_turns`` has only ``done_reason`` (``max_turns``), ``task_key`` and
+    ``verifier``. ``reward`` is 0 until the episode ends, then the
+    verifier's score.
+
+    The verifier runs when the policy says ``<done>``, and at ``max_turns``
+    only when every response carried a call or the done signal (Fleet's
+    environment counts only those as its steps); otherwise the reward is 0
+    and ``verifier`` is None.
     """
 
     def __init__(
@@ -53,7 +93,7 @@ class FleetToolCallEpisode:
         max_turns: int = 50,
         partial_reward: bool = False,
         recorder: EventRecorder | None = None,
-        today: dt.date | None = None,
+        now: dt.datetime | None = None,
     ) -> None:
         self.record = task if isinstance(task, FleetRecord) else record_of(task)
         task_id = task.task_id if isinstance(task, Task) else f"fleet:{self.record.task_key}"
@@ -61,18 +101,22 @@ class FleetToolCallEpisode:
         self.max_turns = max_turns
         self.partial_reward = partial_reward
         self.recorder = recorder or EventRecorder(task_id)
-        self.today = today
+        self.now = now
         self.chat_history: list[dict[str, Any]] = []
         self.tools: list[dict[str, Any]] = []
         self.turns = 0
         self.tool_calls = 0
         self.tool_errors = 0
         self.parse_errors = 0
+        #: Responses that carried a call or the done signal: the step count of
+        #: OpenEnv's Fleet environment, which verifies when it reaches max_turns.
+        self.env_steps = 0
         self.done = False
         self.done_reason: DoneReason | None = None
         self.reward = 0.0
         self.verifier: VerifierOutcome | None = None
         self.failure: str | None = None
+        self._tool_names: set[str] = set()
         self._started = False
         self._closed = False
 
@@ -84,21 +128,26 @@ class FleetToolCallEpisode:
         Returns ``(chat_history, metadata)`` with metadata ``task_key``,
         ``env_key``, ``tools`` and ``modality``. Raises
         :class:`~agentkit_fleet.mcp_client.McpConnectionError` (or the
-        provider's error) when the environment cannot start; the environment
-        is closed then.
+        provider's error) when the environment cannot start, and
+        :class:`~agentkit.HarnessError` when it offers no tools; the
+        environment is closed then.
         """
         if self._started:
             raise HarnessError("FleetToolCallEpisode.init() was already called")
         self._started = True
         try:
             mcp_tools = await self.environment.start()
+            self.tools = to_openai_tools(mcp_tools, self.record.task_modality)
+            if not self.tools:
+                raise HarnessError(
+                    f"Task {self.record.task_key}: no tools found in observation. "
+                    "Fleet env requires tools."
+                )
         except BaseException:
             await self.close()
             raise
-        self.tools = to_openai_tools(mcp_tools, self.record.task_modality)
-        self.chat_history = initial_messages(
-            self.record.prompt, self.tools, self.record.env_variables, today=self.today
-        )
+        self._tool_names = {str(t.get("name")) for t in mcp_tools}
+        self.chat_history = initial_messages(self.record.prompt, self.tools, now=self.now)
         await self.recorder.emit(
             "fleet.env.ready",
             environment=self.environment.describe(),
@@ -126,88 +175,125 @@ class FleetToolCallEpisode:
     # -- stepping ------------------------------------------------------------
 
     async def step(self, action: str) -> StepOutput:
-        """Apply the policy's response ``action``: run its tool call, or end the episode."""
+        """Apply the policy's response ``action``: run its call, end the episode on done."""
         if not self._started or self._closed:
             raise HarnessError("step() needs init() first and must not follow close()")
         if self.done:
             raise HarnessError(f"the episode is over ({self.done_reason}); start a new one")
+        step_start = time.monotonic()
         self.turns += 1
         self.chat_history.append({"role": "assistant", "content": action})
+        max_turns_reached = self.turns >= self.max_turns
         parsed = parse_action(action)
         agent_done = parsed.agent_done
         tool_call = parsed.tool_call
-        tool_result: str | None = None
-        error: str | None = None
-
-        if tool_call is not None:
-            self.tool_calls += 1
-            await self.recorder.emit(
-                "tool.call", turn=self.turns, name=tool_call.name, arguments=tool_call.arguments
-            )
-            try:
-                outcome = await self.environment.call_tool(tool_call.name, tool_call.arguments)
-            except McpConnectionError as exc:
-                return await self._fail(f"the tool server failed: {exc}", tool_call.to_json())
-            text = outcome.text
-            if outcome.is_error or text.strip().lower().startswith("error:"):
-                error = text.strip() or "the tool reported an error"
-                if error.lower().startswith("error:"):
-                    error = error[len("error:") :].strip()
-                self.tool_errors += 1
-            else:
-                tool_result = text
-            await self.recorder.emit(
-                "tool.result",
-                turn=self.turns,
-                name=tool_call.name,
-                is_error=error is not None,
-                content=(error if error is not None else tool_result or "")[:20000],
-            )
-        elif parsed.error is not None:
-            error = parsed.error
+        tool_result: Any = None
+        error = parsed.error
+        mcp_time = 0.0
+        if parsed.malformed:
             self.parse_errors += 1
-            await self.recorder.emit("fleet.parse_error", turn=self.turns, error=error)
+            await self.recorder.emit(
+                "fleet.parse_error", turn=self.turns, error=error or "no call in the call block"
+            )
 
-        max_turns_reached = self.turns >= self.max_turns
+        if tool_call is not None or agent_done:
+            self.env_steps += 1
+            mcp_start = time.monotonic()
+            if tool_call is not None:
+                self.tool_calls += 1
+                tool_result, error = await self._call(tool_call)
+            if agent_done or self.env_steps >= self.max_turns:
+                await self._finish("agent_done" if agent_done else "max_turns", action)
+            mcp_time = time.monotonic() - mcp_start
+
+        if max_turns_reached:
+            if not self.done:  # some response had no call: the environment never finished
+                self.done = True
+                self.reward = 0.0
+            if self.done_reason != "verifier_error":
+                self.done_reason = "max_turns"
+            return StepOutput(
+                observations=[],
+                reward=self.reward,
+                done=True,
+                metadata={
+                    "done_reason": "max_turns",
+                    "task_key": self.record.task_key,
+                    "verifier": self.verifier.to_json() if self.verifier else None,
+                },
+            )
+
+        content = observation_text(error, tool_result, agent_done, tool_call)
+        observation = {"role": "user", "content": content}
+        self.chat_history.append(observation)
         metadata: dict[str, Any] = {
             "task_key": self.record.task_key,
             "turn": self.turns,
-            "tool_call": tool_call.to_json() if tool_call else None,
+            "tool_call": tool_call.to_json() if tool_call is not None else None,
             "tool_result": tool_result,
             "error": error,
-            "done_reason": None,
+            "done_reason": "agent_done" if agent_done else None,
+            "step_time": time.monotonic() - step_start,
+            "mcp_time": mcp_time,
         }
-        if agent_done or max_turns_reached:
-            reason: DoneReason = "agent_done" if agent_done else "max_turns"
-            observations: list[dict[str, Any]] = []
-            if agent_done:
-                if tool_call is not None or error is not None:
-                    observations.append(self._observation(tool_call, tool_result, error))
-                observations.append({"role": "user", "content": "Task marked as complete."})
-                self.chat_history.extend(observations)
-            await self._finish(reason, final_answer=action)
-            metadata["done_reason"] = self.done_reason
+        if agent_done:
             metadata["verifier"] = self.verifier.to_json() if self.verifier else None
-            return StepOutput(
-                observations=observations, reward=self.reward, done=True, metadata=metadata
-            )
+        return StepOutput(
+            observations=[observation],
+            reward=self.reward if agent_done else 0.0,
+            done=agent_done,
+            metadata=metadata,
+        )
 
-        observation = self._observation(tool_call, tool_result, error)
-        self.chat_history.append(observation)
-        return StepOutput(observations=[observation], reward=0.0, done=False, metadata=metadata)
+    async def _call(self, call: ToolCall) -> tuple[Any, str | None]:
+        """Run one call; ``(tool_result, error)`` as Fleet's environment reports them.
 
-    @staticmethod
-    def _observation(tool_call: Any, tool_result: str | None, error: str | None) -> dict[str, Any]:
-        """The user message answering one response: result, error or format reminder."""
-        if error is not None:
-            content = f"Error: {error}"
-        elif tool_result is not None:
-            content = f"Tool result:\n{tool_result}" if tool_result else "Action executed."
-        elif tool_call is None:
-            content = FORMAT_REMINDER
+        A call that cannot run (an unknown tool, arguments that are not an
+        object, a protocol error, an unreachable server) gives the error, and
+        ``{"error": <it>}`` as the result. A tool's own ``isError`` result is a
+        result (``{"error": <its text>}``), not an error.
+        """
+        await self.recorder.emit(
+            "tool.call", turn=self.turns, name=call.name, arguments=call.arguments
+        )
+        error: str | None = None
+        value: Any
+        try:
+            name = await self._known_tool(call.name)
+            if not isinstance(call.arguments, dict):
+                raise McpToolCallError(
+                    f"the arguments of tool {name!r} must be a JSON object, "
+                    f"got {type(call.arguments).__name__}"
+                )
+            outcome = await self.environment.call_tool(name, call.arguments)
+        except (McpConnectionError, McpToolCallError) as exc:
+            error = str(exc)
+            value = {"error": error}
+            self.tool_errors += 1
         else:
-            content = "Action executed."
-        return {"role": "user", "content": content}
+            value = outcome.value or {}
+            if outcome.is_error:
+                self.tool_errors += 1
+        await self.recorder.emit(
+            "tool.result",
+            turn=self.turns,
+            name=call.name,
+            is_error=isinstance(value, dict) and "error" in value,
+            content=_preview(value),
+        )
+        return value, error
+
+    async def _known_tool(self, name: Any) -> str:
+        """``name`` when the server has that tool (listing the tools again when unsure)."""
+        if isinstance(name, str) and name in self._tool_names:
+            return name
+        try:
+            self._tool_names = {str(t.get("name")) for t in await self.environment.list_tools()}
+        except McpConnectionError:
+            pass
+        if isinstance(name, str) and name in self._tool_names:
+            return name
+        raise McpToolCallError(f"Tool '{name}' not found on any active MCP endpoint.")
 
     async def finish(self, reason: DoneReason = "max_turns") -> float:
         """End the episode now (for a caller that stops early) and verify; returns the reward."""
@@ -216,7 +302,7 @@ class FleetToolCallEpisode:
                 (m["content"] for m in reversed(self.chat_history) if m["role"] == "assistant"),
                 None,
             )
-            await self._finish(reason, final_answer=last)
+            await self._finish(reason, last)
         return self.reward
 
     async def _finish(self, reason: DoneReason, final_answer: str | None) -> None:
@@ -240,23 +326,7 @@ class FleetToolCallEpisode:
             "fleet.verifier.end", reward=self.reward, verifier=self.verifier.to_json()
         )
 
-    async def _fail(self, message: str, tool_call: dict[str, Any] | None) -> StepOutput:
-        self.done = True
-        self.done_reason = "env_error"
-        self.failure = message
-        self.reward = 0.0
-        await self.recorder.emit("error", turn=self.turns, message=message)
-        await self.close()
-        return StepOutput(
-            observations=[],
-            reward=0.0,
-            done=True,
-            metadata={
-                "task_key": self.record.task_key,
-                "turn": self.turns,
-                "tool_call": tool_call,
-                "tool_result": None,
-                "error": message,
-                "done_reason": "env_error",
-            },
-        )
+
+def _preview(value: Any, limit: int = 20000) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text[:limit]

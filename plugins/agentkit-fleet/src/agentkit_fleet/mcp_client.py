@@ -14,38 +14,82 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-__all__ = ["McpConnection", "McpConnectionError", "McpToolResult"]
+__all__ = [
+    "EMPTY_RESULT_TEXT",
+    "McpConnection",
+    "McpConnectionError",
+    "McpToolCallError",
+    "McpToolResult",
+    "tool_result_value",
+]
 
 
 class McpConnectionError(Exception):
     """The MCP server could not be reached, or went away."""
 
 
+class McpToolCallError(Exception):
+    """The server answered a tool call with a protocol error (not a tool-level ``isError``)."""
+
+
+#: What Fleet's MCP client (``mcp`` 1.x) gives for a result with no content at all:
+#: the result object's ``str()``. Reproduced literally; see the parity table.
+EMPTY_RESULT_TEXT = "meta=None content=[] structuredContent=None isError=False"
+
+
+def tool_result_value(result: Mapping[str, Any]) -> Any:
+    """A tool result (wire JSON) as OpenEnv's Fleet client reads it for the policy.
+
+    - ``isError``: ``{"error": <its first text part>}`` (``"Tool execution
+      failed"`` without text);
+    - one text part: its JSON value when it is JSON, else the text;
+    - several text parts: the list of texts (other parts are skipped);
+    - no text part: ``structuredContent`` when present and not empty; for no
+      content at all :data:`EMPTY_RESULT_TEXT`; for only non-text parts (an
+      image), the parts as a list of their wire JSON (Fleet's client shows the
+      ``mcp`` object's ``repr`` there, which this does not reproduce).
+    """
+    content = [c for c in result.get("content") or [] if isinstance(c, Mapping)]
+    texts = [str(c.get("text", "")) for c in content if c.get("type") == "text"]
+    if result.get("isError"):
+        return {"error": texts[0] if texts else "Tool execution failed"}
+    if len(texts) == 1:
+        try:
+            return json.loads(texts[0])
+        except (ValueError, RecursionError):
+            return texts[0]
+    if texts:
+        return texts
+    structured = result.get("structuredContent")
+    if structured:
+        return structured
+    if not content:
+        return EMPTY_RESULT_TEXT
+    return [dict(c) for c in content]
+
+
 class McpToolResult:
-    """A tool call's outcome: its text, and whether the tool reported an error."""
+    """A tool call's outcome: the wire JSON, the value the policy sees, its text."""
 
-    def __init__(self, text: str, is_error: bool, raw: dict[str, Any]) -> None:
-        self.text = text
-        self.is_error = is_error
+    def __init__(self, raw: dict[str, Any]) -> None:
         self.raw = raw
+        self.is_error = bool(raw.get("isError"))
+        self.value = tool_result_value(raw)
 
-
-def _content_text(result: dict[str, Any]) -> str:
-    parts: list[str] = []
-    for item in result.get("content") or []:
-        if item.get("type") == "text":
-            parts.append(str(item.get("text", "")))
-        else:
-            parts.append(f"[{item.get('type', 'content')}]")
-    if not parts and result.get("structuredContent") is not None:
-        import json
-
-        parts.append(json.dumps(result["structuredContent"]))
-    return "\n".join(parts)
+    @property
+    def text(self) -> str:
+        """The text parts, joined (for events and logs)."""
+        parts = [
+            str(c.get("text", ""))
+            for c in self.raw.get("content") or []
+            if isinstance(c, Mapping) and c.get("type") == "text"
+        ]
+        return "\n".join(parts)
 
 
 _Job = tuple[Callable[[Any], Awaitable[Any]], "asyncio.Future[Any]"]
@@ -207,7 +251,7 @@ class McpConnection:
         async def call(client: Any) -> McpToolResult:
             result = await client.call_tool(name, arguments)
             data = result.model_dump(by_alias=True, exclude_none=True, mode="json")
-            return McpToolResult(_content_text(data), bool(data.get("isError")), data)
+            return McpToolResult(data)
 
         try:
             value: McpToolResult = await self._submit(call)
@@ -218,7 +262,7 @@ class McpConnection:
                 raise McpConnectionError(
                     f"MCP server {self.target} went away: {exc.message}"
                 ) from None
-            return McpToolResult(exc.message, True, {"error": {"code": exc.code}})
+            raise McpToolCallError(exc.message) from None
         except Exception as exc:
             if self._task is None or self._task.done():
                 raise McpConnectionError(
@@ -226,6 +270,11 @@ class McpConnection:
                 ) from None
             raise McpConnectionError(f"calling {name} on {self.target}: {_describe(exc)}") from None
         return value
+
+    @property
+    def alive(self) -> bool:
+        """True while the connection serves requests (started and not gone)."""
+        return self._task is not None and not self._task.done()
 
     async def close(self) -> None:
         """Disconnect (a stdio server is stopped). Safe to call twice."""

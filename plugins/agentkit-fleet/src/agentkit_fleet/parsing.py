@@ -1,16 +1,22 @@
 """Reading the policy's action text: tool calls and the done signal.
 
-Rules (those of the Fleet integration):
+The rules are those of Fleet's SkyRL environment (``parse_tool_call``; see
+the parity table in ``docs/fleet.md``):
 
-- the first ``<tool_call>...</tool_call>`` (or ``<function_call>``; tags in any
-  case) block is the call;
-  a missing closing tag is tolerated (the call runs to the end of the text,
-  or to a special token such as ``<|im_end|>``), since ``</tool_call>`` is often
-  the stop string;
-- the JSON names the tool with ``name`` (or ``tool``) and passes ``arguments``
-  (or ``params``);
-- ``<done>`` or ``[done]`` (any case) ends the episode, but only when the
-  response makes no tool call: a call is executed first.
+- the first ``<tool_call>...</tool_call>`` block is read, then, if it gave no
+  call, the first ``<function_call>...</function_call>`` block; tags are
+  lower case and need their closing tag;
+- the block's JSON names the tool with ``name`` (or, when that is missing or
+  empty, ``tool``) and passes ``arguments`` (or, when that is missing or
+  empty, ``params``); a block whose JSON does not parse, or that names no
+  tool, is no call;
+- ``<done>`` or ``[done]`` (any case) anywhere ends the episode; a call in the
+  same response still runs first.
+
+One difference: a block whose JSON parses to something other than an object
+(a list, a string, a number) makes Fleet's environment raise
+``AttributeError``; here it is a clear error the policy sees as an
+observation (:attr:`ParsedAction.error`).
 """
 
 from __future__ import annotations
@@ -28,31 +34,34 @@ _TAGS = ("tool_call", "function_call")
 
 @attrs.frozen
 class ToolCall:
-    """A tool call the policy asked for."""
+    """A tool call the policy asked for, as written (``name`` and ``arguments`` unchecked)."""
 
-    name: str
-    arguments: dict[str, Any]
+    name: Any
+    arguments: Any
 
     def to_json(self) -> dict[str, Any]:
-        """``{"name": ..., "arguments": {...}}``."""
-        return {"name": self.name, "arguments": dict(self.arguments)}
+        """``{"name": ..., "arguments": ...}``, the values as the policy wrote them."""
+        return {"name": self.name, "arguments": self.arguments}
 
 
 @attrs.frozen
 class ParsedAction:
-    """The call (if any), a parse error (if the call block was unusable), the done signal."""
+    """The call (if any), an error (a call block that is not a JSON object), the done signal.
+
+    ``malformed`` is true when a call block was present but gave no call
+    (JSON that does not parse, no tool name, not an object): Fleet's
+    environment treats such a response like one without a call; the episode
+    counts it in ``parse_errors``.
+    """
 
     tool_call: ToolCall | None
     error: str | None
     done_signal: bool
+    malformed: bool = False
 
     @property
     def agent_done(self) -> bool:
-        """The policy says it is done (a call in the same response still runs first).
-
-        As in Fleet's SkyRL environment: ``<done>`` ends the episode whatever
-        else the response holds.
-        """
+        """The policy says it is done (a call in the same response still runs first)."""
         return self.done_signal
 
 
@@ -62,47 +71,43 @@ def has_done_signal(text: str) -> bool:
     return "<done>" in low or "[done]" in low
 
 
-def _first_block(text: str) -> str | None:
-    best: tuple[int, str] | None = None
-    for tag in _TAGS:
-        m = re.search(rf"<{tag}>(.*?)</{tag}>", text, re.DOTALL | re.IGNORECASE)
-        if m is None:
-            m = re.search(
-                rf"<{tag}>(.*?)(?:<\||<done>|\[done\]|\Z)", text, re.DOTALL | re.IGNORECASE
-            )
-        if m is not None and (best is None or m.start() < best[0]):
-            best = (m.start(), m.group(1))
-    return None if best is None else best[1]
-
-
 def parse_action(text: str) -> ParsedAction:
     """Parse one policy response."""
     done = has_done_signal(text)
-    block = _first_block(text)
-    if block is None:
-        return ParsedAction(None, None, done)
-    body = block.strip()
-    if body.startswith("```"):
-        body = re.sub(r"^```(?:json)?\s*|\s*```$", "", body)
-    try:
-        data = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        return ParsedAction(None, f"invalid JSON in tool call: {exc}", done)
-    if not isinstance(data, dict):
-        return ParsedAction(
-            None, f"a tool call must be a JSON object, got {type(data).__name__}", done
-        )
-    name = data.get("name") or data.get("tool")
-    if not isinstance(name, str) or not name:
-        return ParsedAction(None, "the tool call has no 'name'", done)
-    args = data.get("arguments")
-    if args is None:
-        args = data.get("params", {})
-    if isinstance(args, str):  # some models send the arguments JSON-encoded
+    malformed = False
+    for tag in _TAGS:
+        match = re.search(rf"<{tag}>(.*?)</{tag}>", text, re.DOTALL)
+        if match is None:
+            continue
         try:
-            args = json.loads(args) if args.strip() else {}
-        except ValueError:
-            return ParsedAction(None, "the tool call's 'arguments' is not a JSON object", done)
-    if not isinstance(args, dict):
-        return ParsedAction(None, "the tool call's 'arguments' must be a JSON object", done)
-    return ParsedAction(ToolCall(name, args), None, done)
+            data = json.loads(match.group(1).strip())
+        except json.JSONDecodeError:
+            malformed = True
+            continue
+        except (ValueError, RecursionError) as exc:  # Fleet's parser raises here
+            return ParsedAction(None, f"the tool call's JSON cannot be read: {exc}", done, True)
+        if not isinstance(data, dict):  # Fleet's parser raises AttributeError here
+            return ParsedAction(
+                None,
+                f"a tool call must be a JSON object with a name, got a JSON {_json_type(data)}",
+                done,
+                True,
+            )
+        name = data.get("name") or data.get("tool")
+        arguments = data.get("arguments") or data.get("params", {})
+        if name:
+            return ParsedAction(ToolCall(name, arguments), None, done)
+        malformed = True
+    return ParsedAction(None, None, done, malformed)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "null"

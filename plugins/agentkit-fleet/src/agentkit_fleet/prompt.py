@@ -1,4 +1,13 @@
-"""The tool definitions and the system prompt, as the Fleet integration builds them."""
+"""The tool definitions and the system prompt, as Fleet's SkyRL environment builds them.
+
+The tools are the MCP server's, in OpenAI's function format, with their input
+schemas simplified the way OpenEnv's Fleet client does it before SkyRL shows
+them to the policy: ``title`` and ``default`` dropped, an ``anyOf`` replaced by
+its first non-null member, ``prefixItems`` turned into ``items``, and only the
+top-level ``properties`` and ``required`` kept (``required`` always present).
+The system prompt is the SkyRL environment's text, word for word, with today's
+date from the clock. See the parity table in ``docs/fleet.md``.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +19,8 @@ from typing import Any
 __all__ = [
     "FORMAT_REMINDER",
     "build_system_prompt",
-    "current_date",
     "initial_messages",
+    "normalize_schema",
     "to_openai_tools",
 ]
 
@@ -21,82 +30,96 @@ FORMAT_REMINDER = (
 )
 
 
+def normalize_schema(schema: Any) -> Any:
+    """One property's JSON schema as OpenEnv's Fleet client simplifies it.
+
+    ``anyOf`` becomes its first member whose ``type`` is not ``null`` (merged
+    over the schema); ``title``, ``default`` and a remaining ``anyOf`` are
+    dropped; ``prefixItems`` becomes ``items`` (its first entry, or
+    ``{"type": "string"}``); ``properties`` and ``items`` are simplified
+    recursively; everything else is kept as it is.
+    """
+    if not isinstance(schema, dict):
+        return schema
+    if "anyOf" in schema and isinstance(schema["anyOf"], list):
+        members = [
+            s for s in schema["anyOf"] if not (isinstance(s, dict) and s.get("type") == "null")
+        ]
+        if members and isinstance(members[0], dict):
+            schema = {**schema, **members[0]}
+            del schema["anyOf"]
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("title", "default", "anyOf"):
+            continue
+        if key == "prefixItems":
+            out["items"] = normalize_schema(value[0]) if value else {"type": "string"}
+        elif key == "properties" and isinstance(value, dict):
+            out[key] = {name: normalize_schema(sub) for name, sub in value.items()}
+        elif key == "items" and isinstance(value, dict):
+            out[key] = normalize_schema(value)
+        else:
+            out[key] = value
+    return out
+
+
 def to_openai_tools(
     mcp_tools: Sequence[Mapping[str, Any]], modality: str = "tool_use"
 ) -> list[dict[str, Any]]:
-    """MCP tools as OpenAI function definitions; tool_use tasks drop a ``computer`` tool."""
+    """MCP tools (wire JSON) as OpenAI function definitions; tool_use tasks drop ``computer``.
+
+    ``parameters`` is ``{"type": "object", "properties": ..., "required": ...}``
+    built from the tool's ``inputSchema`` (other top-level schema keys are
+    not shown); ``description`` is the tool's, ``null`` when it has none.
+    """
     out = []
     for tool in mcp_tools:
-        name = str(tool.get("name", ""))
-        if not name or (modality == "tool_use" and name == "computer"):
+        name = tool.get("name")
+        if modality == "tool_use" and name == "computer":
             continue
-        schema = (
-            tool.get("inputSchema")
-            or tool.get("input_schema")
-            or {
-                "type": "object",
-                "properties": {},
-            }
-        )
+        schema = tool.get("inputSchema") or {}
+        properties = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
+        required = schema.get("required", []) if isinstance(schema, Mapping) else []
         out.append(
             {
                 "type": "function",
                 "function": {
                     "name": name,
-                    "description": str(tool.get("description") or ""),
-                    "parameters": dict(schema),
+                    "description": tool.get("description"),
+                    "parameters": {
+                        "type": "object",
+                        "properties": {
+                            key: normalize_schema(value)
+                            for key, value in (properties or {}).items()
+                        },
+                        "required": required,
+                    },
                 },
             }
         )
     return out
 
 
-def current_date(env_variables: Mapping[str, Any], today: dt.date | None = None) -> dt.date:
-    """``CURRENT_DATE`` from the task's env_variables (YYYY-MM-DD...) or today."""
-    value = env_variables.get("CURRENT_DATE")
-    if isinstance(value, str) and len(value) >= 10:
-        try:
-            return dt.date.fromisoformat(value[:10])
-        except ValueError:
-            pass
-    return today or dt.date.today()
-
-
-def _environment_context(env_variables: Mapping[str, Any]) -> str:
-    lines = []
-    if "LOGGED_IN_USER" in env_variables:
-        lines.append(f"- Logged in user ID: {env_variables['LOGGED_IN_USER']}")
-    if "LOGGED_IN_NAME" in env_variables:
-        lines.append(f"- Logged in as: {env_variables['LOGGED_IN_NAME']}")
-    for key, value in env_variables.items():
-        if key not in ("LOGGED_IN_USER", "LOGGED_IN_NAME", "CURRENT_DATE"):
-            lines.append(f"- {key}: {value}")
-    if not lines:
-        return ""
-    return "\n## Environment Context\n" + "\n".join(lines) + "\n"
-
-
 def build_system_prompt(
-    tools: Sequence[Mapping[str, Any]],
-    env_variables: Mapping[str, Any] | None = None,
-    *,
-    today: dt.date | None = None,
+    tools: Sequence[Mapping[str, Any]], *, now: dt.datetime | None = None
 ) -> str:
-    """The system prompt: role, date, environment context, tools, call format, errors, ending."""
-    env_variables = env_variables or {}
-    date = current_date(env_variables, today)
-    names = ", ".join(t["function"]["name"] for t in tools if "function" in t)
+    """The system prompt: role, today's date, the tools as JSON, call format, errors, ending.
+
+    ``now`` defaults to the local clock (``datetime.now()``), as in Fleet's
+    SkyRL environment.
+    """
+    now = now or dt.datetime.now()
+    tools_json = json.dumps(list(tools), indent=2)
     return f"""You are a helpful agent. Complete the task by calling tools.
 
 ## Current Date
-Today's date is {date.isoformat()}. When dates are mentioned without a year, assume the current year ({date.year}) or a future date.
-{_environment_context(env_variables)}
+Today's date is {now.strftime("%Y-%m-%d")}. When dates are mentioned without a year, assume the current year ({now.year}) or a future date.
+
 ## Available Tools
-{json.dumps(list(tools), indent=2)}
+{tools_json}
 
 ## Tool Call Format
-Use the tools listed above by name ({names}). Format each call as:
-<tool_call>{{"name": "<tool_name_from_above>", "arguments": {{...}}}}</tool_call>
+<tool_call>{{"name": "tool_name", "arguments": {{"param": "value"}}}}</tool_call>
 
 ## Error Handling
 If a tool call returns an error:
@@ -109,20 +132,15 @@ EVERY response MUST end with exactly ONE of:
 1. A tool call: <tool_call>...</tool_call> - to perform an action
 2. Done signal: <done> - ONLY when the task is fully complete
 
-IMPORTANT: When the task is complete, first output your final answer with the requested information, THEN say <done>. Do not just say <done> without providing the answer.
-
-If the task is complete, provide your answer then say <done>. Otherwise, make a tool call."""  # noqa: E501
+NEVER respond with just a message. NEVER say "feel free to ask" or offer further help.
+If the task is complete, say <done>. Otherwise, make a tool call."""  # noqa: E501
 
 
 def initial_messages(
-    prompt: str,
-    tools: Sequence[Mapping[str, Any]],
-    env_variables: Mapping[str, Any] | None = None,
-    *,
-    today: dt.date | None = None,
+    prompt: str, tools: Sequence[Mapping[str, Any]], *, now: dt.datetime | None = None
 ) -> list[dict[str, Any]]:
     """``[system, user]``: the system prompt and the task prompt."""
     return [
-        {"role": "system", "content": build_system_prompt(tools, env_variables, today=today)},
+        {"role": "system", "content": build_system_prompt(tools, now=now)},
         {"role": "user", "content": prompt},
     ]

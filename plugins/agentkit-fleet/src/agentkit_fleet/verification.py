@@ -9,9 +9,11 @@ platform: through the platform's verifier execution (see
 The score is Fleet's: the number the verifier returns (``True``/``False``
 count as 1/0); a verifier that succeeds without returning anything scores 1;
 a verifier that fails (raises) scores 0. With ``partial_reward`` on, a
-verifier that printed its success and error accumulators
-(``>>> SUCCESS_ACCUMULATOR >>>`` ... ``<<< SUCCESS_ACCUMULATOR <<<``) scores
-``successes / (successes + errors)`` instead.
+verifier whose score is 0 and that printed its success and error
+accumulators (``>>> SUCCESS_ACCUMULATOR >>>`` ... ``<<< SUCCESS_ACCUMULATOR
+<<<``) scores ``successes / (successes + errors)`` instead, as OpenEnv's
+Fleet environment does (``partial_reward=True``); a passing verifier keeps
+its score.
 """
 
 from __future__ import annotations
@@ -65,36 +67,42 @@ class VerifierOutcome:
         }
 
 
-def parse_accumulators(stdout: str) -> tuple[list[Any], list[Any]] | None:
-    """The (successes, errors) lists a verifier printed, or None when it printed neither."""
-    found: dict[str, list[Any]] = {}
+def parse_accumulators(stdout: str) -> tuple[int, int] | None:
+    """How many checks passed and failed, from the accumulators a verifier printed.
+
+    As OpenEnv's Fleet environment reads them: the text between
+    ``>>> SUCCESS_ACCUMULATOR >>>`` and ``<<< SUCCESS_ACCUMULATOR <<<`` (and
+    the same for ``ERROR``) is read as a Python literal and its ``len`` is
+    the count; None when neither marker pair is present or one cannot be
+    read that way.
+    """
+    counts: dict[str, int] = {}
     for name in ("SUCCESS", "ERROR"):
         m = re.search(
-            rf">>> {name}_ACCUMULATOR >>>\n(.*?)\n<<< {name}_ACCUMULATOR <<<", stdout, re.DOTALL
+            rf">>> {name}_ACCUMULATOR >>>\n(.+?)\n<<< {name}_ACCUMULATOR <<<", stdout, re.DOTALL
         )
         if m is None:
             continue
-        text = m.group(1).strip()
         try:
-            value = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            try:
-                value = json.loads(text)
-            except ValueError:
-                value = [line for line in text.splitlines() if line.strip()]
-        found[name] = list(value) if isinstance(value, (list, tuple, set)) else [value]
-    if not found:
+            counts[name] = len(ast.literal_eval(m.group(1)))
+        except Exception:
+            return None
+    if not counts:
         return None
-    return found.get("SUCCESS", []), found.get("ERROR", [])
+    return counts.get("SUCCESS", 0), counts.get("ERROR", 0)
 
 
 def score_outcome(outcome: VerifierOutcome, *, partial_reward: bool = False) -> float:
     """Fleet's score of a verifier outcome (see the module docstring)."""
-    if partial_reward:
-        acc = parse_accumulators(outcome.stdout)
-        if acc is not None and (acc[0] or acc[1]):
-            ok, bad = acc
-            return len(ok) / (len(ok) + len(bad))
+    score = _binary_score(outcome)
+    if partial_reward and score == 0.0 and outcome.stdout:
+        counts = parse_accumulators(outcome.stdout)
+        if counts is not None and sum(counts) > 0:
+            return counts[0] / sum(counts)
+    return score
+
+
+def _binary_score(outcome: VerifierOutcome) -> float:
     if not outcome.success:
         return 0.0
     value = outcome.result
