@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from agentkit_fleet.records import FleetRecord
-from agentkit_fleet.split import assign_splits
 
 pq = pytest.importorskip("pyarrow.parquet")
 
@@ -47,9 +45,10 @@ def test_split_writes_train_and_validation_parquet(tmp_path: Path) -> None:
     evals = pq.read_table(out / "validation.parquet").to_pylist()
     assert summary["train"]["tasks"] == len(train) and summary["validation"]["tasks"] == len(evals)
     assert len(train) + len(evals) == 65
-    sides = assign_splits([FleetRecord.from_json(r) for r in records[:65]])
-    assert {r["task_key"] for r in evals} == {k for k, s in sides.items() if s == "eval"}
+    # alpha (60 tasks: target 6) has eval tasks; beta (5: target 0) has none
     assert evals and all(r["data_source"] == "alpha" for r in evals)
+    # rows as Fleet's prepare_dataset.py orders them: environments sorted, input order
+    assert [r["task_key"] for r in train][-5:] == [f"b-{i}" for i in range(5)]
     row = (
         next(r for r in train if r["task_key"] == "a-0")
         if any(r["task_key"] == "a-0" for r in train)
@@ -90,8 +89,8 @@ def test_split_reports_a_missing_source_without_a_traceback(tmp_path: Path) -> N
 def test_split_with_modality_agrees_with_the_taskset_split(tmp_path: Path) -> None:
     """``fleet split --modality`` and ``-T split=... -T modality=...`` give the same sides.
 
-    One env with tasks of two modalities in one file: the split is computed
-    over the whole source before the modality filter, in both paths, so that
+    One env with tasks of two modalities in one file: both paths keep the
+    modality's tasks first and split those (as Fleet's prepare_dataset.py), so
     no task is in validation.parquet and in the taskset's train side.
     """
     from agentkit import registry

@@ -48,12 +48,36 @@ def test_aliases_found_in_the_wild_are_normalized(tmp_path: Path) -> None:
     )
     assert record.verifier_code == "def v(env): return 1"
     assert record.extra == {}
+    # data_id: OpenEnv d23f08d7 task_env.py:123-125 reads only data_key (so an exported
+    # record's data_id is dropped there); agentkit follows the Fleet SDK's Task.data_key
+    # (data_id:data_version), documented in the parity table
+    assert (record.data_key, record.data_version) == ("d", "v1")
 
 
-def test_the_canonical_spelling_wins_and_the_alias_is_kept(tmp_path: Path) -> None:
-    rec = FleetRecord.from_json({"key": "old", "task_key": "new", "prompt": "p"})
-    assert rec.task_key == "new"
-    assert rec.extra == {"key": "old"}
+def test_both_spellings_resolve_as_upstream_reads_them(tmp_path: Path) -> None:
+    # SkyRL 55a822642 integrations/fleet/env.py:68 and prepare_dataset.py:173, 229:
+    # key or task_key, so "key" wins
+    rec = FleetRecord.from_json({"key": "from-key", "task_key": "from-task-key", "prompt": "p"})
+    assert rec.task_key == "from-key"
+    assert rec.extra == {"task_key": "from-task-key"}
+    empty_key = FleetRecord.from_json({"key": "", "task_key": "tk", "prompt": "p"})
+    assert empty_key.task_key == "tk" and empty_key.extra == {"key": ""}
+    # env.py:244 and prepare_dataset.py:125: env_key or env_id; OpenEnv task_env.py:310:
+    # verifier_code or verifier_func
+    rec = FleetRecord.from_json(
+        {
+            "task_key": "t",
+            "prompt": "p",
+            "env_id": "alias-env",
+            "env_key": "canon-env",
+            "verifier_func": "def a(env): return 0",
+            "verifier_code": "def b(env): return 1",
+        }
+    )
+    assert (rec.env_key, rec.verifier_code) == ("canon-env", "def b(env): return 1")
+    assert rec.extra == {"env_id": "alias-env", "verifier_func": "def a(env): return 0"}
+    rec = FleetRecord.from_json({"task_key": "t", "prompt": "p", "env_id": "e", "env_key": None})
+    assert rec.env_key == "e"
 
 
 def test_unknown_and_reserved_fields_survive_in_legal_metadata(tmp_path: Path) -> None:

@@ -27,9 +27,10 @@ def fleet_group() -> None:
 @click.option("--data-version", default=None, help="Data version (S3 or versioned directory).")
 @click.option(
     "--modality",
-    type=click.Choice(["tool_use", "computer_use", "browser_use"]),
-    default=None,
-    help="Only this task modality (all_<modality>.json).",
+    type=click.Choice(["tool_use", "computer_use", "browser_use", "all"]),
+    default="tool_use",
+    show_default=True,
+    help="Split the tasks of this modality (all_<modality>.json); 'all': every task.",
 )
 @click.option("--eval-ratio", type=float, default=0.10, show_default=True)
 @click.option("--max-eval-per-env", type=int, default=30, show_default=True)
@@ -39,7 +40,8 @@ def fleet_group() -> None:
     "held_out",
     multiple=True,
     metavar="MODALITY:ENV",
-    help="Hold an env out for a modality (repeatable); default computer_use:instacart.",
+    help="Hold an env out when splitting MODALITY ('all' for --modality all; repeatable); "
+    "default computer_use:instacart.",
 )
 def split_cmd(
     source: str,
@@ -51,9 +53,14 @@ def split_cmd(
     min_eval_per_env: int,
     held_out: tuple[str, ...],
 ) -> None:
-    """Split Fleet tasks (file, directory or s3:// URL) into train and validation parquet."""
+    """Split Fleet tasks (file, directory or s3:// URL) into train and validation parquet.
+
+    The split is Fleet's (``prepare_dataset.py``): the tasks of ``--modality``
+    are grouped by environment and each group is split by the hash of its
+    task keys. A side without tasks gets no file.
+    """
     from agentkit_fleet.export import write_split
-    from agentkit_fleet.split import SplitConfig, split_records
+    from agentkit_fleet.split import SplitConfig
     from agentkit_fleet.taskset import load_records
 
     if source.startswith("fleet:"):
@@ -68,26 +75,22 @@ def split_cmd(
                     f"{item!r}: expected MODALITY:ENV", param_hint="--held-out"
                 )
             held.setdefault(mod, []).append(env)
-    records, problems, _sources = load_records(source, data_version=data_version, modality=modality)
+    chosen = None if modality == "all" else modality
+    loaded = load_records(source, data_version=data_version, modality=chosen)
     config = SplitConfig(
         eval_ratio=eval_ratio,
         max_eval_per_env=max_eval_per_env,
         min_eval_per_env=min_eval_per_env,
         held_out_envs=held,
     )
-    # As the taskset does: split the whole source, then filter, so that
-    # ``--modality`` never moves a task to the other side than ``-T modality=``.
-    train, evals = split_records(records, config)
-    if modality is not None:
-        train = [r for r in train if r.task_modality == modality]
-        evals = [r for r in evals if r.task_modality == modality]
+    train, evals = loaded.split(config, chosen)
     train_path, eval_path = write_split(train, evals, out)
-    for problem in problems:
+    for problem in loaded.problems:
         click.echo(f"skipped {problem}", err=True)
     summary: dict[str, Any] = {
-        "train": {"path": str(train_path), "tasks": len(train)},
-        "validation": {"path": str(eval_path), "tasks": len(evals)},
-        "skipped": len(problems),
+        "train": {"path": str(train_path) if train_path else None, "tasks": len(train)},
+        "validation": {"path": str(eval_path) if eval_path else None, "tasks": len(evals)},
+        "skipped": len(loaded.problems),
     }
     click.echo(json.dumps(summary, indent=2))
 

@@ -2,7 +2,8 @@
 
 Columns (what SkyRL-style loaders read): ``prompt`` (chat messages: one user
 message), ``env_class`` (``fleet_task``), ``task_key``, ``data_source`` (the
-env_key), and the environment fields ``env_key``, ``env_version``,
+env_key, ``unknown`` without one): Fleet's ``prepare_dataset.py`` columns; and
+the environment fields ``env_key``, ``env_version``,
 ``data_key``, ``data_version``, ``task_modality``, ``env_variables`` (JSON
 text) and ``verifier_code``.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 from agentkit._errors import AgentkitError
 from agentkit_fleet.records import FleetRecord
+from agentkit_fleet.split import env_group
 
 __all__ = ["ENV_CLASS", "split_rows", "write_parquet", "write_split"]
 
@@ -29,7 +31,7 @@ def split_rows(records: Iterable[FleetRecord]) -> list[dict[str, Any]]:
             "prompt": [{"role": "user", "content": r.prompt}],
             "env_class": ENV_CLASS,
             "task_key": r.task_key,
-            "data_source": r.env_key or "",
+            "data_source": env_group(r.env_key),
             "env_key": r.env_key or "",
             "env_version": r.env_version or "",
             "data_key": r.data_key or "",
@@ -72,12 +74,23 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
 
 def write_split(
     train: list[FleetRecord], evals: list[FleetRecord], out: str | Path
-) -> tuple[Path, Path]:
-    """``out/train.parquet`` and ``out/validation.parquet``."""
+) -> tuple[Path | None, Path | None]:
+    """``out/train.parquet`` and ``out/validation.parquet``, rows in the given order.
+
+    A side without records gets no file (as Fleet's dataset preparation), and
+    a file of that name left by an earlier split is removed, so that the
+    directory never mixes two splits. Returns the paths written (None for an
+    empty side).
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    train_path = out / "train.parquet"
-    eval_path = out / "validation.parquet"
-    write_parquet(split_rows(train), train_path)
-    write_parquet(split_rows(evals), eval_path)
-    return train_path, eval_path
+    written: list[Path | None] = []
+    for records, name in ((train, "train.parquet"), (evals, "validation.parquet")):
+        path = out / name
+        if records:
+            write_parquet(split_rows(records), path)
+            written.append(path)
+        else:
+            path.unlink(missing_ok=True)
+            written.append(None)
+    return written[0], written[1]

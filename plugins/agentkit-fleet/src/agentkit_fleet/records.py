@@ -28,6 +28,7 @@ __all__ = [
     "MODALITIES",
     "FleetRecord",
     "escape_reserved",
+    "group_counts",
     "parse_records",
     "record_of",
     "unescape_reserved",
@@ -36,13 +37,30 @@ __all__ = [
 Modality = Literal["tool_use", "computer_use", "browser_use"]
 MODALITIES: tuple[str, ...] = ("tool_use", "computer_use", "browser_use")
 
-#: Alias found in the wild -> canonical field.
+#: Alias found in the wild -> canonical field. When a record has both
+#: spellings the canonical one wins, except for ``key``, which wins over
+#: ``task_key`` as in Fleet's SkyRL environment and dataset preparation
+#: (``t.get("key") or t.get("task_key")``); see :data:`ALIAS_WINS`.
 ALIASES: dict[str, str] = {
     "key": "task_key",
     "env_id": "env_key",
     "version": "env_version",
     "data_id": "data_key",
     "verifier_func": "verifier_code",
+}
+
+#: Aliases that win over their canonical spelling when a record has both.
+ALIAS_WINS = frozenset({"key"})
+
+#: Per canonical field, its spellings in order of precedence (the first one
+#: present with a value other than null or "" is taken).
+_PRECEDENCE: dict[str, tuple[str, ...]] = {
+    canonical: tuple(
+        [a for a, c in ALIASES.items() if c == canonical and a in ALIAS_WINS]
+        + [canonical]
+        + [a for a, c in ALIASES.items() if c == canonical and a not in ALIAS_WINS]
+    )
+    for canonical in set(ALIASES.values())
 }
 
 _STRING_FIELDS = (
@@ -124,16 +142,19 @@ class FleetRecord:
         fields: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         for key, value in data.items():
-            canonical = ALIASES.get(key, key)
-            if canonical not in _KNOWN:
-                extra[key] = value
-            elif canonical in fields and key != canonical:
-                extra[key] = value  # the canonical spelling wins; keep the alias beside
-            else:
-                if canonical in fields:  # the alias came first: keep it aside
-                    alias = next(a for a, c in ALIASES.items() if c == canonical and a in data)
-                    extra[alias] = fields[canonical]
-                fields[canonical] = value
+            if ALIASES.get(key, key) not in _KNOWN:
+                extra[str(key)] = value
+        for canonical in (*_STRING_FIELDS, "env_variables", "metadata"):
+            spellings = [k for k in _PRECEDENCE.get(canonical, (canonical,)) if k in data]
+            chosen = next((k for k in spellings if data[k] not in (None, "")), None)
+            if chosen is None and spellings:
+                chosen = spellings[0]
+            if chosen is None:
+                continue
+            fields[canonical] = data[chosen]
+            for other in spellings:
+                if other != chosen:
+                    extra[other] = data[other]  # the losing spelling is kept beside
         for name in ("task_key", "prompt"):
             if fields.get(name) in (None, ""):
                 raise ValueError(f"missing {name!r}")
@@ -280,6 +301,28 @@ def parse_records(data: Any, source: str) -> tuple[list[FleetRecord], list[TaskP
         seen.add(record.task_key)
         records.append(record)
     return records, problems
+
+
+def group_counts(data: Any, source: str) -> dict[tuple[str, str], int]:
+    """How many records a parsed task file holds per ``(modality, environment group)``.
+
+    Every object in the file counts, also records :func:`parse_records`
+    rejects (no prompt, a duplicate key), because Fleet's dataset preparation
+    sizes an environment's eval share by all of its records. The modality is
+    the record's ``task_modality`` (else the file's, as for parsing); the
+    group its ``env_key`` or ``env_id``, else ``unknown``.
+    """
+    default_modality = modality_of_file(source)
+    items = data["tasks"] if isinstance(data, Mapping) and "tasks" in data else data
+    counts: dict[tuple[str, str], int] = {}
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, Mapping):
+            continue
+        modality = item.get("task_modality") or default_modality
+        env = item.get("env_key") or item.get("env_id") or "unknown"
+        key = (str(modality), str(env))
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def iter_json_records(records: Iterable[FleetRecord]) -> list[dict[str, Any]]:

@@ -67,12 +67,13 @@ def _load_local(path: Path, data_version: str | None, modality: str | None) -> l
                 f"existing versions: {', '.join(versions) or 'none'}"
             )
         directory = path / data_version / OPENENV_DIR
-    if modality is not None:
-        wanted = directory / _modality_file(modality)
+    wanted = directory / _modality_file(modality) if modality is not None else None
+    if wanted is not None and (wanted.is_file() or data_version is not None):
+        # Fleet's layout: one file per modality
         if not wanted.is_file():
             raise FleetSourceError(f"{wanted}: no task file for modality {modality!r}")
         files = [wanted]
-    else:
+    else:  # any directory of task files (the caller keeps the modality's records)
         files = sorted(directory.glob("*.json"))
         if not files:
             raise FleetSourceError(f"{directory}: no *.json task files")

@@ -1,20 +1,29 @@
 """The deterministic, stratified train/eval split of Fleet tasks.
 
-The algorithm (the one Fleet's dataset preparation uses, written down so it
-gives the same answer on every machine):
+The algorithm is that of Fleet's dataset preparation for SkyRL
+(``prepare_dataset.py``), written down so that it gives the same train and
+eval sets on every machine:
 
-1. A task whose ``env_key`` is held out for its modality
-   (``held_out_envs[task_modality]``; by default ``instacart`` for
-   ``computer_use``) goes to eval.
-2. The other tasks are grouped by ``env_key``. For a group of ``n`` tasks the
-   target is ``min(int(n * eval_ratio), max_eval_per_env)``.
-3. When the target is below ``min_eval_per_env`` the whole group goes to train.
-4. Otherwise a task goes to eval when the first 8 bytes of
-   ``md5(task_key)``, read as a big-endian unsigned integer and divided by
-   ``2**64``, are below ``target / n``; else to train.
+1. Only the tasks of the chosen modality take part (all of them in
+   all-modalities mode); the caller filters them first.
+2. The tasks are grouped by environment: ``env_key`` (or ``env_id``), or
+   ``unknown`` without one. Groups are visited in sorted order.
+3. A group held out for the chosen modality (``held_out_envs[modality]``; by
+   default ``instacart`` for ``computer_use``; the key ``all`` applies in
+   all-modalities mode, where nothing is held out by default) goes wholly to
+   eval.
+4. For a group of ``n`` tasks the target is ``min(int(n * eval_ratio),
+   max_eval_per_env)``. ``n`` counts every record of the group in the
+   source, also those that are then left out (no prompt, a duplicate key):
+   pass their numbers as ``group_sizes``.
+5. When the target is below ``min_eval_per_env`` (or 0) the group goes to
+   train.
+6. Otherwise a task goes to eval when the first 8 bytes of ``md5(task_key)``,
+   read as a big-endian unsigned integer and divided by ``2**64``, are below
+   ``target / n``; else to train.
 
-The hash depends on the task key only, so a task's side never depends on the
-order of the input or on the machine.
+The hash depends on the task key only, so a task's side does not depend on
+the order of the input or on the machine.
 """
 
 from __future__ import annotations
@@ -29,9 +38,19 @@ import attrs
 from agentkit._errors import OptionError
 from agentkit_fleet.records import FleetRecord
 
-__all__ = ["SplitConfig", "assign_splits", "split_records", "task_hash_fraction"]
+__all__ = [
+    "ALL_MODALITIES",
+    "SplitConfig",
+    "assign_splits",
+    "env_group",
+    "split_records",
+    "task_hash_fraction",
+]
 
 SplitName = Literal["train", "eval"]
+
+#: The ``held_out_envs`` key that applies when every modality takes part.
+ALL_MODALITIES = "all"
 
 
 def _default_held_out() -> dict[str, list[str]]:
@@ -42,6 +61,8 @@ def _default_held_out() -> dict[str, list[str]]:
 class SplitConfig:
     """The split's parameters (the defaults are Fleet's).
 
+    ``held_out_envs`` maps the modality the split is made for (``all`` in
+    all-modalities mode) to environments that go wholly to eval.
     Out-of-range values raise :class:`agentkit.OptionError` (a ``ValueError``
     would reach users as a traceback).
     """
@@ -64,21 +85,41 @@ def task_hash_fraction(task_key: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
-def assign_splits(
-    records: Iterable[FleetRecord], config: SplitConfig | None = None
-) -> dict[str, SplitName]:
-    """Map every task key to ``"train"`` or ``"eval"``."""
-    cfg = config or SplitConfig()
-    out: dict[str, SplitName] = {}
+def env_group(env_key: str | None) -> str:
+    """The environment group of a task: its ``env_key``, or ``unknown``."""
+    return env_key or "unknown"
+
+
+def _groups(records: Iterable[FleetRecord]) -> dict[str, list[FleetRecord]]:
     groups: dict[str, list[FleetRecord]] = defaultdict(list)
     for record in records:
-        held = cfg.held_out_envs.get(record.task_modality, ())
-        if record.env_key is not None and record.env_key in held:
-            out[record.task_key] = "eval"
-        else:
-            groups[record.env_key or ""].append(record)
-    for group in groups.values():
-        n = len(group)
+        groups[env_group(record.env_key)].append(record)
+    return {env: groups[env] for env in sorted(groups)}
+
+
+def assign_splits(
+    records: Iterable[FleetRecord],
+    config: SplitConfig | None = None,
+    *,
+    modality: str | None = None,
+    group_sizes: Mapping[str, int] | None = None,
+) -> dict[str, SplitName]:
+    """Map every task key to ``"train"`` or ``"eval"``.
+
+    ``records`` are the tasks of ``modality`` (None: every modality), already
+    filtered. ``group_sizes`` gives the number of records per environment
+    group in the source when it is larger than the number of usable records
+    (see the module docstring, step 4).
+    """
+    cfg = config or SplitConfig()
+    held = set(cfg.held_out_envs.get(modality or ALL_MODALITIES, ()))
+    out: dict[str, SplitName] = {}
+    for env, group in _groups(records).items():
+        if env in held:
+            for record in group:
+                out[record.task_key] = "eval"
+            continue
+        n = max(len(group), (group_sizes or {}).get(env, 0))
         target = min(int(n * cfg.eval_ratio), cfg.max_eval_per_env)
         if target < cfg.min_eval_per_env or target <= 0:
             for record in group:
@@ -92,11 +133,17 @@ def assign_splits(
 
 
 def split_records(
-    records: Iterable[FleetRecord], config: SplitConfig | None = None
+    records: Iterable[FleetRecord],
+    config: SplitConfig | None = None,
+    *,
+    modality: str | None = None,
+    group_sizes: Mapping[str, int] | None = None,
 ) -> tuple[list[FleetRecord], list[FleetRecord]]:
-    """``(train, eval)`` in input order."""
+    """``(train, eval)``, ordered as Fleet's dataset preparation writes them:
+    environment groups in sorted order, input order within a group."""
     items = list(records)
-    sides = assign_splits(items, config)
-    train = [r for r in items if sides[r.task_key] == "train"]
-    evals = [r for r in items if sides[r.task_key] == "eval"]
+    sides = assign_splits(items, config, modality=modality, group_sizes=group_sizes)
+    ordered = [r for group in _groups(items).values() for r in group]
+    train = [r for r in ordered if sides[r.task_key] == "train"]
+    evals = [r for r in ordered if sides[r.task_key] == "eval"]
     return train, evals

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from typing import Literal
 
+import attrs
+
 from agentkit._errors import OptionError
 from agentkit._taskset import ListTaskset, TaskProblem
-from agentkit_fleet.records import FleetRecord, parse_records
+from agentkit_fleet.records import FleetRecord, group_counts, parse_records
 from agentkit_fleet.sources import FleetSourceError, load_task_files
-from agentkit_fleet.split import SplitConfig, assign_splits
+from agentkit_fleet.split import SplitConfig, split_records
 
-__all__ = ["FleetTaskset", "fleet_taskset", "load_records"]
+__all__ = ["FleetTaskset", "LoadedRecords", "fleet_taskset", "load_records"]
 
 
 class FleetTaskset(ListTaskset):
@@ -40,22 +42,54 @@ class FleetTaskset(ListTaskset):
         self.sources = sources or []
 
 
+@attrs.frozen
+class LoadedRecords:
+    """What a source holds: usable records, problems, file names, and raw group sizes."""
+
+    records: list[FleetRecord]
+    problems: list[TaskProblem]
+    sources: list[str]
+    counts: dict[tuple[str, str], int]
+
+    def group_sizes(self, modality: str | None) -> dict[str, int]:
+        """Records per environment group of ``modality`` (None: every modality), as the
+        split sizes the groups (rejected records included)."""
+        sizes: dict[str, int] = {}
+        for (mod, env), n in self.counts.items():
+            if modality is None or mod == modality:
+                sizes[env] = sizes.get(env, 0) + n
+        return sizes
+
+    def split(
+        self, config: SplitConfig, modality: str | None
+    ) -> tuple[list[FleetRecord], list[FleetRecord]]:
+        """``(train, eval)`` of the records of ``modality`` (None: all), as Fleet splits them."""
+        records = [r for r in self.records if modality is None or r.task_modality == modality]
+        return split_records(
+            records, config, modality=modality, group_sizes=self.group_sizes(modality)
+        )
+
+
 def load_records(
     argument: str,
     *,
     data_version: str | None = None,
     modality: str | None = None,
-) -> tuple[list[FleetRecord], list[TaskProblem], list[str]]:
-    """All records from a source (every file), bad ones as problems, and the file names."""
+) -> LoadedRecords:
+    """All records from a source (every file), bad ones as problems, the file names, and
+    the raw number of records per ``(modality, environment group)``."""
     files = load_task_files(argument, data_version=data_version, modality=modality)
     records: list[FleetRecord] = []
     problems: list[TaskProblem] = []
+    counts: dict[tuple[str, str], int] = {}
     seen: set[str] = set()
     for f in files:
         try:
             recs, probs = parse_records(f.data, f.source)
         except ValueError as exc:
             raise FleetSourceError(str(exc)) from None
+        for key, n in group_counts(f.data, f.source).items():
+            counts[key] = counts.get(key, 0) + n
         problems.extend(probs)
         for r in recs:
             if r.task_key in seen:
@@ -63,7 +97,7 @@ def load_records(
                 continue
             seen.add(r.task_key)
             records.append(r)
-    return records, problems, [f.source for f in files]
+    return LoadedRecords(records, problems, [f.source for f in files], counts)
 
 
 def fleet_taskset(
@@ -81,17 +115,17 @@ def fleet_taskset(
     """Load Fleet tasks; ``split`` keeps one side of the deterministic train/eval split.
 
     ``modality`` picks ``all_<modality>.json`` in an S3 or versioned directory
-    source and also keeps only records of that modality; ``env_key`` keeps one
-    environment. ``held_out_envs`` maps a modality to env keys that go wholly
-    to eval (default ``{"computer_use": ["instacart"]}``).
+    source and keeps only records of that modality; the split is then made
+    among them, as Fleet's dataset preparation makes it for one modality
+    (without ``modality``: among all records, as its ``--modality all``).
+    ``env_key`` keeps one environment. ``held_out_envs`` maps a modality
+    (``all`` for all-modalities mode) to env keys that go wholly to eval
+    (default ``{"computer_use": ["instacart"]}``).
     """
     if split not in ("train", "eval", "all"):
         raise OptionError(f"fleet taskset: split must be train, eval or all, got {split!r}")
-    records, problems, sources = load_records(
-        argument, data_version=data_version, modality=modality
-    )
-    # The split is computed over the whole source, then filters apply, so that
-    # filtering never moves a task from one side to the other.
+    loaded = load_records(argument, data_version=data_version, modality=modality)
+    records = [r for r in loaded.records if modality is None or r.task_modality == modality]
     if split != "all":
         config = SplitConfig(
             eval_ratio=eval_ratio,
@@ -101,10 +135,8 @@ def fleet_taskset(
             if held_out_envs is not None
             else {"computer_use": ["instacart"]},
         )
-        sides = assign_splits(records, config)
-        records = [r for r in records if sides[r.task_key] == split]
-    if modality is not None:
-        records = [r for r in records if r.task_modality == modality]
+        train, evals = loaded.split(config, modality)
+        records = train if split == "train" else evals
     if env_key is not None:
         records = [r for r in records if r.env_key == env_key]
-    return FleetTaskset(taskset_id, records, problems=problems, sources=sources)
+    return FleetTaskset(taskset_id, records, problems=loaded.problems, sources=loaded.sources)
