@@ -11,7 +11,9 @@ against it (selected with ``FLEET_BASE_URL``):
 - ``GET /v1/runner-auth/token``: 404 (no runner gate, which the SDK accepts);
 - ``POST /instances/{id}/api/v1/env/execute_verifier_function``: the
   platform's verifier execution, run here in a separate process against the
-  instance's seed and current databases.
+  instance's seed and current databases with the Fleet SDK's own verifier
+  classes (``fleet_platform_grader.py``), never with agentkit's verifier
+  runner; the answer is the SDK's ``ExecuteFunctionResponse``.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from agentkit_fleet.verification import RUNNER, _parse_runner_output, snapshot_sqlite
+from agentkit_fleet.verification import snapshot_sqlite
 from fleet_helpers import HttpBookings
+
+GRADER = Path(__file__).with_name("fleet_platform_grader.py")
 
 
 class FleetStandIn:
@@ -161,21 +165,18 @@ class FleetStandIn:
         work = Path(tempfile.mkdtemp(prefix="verify-", dir=self._dir))
         shutil.copyfile(server.seed, work / "seed.sqlite")
         snapshot_sqlite(server.current, work / "current.sqlite")
-        (work / "input.json").write_text(json.dumps({"code": body["function_code"]}))
         proc = subprocess.run(
-            [sys.executable, "-I", str(RUNNER), str(work)],
+            [sys.executable, str(GRADER), str(work / "seed.sqlite"), str(work / "current.sqlite")],
+            input=json.dumps(body),
             capture_output=True,
             text=True,
             timeout=60,
-            env={"PATH": "/usr/bin:/bin"},
+            check=False,
         )
-        outcome = _parse_runner_output(proc.stdout, proc.stderr, proc.returncode)
-        return {
-            "success": outcome.success,
-            "result": outcome.result,
-            "error": outcome.error,
-            "message": outcome.stdout or ("ok" if outcome.success else "failed"),
-        }
+        if proc.returncode != 0:
+            return {"success": False, "error": proc.stderr[-2000:], "message": "grader failed"}
+        answer: dict[str, Any] = json.loads(proc.stdout)
+        return answer
 
     def stop(self) -> None:
         for instance_id in list(self.servers):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -79,3 +82,47 @@ def test_a_bad_api_key_fails_at_environment_start(
     assert result.status == "failed" and result.error_kind == "environment_start"
     assert "wrong-key" not in (result.error or "")
     assert not standin.instances
+
+
+COUNT_TASKS = [
+    {
+        "task_key": f"count-{kind}",
+        "prompt": "How many guests are there?",
+        "env_key": "bookings",
+        "env_version": "v1",
+        "verifier_code": (
+            "def validate_task(env: Environment, final_answer: str | None = None) -> int:\n"
+            f"    n = {expr}\n"
+            "    return TASK_SUCCESSFUL_SCORE if n == 4 else TASK_FAILED_SCORE\n"
+        ),
+    }
+    for kind, expr in (
+        ("int", 'int(env.db("current").table("guests").count())'),
+        ("raw", 'env.db("current").table("guests").count()'),
+    )
+]
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
+def test_the_platform_and_the_sandbox_grade_alike(
+    standin: FleetStandIn, model_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stand-in grades with the Fleet SDK's own verifier classes; agentkit's sandbox
+    runner agrees with it, also where Fleet's API is surprising (``count()`` is no number)."""
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps(COUNT_TASKS))
+    taskset = fleet_taskset(str(tasks))
+    model_server.set_script({"default": {"content": "There are 4 guests. <done>"}})
+    ctx = RunContext(model="scripted", base_url=model_server.base_url, api_key="sk-x")
+    rewards: dict[str, dict[str, float]] = {}
+    for provider in ("platform", "local"):
+        harness = FleetToolCallHarness(provider=provider)  # type: ignore[arg-type]
+        for kind in ("int", "raw"):
+            result = asyncio.run(harness.run(taskset.get_task(f"fleet:count-{kind}"), ctx))
+            assert result.status == "completed", result.error
+            assert result.raw["verifier"]["where"] == (
+                "platform" if provider == "platform" else "sandbox"
+            )
+            rewards.setdefault(provider, {})[kind] = result.raw["reward"]
+    assert rewards == {"platform": {"int": 1.0, "raw": 0.0}, "local": {"int": 1.0, "raw": 0.0}}
+    assert len(standin.verifier_calls) == 2

@@ -39,19 +39,46 @@ def verify(tmp_path: Path, code: str, final_answer: str | None = None) -> Verifi
 
 
 def test_scores_follow_fleets_definition() -> None:
+    # OpenEnv d23f08d7 task_env.py:344-351
     assert score_outcome(VerifierOutcome(success=True, result=None)) == 1.0
     assert score_outcome(VerifierOutcome(success=True, result=0.25)) == 0.25
     assert score_outcome(VerifierOutcome(success=True, result=True)) == 1.0
     assert score_outcome(VerifierOutcome(success=True, result=0)) == 0.0
     assert score_outcome(VerifierOutcome(success=False, error="boom")) == 0.0
-    printed = (
-        ">>> SUCCESS_ACCUMULATOR >>>\n['a', 'b', 'c']\n<<< SUCCESS_ACCUMULATOR <<<\n"
-        ">>> ERROR_ACCUMULATOR >>>\n['d']\n<<< ERROR_ACCUMULATOR <<<\n"
+
+
+def accumulators(successes: str, errors: str) -> str:
+    return (
+        f">>> SUCCESS_ACCUMULATOR >>>\n{successes}\n<<< SUCCESS_ACCUMULATOR <<<\n"
+        f">>> ERROR_ACCUMULATOR >>>\n{errors}\n<<< ERROR_ACCUMULATOR <<<\n"
     )
-    outcome = VerifierOutcome(success=True, result=0, stdout=printed)
-    assert parse_accumulators(printed) == (["a", "b", "c"], ["d"])
-    assert score_outcome(outcome) == 0.0
-    assert score_outcome(outcome, partial_reward=True) == 0.75
+
+
+def test_partial_reward_as_openenv_computes_it() -> None:
+    # OpenEnv cc5bf37c task_env.py:527-554 (_parse_partial_reward) and 617-626 (only
+    # when the binary score is 0 and stdout is not empty)
+    printed = accumulators("['a', 'b', 'c']", "['d']")
+    assert parse_accumulators(printed) == (3, 1)
+    failed = VerifierOutcome(success=True, result=0, stdout=printed)
+    assert score_outcome(failed) == 0.0
+    assert score_outcome(failed, partial_reward=True) == 0.75
+    # a verifier that raised (success False) after printing gets the partial score too
+    raised = VerifierOutcome(success=False, error="boom", stdout=printed)
+    assert score_outcome(raised, partial_reward=True) == 0.75
+    # a passing verifier keeps its score, whatever it printed
+    passed = VerifierOutcome(success=True, result=1, stdout=accumulators("['a', 'b']", "['c']"))
+    assert score_outcome(passed, partial_reward=True) == 1.0
+    # one marker pair is enough; an empty pair of lists, or text that is no Python
+    # literal, gives no partial score
+    assert parse_accumulators(">>> ERROR_ACCUMULATOR >>>\n['x']\n<<< ERROR_ACCUMULATOR <<<") == (
+        0,
+        1,
+    )
+    empty = VerifierOutcome(success=True, result=0, stdout=accumulators("[]", "[]"))
+    assert score_outcome(empty, partial_reward=True) == 0.0
+    assert parse_accumulators(accumulators("dates, room", "['x']")) is None
+    # len() of what was printed: a string counts its characters, as upstream
+    assert parse_accumulators(accumulators("'ab'", "['x']")) == (2, 1)
 
 
 @needs_bwrap
@@ -63,10 +90,20 @@ def validate(env: Environment, final_answer: str | None = None) -> int:
     env.instance.load()
     seed = env.db("seed")
     current = env.app("bookings").db("current")
-    assert seed.table("guests").count() == 4
-    assert current.table("rooms").eq("status", "maintenance").first()["number"] == "202"
-    assert current.query("SELECT COUNT(*) AS n FROM bookings")[0]["n"] == 4
-    assert seed.diff(current, IgnoreConfig(tables={"x"})).is_empty()
+    assert int(seed.table("guests").count()) == 4
+    seed.table("guests").count().assert_eq(4)
+    # Fleet's count() does not compare with numbers
+    assert (seed.table("guests").count() == 4) is False
+    rooms = current.table("rooms")
+    assert rooms.eq("status", "maintenance").first()["number"] == "202"
+    assert len(rooms.all()) == 5  # builders are immutable: rooms is still every room
+    # eq(col, None) is SQL "= NULL" (no row), as in Fleet's SDK; is_null is the test
+    assert current.table("bookings").eq("notes", "").count().value == 3
+    assert rooms.eq("number", None).first() is None and rooms.is_null("number").first() is None
+    assert rooms.not_null("number").count().value == 5
+    assert [r["id"] for r in rooms.sort("id", desc=True).limit(2).all()] == [5, 4]
+    current.expect_row("rooms", {"number": "202"}, {"status": "maintenance"})
+    current.expect_absent_row("guests", {"email": "nobody@example.com"})
     assert normalized_contains("ada lovelace", "ADA-Lovelace!")
     assert contains_number(final_answer, 3)
     print("checked")
@@ -79,6 +116,10 @@ def validate(env: Environment, final_answer: str | None = None) -> int:
         "def v(before, after, transcript=None):\n    return 0.5 if transcript == 'x' else 0\n"
     )
     assert verify(tmp_path / "b", new_style, final_answer="x").result == 0.5
+    no_diff = verify(tmp_path / "c", "def v(env):\n    env.db('seed').diff(env.db('current'))\n")
+    assert not no_diff.success and "not available in agentkit's verifier sandbox" in (
+        no_diff.error or ""
+    )
 
 
 @needs_bwrap

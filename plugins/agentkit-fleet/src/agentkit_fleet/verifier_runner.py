@@ -16,8 +16,11 @@ The verifier sees what Fleet verifiers expect: ``env.db("seed")`` /
 the ``TASK_SUCCESSFUL_SCORE`` / ``TASK_FAILED_SCORE`` constants, the
 ``normalized_contains``, ``normalized_string_comparison``,
 ``extract_numbers`` and ``contains_number`` helpers, ``IgnoreConfig`` and
-``DatabaseSnapshot``. Both verifier signatures work: ``(env, final_answer=None)``
-and ``(before, after, transcript=None)``.
+``DatabaseSnapshot``. The query API is the Fleet SDK's, with its semantics
+(immutable builders; ``count()`` returns an object to read with ``int()``;
+``eq(col, None)`` matches nothing), so a verifier that passes here passes on
+the Fleet platform; ``diff()`` is not available. Both verifier signatures
+work: ``(env, final_answer=None)`` and ``(before, after, transcript=None)``.
 """
 
 from __future__ import annotations
@@ -77,7 +80,7 @@ def contains_number(text: str, target_number: Any) -> bool:
 
 
 class IgnoreConfig:
-    """Tables and fields a diff should ignore."""
+    """Tables and fields a diff should ignore (Fleet's signature)."""
 
     def __init__(
         self,
@@ -85,201 +88,288 @@ class IgnoreConfig:
         fields: set[str] | None = None,
         table_fields: dict[str, set[str]] | None = None,
     ) -> None:
-        self.tables = set(tables or ())
-        self.fields = set(fields or ())
-        self.table_fields = {k: set(v) for k, v in (table_fields or {}).items()}
+        self.tables = tables or set()
+        self.fields = fields or set()
+        self.table_fields = table_fields or {}
 
-    def ignores(self, table: str, field: str | None = None) -> bool:
-        if table in self.tables:
-            return True
-        if field is None:
-            return False
+    def should_ignore_table(self, table: str) -> bool:
+        return table in self.tables
+
+    def should_ignore_field(self, table: str, field: str) -> bool:
         return field in self.fields or field in self.table_fields.get(table, set())
 
 
+class _CountResult:
+    """A count, as Fleet's ``count()`` returns it: ``int(...)`` or the ``assert_*`` methods.
+
+    Like Fleet's, it does not compare with numbers (``count() == 3`` is
+    False): verifiers that pass here pass on the Fleet platform.
+    """
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+    def assert_eq(self, expected: int) -> _CountResult:
+        if self.value != expected:
+            raise AssertionError(f"Expected {expected}, got {self.value}")
+        return self
+
+    def assert_gt(self, threshold: int) -> _CountResult:
+        if self.value <= threshold:
+            raise AssertionError(f"Expected > {threshold}, got {self.value}")
+        return self
+
+    def assert_between(self, low: int, high: int) -> _CountResult:
+        if not low <= self.value <= high:
+            raise AssertionError(f"Expected {low}-{high}, got {self.value}")
+        return self
+
+    def __int__(self) -> int:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"<Count {self.value}>"
+
+
 class QueryBuilder:
-    """A small fluent query over one table: ``db.table("t").eq("id", 3).first()``."""
+    """Fleet's fluent query over one table: ``db.table("t").eq("id", 3).first()``.
+
+    Every method returns a new builder (the receiver is unchanged). As in
+    Fleet's SDK, ``eq(col, None)`` compares with SQL ``=`` (matching no row);
+    use ``is_null``.
+    """
 
     def __init__(self, snapshot: DatabaseSnapshot, table: str) -> None:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", table):
-            raise ValueError(f"bad table name {table!r}")
         self._snapshot = snapshot
         self._table = table
-        self._where: list[tuple[str, list[Any]]] = []
-        self._columns = "*"
-        self._order: str | None = None
+        self._select_cols: list[str] = ["*"]
+        self._conditions: list[tuple[str, str, Any]] = []
+        self._joins: list[tuple[str, dict[str, str]]] = []
         self._limit: int | None = None
+        self._order_by: str | None = None
 
-    def _add(self, sql: str, *args: Any) -> QueryBuilder:
-        self._where.append((sql, list(args)))
-        return self
-
-    @staticmethod
-    def _col(column: str) -> str:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", column):
-            raise ValueError(f"bad column name {column!r}")
-        return column
-
-    def eq(self, column: str, value: Any) -> QueryBuilder:
-        if value is None:
-            return self._add(f"{self._col(column)} IS NULL")
-        return self._add(f"{self._col(column)} = ?", value)
-
-    def neq(self, column: str, value: Any) -> QueryBuilder:
-        if value is None:
-            return self._add(f"{self._col(column)} IS NOT NULL")
-        return self._add(f"{self._col(column)} != ?", value)
-
-    def gt(self, column: str, value: Any) -> QueryBuilder:
-        return self._add(f"{self._col(column)} > ?", value)
-
-    def gte(self, column: str, value: Any) -> QueryBuilder:
-        return self._add(f"{self._col(column)} >= ?", value)
-
-    def lt(self, column: str, value: Any) -> QueryBuilder:
-        return self._add(f"{self._col(column)} < ?", value)
-
-    def lte(self, column: str, value: Any) -> QueryBuilder:
-        return self._add(f"{self._col(column)} <= ?", value)
-
-    def in_(self, column: str, values: list[Any]) -> QueryBuilder:
-        marks = ",".join("?" for _ in values) or "NULL"
-        return self._add(f"{self._col(column)} IN ({marks})", *values)
-
-    def not_in(self, column: str, values: list[Any]) -> QueryBuilder:
-        marks = ",".join("?" for _ in values) or "NULL"
-        return self._add(f"{self._col(column)} NOT IN ({marks})", *values)
-
-    def is_null(self, column: str) -> QueryBuilder:
-        return self._add(f"{self._col(column)} IS NULL")
-
-    def not_null(self, column: str) -> QueryBuilder:
-        return self._add(f"{self._col(column)} IS NOT NULL")
-
-    def like(self, column: str, pattern: str) -> QueryBuilder:
-        return self._add(f"{self._col(column)} LIKE ?", pattern)
+    def _clone(self) -> QueryBuilder:
+        qb = QueryBuilder(self._snapshot, self._table)
+        qb._select_cols = list(self._select_cols)
+        qb._conditions = list(self._conditions)
+        qb._joins = list(self._joins)
+        qb._limit = self._limit
+        qb._order_by = self._order_by
+        return qb
 
     def select(self, *columns: str) -> QueryBuilder:
-        self._columns = ", ".join(self._col(c) for c in columns) or "*"
-        return self
+        qb = self._clone()
+        qb._select_cols = list(columns) if columns else ["*"]
+        return qb
 
-    def order_by(self, column: str, desc: bool = False) -> QueryBuilder:
-        self._order = f"{self._col(column)} {'DESC' if desc else 'ASC'}"
-        return self
+    def limit(self, n: int | None) -> QueryBuilder:
+        qb = self._clone()
+        qb._limit = n
+        return qb
 
-    def limit(self, n: int) -> QueryBuilder:
-        self._limit = int(n)
-        return self
+    def sort(self, column: str, desc: bool = False) -> QueryBuilder:
+        qb = self._clone()
+        qb._order_by = f"{column} {'DESC' if desc else 'ASC'}"
+        return qb
 
-    def _sql(self, columns: str) -> tuple[str, list[Any]]:
-        sql = f"SELECT {columns} FROM {self._table}"
-        args: list[Any] = []
-        if self._where:
-            sql += " WHERE " + " AND ".join(w for w, _ in self._where)
-            for _, a in self._where:
-                args.extend(a)
-        if self._order:
-            sql += f" ORDER BY {self._order}"
+    def _add(self, column: str, op: str, value: Any) -> QueryBuilder:
+        qb = self._clone()
+        qb._conditions.append((column, op, value))
+        return qb
+
+    def eq(self, column: str, value: Any) -> QueryBuilder:
+        return self._add(column, "=", value)
+
+    def neq(self, column: str, value: Any) -> QueryBuilder:
+        return self._add(column, "!=", value)
+
+    def gt(self, column: str, value: Any) -> QueryBuilder:
+        return self._add(column, ">", value)
+
+    def gte(self, column: str, value: Any) -> QueryBuilder:
+        return self._add(column, ">=", value)
+
+    def lt(self, column: str, value: Any) -> QueryBuilder:
+        return self._add(column, "<", value)
+
+    def lte(self, column: str, value: Any) -> QueryBuilder:
+        return self._add(column, "<=", value)
+
+    def in_(self, column: str, values: list[Any]) -> QueryBuilder:
+        return self._add(column, "IN", tuple(values))
+
+    def not_in(self, column: str, values: list[Any]) -> QueryBuilder:
+        return self._add(column, "NOT IN", tuple(values))
+
+    def is_null(self, column: str) -> QueryBuilder:
+        return self._add(column, "IS", None)
+
+    def not_null(self, column: str) -> QueryBuilder:
+        return self._add(column, "IS NOT", None)
+
+    def ilike(self, column: str, pattern: str) -> QueryBuilder:
+        return self._add(column, "ILIKE", pattern)
+
+    def join(self, other_table: str, on: dict[str, str]) -> QueryBuilder:
+        qb = self._clone()
+        qb._joins.append((other_table, on))
+        return qb
+
+    def _compile(self) -> tuple[str, list[Any]]:
+        sql = [f"SELECT {', '.join(self._select_cols)} FROM {self._table}"]
+        params: list[Any] = []
+        for other, on in self._joins:
+            clauses = [f"{self._table}.{a} = {other}.{b}" for a, b in on.items()]
+            sql.append(f"JOIN {other} ON {' AND '.join(clauses)}")
+        if self._conditions:
+            parts = []
+            for column, op, value in self._conditions:
+                if op in ("IN", "NOT IN") and isinstance(value, tuple):
+                    parts.append(f"{column} {op} ({', '.join('?' for _ in value)})")
+                    params.extend(value)
+                elif op in ("IS", "IS NOT"):
+                    parts.append(f"{column} {op} NULL")
+                elif op == "ILIKE":
+                    parts.append(f"{column} LIKE ?")
+                    params.append(value)
+                else:
+                    parts.append(f"{column} {op} ?")
+                    params.append(value)
+            sql.append("WHERE " + " AND ".join(parts))
+        if self._order_by:
+            sql.append(f"ORDER BY {self._order_by}")
         if self._limit is not None:
-            sql += f" LIMIT {self._limit}"
-        return sql, args
+            sql.append(f"LIMIT {self._limit}")
+        return " ".join(sql), params
 
     def all(self) -> list[dict[str, Any]]:
-        return self._snapshot.query(*self._sql(self._columns))
+        return self._snapshot._rows(*self._compile())
 
     def first(self) -> dict[str, Any] | None:
         rows = self.limit(1).all()
         return rows[0] if rows else None
 
-    def count(self) -> int:
-        sql, args = self._sql("COUNT(*) AS n")
-        return int(self._snapshot.query(sql, args)[0]["n"])
-
-    def exists(self) -> bool:
-        return self.count() > 0
+    def count(self) -> _CountResult:
+        sql, params = self.select("COUNT(*) AS __cnt__").limit(None)._compile()
+        rows = self._snapshot._rows(sql, params)
+        return _CountResult(int(rows[0]["__cnt__"] or 0))
 
     def assert_exists(self) -> QueryBuilder:
-        if not self.exists():
-            raise AssertionError(f"no row in {self._table} matches")
+        if self.first() is None:
+            sql, params = self._compile()
+            raise AssertionError(
+                f"Expected at least one matching row, but found none.\n"
+                f"Query: {sql}\nParameters: {params}\nTable: {self._table}"
+            )
         return self
 
     def assert_none(self) -> QueryBuilder:
-        if self.exists():
-            raise AssertionError(f"a row in {self._table} matches")
+        row = self.first()
+        if row is not None:
+            sql, params = self._compile()
+            raise AssertionError(
+                f"Expected no matching rows, but found at least one.\nRow data: {row}\n"
+                f"Query: {sql}\nParameters: {params}\nTable: {self._table}"
+            )
         return self
+
+    def assert_eq(self, column: str, value: Any) -> QueryBuilder:
+        row = self.first()
+        if row is None:
+            raise AssertionError(
+                f"Row not found for equality assertion.\n"
+                f"Expected to find a row with {column}={value!r}\nTable: {self._table}"
+            )
+        if row.get(column) != value:
+            raise AssertionError(
+                f"Field value assertion failed.\nField: {column}\n"
+                f"Expected: {value!r}\nActual: {row.get(column)!r}\nTable: {self._table}"
+            )
+        return self
+
+    def explain(self) -> str:
+        sql, params = self._compile()
+        return f"SQL: {sql}\nParams: {params}"
+
+    def __repr__(self) -> str:
+        return f"<QueryBuilder {self.explain()}>"
 
 
 class DatabaseSnapshot:
-    """A read-only view of one SQLite database."""
+    """A read-only view of one SQLite database, with Fleet's query entry points."""
 
-    def __init__(self, path: str, name: str = "") -> None:
-        self.path = path
-        self.name = name
-        self._con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    def __init__(self, db_path: str, *, name: str | None = None) -> None:
+        self.db_path = db_path
+        self.name = name or "snapshot"
+        self._con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
         self._con.row_factory = sqlite3.Row
 
-    def query(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
-        return [dict(r) for r in self._con.execute(sql, tuple(params or ()))]
+    def _rows(self, sql: str, params: Any = ()) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._con.execute(sql, list(params or ()))]
 
-    def table(self, name: str) -> QueryBuilder:
-        return QueryBuilder(self, name)
+    def table(self, table: str) -> QueryBuilder:
+        return QueryBuilder(self, table)
 
     def tables(self) -> list[str]:
-        rows = self.query("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")
-        return [r["name"] for r in rows if not r["name"].startswith("sqlite_")]
+        rows = self._rows(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE 'sqlite_%'"
+        )
+        return [r["name"] for r in rows]
 
-    def _keyed(self, table: str) -> dict[Any, dict[str, Any]]:
-        return {r["__rowid"]: r for r in self.query(f"SELECT rowid AS __rowid, * FROM {table}")}
+    def expect_row(
+        self, table: str, where: dict[str, Any], expect: dict[str, Any]
+    ) -> DatabaseSnapshot:
+        qb = self.table(table)
+        for k, v in where.items():
+            qb = qb.eq(k, v)
+        qb.assert_exists()
+        for col, val in expect.items():
+            qb.assert_eq(col, val)
+        return self
 
-    def diff(self, other: DatabaseSnapshot, ignore: IgnoreConfig | None = None) -> SnapshotDiff:
-        """Rows added, removed and modified from ``self`` (before) to ``other`` (after)."""
-        ignore = ignore or IgnoreConfig()
-        changes: dict[str, dict[str, list[dict[str, Any]]]] = {}
-        for table in sorted(set(self.tables()) | set(other.tables())):
-            if ignore.ignores(table):
-                continue
-            before = self._keyed(table) if table in self.tables() else {}
-            after = other._keyed(table) if table in other.tables() else {}
-            added = [_strip(after[k]) for k in after.keys() - before.keys()]
-            removed = [_strip(before[k]) for k in before.keys() - after.keys()]
-            modified = []
-            for k in before.keys() & after.keys():
-                delta = {
-                    f: {"before": before[k].get(f), "after": v}
-                    for f, v in after[k].items()
-                    if f != "__rowid" and before[k].get(f) != v and not ignore.ignores(table, f)
-                }
-                if delta:
-                    modified.append({"row": _strip(after[k]), "changes": delta})
-            if added or removed or modified:
-                changes[table] = {"added": added, "removed": removed, "modified": modified}
-        return SnapshotDiff(changes)
+    def expect_rows(
+        self,
+        table: str,
+        where: dict[str, Any],
+        *,
+        count: int | None = None,
+        contains: list[dict[str, Any]] | None = None,
+    ) -> DatabaseSnapshot:
+        qb = self.table(table)
+        for k, v in where.items():
+            qb = qb.eq(k, v)
+        if count is not None:
+            qb.count().assert_eq(count)
+        if contains:
+            rows = qb.all()
+            for cond in contains:
+                if not any(all(r.get(k) == v for k, v in cond.items()) for r in rows):
+                    raise AssertionError(f"Expected a row matching {cond} in {table}")
+        return self
 
+    def expect_absent_row(self, table: str, where: dict[str, Any]) -> DatabaseSnapshot:
+        qb = self.table(table)
+        for k, v in where.items():
+            qb = qb.eq(k, v)
+        qb.assert_none()
+        return self
 
-def _strip(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in row.items() if k != "__rowid"}
+    def diff(self, other: DatabaseSnapshot, ignore_config: IgnoreConfig | None = None) -> Any:
+        raise NotImplementedError(
+            "DatabaseSnapshot.diff() (Fleet's expect_only/expect_exactly checks) is not "
+            "available in agentkit's verifier sandbox; compare rows with table(...) queries, "
+            "or run the task on the Fleet platform"
+        )
+
+    def __repr__(self) -> str:
+        return f"<DatabaseSnapshot {self.name} at {self.db_path}>"
 
 
 class SnapshotDiff:
-    """What changed between two snapshots, per table."""
+    """Fleet's diff type; not available in agentkit's verifier sandbox (see ``diff``)."""
 
-    def __init__(self, changes: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
-        self.changes = changes
-
-    def added_rows(self, table: str) -> list[dict[str, Any]]:
-        return self.changes.get(table, {}).get("added", [])
-
-    def removed_rows(self, table: str) -> list[dict[str, Any]]:
-        return self.changes.get(table, {}).get("removed", [])
-
-    def modified_rows(self, table: str) -> list[dict[str, Any]]:
-        return self.changes.get(table, {}).get("modified", [])
-
-    def changed_tables(self) -> list[str]:
-        return sorted(self.changes)
-
-    def is_empty(self) -> bool:
-        return not self.changes
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("SnapshotDiff is not available in agentkit's verifier sandbox")
 
 
 class _Instance:
@@ -292,8 +382,8 @@ class Environment:
 
     def __init__(self, seed: str, current: str) -> None:
         self._dbs = {
-            "seed": DatabaseSnapshot(seed, "seed"),
-            "current": DatabaseSnapshot(current, "current"),
+            "seed": DatabaseSnapshot(seed, name="seed"),
+            "current": DatabaseSnapshot(current, name="current"),
         }
         self.instance = _Instance()
 
