@@ -40,6 +40,9 @@ __all__ = ["Episode", "StepCapableHarness", "StepOutput", "is_step_capable"]
 class StepOutput:
     """One step's result, shaped like skyrl-gym's ``BaseTextEnvStepOutput``.
 
+    Read it as attributes (``out.done``) or, like skyrl-gym's TypedDict, by
+    key (``out["done"]``, ``out.get("metadata")``).
+
     ``observations`` are the messages to append after the action (tool
     results, a format reminder; possibly none); ``reward`` is the reward
     earned by this step (0.0 until the end for harnesses that score the
@@ -51,6 +54,27 @@ class StepOutput:
     reward: float
     done: bool
     metadata: dict[str, Any] = attrs.field(factory=dict)
+
+    #: The keys ``out["..."]`` accepts: those of skyrl-gym's ``BaseTextEnvStepOutput``.
+    KEYS = ("observations", "reward", "done", "metadata")
+
+    def __getitem__(self, key: str) -> Any:
+        """``out["observations"]``, ``out["reward"]``...: read like skyrl-gym's TypedDict,
+        as training loops written for it (SkyRL's, the Tinker loop) do."""
+        if key not in StepOutput.KEYS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``out.get("metadata", {})``, like a dict."""
+        return getattr(self, key) if key in StepOutput.KEYS else default
+
+    def keys(self) -> tuple[str, ...]:
+        """``observations``, ``reward``, ``done``, ``metadata``."""
+        return StepOutput.KEYS
+
+    def __contains__(self, key: object) -> bool:
+        return key in StepOutput.KEYS
 
 
 @runtime_checkable

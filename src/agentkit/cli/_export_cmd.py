@@ -33,17 +33,30 @@ __all__ = ["export_cmd"]
     help="Divide GRPO advantages by the group's standard deviation (+ --eps).",
 )
 @click.option(
+    "--batch-normalize",
+    is_flag=True,
+    help="Centre GRPO advantages per group, then normalise them across all records "
+    "(the Tinker loop's); instead of --normalize.",
+)
+@click.option(
     "--eps",
     type=float,
-    default=1e-6,
-    show_default=True,
-    help="Added to the standard deviation when normalizing.",
+    default=None,
+    help="Added to the standard deviation when normalizing "
+    "(default 1e-6 per group, 1e-8 with --batch-normalize).",
 )
 @click.option(
     "--overlong-filter/--no-overlong-filter",
     default=True,
     show_default=True,
     help="Zero the loss mask of responses that stopped for length (DAPO).",
+)
+@click.option(
+    "--eos-token-id",
+    type=click.IntRange(min=0),
+    default=None,
+    help="With the overlong filter: a response is overlong when its completion token ids "
+    "do not end with this id (SkyRL's DAPO rule) instead of when it stopped for length.",
 )
 @click.option(
     "--max-seq-len",
@@ -57,8 +70,10 @@ def export_cmd(
     fmt: str,
     out: Path | None,
     normalize: bool,
-    eps: float,
+    batch_normalize: bool,
+    eps: float | None,
     overlong_filter: bool,
+    eos_token_id: int | None,
     max_seq_len: int | None,
     drop_unscored: bool,
 ) -> None:
@@ -67,13 +82,16 @@ def export_cmd(
 
     if out is None:
         out = run_dir / f"train.{fmt}"
+    if normalize and batch_normalize:
+        raise click.UsageError("give --normalize or --batch-normalize, not both")
     count = export_run(
         run_dir,
         out,
         format=fmt,  # type: ignore[arg-type]
-        normalize=normalize,
+        normalize="batch" if batch_normalize else normalize,
         eps=eps,
         filter_overlong=overlong_filter,
+        eos_token_id=eos_token_id,
         max_seq_len=max_seq_len,
         drop_unscored=drop_unscored,
     )

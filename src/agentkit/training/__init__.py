@@ -11,7 +11,12 @@ The same pipeline runs on ``await env.generate(...)`` with :func:`from_groups`.
 
 from __future__ import annotations
 
-from agentkit.training._advantages import assign_advantages, group_advantages
+from agentkit.training._advantages import (
+    Normalize,
+    assign_advantages,
+    batch_normalize,
+    group_advantages,
+)
 from agentkit.training._export import (
     EXPORT_FORMATS,
     export_run,
@@ -27,8 +32,10 @@ from agentkit.training._truncate import truncate, truncate_all
 __all__ = [
     "EXPORT_FORMATS",
     "OVERLONG_STOP_REASONS",
+    "Normalize",
     "TrainingRecord",
     "assign_advantages",
+    "batch_normalize",
     "export_run",
     "filter_overlong",
     "from_groups",

@@ -2,33 +2,81 @@
 
 The per-group arithmetic is :func:`agentkit.env._stats.group_advantages`, the
 same function the runner uses for ``rollouts.jsonl``: one definition, two uses.
+Batch normalisation (``normalize="batch"``) is the Tinker loop's: centre per
+group, then normalise across every scored record of the batch.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from typing import Literal
 
+from agentkit._errors import ValidationError
 from agentkit.env._stats import group_advantages
 from agentkit.training._records import TrainingRecord
 
-__all__ = ["assign_advantages", "group_advantages"]
+__all__ = ["Normalize", "assign_advantages", "batch_normalize", "group_advantages"]
+
+#: How advantages are scaled: ``False`` (centred only), ``True``/``"group"`` (per
+#: group standard deviation), ``"batch"`` (centred per group, then normalised
+#: across the batch).
+Normalize = bool | Literal["group", "batch"]
+
+#: The epsilon of each normalisation when none is given: agentkit's per-group
+#: default, and the Tinker loop's for the batch.
+DEFAULT_EPS = {"group": 1e-6, "batch": 1e-8}
+
+
+def batch_normalize(values: list[float | None], eps: float = 1e-8) -> list[float | None]:
+    """Normalise ``values`` across the batch: mean 0, standard deviation 1.
+
+    As the Tinker loop's ``normalize_advantages``: with one value or none the
+    values are returned unchanged; when the (population) standard deviation is
+    below ``eps`` every value becomes 0; otherwise ``(v - mean) / (std + eps)``.
+    None stays None and takes no part.
+    """
+    scored = [v for v in values if v is not None]
+    if len(scored) <= 1:
+        return list(values)
+    mean = math.fsum(scored) / len(scored)
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in scored) / len(scored))
+    if std < eps:
+        return [None if v is None else 0.0 for v in values]
+    return [None if v is None else (v - mean) / (std + eps) for v in values]
 
 
 def assign_advantages(
-    records: Iterable[TrainingRecord], *, normalize: bool = False, eps: float = 1e-6
+    records: Iterable[TrainingRecord], *, normalize: Normalize = False, eps: float | None = None
 ) -> list[TrainingRecord]:
     """Recompute every record's advantage from the rewards of its task's group.
 
-    Advantage = reward minus the group mean (divided by the group's standard
-    deviation plus ``eps`` with ``normalize``); a group with one scored
-    rollout gets 0 and a rollout without a reward gets None. Order is kept.
+    Advantage = reward minus the group mean. ``normalize=True`` (or
+    ``"group"``) divides by the group's standard deviation plus ``eps``
+    (default 1e-6); ``normalize="batch"`` then normalises the centred values
+    across the whole batch instead (:func:`batch_normalize`, ``eps`` default
+    1e-8), as the Tinker loop does. A group with one scored rollout gets 0
+    before batch normalisation; a rollout without a reward gets None. Order
+    is kept.
     """
+    if normalize not in (False, True, "group", "batch"):
+        raise ValidationError(
+            "normalize", f"expected False, True, 'group' or 'batch', got {normalize!r}"
+        )
+    scope = "batch" if normalize == "batch" else "group"
+    epsilon = DEFAULT_EPS[scope] if eps is None else eps
     out = list(records)
     by_task: dict[str, list[int]] = {}
     for i, record in enumerate(out):
         by_task.setdefault(record.task_id, []).append(i)
+    advantages: list[float | None] = [None] * len(out)
+    per_group = normalize is True or normalize == "group"
     for indices in by_task.values():
-        values = group_advantages([out[i].reward for i in indices], normalize=normalize, eps=eps)
+        values = group_advantages(
+            [out[i].reward for i in indices], normalize=per_group, eps=epsilon
+        )
         for i, advantage in zip(indices, values, strict=True):
-            out[i] = out[i].evolve(advantage=advantage)
-    return out
+            advantages[i] = advantage
+    if scope == "batch":
+        advantages = batch_normalize(advantages, epsilon)
+    return [record.evolve(advantage=a) for record, a in zip(out, advantages, strict=True)]

@@ -3,7 +3,8 @@
 JSONL keeps every field as JSON (messages nested). Parquet has one typed
 column per field; the message lists and the per-metric rewards, whose shapes
 vary from harness to harness, are stored as JSON text (``prompt``,
-``completion``, ``rewards``), and token ids as ``list<int64>`` columns.
+``completion``, ``rewards``), token ids as ``list<int64>`` columns, the mask
+as ``list<int8>`` and logprobs as ``list<float64>``.
 """
 
 from __future__ import annotations
@@ -124,6 +125,7 @@ def parquet_schema() -> Any:
             ("prompt_token_ids", pa.list_(pa.int64())),
             ("completion_token_ids", pa.list_(pa.int64())),
             ("completion_mask", pa.list_(pa.int8())),
+            ("completion_logprobs", pa.list_(pa.float64())),
         ]
     )
 
@@ -163,9 +165,10 @@ def export_run(
     out: str | os.PathLike[str],
     *,
     format: ExportFormat = "jsonl",
-    normalize: bool = False,
-    eps: float = 1e-6,
+    normalize: bool | Literal["group", "batch"] = False,
+    eps: float | None = None,
     filter_overlong: bool = True,
+    eos_token_id: int | None = None,
     max_seq_len: int | None = None,
     drop_unscored: bool = False,
 ) -> int:
@@ -179,6 +182,7 @@ def export_run(
         normalize=normalize,
         eps=eps,
         filter_overlong=filter_overlong,
+        eos_token_id=eos_token_id,
         max_seq_len=max_seq_len,
         drop_unscored=drop_unscored,
     )

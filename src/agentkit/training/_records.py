@@ -3,14 +3,15 @@
 A rollout's messages are split into the *prompt* (every message before the
 first assistant message) and the *completion* (the rest). Token ids are used
 when the harness recorded them in ``raw`` (``prompt_token_ids``,
-``completion_token_ids`` and optionally a per-token ``completion_mask``);
-otherwise the token fields are None and masks apply per sequence only.
+``completion_token_ids``, optionally a per-token ``completion_mask`` and the
+sampled tokens' ``completion_logprobs``); otherwise the token fields are None
+and masks apply per sequence only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -20,6 +21,16 @@ if TYPE_CHECKING:
     from agentkit.env import RolloutGroup, RolloutRecord
 
 __all__ = ["TrainingRecord", "from_groups", "from_rollouts", "prepare", "stop_reason_of"]
+
+
+def _float_list(value: Any, where: str) -> list[float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    ):
+        raise ValidationError(where, "expected a list of numbers (logprobs)")
+    return [float(v) for v in value]
 
 
 def _int_list(value: Any, where: str) -> list[int] | None:
@@ -38,7 +49,10 @@ class TrainingRecord:
 
     ``loss_mask`` is the sequence-level weight (0.0 when the response was
     filtered out as overlong); ``completion_mask`` is the per-token mask when
-    token ids exist. ``advantage`` is None for a rollout that has no reward.
+    token ids exist (1 for the model's tokens, 0 for tokens it did not
+    write, such as tool output), and ``completion_logprobs`` the sampling
+    logprob of each completion token (0.0 where the model did not sample).
+    ``advantage`` is None for a rollout that has no reward.
     """
 
     rollout_id: str
@@ -59,6 +73,7 @@ class TrainingRecord:
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     completion_mask: list[int] | None = None
+    completion_logprobs: list[float] | None = None
 
     @property
     def has_tokens(self) -> bool:
@@ -127,16 +142,18 @@ def _record_of(rollout: RolloutRecord) -> TrainingRecord:
     prompt_ids = _int_list(raw.get("prompt_token_ids"), f"{where}.prompt_token_ids")
     completion_ids = _int_list(raw.get("completion_token_ids"), f"{where}.completion_token_ids")
     mask = _int_list(raw.get("completion_mask"), f"{where}.completion_mask")
+    logprobs = _float_list(raw.get("completion_logprobs"), f"{where}.completion_logprobs")
     if completion_ids is not None:
         if mask is None:
             mask = [1] * len(completion_ids)
-        elif len(mask) != len(completion_ids):
-            raise ValidationError(
-                f"{where}.completion_mask",
-                f"has {len(mask)} values for {len(completion_ids)} completion tokens",
-            )
+        for name, values in (("completion_mask", mask), ("completion_logprobs", logprobs)):
+            if values is not None and len(values) != len(completion_ids):
+                raise ValidationError(
+                    f"{where}.{name}",
+                    f"has {len(values)} values for {len(completion_ids)} completion tokens",
+                )
     else:
-        mask = None
+        mask = logprobs = None
     return TrainingRecord(
         rollout_id=rollout.rollout_id,
         task_id=rollout.task_id,
@@ -153,6 +170,7 @@ def _record_of(rollout: RolloutRecord) -> TrainingRecord:
         prompt_token_ids=prompt_ids,
         completion_token_ids=completion_ids,
         completion_mask=mask,
+        completion_logprobs=logprobs,
     )
 
 
@@ -169,16 +187,21 @@ def from_groups(groups: Iterable[RolloutGroup]) -> list[TrainingRecord]:
 def prepare(
     records: Iterable[TrainingRecord],
     *,
-    normalize: bool = False,
-    eps: float = 1e-6,
+    normalize: bool | Literal["group", "batch"] = False,
+    eps: float | None = None,
     filter_overlong: bool = True,
+    eos_token_id: int | None = None,
     max_seq_len: int | None = None,
     drop_unscored: bool = False,
 ) -> list[TrainingRecord]:
     """The whole pipeline: GRPO advantages by task, DAPO overlong filtering, truncation.
 
-    ``drop_unscored`` leaves out rollouts without a reward (a scoring error),
-    which otherwise stay in with advantage None.
+    ``normalize``: ``False``, ``True``/``"group"`` or ``"batch"`` (see
+    :func:`~agentkit.training.assign_advantages`). ``eos_token_id`` makes the
+    overlong filter key on "the completion does not end with this token"
+    (see :func:`~agentkit.training.is_overlong`). ``drop_unscored`` leaves out
+    rollouts without a reward (a scoring error), which otherwise stay in with
+    advantage None.
     """
     from agentkit.training._advantages import assign_advantages
     from agentkit.training._overlong import filter_overlong as apply_filter
@@ -189,7 +212,7 @@ def prepare(
         out = [r for r in out if r.reward is not None]
     out = assign_advantages(out, normalize=normalize, eps=eps)
     if filter_overlong:
-        out = apply_filter(out)
+        out = apply_filter(out, eos_token_id=eos_token_id)
     if max_seq_len is not None:
         out = truncate_all(out, max_seq_len)
     return out

@@ -1,6 +1,6 @@
 """Truncation to a maximum sequence length that always keeps the prompt.
 
-Only the completion is cut (its token ids and their mask together); a prompt
+Only the completion is cut (its token ids, their mask and logprobs together); a prompt
 longer than the limit is kept whole and the completion becomes empty, because
 a training example without its prompt would teach the wrong thing. Records
 without token ids have no length to cut and are returned unchanged.
@@ -27,8 +27,12 @@ def truncate(record: TrainingRecord, max_seq_len: int) -> TrainingRecord:
     if len(completion) <= room:
         return record
     mask = None if record.completion_mask is None else record.completion_mask[:room]
+    logprobs = None if record.completion_logprobs is None else record.completion_logprobs[:room]
     return record.evolve(
-        completion_token_ids=completion[:room], completion_mask=mask, truncated=True
+        completion_token_ids=completion[:room],
+        completion_mask=mask,
+        completion_logprobs=logprobs,
+        truncated=True,
     )
 
 
