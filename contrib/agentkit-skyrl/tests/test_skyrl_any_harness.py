@@ -92,9 +92,19 @@ def test_any_step_capable_harness_runs_under_skyrl(guess_registered: None, tmp_p
     env.close()
     assert env.episode.closed
     metrics = env.get_metrics()
-    assert metrics == {"reward": 1.0, "success": 1.0, "turns": 2, "done_reason": "guessed"}
+    assert metrics == {
+        # the keys SkyRL's Fleet env reports, for any harness (env_key: none here)
+        "task_key": "capital",
+        "env_key": None,
+        "turns": 2,
+        "tool_calls": 0,
+        "reward": 1.0,
+        "success": 1.0,
+        "done_reason": "guessed",
+    }
 
-    # the harness's max_turns applies when env_config gives none; env_config's wins
+    # the harness's max_turns applies when neither extras nor env_config give one;
+    # env_config's wins over the harness's, extras' (SkyRL's generator) over both
     env = skyrl_gym.make("agentkit", env_config=config, extras={"task_id": "words:capital"})
     env.init([])
     outputs = [env.step("Lyon") for _ in range(4)]
@@ -106,4 +116,12 @@ def test_any_step_capable_harness_runs_under_skyrl(guess_registered: None, tmp_p
     )
     env.init([])
     assert env.step("Lyon")["done"]
+    env.close()
+    env = skyrl_gym.make(
+        "agentkit",
+        env_config={**config, "max_turns": 1},
+        extras={"task_id": "words:capital", "max_turns": 2},
+    )
+    env.init([])
+    assert [env.step("Lyon")["done"] for _ in range(2)] == [False, True]
     env.close()

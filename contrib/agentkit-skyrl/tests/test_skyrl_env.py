@@ -80,6 +80,8 @@ def test_correct_policy_completes_a_fleet_task_to_reward_1(
     metrics = env.get_metrics()
     assert metrics["reward"] == 1.0 and metrics["success"] == 1.0
     assert (metrics["turns"], metrics["tool_calls"], metrics["tool_errors"]) == (2, 1, 0)
+    # SkyRL's Fleet env reports these four (integrations/fleet/env.py:381-388)
+    assert (metrics["task_key"], metrics["env_key"]) == (key, "bookings")
     # the policy saw the tool result before its second turn
     assert any(
         "Tool result:" in str(m["content"]) for m in model_server.chat_requests[1].body["messages"]
@@ -111,9 +113,11 @@ def test_wrong_policy_gets_reward_0_and_metrics_aggregate(
     _, outputs2 = play(env2, model_server)
     assert len(outputs2) == 2 and outputs2[-1]["reward"] == 0.0
     aggregated = AgentkitTextEnv.aggregate_metrics([wrong_metrics, env2.get_metrics()])
-    assert aggregated["episodes"] == 2 and aggregated["reward"] == 0.0
+    assert aggregated["total_episodes"] == 2 and aggregated["reward"] == 0.0
     assert aggregated["done_reason/agent_done"] == 0.5
     assert aggregated["done_reason/max_turns"] == 0.5
+    # per environment, as SkyRL's Fleet env (integrations/fleet/env.py:390-439)
+    assert aggregated["bookings/num_episodes"] == 2 and aggregated["bookings/max_turns"] == 2
 
 
 @pytest.mark.anyio
@@ -179,3 +183,68 @@ def test_rows_of_agentkit_fleet_split_drive_the_env_as_skyrl_passes_them(
     assert outputs[-1]["done"] and outputs[-1]["reward"] == 1.0
     with pytest.raises(AgentkitError, match="no-such-key"):
         skyrl_gym.make(env_class, env_config=CONFIG, extras={**row, "task_key": "no-such-key"})
+
+
+def test_a_skyrl_fleet_config_switches_by_changing_the_env_class_only(
+    model_server: ScriptedModelServer,
+) -> None:
+    """SkyRL's Fleet setup, with agentkit's class as the entry point.
+
+    main_fleet.py registers ``fleet_task`` and the generator calls
+    ``skyrl_gym.make(env_class, env_config=<environment.skyrl_gym.fleet_task>,
+    extras=<row columns> + {"max_turns": generator.max_turns})``
+    (skyrl_gym_generator.py:224-226). Only the entry point changes.
+    """
+    from omegaconf import OmegaConf
+
+    env_id = "fleet_task_agentkit_config"
+    if env_id not in skyrl_gym.registry:
+        skyrl_gym.register(id=env_id, entry_point="agentkit_skyrl:AgentkitTextEnv")
+    config = OmegaConf.create({"tasks_file": str(EXAMPLES / "tasks.json"), "ttl_seconds": 600})
+    model_server.set_script(script_for(["no tool call, no done"] * 5))
+    env = skyrl_gym.make(
+        env_id,
+        env_config=config,
+        extras={"task_key": "cancel-grace-march", "data_source": "bookings", "max_turns": 2},
+    )
+    assert isinstance(env, AgentkitTextEnv) and env.max_turns == 2
+    assert env.harness.ttl_seconds == 600
+    _, outputs = play(env, model_server)
+    # extras["max_turns"] ends the episode at turn 2 (env.py:117, 319-325)
+    assert len(outputs) == 2 and outputs[-1]["done"]
+    assert outputs[-1]["observations"] == []
+    assert outputs[-1]["metadata"]["done_reason"] == "max_turns"
+    metrics = env.get_metrics()
+    assert {k: metrics[k] for k in ("task_key", "env_key", "turns", "tool_calls")} == {
+        "task_key": "cancel-grace-march",
+        "env_key": "bookings",
+        "turns": 2,
+        "tool_calls": 0,
+    }
+    aggregated = AgentkitTextEnv.aggregate_metrics([metrics])
+    for key, value in {
+        "bookings/avg_turns": 2.0,
+        "bookings/min_turns": 2,
+        "bookings/max_turns": 2,
+        "bookings/avg_tool_calls": 0.0,
+        "bookings/tool_calls_per_turn": 0.0,
+        "bookings/num_episodes": 1,
+        "avg_turns": 2.0,
+        "avg_tool_calls": 0.0,
+        "tool_calls_per_turn": 0.0,
+        "total_episodes": 1,
+    }.items():
+        assert aggregated[key] == value, key
+    # tasks_file may come in extras too (env.py:121); a bad max_turns is a clear error
+    env2 = skyrl_gym.make(
+        env_id,
+        env_config={},
+        extras={"task_key": "cancel-grace-march", "tasks_file": str(EXAMPLES / "tasks.json")},
+    )
+    assert env2.task.task_id == "fleet:cancel-grace-march"
+    with pytest.raises(AgentkitError, match=r"extras\['max_turns'\] must be a positive integer"):
+        skyrl_gym.make(
+            env_id,
+            env_config=config,
+            extras={"task_key": "cancel-grace-march", "max_turns": 0},
+        )

@@ -70,6 +70,8 @@ class FleetToolCallHarness:
     - ``max_turns``: policy responses per rollout (``RunContext.limits.max_turns`` wins).
     - ``partial_reward``: score from the verifier's success/error accumulators.
     - ``ttl_seconds``: lifetime of a Fleet platform environment.
+    - ``fleet_api_key``: the Fleet API key (default: ``FLEET_API_KEY``); giving
+      it selects the platform under ``provider=auto``. Never printed or stored.
     - ``verifier_sandbox``: the sandbox kind verifiers run in (``local``: bubblewrap).
     - ``tool_timeout`` / ``verifier_timeout``: seconds.
     - ``model`` / ``base_url``: override the run context's model endpoint.
@@ -96,6 +98,7 @@ class FleetToolCallHarness:
         model: str | None = None,
         base_url: str | None = None,
         request_timeout: float = 600.0,
+        fleet_api_key: str | None = None,
     ) -> None:
         if provider not in ("auto", "mcp", "platform", "local"):
             raise HarnessError(f"fleet-tool-call: unknown provider {provider!r}")
@@ -117,10 +120,14 @@ class FleetToolCallHarness:
         self.model = model
         self.base_url = base_url
         self.request_timeout = request_timeout
+        self._fleet_api_key = fleet_api_key
         # the model endpoint's connections, per event loop, shared by every rollout
         self._endpoints: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], ModelEndpoint]] = (
             weakref.WeakKeyDictionary()
         )
+
+    def _api_key(self) -> str | None:
+        return self._fleet_api_key or os.environ.get("FLEET_API_KEY") or None
 
     async def preflight(self, context: RunContext) -> None:
         """Before a run: the MCP command is installed, the platform key is set."""
@@ -129,8 +136,10 @@ class FleetToolCallHarness:
                 f"fleet-tool-call: the MCP command {self.mcp_command[0]!r} (-H mcp_command) "
                 "is not installed or not on PATH"
             )
-        if self.provider == "platform" and not os.environ.get("FLEET_API_KEY"):
-            raise HarnessError("fleet-tool-call: provider 'platform' needs FLEET_API_KEY")
+        if self.provider == "platform" and not self._api_key():
+            raise HarnessError(
+                "fleet-tool-call: provider 'platform' needs FLEET_API_KEY (or -H fleet_api_key=...)"
+            )
         if self.provider in ("auto", "local") and not (self.mcp_url or self.mcp_command):
             # start the warm bookings process now, so no rollout waits for it
             from agentkit_fleet.localenv.zygote import warm_socket
@@ -180,7 +189,7 @@ class FleetToolCallHarness:
             return self.provider
         if self.mcp_url or self.mcp_command:
             return "mcp"
-        if os.environ.get("FLEET_API_KEY"):
+        if self._api_key():
             return "platform"
         if record.env_key in LOCAL_ENV_KEYS:
             return "local"
@@ -205,9 +214,12 @@ class FleetToolCallHarness:
             "verifier_timeout": self.verifier_timeout,
         }
         if provider == "platform":
-            api_key = os.environ.get("FLEET_API_KEY")
+            api_key = self._api_key()
             if not api_key:
-                raise HarnessError("fleet-tool-call: provider 'platform' needs FLEET_API_KEY")
+                raise HarnessError(
+                    "fleet-tool-call: provider 'platform' needs FLEET_API_KEY "
+                    "(or -H fleet_api_key=...)"
+                )
             return PlatformEnvironment(
                 record,
                 api_key=api_key,
@@ -320,8 +332,7 @@ class FleetToolCallHarness:
         finally:
             await asyncio.shield(episode.close())
         if status == "completed" and episode.failure is not None:
-            status, error = "failed", episode.failure
-            error_kind = "environment" if episode.done_reason == "env_error" else "verifier"
+            status, error, error_kind = "failed", episode.failure, "verifier"
         if error is not None:
             await recorder.emit("error", kind=error_kind, message=error)
         return self._result(
