@@ -21,6 +21,7 @@ __all__ = [
     "Call",
     "estimate_prompt_tokens",
     "estimate_tokens",
+    "prompt_segments",
     "prompt_text",
     "split",
     "sse",
@@ -140,9 +141,18 @@ def _text_of(message: Mapping[str, Any]) -> str:
     return text
 
 
+def prompt_segments(view: RequestView) -> list[str]:
+    """The request's prompt as a chat template cuts it: per message the role marker
+    ``<|role|>``, the text and ``\n``; then the generation prompt ``<|assistant|>``."""
+    out: list[str] = []
+    for m in view.messages:
+        out += [f"<|{m.get('role')}|>", _text_of(m), "\n"]
+    return [*out, "<|assistant|>"]
+
+
 def prompt_text(view: RequestView) -> str:
     """The request's messages as one text (``<|role|>text`` lines), as a chat template would."""
-    return "".join(f"<|{m.get('role')}|>{_text_of(m)}\n" for m in view.messages) + "<|assistant|>"
+    return "".join(prompt_segments(view))
 
 
 def estimate_prompt_tokens(view: RequestView) -> int:

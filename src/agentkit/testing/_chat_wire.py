@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentkit.testing import tokens
-from agentkit.testing._answer import Answer, prompt_text, split, sse
+from agentkit.testing._answer import Answer, prompt_segments, split, sse
 from agentkit.testing.script import Reply, RequestView
 
 __all__ = ["error_body", "events", "render"]
@@ -39,7 +39,9 @@ class _Tokens:
         return self.ids or self.logprobs
 
     def prompt_ids(self) -> list[int]:
-        return tokens.encode(prompt_text(self.view))
+        # segment by segment, as chat templates' special tokens cut a prompt: the next
+        # turn's prompt then starts with this prompt and the completion sampled after it
+        return [i for text in prompt_segments(self.view) for i in tokens.encode(text)]
 
     def _logprob(self, index: int) -> float:
         if self.values:
