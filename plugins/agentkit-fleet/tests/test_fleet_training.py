@@ -106,3 +106,61 @@ def test_fleet_rollout_cut_off_for_length_is_masked_by_export(
     assert done.returncode == 0, done.stderr
     rows = [json.loads(line) for line in unfiltered.read_text().splitlines()]
     assert all(r["loss_mask"] == 1.0 and not r["overlong"] for r in rows)
+
+
+def test_token_ids_and_logprobs_are_recorded_and_exported_with_per_token_masks(
+    model_server: Any, tmp_path: Path
+) -> None:
+    """With ``-H token_ids=true`` the harness asks for vLLM's token fields; the run
+    directory then holds token-level data and ``agentkit export`` writes it with a
+    per-token loss mask: 1 on the model's tokens, 0 on the observations'."""
+    from agentkit.testing import tokens
+
+    actions = SOLUTIONS[CANCEL]
+    model_server.set_script(
+        {
+            "rules": [
+                {"match": {"turn": i}, "reply": {"content": a}} for i, a in enumerate(actions)
+            ],
+            "default": {"content": "<done>"},
+        }
+    )
+    env = AgentEnv.from_names(f"fleet:{TASKS_JSON}", "fleet-tool-call", token_ids=True)
+    run_dir = tmp_path / "run"
+    env.run(
+        model="scripted", base_url=model_server.base_url, task_ids=[f"fleet:{CANCEL}"], out=run_dir
+    )
+    (rollout,) = map(json.loads, (run_dir / "rollouts.jsonl").read_text().splitlines())
+    assert rollout["reward"] == 1.0
+    raw = rollout["raw"]
+    body = model_server.chat_requests[0].body
+    assert body["return_token_ids"] is True and body["logprobs"] is True
+    system, user, _, observation = (m["content"] for m in rollout["messages"][:4])
+    prompt = f"<|system|>{system}\n<|user|>{user}\n<|assistant|>"
+    assert tokens.decode(raw["prompt_token_ids"]) == prompt
+    # completion: reply 1, then what the second prompt adds (the observation), reply 2
+    first, second = tokens.encode(actions[0]), tokens.encode(actions[1])
+    ids, mask = raw["completion_token_ids"], raw["completion_mask"]
+    assert ids[: len(first)] == first and ids[-len(second) :] == second
+    between = len(ids) - len(first) - len(second)
+    assert mask == [1] * len(first) + [0] * between + [1] * len(second)
+    assert tokens.decode(ids[len(first) : -len(second)]) == (
+        f"\n<|user|>{observation}\n<|assistant|>"
+    )
+    lps = raw["completion_logprobs"]
+    assert len(lps) == len(ids) and [lp < 0 for lp in lps] == [m == 1 for m in mask]
+
+    out = tmp_path / "train.jsonl"
+    done = subprocess.run(
+        [*EXPORT, str(run_dir), "--out", str(out), "--batch-normalize"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (record,) = map(json.loads, out.read_text().splitlines())
+    assert record["prompt_token_ids"] == raw["prompt_token_ids"]
+    assert record["completion_token_ids"] == ids and record["completion_mask"] == mask
+    assert record["completion_logprobs"] == lps
+    assert record["overlong"] is False and record["loss_mask"] == 1.0

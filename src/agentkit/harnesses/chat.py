@@ -30,6 +30,7 @@ from agentkit._errors import HarnessError
 from agentkit._events import EventCallback, EventRecorder
 from agentkit._result import HarnessResult
 from agentkit._task import Task
+from agentkit._token_trace import TokenTrace, response_tokens
 from agentkit._usage import Usage
 
 if TYPE_CHECKING:
@@ -104,6 +105,11 @@ class ChatHarness:
     - ``max_tokens``: output tokens per call (else ``RunContext.limits.max_tokens``).
     - ``request_timeout``: seconds one HTTP call may take.
     - ``stream``: use streamed completions (usage read from the final chunk).
+    - ``token_ids``: ask the server for token ids and logprobs (vLLM's
+      ``return_token_ids`` and ``logprobs``; servers that do not know them may
+      refuse the request). Token data a server returns is recorded either
+      way: ``raw`` gets ``prompt_token_ids``, ``completion_token_ids``,
+      ``completion_mask`` and ``completion_logprobs`` for ``agentkit export``.
     """
 
     name = "chat"
@@ -119,6 +125,7 @@ class ChatHarness:
         max_tokens: int | None = None,
         request_timeout: float = 600.0,
         stream: bool = False,
+        token_ids: bool = False,
     ) -> None:
         from agentkit._errors import OptionError
 
@@ -136,6 +143,7 @@ class ChatHarness:
         self.max_tokens = max_tokens
         self.request_timeout = request_timeout
         self.stream = stream
+        self.token_ids = token_ids
         # one client per (event loop, base URL, key): a client's connection
         # pool belongs to the loop that opened it
         self._clients: weakref.WeakKeyDictionary[
@@ -222,6 +230,7 @@ class ChatHarness:
                 "model": model,
                 "response_ids": state.response_ids,
                 "finish_reasons": state.finish_reasons,
+                **state.tokens.to_raw(),
             },
         )
 
@@ -267,6 +276,9 @@ class ChatHarness:
                 max_tokens,
                 stream=self.stream,
             )
+            if self.token_ids:  # vLLM's names; sampling arguments may set them otherwise
+                request.body.setdefault("return_token_ids", True)
+                request.body.setdefault("logprobs", True)
         turn = state.usage.requests
         state.last_reasoning = None
         transcript = state.transcript
@@ -319,6 +331,7 @@ class ChatHarness:
             "/chat/completions", body, query=request.query, headers=request.headers
         )
         choice = _first_choice(data)
+        state.tokens.add_response(data)
         raw = choice.get("message")
         if not isinstance(raw, dict):
             raise _ModelCallError("model_bad_response", "the model response has no message")
@@ -339,6 +352,9 @@ class ChatHarness:
         usage = Usage(requests=1)
         rid: str | None = None
         seen = False
+        prompt_ids: list[int] | None = None
+        token_ids: list[int] = []
+        logprobs: list[float] = []
         async for chunk in client.stream_events(
             "/chat/completions", body, query=request.query, headers=request.headers
         ):
@@ -346,7 +362,12 @@ class ChatHarness:
             rid = rid or chunk.get("id")
             if chunk.get("usage") is not None:
                 usage = _usage_of(chunk["usage"])
+            if isinstance(chunk.get("prompt_token_ids"), list):
+                prompt_ids = chunk["prompt_token_ids"]
             for choice in chunk.get("choices") or ():
+                _, ids, lps = response_tokens({"choices": [choice]})
+                token_ids += ids or []
+                logprobs += lps or []
                 delta = choice.get("delta") or {}
                 content = delta.get("content")
                 if content:
@@ -371,6 +392,11 @@ class ChatHarness:
                     finish = choice["finish_reason"]
         if not seen:
             raise _ModelCallError("model_bad_response", "the model stream ended without any chunk")
+        state.tokens.add(
+            prompt_ids,
+            token_ids if prompt_ids is not None or token_ids else None,
+            logprobs if len(logprobs) == len(token_ids) and logprobs else None,
+        )
         state.last_reasoning = "".join(thought) if thought else None
         message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
         if calls:
@@ -490,6 +516,7 @@ class _RunState:
         self.finish_reasons: list[str | None] = []
         self.last_reasoning: str | None = None
         self.request: _Request | None = None
+        self.tokens = TokenTrace()
 
     def redact(self, text: str) -> str:
         """``text`` with the API key (if any) blanked out."""

@@ -38,6 +38,7 @@ from agentkit._result import HarnessResult
 from agentkit._rubric import Rubric, reward
 from agentkit._sandbox import ExecutionHints, Sandbox
 from agentkit._task import Task
+from agentkit._token_trace import TokenTrace
 from agentkit._usage import Usage
 from agentkit_fleet.environments import (
     EnvironmentError_,
@@ -75,6 +76,10 @@ class FleetToolCallHarness:
     - ``verifier_sandbox``: the sandbox kind verifiers run in (``local``: bubblewrap).
     - ``tool_timeout`` / ``verifier_timeout``: seconds.
     - ``model`` / ``base_url``: override the run context's model endpoint.
+    - ``token_ids``: ask the server for token ids and logprobs (vLLM's
+      ``return_token_ids`` and ``logprobs``). Token data a server returns is
+      recorded either way (``raw["prompt_token_ids"]``,
+      ``completion_token_ids``, ``completion_mask``, ``completion_logprobs``).
     """
 
     name = "fleet-tool-call"
@@ -99,6 +104,7 @@ class FleetToolCallHarness:
         base_url: str | None = None,
         request_timeout: float = 600.0,
         fleet_api_key: str | None = None,
+        token_ids: bool = False,
     ) -> None:
         if provider not in ("auto", "mcp", "platform", "local"):
             raise HarnessError(f"fleet-tool-call: unknown provider {provider!r}")
@@ -121,6 +127,7 @@ class FleetToolCallHarness:
         self.base_url = base_url
         self.request_timeout = request_timeout
         self._fleet_api_key = fleet_api_key
+        self.token_ids = token_ids
         # the model endpoint's connections, per event loop, shared by every rollout
         self._endpoints: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], ModelEndpoint]] = (
             weakref.WeakKeyDictionary()
@@ -286,6 +293,7 @@ class FleetToolCallHarness:
         max_turns = context.limits.max_turns or self.max_turns
         usage = Usage()
         finish_reasons: list[str | None] = []
+        tokens = TokenTrace()
         started = time.monotonic()
         setup_error = "no model: set RunContext.model or -H model"
         episode: FleetToolCallEpisode | None = None
@@ -321,7 +329,7 @@ class FleetToolCallHarness:
                     )
                 else:
                     usage, status, error, error_kind = await self._loop(
-                        episode, context, model, base_url, usage, finish_reasons
+                        episode, context, model, base_url, usage, finish_reasons, tokens
                     )
         except TimeoutError:
             status, error, error_kind = (
@@ -344,6 +352,7 @@ class FleetToolCallHarness:
             error_kind=error_kind,
             elapsed=time.monotonic() - started,
             finish_reasons=finish_reasons,
+            tokens=tokens,
         )
 
     async def _loop(
@@ -354,8 +363,10 @@ class FleetToolCallHarness:
         base_url: str | None,
         usage: Usage,
         finish_reasons: list[str | None],
+        tokens: TokenTrace,
     ) -> tuple[Usage, Any, str | None, str | None]:
-        """Model call, ``episode.step``, until done; appends each call's finish reason.
+        """Model call, ``episode.step``, until done; appends each call's finish reason
+        and token data.
 
         Before each call the rollout's token, cost and message limits are
         checked; one that is reached ends the rollout (status ``timeout``).
@@ -374,7 +385,10 @@ class FleetToolCallHarness:
         if context.limits.max_tokens is not None and "max_tokens" not in sampling:
             sampling["max_tokens"] = context.limits.max_tokens
         extra_headers = sampling.pop("extra_headers", None) or None
-        extra_body = sampling.pop("extra_body", None) or {}
+        extra_body = dict(sampling.pop("extra_body", None) or {})
+        if self.token_ids:  # vLLM's names; sampling arguments may set them otherwise
+            sampling.setdefault("logprobs", True)
+            extra_body.setdefault("return_token_ids", True)
         while not episode.done:
             hit = context.limit_hit(usage, len(episode.chat_history))
             if hit is not None:
@@ -390,6 +404,8 @@ class FleetToolCallHarness:
                 data = await endpoint.post_json("/chat/completions", body, headers=extra_headers)
             except EndpointError as exc:
                 return usage, "failed", _redact(str(exc), api_key), exc.kind
+            if isinstance(data, dict):
+                tokens.add_response(data)
             choices = data.get("choices") if isinstance(data, dict) else None
             choice = choices[0] if isinstance(choices, list) and choices else {}
             message = choice.get("message") if isinstance(choice, dict) else None
@@ -426,6 +442,7 @@ class FleetToolCallHarness:
         error_kind: str | None = None,
         elapsed: float | None = None,
         finish_reasons: list[str | None] | None = None,
+        tokens: TokenTrace | None = None,
     ) -> HarnessResult:
         """The result; ``raw`` carries the episode's numbers and, per model call,
         ``finish_reasons`` with ``stop_reason`` the last one (read by the DAPO
@@ -459,6 +476,8 @@ class FleetToolCallHarness:
             )
         if elapsed is not None:
             raw["elapsed_sec"] = round(elapsed, 3)
+        if tokens is not None:
+            raw.update(tokens.to_raw())
         return HarnessResult(
             status=status,
             output=output,

@@ -1,0 +1,91 @@
+"""Token ids and logprobs in the chat harness's results (vLLM's fields), and the
+rules that turn a rollout's responses into one token-level record."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentkit import RunContext, Task
+from agentkit._token_trace import TokenTrace
+from agentkit.harnesses.chat import ChatHarness
+from agentkit.testing import tokens
+from agentkit.testing.model_server import ScriptedModelServer
+
+SCRIPT = {
+    "rules": [
+        {"match": {"turn": 0}, "reply": {"content": "four"}},
+        {
+            "match": {"turn": 1},
+            "reply": {"content": "nine, and I could go on", "finish_reason": "length"},
+        },
+    ]
+}
+TASK = Task(
+    task_id="qa:two",
+    input=[
+        {"role": "user", "content": "2+2?"},
+        {"role": "user", "content": "3*3?"},
+    ],
+)
+
+
+def run(harness: ChatHarness, server: ScriptedModelServer) -> dict[str, object]:
+    result = asyncio.run(harness.run(TASK, RunContext(model="m", base_url=server.base_url)))
+    assert result.status == "completed", result.error
+    return result.raw
+
+
+def test_the_chat_harness_records_token_ids_when_asked() -> None:
+    with ScriptedModelServer(SCRIPT) as server:
+        raw = run(ChatHarness(token_ids=True), server)
+        body = server.chat_requests[0].body
+        assert body["return_token_ids"] is True and body["logprobs"] is True
+        ids, mask = raw["completion_token_ids"], raw["completion_mask"]
+        assert isinstance(ids, list) and isinstance(mask, list)
+        assert tokens.decode(raw["prompt_token_ids"]) == "<|user|>2+2?\n<|assistant|>"  # type: ignore[arg-type]
+        # both replies (mask 1) and, between them, what the second prompt added (mask 0)
+        first, second = tokens.encode("four"), tokens.encode("nine, and I could go on")
+        assert ids[: len(first)] == first and ids[-len(second) :] == second
+        assert mask == [1] * len(first) + [0] * (len(ids) - len(first) - len(second)) + [1] * len(
+            second
+        )
+        assert tokens.decode(ids[len(first) : -len(second)]) == "\n<|user|>3*3?\n<|assistant|>"
+        logprobs = raw["completion_logprobs"]
+        assert isinstance(logprobs, list) and len(logprobs) == len(ids)
+        assert [lp < 0 for lp in logprobs] == [m == 1 for m in mask]
+        # streamed: the same record from the chunks' token fields
+        streamed = run(ChatHarness(token_ids=True, stream=True), server)
+        for key in ("prompt_token_ids", "completion_token_ids", "completion_mask"):
+            assert streamed[key] == raw[key], key
+        # not asked, and the server returns nothing: no token fields, no note
+        server.clear_requests()
+        raw = run(ChatHarness(), server)
+        assert "return_token_ids" not in server.chat_requests[0].body
+        assert not {k for k in raw if "token" in k}
+
+
+def test_token_trace_stitches_turns_and_refuses_what_does_not_line_up() -> None:
+    trace = TokenTrace()
+    trace.add([1, 2], [3, 9], [-0.5, -0.1])
+    trace.add([1, 2, 3, 9, 7, 7], [4, 9], [-0.2, -0.3])
+    assert trace.to_raw() == {
+        "prompt_token_ids": [1, 2],
+        "completion_token_ids": [3, 9, 7, 7, 4, 9],
+        "completion_mask": [1, 1, 0, 0, 1, 1],
+        "completion_logprobs": [-0.5, -0.1, 0.0, 0.0, -0.2, -0.3],
+    }
+    no_logprobs = TokenTrace()
+    no_logprobs.add([1], [2])
+    assert "completion_logprobs" not in no_logprobs.to_raw()
+    rewritten = TokenTrace()
+    rewritten.add([1, 2], [3])
+    rewritten.add([1, 5, 3, 7], [4])  # the template changed an earlier turn
+    assert rewritten.to_raw() == {
+        "token_ids_note": "the prompt of model call 2 does not extend the previous prompt "
+        "and response: no token-level data"
+    }
+    partial = TokenTrace()
+    partial.add([1], [2])
+    partial.add(None, None)
+    assert "model call 2 returned no prompt" in partial.to_raw()["token_ids_note"]
+    assert TokenTrace().to_raw() == {}
