@@ -57,6 +57,21 @@ async def test_exit_code_stderr_env_and_cwd(local_sandbox: LocalSandbox) -> None
     assert r.stdout == "y\n/logs\n"
 
 
+async def test_commands_start_in_the_workdir_even_when_it_was_replaced(
+    local_sandbox: LocalSandbox,
+) -> None:
+    assert (await local_sandbox.exec("cd / && rm -rf /app && mkdir /app && touch /app/new")).ok
+    r = await local_sandbox.exec("ls; pwd")
+    assert r.stdout == "new\n/app\n", r.stderr
+    setup = "mkdir /elsewhere && touch /elsewhere/x && cd / && rm -rf /app && ln -s /elsewhere /app"
+    assert (await local_sandbox.exec(setup)).ok
+    r = await local_sandbox.exec(["ls"])
+    assert r.stdout == "x\n", r.stderr
+    assert (await local_sandbox.exec("cd / && rm /app")).ok
+    r = await local_sandbox.exec(["true"])
+    assert not r.ok and "/app" in r.stderr
+
+
 async def test_hints_workdir_env_and_paths(sandbox_factory, tmp_path: Path) -> None:
     env_dir = tmp_path / "environment"
     env_dir.mkdir()

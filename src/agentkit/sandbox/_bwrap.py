@@ -152,6 +152,8 @@ def holder_argv(
     etc_files: Sequence[tuple[int, str]] = (),
     cap_add: Sequence[str] = (),
     userns_block_fd: int | None = None,
+    from_nobody: bool = False,
+    chdir: str = "/",
 ) -> list[str]:
     """The bwrap command that creates the sandbox and keeps it alive with ``holder``.
 
@@ -159,16 +161,19 @@ def holder_argv(
     are (fd to read, path) written there, writable; the host's /etc pieces
     are bound read-only over it. With ``userns_block_fd`` bubblewrap waits
     (after reporting the pid on ``info_fd``) until the caller has written the
-    user namespace's uid/gid maps itself and then written to that fd.
+    user namespace's uid/gid maps itself and then written to that fd;
+    ``from_nobody`` says those maps send host root (bubblewrap's setup) to
+    nobody, which the holder leaves for the namespace's uid/gid 0. The
+    holder starts in ``chdir``.
 
     ``holder`` runs as the sandbox's uid/gid 0 with no capabilities (but
     ``CAP_NET_BIND_SERVICE`` when ``cap_add`` asks for it). ``/proc/sys`` is
     read-only and ``/sys`` absent. The caller forbids user namespaces inside
     before it runs anything there (``LocalSandbox._forbid_user_namespaces``).
     """
-    if userns_block_fd is not None:
-        # The caller maps ids itself, so bubblewrap's setup runs as the id host
-        # root maps to (nobody): the holder leaves it for the sandbox's uid/gid 0
+    if from_nobody:
+        # The caller maps host root to nobody, so bubblewrap's setup runs as
+        # nobody inside: the holder leaves it for the sandbox's uid/gid 0
         # and drops every capability it may (bar CAP_NET_BIND_SERVICE if asked).
         caps = "-all,+net_bind_service" if "CAP_NET_BIND_SERVICE" in cap_add else "-all"
         cap_add = sorted({*cap_add, *_BECOME_ROOT_CAPS})
@@ -215,7 +220,7 @@ def holder_argv(
         "--perms", "1777",
         "--tmpfs", "/dev/shm",
         "--hostname", "sandbox",
-        "--chdir", "/",
+        "--chdir", chdir,
         "--info-fd", str(info_fd),
         "--",
         *holder,
@@ -224,7 +229,13 @@ def holder_argv(
 
 
 def exec_prefix(
-    tools: Tools, holder_pid: int, cwd: str, limits: Limits, *, become_root: bool = False
+    tools: Tools,
+    holder_pid: int,
+    cwd: str,
+    limits: Limits,
+    *,
+    become_root: bool = False,
+    in_holder_cwd: bool = False,
 ) -> list[str]:
     """Run a command inside the holder's namespaces, in ``cwd``, with no capabilities.
 
@@ -232,6 +243,8 @@ def exec_prefix(
     them to uid 0). ``become_root`` makes nsenter switch to the namespace's
     uid/gid 0 (whatever host ids the map gives them) and drop supplementary
     groups, for a namespace whose map does not send uid 0 to the caller.
+    ``in_holder_cwd`` says ``cwd`` is the holder's working directory: nsenter
+    starts the command there itself (through ``/proc/PID/cwd``).
     """
     argv: list[str] = []
     rl = limits.prlimit_args()
@@ -247,6 +260,7 @@ def exec_prefix(
         "-U", "-m", "-n", "-p", "-i", "-u", "-C",
         *(() if become_root else ("--preserve-credentials",)),
         "--root",
+        *(("--wd",) if in_holder_cwd else ()),
         "--",
         tools.setpriv,
         "--inh-caps=-all",
@@ -254,10 +268,8 @@ def exec_prefix(
         "--bounding-set=-all",
         "--no-new-privs",
         "--",
-        # nsenter's --wd opens its directory on the host side: change it inside instead.
-        "/usr/bin/env",
-        "-C",
-        cwd,
-        "--",
     ]  # fmt: skip
+    if not in_holder_cwd:
+        # nsenter's --wd=DIR opens DIR on the host side: change it inside instead.
+        argv += ["/usr/bin/env", "-C", cwd, "--"]
     return argv

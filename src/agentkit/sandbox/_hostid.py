@@ -109,10 +109,21 @@ def allocate_id() -> int:
     return BASE_ID + (pid_part << _COUNTER_BITS | next(_counter) & ((1 << _COUNTER_BITS) - 1))
 
 
-def write_id_maps(pid: int, host_id: int) -> None:
-    """Map uid/gid 0 in ``pid``'s (new) user namespace to ``host_id``, host root to nobody."""
-    text = f"0 {host_id} 1\n{NOBODY} 0 1\n"
-    for name in ("uid_map", "gid_map"):
+def write_id_maps(pid: int, host_id: int | None) -> None:
+    """Write the maps of ``pid``'s new user namespace (made by bubblewrap, which waits).
+
+    ``host_id`` given (agentkit is root): uid/gid 0 inside is ``host_id``,
+    host root is nobody. None: uid/gid 0 inside is this process's own uid/gid
+    (setgroups is then denied, as the kernel requires of an unprivileged map).
+    """
+    if host_id is not None:
+        text = f"0 {host_id} 1\n{NOBODY} 0 1\n"
+        maps = {"uid_map": text, "gid_map": text}
+    else:
+        with open(f"/proc/{pid}/setgroups", "w") as f:
+            f.write("deny")
+        maps = {"uid_map": f"0 {os.geteuid()} 1\n", "gid_map": f"0 {os.getegid()} 1\n"}
+    for name, text in maps.items():
         with open(f"/proc/{pid}/{name}", "w") as f:
             f.write(text)
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 from agentkit._sandbox import ExecResult
 
-__all__ = ["SandboxProcess", "spawn"]
+__all__ = ["SandboxProcess", "read_json_fd", "spawn"]
 
 #: After the command exits, how long to keep reading output that background
 #: children (``server &``) may still hold open.
@@ -29,6 +31,40 @@ class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
     def process_exited(self) -> None:
         super().process_exited()
         self.exited.set()
+
+
+async def read_json_fd(fd: int) -> Any:
+    """Read one JSON document from pipe ``fd`` without blocking the event loop.
+
+    Reads until the text parses; raises ``ValueError`` when the writer closes
+    its end before that.
+    """
+    loop = asyncio.get_running_loop()
+    os.set_blocking(fd, False)
+    data = b""
+    while True:
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def wake(fut: asyncio.Future[None] = ready) -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        loop.add_reader(fd, wake)
+        try:
+            await ready
+        finally:
+            loop.remove_reader(fd)
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            continue
+        data += chunk
+        if not chunk or data.rstrip().endswith(b"}"):
+            try:
+                return json.loads(data)
+            except ValueError:
+                if not chunk:
+                    raise
 
 
 async def spawn(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -45,6 +44,7 @@ from agentkit.sandbox._hostid import (
     write_id_maps,
 )
 from agentkit.sandbox._paths import Mount, SandboxFS
+from agentkit.sandbox._process import read_json_fd
 from agentkit.sandbox._proctree import kill_tree
 from agentkit.sandbox._reaper import OWNER_ENV, owner_token, reap_orphans_once
 
@@ -181,18 +181,15 @@ class LocalSandbox(BaseSandbox):
         # a setuid file they plant must be out of other local users' reach.
         os.chmod(self.root, 0o700)
         if self.host_id is not None:
-            await asyncio.to_thread(self._hand_over_files, self.host_id)
+            self._hand_over_files(self.host_id)
         info_r, info_w = os.pipe()
+        block_r, block_w = os.pipe()
         etc_files = self._data_fds(self._etc_files())
         chan_host: socket.socket | None = None
         # bubblewrap also holds the info pipe's read end: should this process die
         # before reading it, bubblewrap's write must not fail (SIGPIPE would end
         # its outer process and leave its child waiting forever to be released).
-        pass_fds = [info_w, info_r, *(fd for fd, _ in etc_files)]
-        block_r = block_w = None
-        if self.host_id is not None:
-            block_r, block_w = os.pipe()
-            pass_fds.append(block_r)
+        pass_fds = [info_w, info_r, block_r, *(fd for fd, _ in etc_files)]
         cap_add: list[str] = []
         if self._endpoint is not None:
             chan_host, chan_box = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -217,6 +214,8 @@ class LocalSandbox(BaseSandbox):
             etc_files=etc_files,
             cap_add=cap_add,
             userns_block_fd=block_r,
+            from_nobody=self.host_id is not None,
+            chdir=self.workdir,
         )
         try:
             self._bwrap_proc = await asyncio.create_subprocess_exec(
@@ -237,8 +236,7 @@ class LocalSandbox(BaseSandbox):
                 os.close(fd)
             if chan_box is not None:
                 chan_box.close()
-            if block_r is not None:
-                os.close(block_r)
+            os.close(block_r)
         try:
             await self._await_ready(info_r, block_w)
             if chan_host is not None and self._endpoint is not None:
@@ -250,9 +248,7 @@ class LocalSandbox(BaseSandbox):
             raise
         finally:
             os.close(info_r)
-            if block_w is not None:
-                with contextlib.suppress(OSError):
-                    os.close(block_w)
+            os.close(block_w)
             if chan_host is not None:
                 chan_host.close()
 
@@ -274,48 +270,45 @@ class LocalSandbox(BaseSandbox):
             "24.04, allow them: sysctl kernel.apparmor_restrict_unprivileged_userns=0)"
         )
 
-    @staticmethod
-    def _read_info(info_r: int) -> bytes:
-        info = b""
-        while not info.rstrip().endswith(b"}"):
-            chunk = os.read(info_r, 4096)
-            if not chunk:
-                break
-            info += chunk
-        return info
+    async def _await_ready(self, info_r: int, block_w: int) -> None:
+        """Wait for the holder, making the sandbox safe to use meanwhile.
 
-    def _set_holder_pid(self, info: bytes) -> None:
-        try:
-            self._holder_pid = int(json.loads(info)["child-pid"])
-        except (ValueError, KeyError) as exc:
-            raise SandboxError(f"bubblewrap reported no sandbox pid: {info!r}") from exc
-
-    async def _await_ready(self, info_r: int, block_w: int | None = None) -> None:
+        bubblewrap reports its child's pid (on ``info_r``) as soon as it has
+        made the namespaces and waits (on ``block_w``) for the user
+        namespace's maps, which are written here. Then, while it sets up the
+        mounts, user namespaces are forbidden inside. The holder says
+        ``ready`` once everything is mounted.
+        """
         proc = self._bwrap_proc
         assert proc is not None and proc.stdout is not None and proc.stderr is not None
-        if block_w is not None and self.host_id is not None:
-            # bwrap reports its pid, then waits for us to write the user namespace's maps.
+        try:
+            info = await asyncio.wait_for(read_json_fd(info_r), _START_TIMEOUT_SEC)
+            self._holder_pid = int(info["child-pid"])
+        except (TimeoutError, OSError, ValueError, KeyError, TypeError) as exc:
+            await self._fail_start(f"bubblewrap reported no sandbox pid ({exc!r})")
+        # bubblewrap waits for us to write the user namespace's maps.
+        try:
+            write_id_maps(self._holder_pid, self.host_id)
+            os.write(block_w, b"1")
+        except OSError as exc:
+            await self._fail_start(f"could not map its user namespace: {exc}")
+        forbid = asyncio.ensure_future(self._forbid_user_namespaces())
+        try:
             try:
-                info = await asyncio.wait_for(
-                    asyncio.to_thread(self._read_info, info_r), _START_TIMEOUT_SEC
-                )
-                self._set_holder_pid(info)
-                write_id_maps(self._holder_pid, self.host_id)
-                os.write(block_w, b"1")
-            except (TimeoutError, OSError, SandboxError) as exc:
-                await self._fail_start(f"could not map its user namespace: {exc}")
-        try:
-            line = await asyncio.wait_for(proc.stdout.readline(), _START_TIMEOUT_SEC)
-        except TimeoutError:
-            line = b""
-        if line.strip() != b"ready":
-            await self._fail_start()
-        if self.host_id is None:
-            self._set_holder_pid(self._read_info(info_r))
-        try:
-            await self._forbid_user_namespaces()
-        except SandboxError as exc:
-            await self._fail_start(str(exc))
+                line = await asyncio.wait_for(proc.stdout.readline(), _START_TIMEOUT_SEC)
+            except TimeoutError:
+                line = b""
+            if line.strip() != b"ready":
+                await self._fail_start()
+            try:
+                await forbid
+            except SandboxError as exc:
+                await self._fail_start(str(exc))
+        finally:
+            if not forbid.done():
+                forbid.cancel()
+                with contextlib.suppress(BaseException):
+                    await forbid
         if self.host_id is not None:
             # /etc is a tmpfs bubblewrap filled as host root: hand it to the sandbox's id.
             root = f"/proc/{self._holder_pid}/root"
@@ -325,16 +318,16 @@ class LocalSandbox(BaseSandbox):
     async def _forbid_user_namespaces(self) -> None:
         """Set ``user.max_user_namespaces`` to 0 in the sandbox's user namespace.
 
-        Run once the sandbox is up, before any command: a process entering
-        the namespace (with its capabilities there, nowhere else) writes the
-        limit, which applies to the namespace and everything inside it.
-        (Bubblewrap's ``--disable-userns`` does the same, but cannot be
-        combined with the id maps the caller writes as root.)
+        Run as soon as its ids are mapped, while bubblewrap sets up: a
+        process entering the namespace (with its capabilities there, nowhere
+        else) writes the limit, which applies to the namespace and everything
+        inside it. (Bubblewrap's ``--disable-userns`` does the same, but
+        cannot be combined with id maps the caller writes.)
         """
         proc = await asyncio.create_subprocess_exec(
             self._tools.nsenter, "-t", str(self._holder_pid), "-U",
-            # Become the namespace's root where we map ids ourselves; else our
-            # own uid already is (and setgroups is denied).
+            # As root, become the namespace's root (the sandbox's own id); else
+            # our own uid already is (and setgroups is denied).
             *(() if self.host_id is not None else ("--preserve-credentials",)),
             "--",
             "/bin/sh", "-c", "echo 0 > /proc/sys/user/max_user_namespaces",
@@ -356,11 +349,11 @@ class LocalSandbox(BaseSandbox):
         proc = self._bwrap_proc
         if proc is None:
             return
-        # Killing the namespace's pid 1 makes the kernel kill everything in it.
+        # Killing the namespace's pid 1 makes the kernel kill everything in it
+        # (the commands too: nsenter starts them in its pid namespace).
         if self._holder_pid:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(self._holder_pid, signal.SIGKILL)
-        kill_tree([proc.pid], [proc.pid])
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(proc.pid, signal.SIGKILL)
@@ -380,9 +373,28 @@ class LocalSandbox(BaseSandbox):
                 "(was every process inside killed?)"
             )
         prefix = exec_prefix(
-            self._tools, self._holder_pid, cwd, self.limits, become_root=self.host_id is not None
+            self._tools,
+            self._holder_pid,
+            cwd,
+            self.limits,
+            become_root=self.host_id is not None,
+            in_holder_cwd=cwd == self.workdir and self._holder_in_workdir(),
         )
         return [*prefix, *argv], env, None
+
+    def _holder_in_workdir(self) -> bool:
+        """True while the holder's working directory is still the sandbox's workdir.
+
+        Commands in the workdir then start in the holder's (nsenter opens it
+        through /proc, not by path), which saves a process per command. False
+        once the workdir was removed, replaced or made a link.
+        """
+        try:
+            here = os.stat(f"/proc/{self._holder_pid}/cwd")
+            there = os.stat(self.fs.host_path(self.workdir))
+        except (OSError, SandboxError):
+            return False
+        return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
     def _kill_process_tree(self, pid: int) -> None:
         kill_tree([pid], [pid])
