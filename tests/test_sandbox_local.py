@@ -303,3 +303,24 @@ async def test_other_host_users_cannot_run_what_the_sandbox_made_setuid() -> Non
             assert run.stdout == "False\n", run.stderr
     finally:
         shutil.rmtree(base)
+
+
+async def test_host_userland_has_the_directories_of_a_base_image_and_useradd_works(
+    local_sandbox: LocalSandbox,
+) -> None:
+    r = await local_sandbox.exec(
+        "for d in /var /var/log /var/tmp /home /opt /run /srv /mnt; do "
+        "test -d $d -a -w $d || echo missing $d; done; stat -c %a /var/tmp"
+    )
+    assert r.stdout == "1777\n", r.stdout + r.stderr
+    script = (
+        "groupadd -g 2000 team && useradd -m -u 1500 -G team -s /bin/bash agent && "
+        "id agent && getent group team && test -d /home/agent && "
+        "echo agent:secret | chpasswd && grep -c '^agent:' /etc/shadow"
+    )
+    r = await local_sandbox.exec(script)
+    assert r.ok, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("uid=1500(agent) gid=1500(agent)") and "2000(team)" in lines[0]
+    assert lines[1].startswith("team:x:2000:agent")
+    assert lines[2] == "1"

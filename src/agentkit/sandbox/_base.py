@@ -94,9 +94,7 @@ class BaseSandbox:
                 return
             if self._state == "closed":
                 raise SandboxError(f"sandbox {self.rollout_id or self.root} is closed")
-            for d in ("/", self.workdir, *STANDARD_DIRS, "/root", "/tmp"):
-                self._fs_dir(d).mkdir(parents=True, exist_ok=True)
-            os.chmod(self._fs_dir("/tmp"), 0o1777)
+            self._make_dirs()
             await self._start_backend()
             self._state = "running"
         try:
@@ -105,6 +103,12 @@ class BaseSandbox:
         except BaseException:
             await self.close()
             raise
+
+    def _make_dirs(self) -> None:
+        """Create the writable directories every rollout gets, under ``fs_root``."""
+        for d in ("/", self.workdir, *STANDARD_DIRS, "/root", "/tmp"):
+            self._fs_dir(d).mkdir(parents=True, exist_ok=True)
+        os.chmod(self._fs_dir("/tmp"), 0o1777)
 
     def _fs_dir(self, sandbox_dir: str) -> Path:
         rel = os.path.normpath(sandbox_dir).lstrip("/")

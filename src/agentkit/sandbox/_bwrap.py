@@ -47,7 +47,8 @@ INSTALL_HINT = (
 LIFELINE = "while read -r _; do :; done; kill -KILL -1"
 
 #: Host /etc entries shared read-only when they exist: TLS roots, the
-#: alternatives symlinks that /usr/bin points through, the dynamic linker cache.
+#: alternatives symlinks that /usr/bin points through, the dynamic linker
+#: cache, and what useradd/groupadd/adduser and PAM (chpasswd) read.
 _ETC_RO = (
     "/etc/ssl",
     "/etc/ca-certificates",
@@ -63,6 +64,15 @@ _ETC_RO = (
     "/etc/services",
     "/etc/mime.types",
     "/etc/gai.conf",
+    "/etc/login.defs",
+    "/etc/default/useradd",
+    "/etc/adduser.conf",
+    "/etc/deluser.conf",
+    "/etc/skel",
+    "/etc/shells",
+    "/etc/pam.conf",
+    "/etc/pam.d",
+    "/etc/security",
 )
 #: What the holder needs, briefly and inside the sandbox's user namespace only,
 #: to become the sandbox's root before it drops them (see :func:`holder_argv`).
@@ -149,7 +159,7 @@ def holder_argv(
     ro_binds: Sequence[str],
     info_fd: int,
     holder: Sequence[str],
-    etc_files: Sequence[tuple[int, str]] = (),
+    etc_files: Sequence[tuple[int, str, int]] = (),
     cap_add: Sequence[str] = (),
     userns_block_fd: int | None = None,
     from_nobody: bool = False,
@@ -158,7 +168,7 @@ def holder_argv(
     """The bwrap command that creates the sandbox and keeps it alive with ``holder``.
 
     ``/etc`` is a tmpfs (its mount points cost no disk work): ``etc_files``
-    are (fd to read, path) written there, writable; the host's /etc pieces
+    are (fd to read, path, mode) written there, writable; the host's /etc pieces
     are bound read-only over it. With ``userns_block_fd`` bubblewrap waits
     (after reporting the pid on ``info_fd``) until the caller has written the
     user namespace's uid/gid maps itself and then written to that fd;
@@ -204,8 +214,8 @@ def holder_argv(
         argv.append("--share-net")
     base, etc = _host_static_args()
     argv += ["--bind", str(fs_root), "/", *base, "--tmpfs", "/etc"]
-    for fd, dest in etc_files:
-        argv += ["--perms", "0644", "--file", str(fd), dest]
+    for fd, dest, mode in etc_files:
+        argv += ["--perms", f"{mode:04o}", "--file", str(fd), dest]
     argv += etc
     if network and os.path.exists("/etc/resolv.conf"):
         argv += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]

@@ -55,6 +55,10 @@ _PASSWD = (
     "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
 )
 _GROUP = "root:x:0:\nnogroup:x:65534:\n"
+_SHADOW = "root:*:19000:0:99999:7:::\nnobody:*:19000:0:99999:7:::\n"
+_GSHADOW = "root:*::\nnogroup:*::\n"
+#: Directories every base image has, made in the rollout's root on the host userland.
+USERLAND_DIRS = ("/var/log", "/var/tmp", "/home", "/opt", "/run", "/srv", "/mnt")
 
 
 class LocalSandbox(BaseSandbox):
@@ -143,29 +147,41 @@ class LocalSandbox(BaseSandbox):
 
     # -- lifecycle ------------------------------------------------------------
 
-    def _etc_files(self) -> list[tuple[str, str]]:
+    def _hosts(self) -> str:
         hosts = "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost ip6-loopback\n"
         if self._endpoint is not None and self._endpoint.hosts_entry:
             hosts += f"127.0.0.1 {self._endpoint.hosts_entry}\n"
+        return hosts
+
+    def _etc_files(self) -> list[tuple[str, str, int]]:
+        """(path, text, mode) of the files generated in the tmpfs /etc."""
         return [
-            ("/etc/passwd", _PASSWD),
-            ("/etc/group", _GROUP),
-            ("/etc/hosts", hosts),
-            ("/etc/hostname", "sandbox\n"),
+            ("/etc/passwd", _PASSWD, 0o644),
+            ("/etc/group", _GROUP, 0o644),
+            ("/etc/shadow", _SHADOW, 0o640),
+            ("/etc/gshadow", _GSHADOW, 0o640),
+            ("/etc/hosts", self._hosts(), 0o644),
+            ("/etc/hostname", "sandbox\n", 0o644),
         ]
 
     @staticmethod
-    def _data_fds(files: list[tuple[str, str]]) -> list[tuple[int, str]]:
+    def _data_fds(files: list[tuple[str, str, int]]) -> list[tuple[int, str, int]]:
         """A pipe per file, already holding its text (small: fits the pipe buffer)."""
         out = []
-        for dest, text in files:
+        for dest, text, mode in files:
             r, w = os.pipe()
             try:
                 os.write(w, text.encode())
             finally:
                 os.close(w)
-            out.append((r, dest))
+            out.append((r, dest, mode))
         return out
+
+    def _make_dirs(self) -> None:
+        super()._make_dirs()
+        for d in USERLAND_DIRS:
+            self._fs_dir(d).mkdir(parents=True, exist_ok=True)
+        os.chmod(self._fs_dir("/var/tmp"), 0o1777)
 
     async def _start_backend(self) -> None:
         # Not cancellable: bubblewrap killed half-way through its start leaves a
@@ -189,7 +205,7 @@ class LocalSandbox(BaseSandbox):
         # bubblewrap also holds the info pipe's read end: should this process die
         # before reading it, bubblewrap's write must not fail (SIGPIPE would end
         # its outer process and leave its child waiting forever to be released).
-        pass_fds = [info_w, info_r, block_r, *(fd for fd, _ in etc_files)]
+        pass_fds = [info_w, info_r, block_r, *(fd for fd, _, _ in etc_files)]
         cap_add: list[str] = []
         if self._endpoint is not None:
             chan_host, chan_box = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -232,7 +248,7 @@ class LocalSandbox(BaseSandbox):
             )
         finally:
             os.close(info_w)
-            for fd, _ in etc_files:
+            for fd, _, _ in etc_files:
                 os.close(fd)
             if chan_box is not None:
                 chan_box.close()
@@ -312,7 +328,7 @@ class LocalSandbox(BaseSandbox):
         if self.host_id is not None:
             # /etc is a tmpfs bubblewrap filled as host root: hand it to the sandbox's id.
             root = f"/proc/{self._holder_pid}/root"
-            for path in ["/etc", *(dest for dest, _ in self._etc_files())]:
+            for path in ["/etc", *(dest for dest, _, _ in self._etc_files())]:
                 os.chown(root + path, self.host_id, self.host_id, follow_symlinks=False)
 
     async def _forbid_user_namespaces(self) -> None:
