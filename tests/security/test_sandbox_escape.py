@@ -11,6 +11,7 @@ probes are written once and run on every sandbox kind listed in ``SANDBOXES``.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 import subprocess
@@ -19,8 +20,14 @@ from pathlib import Path
 
 import pytest
 
+from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.sandbox._base import BaseSandbox
-from agentkit.testing.sandbox_fixtures import requires_bwrap
+from agentkit.testing.sandbox_fixtures import (
+    need_image_tool,
+    requires_bwrap,
+    unique_sleep_arg,
+    wait_present,
+)
 
 pytestmark = [pytest.mark.anyio]
 
@@ -29,16 +36,28 @@ pytestmark = [pytest.mark.anyio]
 SANDBOXES = [
     pytest.param("local", marks=requires_bwrap, id="local"),
     pytest.param("docker", id="docker"),
+    # The local sandbox on an image's root (its own overlay, a uid range, commands
+    # with Docker's default capabilities in a user namespace of their own).
+    pytest.param("local-image", marks=requires_bwrap, id="local-image"),
 ]
 #: Options per kind: the docker probes run in an image with python3 (the ptrace probe).
 OPTIONS = {"docker": {"default_image": "python:3.11-slim"}}
+#: The image the image-root probes run on (python3 for the ptrace probe).
+PROBE_IMAGE = TaskImage(image="python:3.11-slim")
 
 CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
 
 
 @pytest.fixture(params=SANDBOXES)
 async def sandbox(request: pytest.FixtureRequest, sandbox_factory) -> BaseSandbox:
-    box: BaseSandbox = await sandbox_factory(request.param, **OPTIONS.get(request.param, {}))
+    if request.param == "local-image":
+        need_image_tool()
+        cache = request.getfixturevalue("image_cache")
+        box: BaseSandbox = await sandbox_factory(
+            "local", hints=ExecutionHints(image=PROBE_IMAGE), image_cache=str(cache)
+        )
+        return box
+    box = await sandbox_factory(request.param, **OPTIONS.get(request.param, {}))
     return box
 
 
@@ -56,17 +75,40 @@ def test_probes_run_as_root_where_ci_runs() -> None:
         assert os.geteuid() == 0, "CI runs the sandbox escape probes as root"
 
 
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+async def _sleep_pids(arg: str) -> list[int]:
+    """Host pids of ``sleep arg`` itself, once it has been executed."""
+    for _ in range(500):
+        found = [p for p in await wait_present(arg) if _comm(p) == "sleep"]
+        if found:
+            return found
+        await asyncio.sleep(0.01)
+    return []
+
+
 async def test_inside_root_is_never_host_root(sandbox: BaseSandbox) -> None:
-    r = await sandbox.exec(["bash", "-c", "id -u; cat /proc/self/uid_map"])
+    r = await sandbox.exec(["bash", "-c", "id -u"])
     assert r.ok, r.stderr
-    lines = r.stdout.splitlines()
-    assert lines[0] == "0"  # root inside, as tasks expect
-    # The kernel's own view: which host uid the sandbox's uid 0 is.
-    inside, outside, _count = (int(x) for x in lines[1].split())
-    assert inside == 0
-    assert outside != 0, "the sandbox's root is the host's root"
-    if os.geteuid() != 0:
-        assert outside == os.geteuid()
+    assert r.stdout == "0\n"  # root inside, as tasks expect
+    # The kernel's own view from the host: which host uid the sandbox's root runs as.
+    arg = unique_sleep_arg()
+    proc = await sandbox.start(["sleep", arg])
+    try:
+        # The sleep itself (not the host-side process that started it in the sandbox).
+        [pid] = await _sleep_pids(arg)
+        with open(f"/proc/{pid}/status") as f:
+            uids = next(line for line in f if line.startswith("Uid:")).split()[1:]
+    finally:
+        await proc.kill()
+    assert "0" not in uids, f"the sandbox's root is the host's root ({uids})"
+    if os.geteuid() != 0 and sandbox.name == "local":
+        assert set(uids) == {str(os.geteuid())}
 
 
 async def test_cannot_set_the_hosts_core_pattern(sandbox: BaseSandbox) -> None:

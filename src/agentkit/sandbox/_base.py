@@ -23,13 +23,18 @@ _ROOT_USERS = (None, "root", "0")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-def _rmtree(path: Path) -> None:
+def _rmtree(path: str | Path) -> None:
     def retry(func: Any, p: str, _exc: Any) -> None:
-        # Directories made read-only inside the sandbox: make them writable, retry.
+        # Directories made unreadable or read-only inside the sandbox (or by
+        # overlayfs, whose work directory is mode 000): open them up, retry.
         parent = os.path.dirname(p)
         os.chmod(parent, os.stat(parent).st_mode | stat.S_IWUSR | stat.S_IXUSR)
         if os.path.isdir(p) and not os.path.islink(p):
             os.chmod(p, os.stat(p).st_mode | stat.S_IWUSR | stat.S_IXUSR | stat.S_IRUSR)
+            if func is not os.rmdir:
+                # It could not be opened or listed: remove it whole now.
+                _rmtree(p)
+                return
         func(p)
 
     shutil.rmtree(path, onerror=retry)
@@ -100,9 +105,13 @@ class BaseSandbox:
         try:
             for dst, src in self.hints.paths.items():
                 await asyncio.to_thread(self.fs.copy_in, Path(src), dst)
+            await self._after_start()
         except BaseException:
             await self.close()
             raise
+
+    async def _after_start(self) -> None:
+        """Called once the sandbox runs and ``hints.paths`` are in."""
 
     def _make_dirs(self) -> None:
         """Create the writable directories every rollout gets, under ``fs_root``."""
@@ -162,8 +171,18 @@ class BaseSandbox:
             "TERM": "dumb",
         }
 
-    def _env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+    def _resolve_user(self, user: str | None) -> Any:
+        """What ``user`` (already checked) means to :meth:`_spawn_args`; None: root."""
+        return None
+
+    def _user_env(self, who: Any) -> dict[str, str]:
+        """``HOME``, ``USER`` and ``LOGNAME`` of a user from :meth:`_resolve_user`."""
+        return {}
+
+    def _env(self, env: Mapping[str, str] | None, who: Any = None) -> dict[str, str]:
         out = self.base_env()
+        if who is not None:
+            out.update(self._user_env(who))
         out.update(self.hints.env)
         if env:
             out.update(env)
@@ -172,8 +191,7 @@ class BaseSandbox:
                 raise SandboxError(f"environment variable {k!r}: expected str name and value")
         return out
 
-    @staticmethod
-    def _argv(cmd: str | list[str]) -> list[str]:
+    def _argv(self, cmd: str | list[str]) -> list[str]:
         if isinstance(cmd, str):
             shell = "/bin/bash" if os.path.exists("/usr/bin/bash") else "/bin/sh"
             return [shell, "-c", cmd]
@@ -182,10 +200,15 @@ class BaseSandbox:
         return [str(c) for c in cmd]
 
     def _spawn_args(
-        self, argv: list[str], cwd: str, env: dict[str, str]
+        self, argv: list[str], cwd: str, env: dict[str, str], who: Any = None
     ) -> tuple[list[str], dict[str, str], str | None]:
-        """(host argv, host env, host cwd) that run ``argv`` inside the sandbox."""
+        """(host argv, host env, host cwd) that run ``argv`` inside the sandbox
+        (as ``who``, from :meth:`_resolve_user`)."""
         raise NotImplementedError
+
+    def _spawn_fds(self) -> tuple[int, ...]:
+        """Descriptors the command's host process inherits (see :meth:`_spawn_args`)."""
+        return ()
 
     def _kill_process_tree(self, pid: int) -> None:
         raise NotImplementedError
@@ -205,9 +228,12 @@ class BaseSandbox:
         self._check_user(user)
         if self._state != "running":
             await self.setup()
+        who = self._resolve_user(user)
         wd = self.fs.absolute(cwd) if cwd else self.workdir
-        argv, host_env, host_cwd = self._spawn_args(self._argv(cmd), wd, self._env(env))
-        proc, exited = await spawn(argv, stdin=stdin, env=host_env, cwd=host_cwd)
+        argv, host_env, host_cwd = self._spawn_args(self._argv(cmd), wd, self._env(env, who), who)
+        proc, exited = await spawn(
+            argv, stdin=stdin, env=host_env, cwd=host_cwd, pass_fds=self._spawn_fds()
+        )
         pid = proc.pid
         self._on_spawn(pid)
         sp = SandboxProcess(

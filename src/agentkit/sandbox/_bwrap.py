@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -28,6 +28,8 @@ __all__ = [
     "exec_prefix",
     "find_tools",
     "holder_argv",
+    "host_usr_args",
+    "ro_bind_sources",
 ]
 
 INSTALL_HINT = (
@@ -102,7 +104,14 @@ def find_tools(bwrap: str | None = None) -> Tools:
             "the local sandbox needs nsenter and setpriv from util-linux: "
             "install them with `apt-get install util-linux`"
         )
-    return Tools(found, nsenter, setpriv, shutil.which("prlimit"))
+    prlimit = shutil.which("prlimit")
+    # setpriv also runs inside, where the host's /usr is: name it by its real path.
+    return Tools(
+        found,
+        nsenter,
+        os.path.realpath(setpriv),
+        os.path.realpath(prlimit) if prlimit else None,
+    )
 
 
 @functools.cache
@@ -121,6 +130,11 @@ def _host_static_args() -> tuple[tuple[str, ...], tuple[str, ...]]:
     for entry in sorted(Path("/etc").glob("python3*")):
         etc += ["--ro-bind", str(entry), str(entry)]
     return tuple(base), tuple(etc)
+
+
+def host_usr_args() -> list[str]:
+    """The host's ``/usr`` (and the top-level links into it) as bwrap arguments."""
+    return list(_host_static_args()[0])
 
 
 def ro_bind_sources() -> list[str]:
@@ -246,6 +260,10 @@ def exec_prefix(
     *,
     become_root: bool = False,
     in_holder_cwd: bool = False,
+    userns: str | None = None,
+    helpers: Mapping[str, Sequence[str]] | None = None,
+    keep_caps: Sequence[str] = (),
+    user: tuple[int, int, Sequence[int]] | None = None,
 ) -> list[str]:
     """Run a command inside the holder's namespaces, in ``cwd``, with no capabilities.
 
@@ -255,7 +273,14 @@ def exec_prefix(
     groups, for a namespace whose map does not send uid 0 to the caller.
     ``in_holder_cwd`` says ``cwd`` is the holder's working directory: nsenter
     starts the command there itself (through ``/proc/PID/cwd``).
+
+    For image sandboxes: ``userns`` is the user namespace to enter instead of
+    the holder's (a path nsenter opens); ``helpers`` says how ``setpriv`` and
+    ``env`` run inside (the host's copies, through their loader);
+    ``keep_caps`` are the capabilities commands keep (in their user namespace
+    only); ``user`` is (uid, gid, groups) to run as instead of root.
     """
+    helpers = helpers or {"setpriv": [tools.setpriv], "env": ["/usr/bin/env"]}
     argv: list[str] = []
     rl = limits.prlimit_args()
     if rl:
@@ -264,22 +289,28 @@ def exec_prefix(
                 "resource limits need prlimit from util-linux: `apt-get install util-linux`"
             )
         argv += [tools.prlimit, *rl, "--"]
+    caps = ",".join(["-all", *(f"+{c}" for c in keep_caps)])
     argv += [
         tools.nsenter,
         "-t", str(holder_pid),
-        "-U", "-m", "-n", "-p", "-i", "-u", "-C",
+        f"--user={userns}" if userns else "-U",
+        "-m", "-n", "-p", "-i", "-u", "-C",
         *(() if become_root else ("--preserve-credentials",)),
         "--root",
         *(("--wd",) if in_holder_cwd else ()),
         "--",
-        tools.setpriv,
+        *helpers["setpriv"],
         "--inh-caps=-all",
         "--ambient-caps=-all",
-        "--bounding-set=-all",
+        f"--bounding-set={caps}",
         "--no-new-privs",
-        "--",
     ]  # fmt: skip
+    if user is not None:
+        uid, gid, groups = user
+        argv += [f"--reuid={uid}", f"--regid={gid}"]
+        argv += [f"--groups={','.join(map(str, groups))}"] if groups else ["--clear-groups"]
+    argv.append("--")
     if not in_holder_cwd:
         # nsenter's --wd=DIR opens DIR on the host side: change it inside instead.
-        argv += ["/usr/bin/env", "-C", cwd, "--"]
+        argv += [*helpers["env"], "-C", cwd, "--"]
     return argv

@@ -109,15 +109,17 @@ def allocate_id() -> int:
     return BASE_ID + (pid_part << _COUNTER_BITS | next(_counter) & ((1 << _COUNTER_BITS) - 1))
 
 
-def write_id_maps(pid: int, host_id: int | None) -> None:
+def write_id_maps(pid: int, host_id: int | None, *, count: int = 1) -> None:
     """Write the maps of ``pid``'s new user namespace (made by bubblewrap, which waits).
 
-    ``host_id`` given (agentkit is root): uid/gid 0 inside is ``host_id``,
-    host root is nobody. None: uid/gid 0 inside is this process's own uid/gid
-    (setgroups is then denied, as the kernel requires of an unprivileged map).
+    ``host_id`` given (agentkit is root): ids 0..``count``-1 inside are
+    ``host_id``... outside, and host root (bubblewrap's own setup) is nobody
+    when ``count`` is 1, else the id just above the range. None: uid/gid 0
+    inside is this process's own uid/gid (setgroups is then denied, as the
+    kernel requires of an unprivileged map).
     """
     if host_id is not None:
-        text = f"0 {host_id} 1\n{NOBODY} 0 1\n"
+        text = f"0 {host_id} {count}\n{NOBODY if count == 1 else count} 0 1\n"
         maps = {"uid_map": text, "gid_map": text}
     else:
         with open(f"/proc/{pid}/setgroups", "w") as f:

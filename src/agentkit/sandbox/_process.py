@@ -73,6 +73,7 @@ async def spawn(
     stdin: bool,
     env: dict[str, str],
     cwd: str | None,
+    pass_fds: tuple[int, ...] = (),
 ) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
     """Start ``argv`` in a new session with piped output; return it and its exit event."""
     loop = asyncio.get_running_loop()
@@ -85,6 +86,7 @@ async def spawn(
         env=env,
         cwd=cwd,
         start_new_session=True,
+        pass_fds=pass_fds,
     )
     return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
 

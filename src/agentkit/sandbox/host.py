@@ -12,7 +12,7 @@ import os
 import re
 import uuid
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox._base import STANDARD_DIRS, BaseSandbox
@@ -94,7 +94,7 @@ class HostSandbox(BaseSandbox):
         return env
 
     def _spawn_args(
-        self, argv: list[str], cwd: str, env: dict[str, str]
+        self, argv: list[str], cwd: str, env: dict[str, str], who: Any = None
     ) -> tuple[list[str], dict[str, str], str | None]:
         env = {**env, _MARKER: self._id}
         host_cwd = self.fs.writable(cwd).host_path

@@ -11,13 +11,14 @@ import contextlib
 import os
 import signal
 import socket
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import anyio
 
-from agentkit._sandbox import ExecutionHints
-from agentkit.sandbox._base import BaseSandbox
+from agentkit._sandbox import ExecutionHints, TaskImage
+from agentkit.sandbox._base import STANDARD_DIRS, BaseSandbox
 from agentkit.sandbox._bwrap import (
     LIFELINE,
     Limits,
@@ -27,7 +28,7 @@ from agentkit.sandbox._bwrap import (
     holder_argv,
     ro_bind_sources,
 )
-from agentkit.sandbox._errors import SandboxError
+from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
 from agentkit.sandbox._forward import (
     HOLDER_SCRIPT,
     Endpoint,
@@ -43,10 +44,14 @@ from agentkit.sandbox._hostid import (
     needs_own_id,
     write_id_maps,
 )
+from agentkit.sandbox._hosttools import TOOLS_DIR, host_tools
+from agentkit.sandbox._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._process import read_json_fd
 from agentkit.sandbox._proctree import kill_tree
 from agentkit.sandbox._reaper import OWNER_ENV, owner_token, reap_orphans_once
+from agentkit.sandbox._stage import DOCKER_CAPS, STAGE, StagePlan, stage_argv
+from agentkit.sandbox._users import User, resolve_user
 
 __all__ = ["LocalSandbox"]
 
@@ -71,11 +76,22 @@ class LocalSandbox(BaseSandbox):
     - ``ro_binds``: extra host paths visible read-only at the same path.
     - ``max_processes``, ``max_memory_mb`` (address space), ``max_file_size_mb``,
       ``max_cpu_seconds``, ``max_open_files``: setrlimit limits on every command.
+    - ``max_output_mb``: how much stdout/stderr each command keeps.
+    - ``image``: ``auto`` (default) runs a task that has an image
+      (``hints.image``) on that image's root file system; ``host`` runs every
+      task on the host's userland (``/usr``) on purpose.
+    - ``image_tool``: what builds or pulls images and exports their root once:
+      ``auto`` (Docker, else Podman, else Buildah), ``docker``, ``podman`` or
+      ``buildah``. ``image_cache``: where exported roots are kept
+      (``~/.cache/agentkit/image-roots``).
+    - ``entrypoint``: start the image's ``ENTRYPOINT`` in the background, as a
+      container would (default true).
+    - ``max_builds``: how many images are built (or pulled and exported) at
+      once before a run (:meth:`prepare`).
 
     The sandbox's uid 0 is never the host's root: when agentkit runs as root,
     every sandbox gets a host uid of its own (``host_id``; see
-    ``agentkit.sandbox._hostid``).
-    - ``max_output_mb``: how much stdout/stderr each command keeps.
+    ``agentkit.sandbox._hostid``), and image sandboxes a range of them.
     """
 
     name: ClassVar[str] = "local"
@@ -97,6 +113,11 @@ class LocalSandbox(BaseSandbox):
         max_open_files: int | None = None,
         max_output_mb: int = 64,
         bwrap: str | None = None,
+        image: str = "auto",
+        image_tool: str = "auto",
+        image_cache: str | None = None,
+        entrypoint: bool = True,
+        max_builds: int = 2,
     ) -> None:
         super().__init__(
             root=root,
@@ -108,11 +129,24 @@ class LocalSandbox(BaseSandbox):
         )
         self._tools: Tools = find_tools(bwrap)
         self.network = bool(self.hints.network and allow_network)
+        if image not in ("auto", "host"):
+            raise SandboxError(f"option image={image!r}: expected auto or host")
+        #: The task's image this sandbox runs on (None: the host's userland).
+        self.image = self.hints.image if image == "auto" else None
+        if self.image is not None:
+            _check_runnable(self.image)
+        self._image_tool = image_tool
+        self._image_cache = Path(image_cache) if image_cache else None
+        self._run_entrypoint = entrypoint
+        if max_builds < 1:
+            raise SandboxError(f"max_builds must be at least 1, got {max_builds}")
+        self.image_root: ImageRoot | None = None
         #: The host uid/gid the sandbox's uid 0 maps to, when not the caller's own
-        #: (always, when the caller is root).
+        #: (always, when the caller is root; image sandboxes map 0..65535 from
+        #: ``IMAGE_ID_BASE`` on).
         self.host_id: int | None = None
         if needs_own_id():
-            self.host_id = allocate_id()
+            self.host_id = IMAGE_ID_BASE if self.image is not None else allocate_id()
         self.limits = Limits(
             max_processes=max_processes,
             max_memory_mb=max_memory_mb,
@@ -126,11 +160,15 @@ class LocalSandbox(BaseSandbox):
                 raise SandboxError(f"ro_binds: {path!r} must be an existing absolute host path")
             binds.append(os.path.normpath(path))
         self._endpoint: Endpoint | None = None
+        self._python, self._python_prefix = "", ""
+        if self.image is not None:
+            # The holder on an image root is the orchestrator's Python (on the stage only).
+            self._python, self._python_prefix = python_for_holder()
         if model_endpoint and not self.network:
             self._endpoint = parse_endpoint(model_endpoint)
             exe, prefix = python_for_holder()
             self._python = exe
-            if prefix and prefix not in binds:
+            if self.image is None and prefix and prefix not in binds:
                 binds.append(prefix)
         self.ro_binds = binds
         mounts = [Mount("/", self.fs_root, True)]
@@ -143,7 +181,82 @@ class LocalSandbox(BaseSandbox):
         )
         self._bwrap_proc: asyncio.subprocess.Process | None = None
         self._holder_pid = 0
+        #: The process whose working directory is the workdir (image roots: the holder).
+        self._cwd_pid = 0
         self._relay: Relay | None = None
+        self._userns_fd: int | None = None
+        self._shell = ""
+
+    # -- run-level hook (see agentkit.SandboxFactory) --------------------------
+
+    @classmethod
+    async def prepare(
+        cls,
+        hints: Sequence[ExecutionHints],
+        *,
+        log_dir: Path | None = None,
+        on_progress: Callable[[str], None] | None = None,
+        image: str = "auto",
+        image_tool: str = "auto",
+        image_cache: str | None = None,
+        max_builds: int = 2,
+        **_options: Any,
+    ) -> list[BaseException | None]:
+        """Before a run: build or pull every task's image and export its root, once each.
+
+        At most ``max_builds`` at a time, with a progress line. One entry per
+        hints: None when ready (or no image), else the error every rollout of
+        that task then fails with (what to install when no tool can make
+        images; a failed build with its log).
+        """
+        if image == "host" or not any(h.image for h in hints):
+            return [None] * len(hints)
+        from agentkit.images import ImageError, PrepareStatus
+        from agentkit.sandbox._imagetools import find_image_tool, task_image_root
+
+        id_base = IMAGE_ID_BASE if needs_own_id() else None
+        cache = Path(image_cache) if image_cache else None
+        wanted = list(dict.fromkeys(h.image for h in hints if h.image))
+        results: dict[TaskImage, BaseException | None] = {}
+        try:
+            tool = find_image_tool(image_tool)
+        except SandboxError as exc:
+            results = dict.fromkeys(wanted, exc)
+            wanted = []
+        gate = asyncio.Semaphore(max_builds)
+        running: dict[TaskImage, str] = {}
+
+        def report() -> None:
+            if on_progress is not None:
+                failed = sum(r is not None for r in results.values())
+                on_progress(
+                    PrepareStatus(
+                        total=len(wanted),
+                        ready=len(results) - failed,
+                        failed=failed,
+                        running=tuple(sorted(running.values())),
+                    ).line()
+                )
+
+        async def one(task_image: TaskImage) -> None:
+            async with gate:
+                running[task_image] = describe(task_image)
+                report()
+                try:
+                    _check_runnable(task_image)
+                    await task_image_root(
+                        task_image, tool=tool, cache_dir=cache, id_base=id_base, log_dir=log_dir
+                    )
+                except (SandboxError, ImageError) as exc:
+                    results[task_image] = exc
+                else:
+                    results[task_image] = None
+                finally:
+                    running.pop(task_image, None)
+                report()
+
+        await asyncio.gather(*(one(i) for i in wanted))
+        return [results[h.image] if h.image else None for h in hints]
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -178,6 +291,15 @@ class LocalSandbox(BaseSandbox):
         return out
 
     def _make_dirs(self) -> None:
+        if self.image is not None:
+            # The overlay's upper layer (its root's owner and mode are the
+            # sandbox's /) and work directory; the rest is made inside.
+            for layer in (self.fs_root, self.root / "work"):
+                layer.mkdir(mode=0o755, parents=True, exist_ok=True)
+                os.chmod(layer, 0o755)
+                if self.host_id is not None:
+                    os.chown(layer, self.host_id, self.host_id)
+            return
         super()._make_dirs()
         for d in USERLAND_DIRS:
             self._fs_dir(d).mkdir(parents=True, exist_ok=True)
@@ -196,20 +318,76 @@ class LocalSandbox(BaseSandbox):
         # What commands create is the orchestrator's on the host (root's, as root):
         # a setuid file they plant must be out of other local users' reach.
         os.chmod(self.root, 0o700)
-        if self.host_id is not None:
+        if self.image is not None:
+            from agentkit.sandbox._imagetools import find_image_tool, task_image_root
+
+            self.image_root = await task_image_root(
+                self.image,
+                tool=find_image_tool(self._image_tool),
+                cache_dir=self._image_cache,
+                id_base=self.host_id,
+            )
+        elif self.host_id is not None:
             self._hand_over_files(self.host_id)
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
-        etc_files = self._data_fds(self._etc_files())
         chan_host: socket.socket | None = None
-        # bubblewrap also holds the info pipe's read end: should this process die
-        # before reading it, bubblewrap's write must not fail (SIGPIPE would end
-        # its outer process and leave its child waiting forever to be released).
-        pass_fds = [info_w, info_r, block_r, *(fd for fd, _, _ in etc_files)]
+        chan_box: socket.socket | None = None
+        data_fds: list[int] = []
+        try:
+            if self._endpoint is not None:
+                chan_host, chan_box = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            if self.image_root is not None:
+                argv = self._stage_argv(self.image_root, info_w, block_r, chan_box)
+            else:
+                argv, data_fds = self._holder_argv(info_w, block_r, chan_box)
+            # bubblewrap also holds the info pipe's read end: should this process die
+            # before reading it, bubblewrap's write must not fail (SIGPIPE would end
+            # its outer process and leave its child waiting forever to be released).
+            pass_fds = [info_w, info_r, block_r, *data_fds]
+            if chan_box is not None:
+                pass_fds.append(chan_box.fileno())
+            self._bwrap_proc = await asyncio.create_subprocess_exec(
+                *argv,
+                # The lifeline: the holder waits on this pipe, whose only write end
+                # is ours; when this process dies, however abruptly, the holder
+                # reads EOF and exits, and with it the whole sandbox.
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env={"PATH": "/usr/bin:/bin", OWNER_ENV: owner_token()},
+                pass_fds=pass_fds,
+                start_new_session=True,
+            )
+        finally:
+            for fd in (info_w, block_r, *data_fds):
+                os.close(fd)
+            if chan_box is not None:
+                chan_box.close()
+        try:
+            await self._await_ready(info_r, block_w)
+            if self.image_root is not None:
+                await self._image_ready(self.image_root)
+            if chan_host is not None and self._endpoint is not None:
+                listener = await asyncio.to_thread(recv_fd, chan_host)
+                self._relay = Relay(listener, self._endpoint)
+                await self._relay.start()
+        except BaseException:
+            await self._stop_backend()
+            raise
+        finally:
+            os.close(info_r)
+            os.close(block_w)
+            if chan_host is not None:
+                chan_host.close()
+
+    def _holder_argv(
+        self, info_w: int, block_r: int, chan_box: socket.socket | None
+    ) -> tuple[list[str], list[int]]:
+        """bwrap's argv on the host userland, and the fds it reads /etc files from."""
+        etc_files = self._data_fds(self._etc_files())
         cap_add: list[str] = []
-        if self._endpoint is not None:
-            chan_host, chan_box = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-            pass_fds.append(chan_box.fileno())
+        if chan_box is not None and self._endpoint is not None:
             holder = [
                 self._python, "-I", "-S", "-c", HOLDER_SCRIPT,
                 self._endpoint.bind_host, str(self._endpoint.port), str(chan_box.fileno()),
@@ -218,7 +396,6 @@ class LocalSandbox(BaseSandbox):
             if self._endpoint.port < 1024:
                 cap_add.append("CAP_NET_BIND_SERVICE")
         else:
-            chan_box = None
             holder = ["/bin/sh", "-c", f"echo ready; {LIFELINE}"]
         argv = holder_argv(
             self._tools,
@@ -233,40 +410,86 @@ class LocalSandbox(BaseSandbox):
             from_nobody=self.host_id is not None,
             chdir=self.workdir,
         )
+        return argv, [fd for fd, _, _ in etc_files]
+
+    def _stage_argv(
+        self, image_root: ImageRoot, info_w: int, block_r: int, chan_box: socket.socket | None
+    ) -> list[str]:
+        """bwrap's argv on an image root: the stage the holder builds the sandbox from."""
+        tools = host_tools("setpriv", "env")
+        dirs = [(self.workdir, 0o755), ("/tmp", 0o1777), ("/root", 0o700)]
+        dirs += [(d, 0o777 if d.startswith("/logs/") else 0o755) for d in STANDARD_DIRS]
+        relay = None
+        if chan_box is not None and self._endpoint is not None:
+            relay = {
+                "host": self._endpoint.bind_host,
+                "port": self._endpoint.port,
+                "fd": chan_box.fileno(),
+            }
+        plan = StagePlan(
+            nested_ids=IMAGE_ID_COUNT if self.host_id is not None else 0,
+            private_net=not self.network,
+            workdir=self.workdir,
+            binds=[
+                (f"{STAGE}/tools{TOOLS_DIR}", TOOLS_DIR),
+                *((f"{STAGE}/binds/{i}", path) for i, path in enumerate(self.ro_binds)),
+            ],
+            dirs=dirs,
+            files=[("/etc/hosts", self._hosts(), 0o644), ("/etc/hostname", "sandbox\n", 0o644)],
+            relay=relay,
+        )
+        return stage_argv(
+            self._tools,
+            python=self._python,
+            python_prefix=self._python_prefix,
+            rootfs=image_root.rootfs,
+            rollout_dir=self.root,
+            network=self.network,
+            host_files=tools.files,
+            ro_binds=self.ro_binds,
+            info_fd=info_w,
+            userns_block_fd=block_r,
+            plan=plan,
+        )
+
+    async def _image_ready(self, image_root: ImageRoot) -> None:
+        """Once the holder is up on an image root: find it, and see the sandbox's files."""
+        children = _children(self._holder_pid)
+        if len(children) != 1:
+            await self._fail_start(f"expected one holder process, found {children}")
+        self._cwd_pid = children[0]
+        if self.host_id is not None:
+            keeper = _children(self._cwd_pid)
+            if len(keeper) != 1:
+                await self._fail_start("the nested user namespace has no process")
+            # Commands enter this user namespace (it maps uids 0..65535 only).
+            self._userns_fd = os.open(f"/proc/{keeper[0]}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        inside = Path(f"/proc/{self._cwd_pid}/root")
+        self.fs = SandboxFS(
+            mounts=[
+                Mount("/", inside, True),
+                *(Mount(p, inside / p.lstrip("/"), False) for p in [TOOLS_DIR, *self.ro_binds]),
+            ],
+            workdir=self.workdir,
+            virtual=("/proc", "/dev", "/sys"),
+            owner=self.host_id,
+        )
         try:
-            self._bwrap_proc = await asyncio.create_subprocess_exec(
-                *argv,
-                # The lifeline: the holder waits on this pipe, whose only write end
-                # is ours; when this process dies, however abruptly, the holder
-                # reads EOF and exits, and with it the whole sandbox.
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env={"PATH": "/usr/bin:/bin", OWNER_ENV: owner_token()},
-                pass_fds=pass_fds,
-                start_new_session=True,
-            )
-        finally:
-            os.close(info_w)
-            for fd, _, _ in etc_files:
-                os.close(fd)
-            if chan_box is not None:
-                chan_box.close()
-            os.close(block_r)
-        try:
-            await self._await_ready(info_r, block_w)
-            if chan_host is not None and self._endpoint is not None:
-                listener = await asyncio.to_thread(recv_fd, chan_host)
-                self._relay = Relay(listener, self._endpoint)
-                await self._relay.start()
-        except BaseException:
-            await self._stop_backend()
-            raise
-        finally:
-            os.close(info_r)
-            os.close(block_w)
-            if chan_host is not None:
-                chan_host.close()
+            bash = self.fs.resolve("/bin/bash").host_path.exists()
+        except SandboxError:
+            bash = False
+        self._shell = "/bin/bash" if bash else "/bin/sh"
+
+    async def _after_start(self) -> None:
+        root = self.image_root
+        if root is None or not self._run_entrypoint or not root.config.entrypoint:
+            return
+        # As a container would start it, with Harbor's keep-alive command as its
+        # arguments: a service the entrypoint starts keeps running for the rollout.
+        await self.start(
+            [*root.config.entrypoint, "sh", "-c", "sleep infinity"],
+            cwd=root.config.workdir or "/",
+        )
 
     def _hand_over_files(self, host_id: int) -> None:
         """Give the rollout's files to the sandbox's host id (see ``_hostid``)."""
@@ -304,11 +527,17 @@ class LocalSandbox(BaseSandbox):
             await self._fail_start(f"bubblewrap reported no sandbox pid ({exc!r})")
         # bubblewrap waits for us to write the user namespace's maps.
         try:
-            write_id_maps(self._holder_pid, self.host_id)
+            if self.image is not None:
+                write_id_maps(self._holder_pid, self.host_id, count=IMAGE_ID_COUNT)
+            else:
+                write_id_maps(self._holder_pid, self.host_id)
             os.write(block_w, b"1")
         except OSError as exc:
             await self._fail_start(f"could not map its user namespace: {exc}")
-        forbid = asyncio.ensure_future(self._forbid_user_namespaces())
+        # On an image root the holder forbids them itself.
+        forbid = asyncio.ensure_future(
+            self._forbid_user_namespaces() if self.image is None else asyncio.sleep(0)
+        )
         try:
             try:
                 line = await asyncio.wait_for(proc.stdout.readline(), _START_TIMEOUT_SEC)
@@ -325,7 +554,7 @@ class LocalSandbox(BaseSandbox):
                 forbid.cancel()
                 with contextlib.suppress(BaseException):
                     await forbid
-        if self.host_id is not None:
+        if self.host_id is not None and self.image is None:
             # /etc is a tmpfs bubblewrap filled as host root: hand it to the sandbox's id.
             root = f"/proc/{self._holder_pid}/root"
             for path in ["/etc", *(dest for dest, _, _ in self._etc_files())]:
@@ -362,6 +591,9 @@ class LocalSandbox(BaseSandbox):
         if self._relay is not None:
             await self._relay.close()
             self._relay = None
+        if self._userns_fd is not None:
+            os.close(self._userns_fd)
+            self._userns_fd = None
         proc = self._bwrap_proc
         if proc is None:
             return
@@ -380,21 +612,66 @@ class LocalSandbox(BaseSandbox):
 
     # -- commands -------------------------------------------------------------
 
+    def _check_user(self, user: str | None) -> None:
+        if self.image is None or user in (None, "root", "0"):
+            super()._check_user(user)
+        elif self.host_id is None:
+            raise SandboxError(
+                f"local sandbox on an image, run as an ordinary user: only root exists "
+                f"inside (one uid is mapped); user={user!r} is not supported"
+            )
+        elif not isinstance(user, str) or not user:
+            raise SandboxError(f"user={user!r}: expected a name or a uid")
+
+    def _resolve_user(self, user: str | None) -> User | None:
+        if self.image is None or user in (None, "root", "0"):
+            return None
+        assert user is not None
+
+        def text(path: str) -> str:
+            try:
+                return self.fs.host_path(path).read_text(errors="replace")
+            except (OSError, SandboxError):
+                return ""
+
+        return resolve_user(
+            user, text("/etc/passwd"), text("/etc/group"), max_id=IMAGE_ID_COUNT - 1
+        )
+
+    def _user_env(self, who: User) -> dict[str, str]:
+        return {"HOME": who.home, "USER": who.name, "LOGNAME": who.name}
+
     def _spawn_args(
-        self, argv: list[str], cwd: str, env: dict[str, str]
+        self, argv: list[str], cwd: str, env: dict[str, str], who: User | None = None
     ) -> tuple[list[str], dict[str, str], str | None]:
         if self._bwrap_proc is None or self._bwrap_proc.returncode is not None:
             raise SandboxError(
                 f"sandbox {self.rollout_id or self.root} is no longer running "
                 "(was every process inside killed?)"
             )
+        in_holder_cwd = cwd == self.workdir and self._holder_in_workdir()
+        if self.image is None:
+            prefix = exec_prefix(
+                self._tools,
+                self._holder_pid,
+                cwd,
+                self.limits,
+                become_root=self.host_id is not None,
+                in_holder_cwd=in_holder_cwd,
+            )
+            return [*prefix, *argv], env, None
+        tools = host_tools("setpriv", "env")
         prefix = exec_prefix(
             self._tools,
-            self._holder_pid,
+            self._cwd_pid,
             cwd,
             self.limits,
             become_root=self.host_id is not None,
-            in_holder_cwd=cwd == self.workdir and self._holder_in_workdir(),
+            in_holder_cwd=in_holder_cwd,
+            userns=None if self._userns_fd is None else f"/proc/self/fd/{self._userns_fd}",
+            helpers={"setpriv": tools.argv("setpriv"), "env": tools.argv("env")},
+            keep_caps=DOCKER_CAPS,
+            user=None if who is None else (who.uid, who.gid, who.groups),
         )
         return [*prefix, *argv], env, None
 
@@ -406,11 +683,55 @@ class LocalSandbox(BaseSandbox):
         once the workdir was removed, replaced or made a link.
         """
         try:
-            here = os.stat(f"/proc/{self._holder_pid}/cwd")
+            here = os.stat(f"/proc/{self._cwd_pid or self._holder_pid}/cwd")
             there = os.stat(self.fs.host_path(self.workdir))
         except (OSError, SandboxError):
             return False
         return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
+    def _spawn_fds(self) -> tuple[int, ...]:
+        return () if self._userns_fd is None else (self._userns_fd,)
+
     def _kill_process_tree(self, pid: int) -> None:
         kill_tree([pid], [pid])
+
+    # -- environment ------------------------------------------------------------
+
+    def base_env(self) -> dict[str, str]:
+        """The environment every command starts from: on an image root, with its ``ENV``."""
+        env = super().base_env()
+        if self.image_root is not None:
+            env.update(self.image_root.config.env)
+        return env
+
+    def _argv(self, cmd: str | list[str]) -> list[str]:
+        if isinstance(cmd, str) and self._shell:
+            return [self._shell, "-c", cmd]
+        return super()._argv(cmd)
+
+
+def _check_runnable(image: TaskImage) -> None:
+    """Refuse what the local sandbox cannot run: a compose project's sidecar services."""
+    if image.compose_file:
+        raise SandboxUnavailableError(
+            f"the task's environment is a compose project ({image.compose_file}): the local "
+            "sandbox runs one image and cannot start its other services; use --sandbox "
+            "docker, or -S image=host to run it on the host's userland anyway"
+        )
+
+
+def describe(image: TaskImage) -> str:
+    """A short name for a task's image, for progress lines."""
+    if image.image:
+        return image.image
+    parts = Path(image.context or os.path.dirname(image.dockerfile or "") or "image").parts
+    return parts[-2] if len(parts) > 1 and parts[-1] == "environment" else parts[-1]
+
+
+def _children(pid: int) -> list[int]:
+    """Host pids of ``pid``'s children."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []

@@ -9,6 +9,9 @@
 - ``docker_engine``: use it (or ``requires_docker``) in tests that need a
   Docker engine: they are skipped, saying why, when none answers, and fail
   instead under ``CI=true``.
+- ``image_tool`` (or ``requires_image_tool``): the same for a tool the local
+  sandbox can make images with (Docker, Podman or Buildah); ``image_cache``:
+  a directory of exported image roots shared by the test session's workers.
 
 They are async fixtures for anyio's pytest plugin on the asyncio backend
 (the sandboxes use asyncio subprocesses).
@@ -36,10 +39,15 @@ __all__ = [
     "docker_unavailable",
     "host_pids_with_arg",
     "host_sandbox",
+    "image_cache",
+    "image_tool",
+    "image_tool_unavailable",
     "local_sandbox",
     "need_docker",
+    "need_image_tool",
     "requires_bwrap",
     "requires_docker",
+    "requires_image_tool",
     "sandbox_factory",
     "unique_sleep_arg",
     "wait_gone",
@@ -103,6 +111,49 @@ def docker_engine() -> None:
 
 #: Marker form of the ``docker_engine`` fixture.
 requires_docker = pytest.mark.usefixtures("docker_engine")
+
+
+def image_tool_unavailable() -> str | None:
+    """Why the local sandbox cannot make images here (None when it can)."""
+    from agentkit.sandbox import SandboxError
+    from agentkit.sandbox._imagetools import find_image_tool
+
+    try:
+        find_image_tool()
+    except SandboxError as exc:
+        return str(exc)
+    return None
+
+
+def need_image_tool() -> None:
+    """Skip the running test (saying why) when no tool can make images; under CI, fail."""
+    reason = image_tool_unavailable()
+    if shutil.which("bwrap") is None:
+        reason = "bubblewrap (bwrap) is not installed"
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the image-root tests, but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def image_tool() -> None:
+    """Skip the test (saying why) when no tool can make images; under ``CI=true``, fail."""
+    need_image_tool()
+
+
+#: Marker form of the ``image_tool`` fixture.
+requires_image_tool = pytest.mark.usefixtures("image_tool")
+
+
+@pytest.fixture(scope="session")
+def image_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the session's sandboxes keep exported image roots (shared by xdist workers,
+    whose exports of one image wait for each other)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if base.name.startswith("popen-gw") else base
+    return shared / "agentkit-image-roots"
 
 
 def host_pids_with_arg(arg: str) -> list[int]:

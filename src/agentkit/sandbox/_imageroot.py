@@ -1,0 +1,368 @@
+"""Image roots: an image's root file system, exported once into a cache on disk.
+
+The local sandbox runs a task in its image without a container engine at run
+time: the image's root file system is exported once (a ``tar`` stream from
+Docker, Podman or Buildah; see :mod:`agentkit.sandbox._imagetools`) into a
+cache directory keyed by the image's id, and every rollout mounts it read-only
+as the lower layer of its own overlay.
+
+Ownership: as root, the files' owners are shifted into the range of host ids
+that image sandboxes map their uids 0..65535 to (:data:`IMAGE_ID_BASE`), so
+root inside owns what root owned in the image, ``_apt`` what ``_apt`` owned,
+and none of it is host root's. As an ordinary user, everything belongs to
+that user (who is root inside). Device nodes are not exported (the sandbox
+has its own ``/dev``); extended attributes (file capabilities) are dropped.
+
+Exports are safe under concurrent rollouts and processes: one export per
+image at a time (an ``flock`` per cache entry, and a lock per event loop),
+into a temporary directory renamed into place when complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import stat
+import tarfile
+import uuid
+import weakref
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import IO, Any
+
+import attrs
+
+from agentkit.sandbox._errors import SandboxError
+
+__all__ = [
+    "IMAGE_ID_BASE",
+    "IMAGE_ID_COUNT",
+    "ImageConfig",
+    "ImageRoot",
+    "default_cache_dir",
+    "extract_root",
+    "image_root",
+]
+
+#: Host id of uid 0 in image roots exported as root; uids 0..65535 inside are
+#: ``IMAGE_ID_BASE`` + uid on the host, far from real accounts, from the ids of
+#: host-userland sandboxes (``_hostid.BASE_ID`` ...) and from host root.
+IMAGE_ID_BASE = 2_140_000_000
+#: How many ids an image sandbox maps (uids and gids 0..65535).
+IMAGE_ID_COUNT = 65536
+_FORMAT = 1
+
+
+@attrs.frozen(kw_only=True)
+class ImageConfig:
+    """What an image says about how to run it (its ``Config``)."""
+
+    env: tuple[tuple[str, str], ...] = ()
+    workdir: str | None = None
+    user: str | None = None
+    entrypoint: tuple[str, ...] = ()
+    cmd: tuple[str, ...] = ()
+
+    @classmethod
+    def from_engine(cls, config: dict[str, Any] | None) -> ImageConfig:
+        """From the ``Config`` of ``docker image inspect`` (Podman's and Buildah's alike)."""
+        config = config or {}
+        env = []
+        for item in config.get("Env") or ():
+            name, sep, value = str(item).partition("=")
+            if sep and name:
+                env.append((name, value))
+        return cls(
+            env=tuple(env),
+            workdir=config.get("WorkingDir") or None,
+            user=config.get("User") or None,
+            entrypoint=tuple(str(a) for a in config.get("Entrypoint") or ()),
+            cmd=tuple(str(a) for a in config.get("Cmd") or ()),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "Env": [f"{k}={v}" for k, v in self.env],
+            "WorkingDir": self.workdir or "",
+            "User": self.user or "",
+            "Entrypoint": list(self.entrypoint),
+            "Cmd": list(self.cmd),
+        }
+
+
+@attrs.frozen(kw_only=True)
+class ImageRoot:
+    """An image's exported root file system in the cache, ready to mount.
+
+    ``id_base`` is the host id of uid 0 in its files (:data:`IMAGE_ID_BASE`
+    as root); None means every file is the exporting user's.
+    """
+
+    reference: str
+    image_id: str
+    rootfs: Path
+    config: ImageConfig
+    id_base: int | None
+    tool: str
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/agentkit/image-roots`` (``~/.cache/...`` by default)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "agentkit" / "image-roots"
+
+
+def _entry_name(image_id: str, id_base: int | None) -> str:
+    algo, _, digest = image_id.partition(":")
+    if not digest or not all(c in "0123456789abcdef" for c in digest):
+        raise SandboxError(f"unexpected image id {image_id!r} (expected sha256:<hex>)")
+    owner = f"ids{id_base}" if id_base is not None else f"uid{os.geteuid()}"
+    return f"{algo}-{digest}-{owner}-v{_FORMAT}"
+
+
+# -- extraction ---------------------------------------------------------------
+
+
+def _clean_name(name: str) -> str | None:
+    """A member's path relative to the root, or None for the root itself."""
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if any(p == ".." for p in parts):
+        raise SandboxError(f"the image's file list has a path going up: {name!r}")
+    return "/".join(parts) or None
+
+
+class _Extractor:
+    """Writes a root file system from a tar stream, never outside ``dest``.
+
+    A member below a symbolic link of the archive (which would be written
+    wherever the link points) and a hard link to a symbolic link are refused.
+    """
+
+    def __init__(self, dest: Path, id_base: int | None) -> None:
+        self.dest = dest
+        self.id_base = id_base
+        self.as_root = id_base is not None
+        self.symlinks: set[str] = set()
+        self.dirs: list[tuple[str, tarfile.TarInfo]] = []
+
+    def _check_parents(self, rel: str) -> None:
+        parts = rel.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in self.symlinks:
+                raise SandboxError(
+                    f"the image's file list has {rel!r} below a symbolic link; "
+                    "refusing to export it"
+                )
+
+    def _own(self, path: str, member: tarfile.TarInfo) -> None:
+        if self.id_base is None:
+            return
+        if not (0 <= member.uid < 65536 and 0 <= member.gid < 65536):
+            raise SandboxError(
+                f"{member.name!r} in the image belongs to uid {member.uid}/gid {member.gid}: "
+                "image sandboxes map ids 0..65535 only"
+            )
+        os.chown(path, self.id_base + member.uid, self.id_base + member.gid, follow_symlinks=False)
+
+    def _remove(self, path: str) -> None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+
+    def add(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
+        rel = _clean_name(member.name)
+        if rel is None:
+            if member.isdir():
+                self.dirs.append(("", member))
+            return
+        self._check_parents(rel)
+        path = os.path.join(self.dest, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if member.isdir():
+            if not (os.path.isdir(path) and not os.path.islink(path)):
+                self._remove(path)
+                os.mkdir(path, 0o700)
+            self.dirs.append((rel, member))
+            self.symlinks.discard(rel)
+            return
+        self._remove(path)
+        self.symlinks.discard(rel)
+        if member.issym():
+            os.symlink(member.linkname, path)
+            self.symlinks.add(rel)
+            self._own(path, member)
+            with contextlib.suppress(OSError):
+                os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
+            return
+        if member.islnk():
+            target = _clean_name(member.linkname)
+            if target is None or target in self.symlinks:
+                raise SandboxError(f"the image's hard link {member.name!r} points to a link")
+            self._check_parents(target)
+            os.link(os.path.join(self.dest, target), path, follow_symlinks=False)
+            return
+        if member.isfile():
+            src = tar.extractfile(member)
+            assert src is not None
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                shutil.copyfileobj(src, out, 1 << 20)
+        elif member.isfifo():
+            os.mkfifo(path, 0o600)
+        else:
+            # Device nodes: the sandbox has its own /dev; nothing else is expected.
+            return
+        self._own(path, member)
+        # After chown, which clears setuid/setgid bits.
+        os.chmod(path, member.mode & 0o7777)
+        os.utime(path, (member.mtime, member.mtime))
+
+    def finish(self) -> None:
+        # Directories last, deepest first: their modes may forbid writing into them.
+        for rel, member in sorted(self.dirs, key=lambda d: d[0].count("/"), reverse=True):
+            path = os.path.join(self.dest, rel) if rel else str(self.dest)
+            self._own(path, member)
+            os.chmod(path, member.mode & 0o7777)
+            os.utime(path, (member.mtime, member.mtime))
+
+
+def extract_root(stream: IO[bytes], dest: Path, id_base: int | None) -> None:
+    """Write the root file system in tar ``stream`` (read once, in order) into ``dest``."""
+    dest.mkdir(mode=0o755)
+    ex = _Extractor(dest, id_base)
+    with tarfile.open(fileobj=stream, mode="r|*") as tar:
+        for member in tar:
+            ex.add(tar, member)
+    ex.finish()
+
+
+# -- the cache ----------------------------------------------------------------
+
+#: Exporter(reference, dest, id_base): writes the image's root file system into ``dest``.
+Exporter = Callable[[str, Path, "int | None"], Awaitable[None]]
+
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _loop_lock(key: str) -> asyncio.Lock:
+    loop = asyncio.get_running_loop()
+    return _locks.setdefault(loop, {}).setdefault(key, asyncio.Lock())
+
+
+def _load(entry: Path) -> dict[str, Any] | None:
+    try:
+        with open(entry / "image.json") as f:
+            data: dict[str, Any] = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return data if data.get("format") == _FORMAT else None
+
+
+def _root_from(entry: Path, data: dict[str, Any], id_base: int | None) -> ImageRoot:
+    return ImageRoot(
+        reference=str(data["reference"]),
+        image_id=str(data["image_id"]),
+        rootfs=entry / "rootfs",
+        config=ImageConfig.from_engine(data.get("config")),
+        id_base=id_base,
+        tool=str(data.get("tool", "")),
+    )
+
+
+def _prepare_cache(cache_dir: Path) -> None:
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        # Exported files keep their modes (setuid ones too): other local users
+        # must not reach them.
+        if cache_dir.stat().st_mode & 0o077:
+            os.chmod(cache_dir, 0o700)
+    except OSError as exc:
+        raise SandboxError(
+            f"the image cache {cache_dir} cannot be used ({exc.strerror}): it must be a "
+            "directory of this user's (choose another with -S image_cache=DIR)"
+        ) from None
+
+
+def _remove_tree(path: Path) -> None:
+    def retry(func: Any, p: str, _exc: Any) -> None:
+        parent = os.path.dirname(p)
+        os.chmod(parent, os.stat(parent).st_mode | stat.S_IWUSR | stat.S_IXUSR)
+        func(p)
+
+    shutil.rmtree(path, onerror=retry)
+
+
+async def image_root(
+    *,
+    reference: str,
+    image_id: str,
+    config: ImageConfig,
+    tool: str,
+    export: Exporter,
+    cache_dir: Path | None = None,
+    id_base: int | None = None,
+) -> ImageRoot:
+    """The exported root of image ``image_id``: from the cache, or exported now, once.
+
+    Concurrent callers (rollouts of this process, or other processes) wait
+    for one export. ``export`` writes the root file system into a fresh
+    directory; it is renamed into the cache when complete, with an
+    ``image.json`` holding the reference, id and config.
+    """
+    cache_dir = cache_dir or default_cache_dir()
+    name = _entry_name(image_id, id_base)
+    entry = cache_dir / name
+    data = _load(entry)
+    if data is not None:
+        return _root_from(entry, data, id_base)
+    async with _loop_lock(str(entry)):
+        data = _load(entry)
+        if data is None:
+            await asyncio.to_thread(_prepare_cache, cache_dir)
+            lock_fd = os.open(cache_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
+                data = _load(entry)
+                if data is None:
+                    data = {
+                        "format": _FORMAT,
+                        "reference": reference,
+                        "image_id": image_id,
+                        "config": config.to_json(),
+                        "tool": tool,
+                    }
+                    await _export_entry(cache_dir, name, entry, data, export, reference, id_base)
+            finally:
+                os.close(lock_fd)
+    return _root_from(entry, data, id_base)
+
+
+async def _export_entry(
+    cache_dir: Path,
+    name: str,
+    entry: Path,
+    data: dict[str, Any],
+    export: Exporter,
+    reference: str,
+    id_base: int | None,
+) -> None:
+    # Holding the lock: leftovers of an export that was killed can go.
+    for old in cache_dir.glob(f".tmp-{name}-*"):
+        await asyncio.to_thread(_remove_tree, old)
+    tmp = cache_dir / f".tmp-{name}-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir(mode=0o700)
+    try:
+        await export(reference, tmp / "rootfs", id_base)
+        with open(tmp / "image.json", "w") as f:
+            json.dump(data, f, indent=1)
+        os.rename(tmp, entry)
+    except BaseException:
+        await asyncio.shield(asyncio.to_thread(_remove_tree, tmp))
+        raise

@@ -1,0 +1,341 @@
+"""Getting a task's image and its root file system through Docker, Podman or Buildah.
+
+The local sandbox needs a container tool only to obtain an image (build its
+Dockerfile or pull it, through :func:`agentkit.images.resolve_image`: built
+once, tagged by the digest of its context) and to export its root file system
+once; rollouts then run under bubblewrap with no engine involved. Whichever
+of Docker (a reachable daemon), Podman or Buildah is installed is used, in
+that order, or the one named by the ``image_tool`` option.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.util
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, ClassVar
+
+from agentkit._sandbox import TaskImage
+from agentkit.images import ImageError
+from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
+from agentkit.sandbox._imageroot import ImageConfig, ImageRoot, extract_root, image_root
+
+if TYPE_CHECKING:
+    from agentkit.images import BuildContext, ImageBackend
+
+__all__ = [
+    "INSTALL_TOOL",
+    "TOOLS",
+    "CliBackend",
+    "ImageTool",
+    "describe_image",
+    "find_image_tool",
+    "obtain_image",
+    "task_image_root",
+]
+
+#: What to install so the local sandbox can run tasks in their images.
+INSTALL_TOOL = (
+    "install one of Docker (`apt-get install docker.io`, its daemon running, and "
+    "`pip install 'agentkit[docker]'`), Podman (`apt-get install podman`) or Buildah "
+    "(`apt-get install buildah`)"
+)
+
+
+def describe_image(image: TaskImage) -> str:
+    """How a task's image is given, for messages."""
+    if image.dockerfile:
+        return f"its Dockerfile {image.dockerfile}"
+    if image.image:
+        return f"image {image.image}"
+    return f"compose file {image.compose_file}"
+
+
+def _run(argv: list[str], *, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def _tail(text: str, limit: int = 1500) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "[...]" + text[-limit:]
+
+
+def _image_id(value: str) -> str:
+    return value if ":" in value else f"sha256:{value}"
+
+
+class ImageTool:
+    """A container tool: an image backend (build, pull), inspect and export."""
+
+    name: ClassVar[str] = ""
+
+    def __init__(self, binary: str) -> None:
+        self.binary = binary
+
+    def backend(self) -> ImageBackend:
+        """What :func:`agentkit.images.resolve_image` builds and pulls with."""
+        return CliBackend(self)
+
+    def inspect(self, reference: str) -> tuple[str, ImageConfig] | None:
+        """(image id, config) of a local image, or None when it is not there."""
+        raise NotImplementedError
+
+    def pull_argv(self, reference: str) -> list[str]:
+        """The command that pulls ``reference``."""
+        return [self.binary, "pull", reference]
+
+    def build_argv(
+        self, dockerfile: str, context: str, tag: str, labels: dict[str, str]
+    ) -> list[str]:
+        """The command that builds ``dockerfile`` in ``context`` as ``tag``."""
+        argv = [self.binary, "build", "-t", tag, "-f", dockerfile]
+        for k, v in labels.items():
+            argv += ["--label", f"{k}={v}"]
+        return [*argv, context]
+
+    def export(self, reference: str, dest: Path, id_base: int | None) -> None:
+        """Write the root file system of ``reference`` into ``dest`` (a new directory)."""
+        raise NotImplementedError
+
+    def _stream_into(self, argv: list[str], dest: Path, id_base: int | None) -> None:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            extract_root(proc.stdout, dest, id_base)
+        except BaseException:
+            proc.kill()
+            raise
+        finally:
+            proc.stdout.close()
+            err = proc.stderr.read().decode(errors="replace")
+            proc.stderr.close()
+            proc.wait()
+        if proc.returncode != 0:
+            raise SandboxError(f"exporting the image with {self.name} failed: {_tail(err)}")
+
+
+class CliBackend:
+    """An :class:`agentkit.images.ImageBackend` over a tool's command line."""
+
+    def __init__(self, tool: ImageTool) -> None:
+        self.tool = tool
+        self.key = f"{tool.name}:{tool.binary}"
+
+    async def image_id(self, reference: str) -> str | None:
+        found = await asyncio.to_thread(self.tool.inspect, reference)
+        return None if found is None else found[0]
+
+    async def _logged(self, argv: list[str], log: IO[str], what: str, kind: str) -> None:
+        def run() -> int:
+            log.flush()
+            done = subprocess.run(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, check=False
+            )
+            return done.returncode
+
+        if await asyncio.to_thread(run) != 0:
+            raise ImageError(f"{what} failed ({self.tool.name})", error_kind=kind)
+
+    async def pull(self, reference: str, log: IO[str]) -> str:
+        await self._logged(
+            self.tool.pull_argv(reference), log, f"pulling {reference}", "image_pull"
+        )
+        found = await self.image_id(reference)
+        if found is None:
+            raise ImageError(f"pulling {reference} left no image", error_kind="image_pull")
+        return found
+
+    async def build(
+        self, context: BuildContext, *, tag: str, labels: dict[str, str], log: IO[str]
+    ) -> str:
+        argv = self.tool.build_argv(str(context.dockerfile), str(context.context), tag, labels)
+        await self._logged(argv, log, f"building {context.dockerfile}", "image_build")
+        found = await self.image_id(tag)
+        if found is None:
+            raise ImageError(f"the build reported success but left no image {tag}")
+        return found
+
+
+class DockerTool(ImageTool):
+    """Docker: images built and pulled through agentkit's image layer, exported by its CLI."""
+
+    name: ClassVar[str] = "docker"
+
+    def backend(self) -> ImageBackend:
+        from agentkit.images import DockerBackend
+
+        return DockerBackend()
+
+    def inspect(self, reference: str) -> tuple[str, ImageConfig] | None:
+        done = _run([self.binary, "image", "inspect", "--format", "{{json .}}", reference])
+        if done.returncode != 0:
+            err = (done.stderr + done.stdout).lower()
+            if "no such image" in err or "not known" in err or "not found" in err:
+                return None
+            raise SandboxError(f"{self.name} image inspect {reference}: {_tail(done.stderr)}")
+        data = json.loads(done.stdout)
+        if isinstance(data, list):
+            data = data[0]
+        return _image_id(str(data["Id"])), ImageConfig.from_engine(data.get("Config"))
+
+    def export(self, reference: str, dest: Path, id_base: int | None) -> None:
+        created = _run(
+            [self.binary, "create", "--label", "org.agentkit.export=1", reference, "/agentkit"]
+        )
+        if created.returncode != 0:
+            raise SandboxError(
+                f"{self.name} could not create a container of {reference} to export it: "
+                f"{_tail(created.stderr)}"
+            )
+        cid = created.stdout.strip().splitlines()[-1]
+        try:
+            self._stream_into([self.binary, "export", cid], dest, id_base)
+        finally:
+            _run([self.binary, "rm", "-f", cid])
+
+
+class PodmanTool(DockerTool):
+    """Podman's command line (rootless or not): Docker's commands, no daemon."""
+
+    name: ClassVar[str] = "podman"
+
+    def backend(self) -> ImageBackend:
+        return CliBackend(self)
+
+
+_BUILDAH_EXPORT = (
+    'd=$(buildah mount "$1") || exit 1; tar -C "$d" --numeric-owner -cf - .; rc=$?; '
+    'buildah umount "$1" >/dev/null; exit $rc'
+)
+
+
+class BuildahTool(ImageTool):
+    """Buildah's command line (its root file system is read inside ``buildah unshare``)."""
+
+    name: ClassVar[str] = "buildah"
+
+    def inspect(self, reference: str) -> tuple[str, ImageConfig] | None:
+        done = _run([self.binary, "inspect", "--type", "image", reference])
+        if done.returncode != 0:
+            return None
+        data = json.loads(done.stdout)
+        config = (data.get("OCIv1") or {}).get("config") or {}
+        return _image_id(str(data.get("FromImageID") or "")), ImageConfig.from_engine(config)
+
+    def build_argv(
+        self, dockerfile: str, context: str, tag: str, labels: dict[str, str]
+    ) -> list[str]:
+        argv = [self.binary, "bud", "-t", tag, "-f", dockerfile]
+        for k, v in labels.items():
+            argv += ["--label", f"{k}={v}"]
+        return [*argv, context]
+
+    def export(self, reference: str, dest: Path, id_base: int | None) -> None:
+        created = _run([self.binary, "from", "--pull-never", reference])
+        if created.returncode != 0:
+            raise SandboxError(f"buildah from {reference} failed: {_tail(created.stderr)}")
+        cid = created.stdout.strip().splitlines()[-1]
+        try:
+            self._stream_into(
+                [self.binary, "unshare", "sh", "-c", _BUILDAH_EXPORT, "sh", cid], dest, id_base
+            )
+        finally:
+            _run([self.binary, "rm", cid])
+
+
+TOOLS: dict[str, type[ImageTool]] = {
+    "docker": DockerTool,
+    "podman": PodmanTool,
+    "buildah": BuildahTool,
+}
+
+
+@functools.cache
+def _docker_unusable(binary: str) -> str | None:
+    """None when Docker can be used (its daemon answers, aiodocker is there), else why not."""
+    try:
+        done = _run([binary, "version", "--format", "{{.Server.Version}}"], timeout=20)
+    except subprocess.TimeoutExpired:
+        return "its daemon did not answer within 20 s"
+    if done.returncode != 0 or not done.stdout.strip():
+        return f"its daemon is not reachable ({_tail(done.stderr, 300) or 'no answer'})"
+    if importlib.util.find_spec("aiodocker") is None:
+        return "agentkit talks to it through aiodocker: pip install 'agentkit[docker]'"
+    return None
+
+
+def find_image_tool(choice: str = "auto") -> ImageTool:
+    """The tool to obtain images with: ``choice`` by name, or the first one usable."""
+    if choice != "auto" and choice not in TOOLS:
+        raise SandboxError(f"option image_tool={choice!r}: expected auto, {', '.join(TOOLS)}")
+    names = list(TOOLS) if choice == "auto" else [choice]
+    notes = []
+    for name in names:
+        binary = shutil.which(name)
+        if binary is None:
+            if choice != "auto":
+                notes.append(f"{name} is not installed")
+            continue
+        if name == "docker" and (why := _docker_unusable(binary)) is not None:
+            notes.append(f"docker is installed but {why}")
+            continue
+        return TOOLS[name](binary)
+    note = f" ({'; '.join(notes)})" if notes else ""
+    raise SandboxUnavailableError(
+        f"no container tool can produce the task's image{note}: {INSTALL_TOOL}; "
+        "or run the task on the host's userland on purpose with -S image=host"
+    )
+
+
+_configs: dict[tuple[str, str], ImageConfig] = {}
+
+
+async def obtain_image(
+    tool: ImageTool, image: TaskImage, log_dir: Path | None = None
+) -> tuple[str, str, ImageConfig]:
+    """(reference, image id, config) of ``image``: built or pulled by ``tool`` when needed,
+    through :func:`agentkit.images.resolve_image` (once per process, tagged by digest)."""
+    from agentkit.images import resolve_image
+
+    ref = await resolve_image(image, log_dir=log_dir, backend=tool.backend())
+    key = (tool.name, ref.image_id)
+    config = _configs.get(key)
+    if config is None:
+        found = await asyncio.to_thread(tool.inspect, ref.reference)
+        if found is None:
+            raise SandboxError(f"{tool.name} has no image {ref.reference} after making it")
+        config = _configs[key] = found[1]
+    return ref.reference, ref.image_id, config
+
+
+async def task_image_root(
+    image: TaskImage,
+    *,
+    tool: ImageTool,
+    cache_dir: Path | None,
+    id_base: int | None,
+    log_dir: Path | None = None,
+) -> ImageRoot:
+    """The exported root of a task's image: obtained and exported once, then cached."""
+    reference, image_id, config = await obtain_image(tool, image, log_dir)
+
+    async def export(ref: str, dest: Path, base: int | None) -> None:
+        await asyncio.to_thread(tool.export, ref, dest, base)
+
+    return await image_root(
+        reference=reference,
+        image_id=image_id,
+        config=config,
+        tool=tool.name,
+        export=export,
+        cache_dir=cache_dir,
+        id_base=id_base,
+    )
