@@ -215,12 +215,14 @@ def demo(session: nox.Session) -> None:
     """Set up and run the main job on its embedded defaults.
 
     The Harbor example tasks with the oracle harness, two rollouts each, in
-    the local bubblewrap sandbox: a progress bar, the results table and a run
+    the local bubblewrap sandbox on the host's userland (``-S image=host``:
+    they need only bash and coreutils, and no container tool is needed to
+    make their images): a progress bar, the results table and a run
     directory under runs/.
     """
     ensure_system_tools(session, opencode=False, docker=False)
     install_project(session)
-    args = session.posargs or ["harbor:examples/harbor", "oracle", "-n", "2"]
+    args = session.posargs or ["harbor:examples/harbor", "oracle", "-n", "2", "-S", "image=host"]
     session.run("agentkit", "run", *args)
 
 

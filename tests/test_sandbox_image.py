@@ -23,7 +23,12 @@ import pytest
 from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.sandbox import SandboxError
 from agentkit.sandbox.local import LocalSandbox
-from agentkit.testing.sandbox_fixtures import requires_image_tool
+from agentkit.testing.sandbox_fixtures import (
+    host_pids_with_arg,
+    requires_image_tool,
+    unique_sleep_arg,
+    wait_gone,
+)
 
 pytestmark = [pytest.mark.anyio, requires_image_tool, pytest.mark.xdist_group("image-roots")]
 
@@ -360,3 +365,29 @@ async def test_rollouts_wait_for_one_export(on_image) -> None:
     assert len({_entry(b) for b in boxes}) == 1
     results = await asyncio.gather(*(b.exec(["python3", "-c", "print(1)"]) for b in boxes))
     assert [r.stdout for r in results] == ["1\n"] * 3
+
+
+def test_an_image_sandbox_dies_with_its_orchestrator(tmp_path: Path, image_cache: Path) -> None:
+    arg = unique_sleep_arg()
+    code = (
+        "import asyncio, sys\n"
+        "from agentkit._sandbox import ExecutionHints, TaskImage\n"
+        "from agentkit.sandbox import open_sandbox\n"
+        "async def main():\n"
+        "    hints = ExecutionHints(image=TaskImage(image='python:3.11-slim'))\n"
+        "    async with open_sandbox('local', hints=hints, image_cache=sys.argv[1]) as sb:\n"
+        "        await sb.start(['sleep', sys.argv[2]])\n"
+        "        print('ready', flush=True)\n"
+        "        await asyncio.sleep(600)\n"
+        "asyncio.run(main())\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(image_cache), arg], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        assert host_pids_with_arg(arg)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert asyncio.run(wait_gone(arg, 30)) == []

@@ -51,7 +51,7 @@ def _wait_until(predicate, what: str, limit: float = 60.0) -> None:
 def _start_run(out: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "agentkit", "run", f"harbor:{EXAMPLES}", "oracle",
-         "-n", "2", "-c", "8", "--no-progress", "--out", str(out)],
+         "-n", "2", "-c", "8", "--no-progress", "--out", str(out), "-S", "image=host"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -46,8 +46,9 @@ needs_bwrap = pytest.mark.skipif(not bwrap_works(), reason="needs bubblewrap")
 
 
 def task_sandbox(taskset: object, task: object, root: Path) -> object:
-    """A real local sandbox for ``task`` (an async context manager)."""
+    """A real local sandbox for ``task`` (an async context manager), on the host's
+    userland: these tests are about Harbor's rules, not the task's image."""
     from agentkit.sandbox import open_sandbox
 
     hints = taskset.execution_hints(task)  # type: ignore[attr-defined]
-    return open_sandbox("local", hints=hints, root=root)
+    return open_sandbox("local", hints=hints, root=root, image="host")

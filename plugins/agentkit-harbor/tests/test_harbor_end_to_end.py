@@ -13,6 +13,8 @@ from harbor_helpers import EXAMPLES, needs_bwrap
 
 pytestmark = needs_bwrap
 
+#: The examples need only the host's bash and coreutils: run them there, on purpose.
+HOST_USERLAND = {"image": "host"}
 SHOULD_PASS = {"harbor:hello-world", "harbor:word-stats", "harbor:build-a-tool"}
 
 
@@ -23,7 +25,9 @@ async def test_agent_env_oracle_on_the_examples(tmp_path: Path) -> None:
     env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "oracle")
     manifest = env.describe_rubric()
     assert "core.reward" in json.dumps(manifest)
-    results = await env.evaluate(rollouts_per_task=2, concurrency=4, out=tmp_path / "run")
+    results = await env.evaluate(
+        rollouts_per_task=2, concurrency=4, out=tmp_path / "run", sandbox_options=HOST_USERLAND
+    )
     by_task: dict[str, list] = {}
     for r in results.rollouts:
         by_task.setdefault(r.task_id, []).append(r)
@@ -72,7 +76,7 @@ async def test_nop_fails_every_example() -> None:
     from agentkit import AgentEnv
 
     env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "nop")
-    results = await env.evaluate(rollouts_per_task=1, concurrency=5)
+    results = await env.evaluate(rollouts_per_task=1, concurrency=5, sandbox_options=HOST_USERLAND)
     assert {r.task_id: r.reward for r in results.rollouts} == {
         "harbor:hello-world": 0.0,
         "harbor:word-stats": 0.0,
@@ -97,6 +101,8 @@ def test_agentkit_run_cli(tmp_path: Path) -> None:
         str(out),
         "--json",
         "--keep-sandboxes",
+        "-S",
+        "image=host",
     ]
     done = subprocess.run(
         cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "NO_COLOR": "1"}

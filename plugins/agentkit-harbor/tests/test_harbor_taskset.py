@@ -329,7 +329,9 @@ async def test_prebuilt_image_environment_files_reach_the_oracle(make_task, tmp_
         " || echo 0 > /logs/verifier/reward.txt\n",
     )
     env = AgentEnv(HarborTaskset(str(tmp_path / "tasks")), OracleHarness())
-    results = await env.evaluate(out=tmp_path / "run")
+    # On the host's userland: this is about Harbor's copy of environment/ (the
+    # image itself is the local and docker sandboxes' business).
+    results = await env.evaluate(out=tmp_path / "run", sandbox_options={"image": "host"})
     [rollout] = results.rollouts
     assert rollout.status == "completed", rollout.error
     assert rollout.reward == 1.0 and rollout.scoring_errors == []

@@ -254,23 +254,24 @@ def _environment(task_dir: Path, cfg: TaskConfig) -> tuple[str, str, str, list[s
         where = f"environment/{compose.name}" if found else where
         notes.append(
             f"environment/{compose.name} (docker compose) runs as a compose project per rollout "
-            "with --sandbox docker; it is not reproduced by the local sandbox on the host "
-            "userland (its services and build steps do not run; only its working directory is used)"
+            "with --sandbox docker; the local sandbox refuses it (it cannot start the other "
+            "services), except on the host userland on purpose (-S image=host), where only its "
+            "working directory is used"
         )
     elif dockerfile.is_file():
         kind = "dockerfile"
         found = dockerfile_workdir(dockerfile)
         where = "environment/Dockerfile" if found else where
         notes.append(
-            "environment/Dockerfile is built and run with --sandbox docker; it is not reproduced "
-            "by the local sandbox on the host userland: its build steps do not run (the host's "
-            "/usr is used); only its WORKDIR is read"
+            "environment/Dockerfile is built once and run by --sandbox docker and by the local "
+            "sandbox (on the image's exported root); on the host userland (-S image=host) its "
+            "build steps do not run (the host's /usr is used) and only its WORKDIR is read"
         )
     elif cfg.environment.docker_image:
         kind = "image"
         notes.append(
-            f"docker_image {cfg.environment.docker_image!r} is used with --sandbox docker; it is "
-            "not pulled by the local sandbox on the host userland"
+            f"docker_image {cfg.environment.docker_image!r} is used by --sandbox docker and by "
+            "the local sandbox; not on the host userland (-S image=host)"
             + ("; environment/ is copied into the working directory" if _has_files(env_dir) else "")
         )
     elif env_dir.is_dir():
