@@ -391,3 +391,27 @@ def test_an_image_sandbox_dies_with_its_orchestrator(tmp_path: Path, image_cache
         proc.kill()
         proc.wait()
     assert asyncio.run(wait_gone(arg, 30)) == []
+
+
+@as_root
+async def test_commands_cannot_switch_to_the_id_that_is_host_root_outside(on_image) -> None:
+    """Host root is mapped (as 65536) only in the outer user namespace, for
+    bubblewrap's own setup; commands, with CAP_SETUID, cannot reach it."""
+    box = await on_image(PYTHON)
+    code = (
+        "import os\n"
+        "print(open('/proc/self/uid_map').read().split())\n"
+        "for uid in (65536, 65535):\n"
+        "    try:\n"
+        "        os.setresuid(uid, uid, uid)\n"
+        "        print('switched', uid)\n"
+        "        break\n"
+        "    except OSError as e:\n"
+        "        print('refused', uid, e.errno)\n"
+    )
+    r = await box.exec(["python3", "-c", code])
+    assert r.ok, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "['0', '0', '65536']"
+    assert lines[1] == "refused 65536 22"  # EINVAL: not mapped in the commands' namespace
+    assert lines[2] == "switched 65535"  # an ordinary id of the range

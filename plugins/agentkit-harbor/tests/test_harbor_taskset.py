@@ -40,7 +40,7 @@ def test_examples_load_with_ids_and_instructions() -> None:
     assert meta["version"] == "1.0.0" and meta["keywords"] == ["trivial", "files"]
     assert meta["metadata"] == {"difficulty": "easy", "category": "files"}
     assert meta["workdir"] == "/app" and meta["environment"] == "dockerfile"
-    assert any("not reproduced" in n for n in meta["notes"])
+    assert any("host userland" in n for n in meta["notes"])
     multi = ts.get_task("harbor:build-a-tool")
     steps = multi.metadata["harbor"]["steps"]
     assert [s["name"] for s in steps] == ["scaffold", "implement", "document"]

@@ -71,13 +71,14 @@ def _id_map() -> list[tuple[int, int, int]]:
     return [(int(a), int(b), int(c)) for a, b, c in rows]
 
 
-def needs_own_id() -> bool:
+def needs_own_id(ids: tuple[int, int] | None = None) -> bool:
     """True when sandboxes must get a host id of their own (this process is root).
 
     False when this process is not uid 0, or when its uid 0 is an unprivileged
     uid of the outer namespace (a rootless container): the caller's uid is
     then safe to map. Raises :class:`SandboxUnavailableError` when this
-    process is root but cannot map the ids sandboxes would need.
+    process is root but cannot map the ids sandboxes would need (``ids``:
+    (first, count) instead of the host-userland sandboxes' range).
     """
     if os.geteuid() != 0:
         return False
@@ -91,11 +92,15 @@ def needs_own_id() -> bool:
     outer = next((out for inside, out, count in ranges if inside <= 0 < inside + count), 0)
     if outer != 0:
         return False
-    top = BASE_ID + (1 << (_PID_BITS + _COUNTER_BITS))
-    if not any(inside <= BASE_ID and top <= inside + count for inside, _, count in ranges):
+    first, top = (
+        (ids[0], ids[0] + ids[1])
+        if ids
+        else (BASE_ID, BASE_ID + (1 << (_PID_BITS + _COUNTER_BITS)))
+    )
+    if not any(inside <= first and top <= inside + count for inside, _, count in ranges):
         raise SandboxUnavailableError(
             "agentkit runs as root, and the local sandbox would give the agent the host's root: "
-            f"it needs host ids {BASE_ID}..{top - 1} to map the sandbox's root to an "
+            f"it needs host ids {first}..{top - 1} to map the sandbox's root to an "
             "unprivileged uid, and this user namespace does not map them. Run agentkit as an "
             "unprivileged user, or in a namespace that maps those ids"
         )

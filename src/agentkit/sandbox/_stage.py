@@ -13,16 +13,17 @@ namespace only:
    ``CAP_SETUID``, and the namespaces they use (mount, network...) belong to
    the outer namespace, where they hold no capability;
 2. it forbids creating user namespaces (``user.max_user_namespaces`` = 0),
-   lets unprivileged ports and ping work in a private network namespace, and
-   makes ``/proc/sys`` read-only;
+   lets unprivileged ports and ping work in a private network namespace,
+   makes ``/proc/sys`` read-only, and binds the model endpoint's listening
+   socket inside (when asked);
 3. it mounts an overlay: the image root below, the rollout's ``fs`` above
    (every write lands there, private to the rollout);
 4. it moves into it (``pivot_root``; the stage is detached, never reachable
    again), grafts ``/proc``, ``/dev``, the helper programs and the read-only
    binds, and writes ``/etc/hosts``, ``/etc/hostname`` and the directories
    rollouts expect;
-5. it binds the model endpoint's socket inside (when asked), drops every
-   capability, and says ``ready``.
+5. it drops every capability, says ``ready`` and waits on its lifeline (its
+   standard input; see ``_bwrap.LIFELINE``): at EOF it kills everything.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import signal
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, NoReturn
+from typing import Any, ClassVar, Literal, NoReturn
 
 import anyio
 
@@ -67,7 +67,8 @@ USERLAND_DIRS = ("/var/log", "/var/tmp", "/home", "/opt", "/run", "/srv", "/mnt"
 
 
 class LocalSandbox(BaseSandbox):
-    """A bubblewrap sandbox: host ``/usr`` read-only, the rollout's own writable root.
+    """A bubblewrap sandbox: the task's image root (or the host's ``/usr``) read-only,
+    the rollout's own writable layer above it.
 
     Options (``-S name=value`` on the command line):
 
@@ -113,8 +114,8 @@ class LocalSandbox(BaseSandbox):
         max_open_files: int | None = None,
         max_output_mb: int = 64,
         bwrap: str | None = None,
-        image: str = "auto",
-        image_tool: str = "auto",
+        image: Literal["auto", "host"] = "auto",
+        image_tool: Literal["auto", "docker", "podman", "buildah"] = "auto",
         image_cache: str | None = None,
         entrypoint: bool = True,
         max_builds: int = 2,
@@ -145,8 +146,11 @@ class LocalSandbox(BaseSandbox):
         #: (always, when the caller is root; image sandboxes map 0..65535 from
         #: ``IMAGE_ID_BASE`` on).
         self.host_id: int | None = None
-        if needs_own_id():
-            self.host_id = IMAGE_ID_BASE if self.image is not None else allocate_id()
+        if self.image is not None:
+            if needs_own_id((IMAGE_ID_BASE, IMAGE_ID_COUNT)):
+                self.host_id = IMAGE_ID_BASE
+        elif needs_own_id():
+            self.host_id = allocate_id()
         self.limits = Limits(
             max_processes=max_processes,
             max_memory_mb=max_memory_mb,
@@ -196,8 +200,8 @@ class LocalSandbox(BaseSandbox):
         *,
         log_dir: Path | None = None,
         on_progress: Callable[[str], None] | None = None,
-        image: str = "auto",
-        image_tool: str = "auto",
+        image: Literal["auto", "host"] = "auto",
+        image_tool: Literal["auto", "docker", "podman", "buildah"] = "auto",
         image_cache: str | None = None,
         max_builds: int = 2,
         **_options: Any,
@@ -214,7 +218,7 @@ class LocalSandbox(BaseSandbox):
         from agentkit.images import ImageError, PrepareStatus
         from agentkit.sandbox._imagetools import find_image_tool, task_image_root
 
-        id_base = IMAGE_ID_BASE if needs_own_id() else None
+        id_base = IMAGE_ID_BASE if needs_own_id((IMAGE_ID_BASE, IMAGE_ID_COUNT)) else None
         cache = Path(image_cache) if image_cache else None
         wanted = list(dict.fromkeys(h.image for h in hints if h.image))
         results: dict[TaskImage, BaseException | None] = {}

@@ -1,0 +1,82 @@
+"""OpenCode unchanged in the local sandbox on a task's image root (no engine at run time).
+
+The sandbox has no network, yet opencode (its binary bound read-only from the
+host, never copied) reaches the scripted model server through the sandbox's
+relay, runs its bash tool with the image's tools and ENV, and the task's
+verifier passes. The API key reaches the model server and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentkit_opencode import OpenCodeBinary
+from opencode_helpers import files_containing
+
+from agentkit import AgentEnv, Event
+from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.sandbox_fixtures import requires_image_tool
+
+pytestmark = [pytest.mark.anyio, requires_image_tool]
+
+TASKS = Path(__file__).resolve().parents[3] / "examples" / "harbor-docker"
+API_KEY = "sk-agentkit-image-root-4b8d1e6f2c"
+
+TOTAL: dict[str, Any] = {
+    "rules": [
+        {
+            "match": {"after_tool": False, "last_user_contains": "prices.json"},
+            "reply": {
+                "content": "I will add the prices with jq.",
+                "tool_calls": [
+                    {
+                        "name": "bash",
+                        "arguments": {
+                            "command": "cd /srv/work && echo \"$(jq '[.items[].price] | add' "
+                            '/srv/data/prices.json) $CURRENCY" > total.txt && cat total.txt',
+                            "description": "Add up the prices",
+                        },
+                    }
+                ],
+            },
+        },
+        {"match": {"after_tool": True}, "reply": {"content": "Wrote total.txt."}},
+    ]
+}
+
+
+@pytest.mark.model_script(TOTAL)
+async def test_opencode_solves_a_no_network_task_on_its_image_root(
+    model_server: ScriptedModelServer,
+    opencode_bin: OpenCodeBinary,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    image_cache: Path,
+) -> None:
+    pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
+    monkeypatch.setenv("AGENTKIT_TEST_OPENCODE_KEY", API_KEY)
+    seen: list[Event] = []
+    env = AgentEnv.from_names(f"harbor:{TASKS}", "opencode", trace_callback=seen.append)
+    run_dir = tmp_path / "run"
+    results = await env.evaluate(
+        task_ids=["harbor-docker:tools-in-image"],
+        model="scripted-model",
+        base_url=model_server.base_url,
+        api_key_env="AGENTKIT_TEST_OPENCODE_KEY",
+        out=run_dir,
+        sandbox_options={"image_cache": str(image_cache)},
+    )
+    [rollout] = results.rollouts
+    assert rollout.status == "completed", rollout.error
+    assert rollout.rewards["core.reward"] == 1.0
+    assert rollout.rewards["harness.tool_calls"] == 1.0
+    results_text = json.dumps([e.data for e in seen if e.type == "tool.result"])
+    assert "12 EUR" in results_text
+    # read-only bind of the binary's directory: never copied in
+    assert not [e for e in seen if "is not visible in the sandbox" in str(e.data)]
+    assert all(r.api_key_sent for r in model_server.chat_requests)
+    assert files_containing(run_dir, API_KEY) == []
+    assert API_KEY not in json.dumps([e.data for e in seen])
