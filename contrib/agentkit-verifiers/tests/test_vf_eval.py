@@ -87,6 +87,9 @@ def test_harbor_taskset_with_oracle_harness_scored_by_compiled_rubric(
         "agentkit-verifiers",
         "--env.agent.harness.agentkit",
         "oracle",
+        # the examples need only the host's bash and coreutils: no image to make
+        "--env.agent.harness.sandbox_options.image",
+        "host",
         cwd=REPO,
     )
     by_task = {t["task_data"]["agentkit_task_id"]: t for t in traces}
