@@ -50,7 +50,8 @@ LIFELINE = "while read -r _; do :; done; kill -KILL -1"
 
 #: Host /etc entries shared read-only when they exist: TLS roots, the
 #: alternatives symlinks that /usr/bin points through, the dynamic linker
-#: cache, and what useradd/groupadd/adduser and PAM (chpasswd) read.
+#: cache, and what useradd and groupadd read. (Each is a mount on every
+#: sandbox start: keep the list short.)
 _ETC_RO = (
     "/etc/ssl",
     "/etc/ca-certificates",
@@ -67,14 +68,7 @@ _ETC_RO = (
     "/etc/mime.types",
     "/etc/gai.conf",
     "/etc/login.defs",
-    "/etc/default/useradd",
-    "/etc/adduser.conf",
-    "/etc/deluser.conf",
     "/etc/skel",
-    "/etc/shells",
-    "/etc/pam.conf",
-    "/etc/pam.d",
-    "/etc/security",
 )
 #: What the holder needs, briefly and inside the sandbox's user namespace only,
 #: to become the sandbox's root before it drops them (see :func:`holder_argv`).
@@ -95,16 +89,22 @@ class Tools:
 
 def find_tools(bwrap: str | None = None) -> Tools:
     """Locate bubblewrap and util-linux's nsenter/setpriv, or say how to install them."""
-    found = bwrap or shutil.which("bwrap")
+    return _find_tools(bwrap, os.environ.get("PATH", os.defpath))
+
+
+@functools.lru_cache(maxsize=8)
+def _find_tools(bwrap: str | None, path: str) -> Tools:
+    """:func:`find_tools` once per PATH (every sandbox start would look them up)."""
+    found = bwrap or shutil.which("bwrap", path=path)
     if not found or not os.access(found, os.X_OK):
         raise SandboxUnavailableError(INSTALL_HINT)
-    nsenter, setpriv = shutil.which("nsenter"), shutil.which("setpriv")
+    nsenter, setpriv = shutil.which("nsenter", path=path), shutil.which("setpriv", path=path)
     if not nsenter or not setpriv:
         raise SandboxUnavailableError(
             "the local sandbox needs nsenter and setpriv from util-linux: "
             "install them with `apt-get install util-linux`"
         )
-    prlimit = shutil.which("prlimit")
+    prlimit = shutil.which("prlimit", path=path)
     # setpriv also runs inside, where the host's /usr is: name it by its real path.
     return Tools(
         found,

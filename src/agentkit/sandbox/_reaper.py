@@ -17,7 +17,7 @@ import threading
 
 from agentkit.sandbox._proctree import kill_tree
 
-__all__ = ["OWNER_ENV", "owner_token", "reap_orphans", "reap_orphans_once"]
+__all__ = ["OWNER_ENV", "owner_token", "reap_orphans", "reap_orphans_once", "reaped"]
 
 #: The environment variable marking a sandbox's processes with their owner.
 OWNER_ENV = "AGENTKIT_SANDBOX_OWNER"
@@ -77,6 +77,11 @@ def reap_orphans() -> int:
     for pid in orphans:
         kill_tree([pid])
     return len(orphans)
+
+
+def reaped() -> bool:
+    """True once :func:`reap_orphans_once` has run in this process."""
+    return _reaped
 
 
 def reap_orphans_once() -> None:

@@ -49,7 +49,7 @@ from agentkit.sandbox._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._process import read_json_fd
 from agentkit.sandbox._proctree import kill_tree
-from agentkit.sandbox._reaper import OWNER_ENV, owner_token, reap_orphans_once
+from agentkit.sandbox._reaper import OWNER_ENV, owner_token, reap_orphans_once, reaped
 from agentkit.sandbox._stage import DOCKER_CAPS, STAGE, StagePlan, stage_argv
 from agentkit.sandbox._users import User, resolve_user
 
@@ -318,7 +318,8 @@ class LocalSandbox(BaseSandbox):
 
     async def _start_bwrap(self) -> None:
         # Sandboxes an earlier orchestrator could not take down with it.
-        await asyncio.to_thread(reap_orphans_once)
+        if not reaped():
+            await asyncio.to_thread(reap_orphans_once)
         # What commands create is the orchestrator's on the host (root's, as root):
         # a setuid file they plant must be out of other local users' reach.
         os.chmod(self.root, 0o700)
