@@ -6,7 +6,8 @@ Per rollout (create the sandbox, run ``true`` in it, close it; removing its
 root is reported apart, as disk work):
 
 - ``local, host userland`` against a bare ``bwrap --ro-bind / / true``
-  (target: within 1.5x);
+  (target: within 1.5x), and ``bwrap`` alone with the sandbox's namespaces
+  and mount table running ``true`` (the floor bubblewrap itself sets);
 - ``local, image root`` (the image exported once beforehand, as a run's
   prepare step does) against ``docker run --rm IMAGE true``
   (target: under a tenth);
@@ -32,6 +33,7 @@ from pathlib import Path
 
 from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.sandbox import SandboxError
+from agentkit.sandbox._bwrap import find_tools, holder_argv
 from agentkit.sandbox.local import LocalSandbox
 
 
@@ -68,7 +70,17 @@ async def main(args: argparse.Namespace) -> None:
     async def local_host(i: int) -> float:
         return await _rollout(base, f"h{i}", host)
 
+    async def bwrap_floor(i: int) -> float:
+        root = base / f"f{i}"
+        (root / "fs").mkdir(parents=True)
+        tools = find_tools()
+        argv = holder_argv(
+            tools, fs_root=root / "fs", network=False, ro_binds=[], info_fd=2, holder=["true"]
+        )
+        return await asyncio.to_thread(_timed_run, argv)
+
     cases["bare bwrap --ro-bind / / true"] = bare
+    cases["bwrap, the sandbox's mounts, true"] = bwrap_floor
     cases["local, host userland"] = local_host
     why_no_image = None
     try:

@@ -375,14 +375,17 @@ def test_an_image_sandbox_dies_with_its_orchestrator(tmp_path: Path, image_cache
         "from agentkit.sandbox import open_sandbox\n"
         "async def main():\n"
         "    hints = ExecutionHints(image=TaskImage(image='python:3.11-slim'))\n"
-        "    async with open_sandbox('local', hints=hints, image_cache=sys.argv[1]) as sb:\n"
+        "    async with open_sandbox('local', hints=hints, image_cache=sys.argv[1],\n"
+        "                            root=sys.argv[3]) as sb:\n"
         "        await sb.start(['sleep', sys.argv[2]])\n"
         "        print('ready', flush=True)\n"
         "        await asyncio.sleep(600)\n"
         "asyncio.run(main())\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-c", code, str(image_cache), arg], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", code, str(image_cache), arg, str(tmp_path / "rollout")],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"

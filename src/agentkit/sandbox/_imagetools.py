@@ -187,9 +187,15 @@ class DockerTool(ImageTool):
         return _image_id(str(data["Id"])), ImageConfig.from_engine(data.get("Config"))
 
     def export(self, reference: str, dest: Path, id_base: int | None) -> None:
-        created = _run(
-            [self.binary, "create", "--label", "org.agentkit.export=1", reference, "/agentkit"]
-        )
+        from agentkit.sandbox._docker_engine import LABEL, owner_labels
+
+        # Labelled as the docker sandbox's containers: one an orchestrator killed
+        # mid-export leaves is removed by `agentkit sandbox prune`.
+        labels = {**owner_labels("image-export"), LABEL: "local-image-export"}
+        argv = [self.binary, "create"]
+        for key, value in labels.items():
+            argv += ["--label", f"{key}={value}"]
+        created = _run([*argv, reference, "/agentkit"])
         if created.returncode != 0:
             raise SandboxError(
                 f"{self.name} could not create a container of {reference} to export it: "
