@@ -488,7 +488,9 @@ class AgentEnv:
             first = next((p for p in planned if p.hints is not None), planned[0])
             hints = None
             if prep.factory is not None:
-                hints = first.hints or ExecutionHints()
+                # the sandbox is checked here; the task's image is prepare's (below),
+                # which fails only the tasks whose image cannot be made
+                hints = attrs.evolve(first.hints or ExecutionHints(), image=None)
                 extra = [
                     str(b)
                     for b in getattr(self.harness, "sandbox_ro_binds", None) or ()
