@@ -85,6 +85,7 @@ class ImageConfig:
         )
 
     def to_json(self) -> dict[str, Any]:
+        """The same ``Config`` shape :meth:`from_engine` reads (kept in ``image.json``)."""
         return {
             "Env": [f"{k}={v}" for k, v in self.env],
             "WorkingDir": self.workdir or "",
@@ -175,6 +176,7 @@ class _Extractor:
             os.unlink(path)
 
     def add(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
+        """Write one member (directories get their mode and owner in :meth:`finish`)."""
         rel = _clean_name(member.name)
         if rel is None:
             if member.isdir():
@@ -223,6 +225,7 @@ class _Extractor:
         os.utime(path, (member.mtime, member.mtime))
 
     def finish(self) -> None:
+        """Give directories their owners, modes and times, deepest first."""
         # Directories last, deepest first: their modes may forbid writing into them.
         for rel, member in sorted(self.dirs, key=lambda d: d[0].count("/"), reverse=True):
             path = os.path.join(self.dest, rel) if rel else str(self.dest)

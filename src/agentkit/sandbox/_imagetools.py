@@ -130,6 +130,7 @@ class CliBackend:
         self.key = f"{tool.name}:{tool.binary}"
 
     async def image_id(self, reference: str) -> str | None:
+        """The id of a local image, or None when it is not there."""
         found = await asyncio.to_thread(self.tool.inspect, reference)
         return None if found is None else found[0]
 
@@ -145,6 +146,7 @@ class CliBackend:
             raise ImageError(f"{what} failed ({self.tool.name})", error_kind=kind)
 
     async def pull(self, reference: str, log: IO[str]) -> str:
+        """Pull ``reference`` (output to ``log``); its id."""
         await self._logged(
             self.tool.pull_argv(reference), log, f"pulling {reference}", "image_pull"
         )
@@ -156,6 +158,7 @@ class CliBackend:
     async def build(
         self, context: BuildContext, *, tag: str, labels: dict[str, str], log: IO[str]
     ) -> str:
+        """Build ``context`` as ``tag`` (output to ``log``); its id."""
         argv = self.tool.build_argv(str(context.dockerfile), str(context.context), tag, labels)
         await self._logged(argv, log, f"building {context.dockerfile}", "image_build")
         found = await self.image_id(tag)
