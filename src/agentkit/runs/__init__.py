@@ -29,7 +29,7 @@ from agentkit.runs._types import (
 )
 
 #: ``agentkit.runs.open(path)``: the same as :func:`open_run`.
-open = open_run  # noqa: A001 - the module's own verb, as in ``tarfile.open``
+open = open_run
 
 __all__ = [
     "Metric",

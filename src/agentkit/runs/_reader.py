@@ -156,7 +156,9 @@ class Run:
         cached = self._cache.get(rollout_id)
         if cached is None:
             data = self._read(rollout_id, light=True)
-            cached = self._cache[rollout_id] = _rollout(data, lambda: self._read(rollout_id, light=False))
+            cached = self._cache[rollout_id] = _rollout(
+                data, lambda: self._read(rollout_id, light=False)
+            )
         return cached
 
     def iter_rollouts(
@@ -348,10 +350,7 @@ def list_runs(folder: str | os.PathLike[str] = "runs") -> list[RunListing]:
 def _listing(run: Run) -> RunListing:
     info = run.info
     stored = run.stored_summary()
-    if stored is not None and stored.get("finished") == len(run):
-        summary = stored
-    else:
-        summary = run.summary()
+    summary = stored if stored is not None and stored.get("finished") == len(run) else run.summary()
     usage = summary.get("usage") or {}
     cost = usage.get("cost")
     return RunListing(
