@@ -130,6 +130,8 @@ def test_a_failed_build_fails_its_task_only_with_the_log_in_the_run_dir(tmp_path
     assert [r["reward"] for r in fine] == [1.0, 1.0]
     assert len(broken) == 2 and all(r["error_kind"] == "image_build" for r in broken)
     assert all(r["attempts"] == 1 for r in broken)  # not retried
+    # it could not run: no reward, left out of the statistics, run again by resume
+    assert all(r["infra_error"] and r["reward"] is None for r in broken)
     logs = list((out / "images").glob("*.log"))
     assert any("agentkit-broken-build" in p.read_text() for p in logs), logs
     assert str(out / "images") in broken[0]["error"]

@@ -100,8 +100,10 @@ async def test_server_errors_that_persist_are_recorded_not_raised(
     )
     rec = results.rollouts[0]
     assert rec.status == "failed" and rec.error_kind == "model_server_error"
-    assert rec.attempts == 3 and rec.reward == 0.0
+    # the rollout could not run: no reward (not a zero), left out of the statistics
+    assert rec.attempts == 3 and rec.reward is None and rec.infra_error
     assert results.summary["error_kinds"] == {"model_server_error": 1}
+    assert results.summary["infra_errors"] == 1 and results.summary["mean_reward"] is None
 
 
 async def test_unreachable_server_is_one_clear_error(tasks_file: Path) -> None:

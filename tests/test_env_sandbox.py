@@ -127,7 +127,8 @@ async def test_sandbox_start_failures_are_retried(tmp_path: Path, envplug: Any) 
     rec = (await env.evaluate(max_retries=1, retry_base_delay=0.01, preflight=False)).rollouts[0]
     assert rec.status == "failed" and rec.error_kind == "sandbox_start"
     assert "sandbox could not start (injected)" in (rec.error or "")
-    assert rec.reward == 0.0  # still scored, with no sandbox
+    # the rollout could not run: no reward (not a zero from scoring without a sandbox)
+    assert rec.reward is None and rec.rewards == {} and rec.infra_error
 
 
 async def test_a_sandbox_that_cannot_start_stops_the_run_at_preflight(

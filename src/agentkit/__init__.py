@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from agentkit._events import Event, EventRecorder
     from agentkit._harness import Harness
     from agentkit._pricing import Price
-    from agentkit._result import HarnessResult
+    from agentkit._result import INFRA_ERROR_KINDS, RETRYABLE_ERROR_KINDS, HarnessResult
     from agentkit._rubric import RewardFunction, Rubric, reward
     from agentkit._sandbox import ExecResult, ExecutionHints, Sandbox, TaskImage
     from agentkit._task import Task
@@ -55,6 +55,8 @@ _LAZY: dict[str, str] = {
     "ExecutionHints": "agentkit._sandbox",
     "Harness": "agentkit._harness",
     "HarnessResult": "agentkit._result",
+    "INFRA_ERROR_KINDS": "agentkit._result",
+    "RETRYABLE_ERROR_KINDS": "agentkit._result",
     "Limits": "agentkit._context",
     "Price": "agentkit._pricing",
     "ListTaskset": "agentkit._taskset",
@@ -71,6 +73,8 @@ _LAZY: dict[str, str] = {
 }
 
 __all__ = [
+    "INFRA_ERROR_KINDS",
+    "RETRYABLE_ERROR_KINDS",
     "AgentEnv",
     "AgentkitError",
     "Episode",

@@ -9,12 +9,32 @@ import attrs
 from agentkit._events import Event
 from agentkit._usage import Usage
 
-__all__ = ["RETRYABLE_ERROR_KINDS", "HarnessResult", "Status"]
+__all__ = ["INFRA_ERROR_KINDS", "RETRYABLE_ERROR_KINDS", "HarnessResult", "Status"]
 
 #: ``error_kind`` values worth retrying: the runner retries these (with
 #: backoff), never agent timeouts or grading failures.
 RETRYABLE_ERROR_KINDS: frozenset[str] = frozenset(
     {"model_rate_limit", "model_server_error", "model_connection", "sandbox_start"}
+)
+
+#: ``error_kind`` values meaning the rollout *could not run* (an infrastructure
+#: failure: the model server down, rate-limited or refusing the key, a sandbox
+#: or environment that did not start, a harness that cannot run here), as
+#: opposed to a rollout that ran and failed. Such a rollout gets no reward
+#: (null), is left out of pass@k, means and training data, and ``--resume``
+#: runs it again. Every retryable kind is one; the others (the model refusing
+#: the key, an environment or image that could not be made, a harness that
+#: cannot run here) are not retried within a run.
+INFRA_ERROR_KINDS: frozenset[str] = RETRYABLE_ERROR_KINDS | frozenset(
+    {
+        "model_auth",
+        "environment_start",
+        "harness_setup",
+        "sandbox_prepare",
+        "image_build",
+        "image_pull",
+        "image_engine",
+    }
 )
 
 Status = Literal["completed", "failed", "timeout", "cancelled"]
@@ -52,6 +72,11 @@ class HarnessResult:
     def retryable(self) -> bool:
         """True when the failure is worth retrying (rate limit, 5xx, connection, sandbox start)."""
         return self.status == "failed" and self.error_kind in RETRYABLE_ERROR_KINDS
+
+    @property
+    def infra_error(self) -> bool:
+        """True when the rollout could not run (see :data:`INFRA_ERROR_KINDS`)."""
+        return self.status == "failed" and self.error_kind in INFRA_ERROR_KINDS
 
     @property
     def ok(self) -> bool:

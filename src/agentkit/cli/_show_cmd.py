@@ -62,6 +62,15 @@ def print_results(summary: dict[str, Any], *, title: str) -> None:
             markup=True,
             highlight=False,
         )
+    could_not_run = summary.get("infra_errors") or 0
+    if could_not_run:
+        console.print(
+            f"[yellow]{could_not_run} rollout{'' if could_not_run == 1 else 's'} could not "
+            "run[/yellow] (infrastructure failures: no reward, not in the statistics); "
+            "agentkit run --resume runs them again",
+            markup=True,
+            highlight=False,
+        )
     cb = summary.get("trace_callback") or {}
     if cb.get("error"):
         console.print(f"trace_callback failed: {cb['error']}", highlight=False, markup=False)

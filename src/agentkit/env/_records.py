@@ -37,6 +37,9 @@ class RolloutRecord:
     passed: bool | None = None
     error: str | None = None
     error_kind: str | None = None
+    #: The rollout could not run (``INFRA_ERROR_KINDS``); None on lines written before
+    #: this field existed.
+    infra_error: bool | None = None
     scoring_errors: list[dict[str, str]] = attrs.field(factory=list)
     attempts: int = 1
     retries: list[dict[str, Any]] = attrs.field(factory=list)
@@ -68,6 +71,7 @@ class RolloutRecord:
             "passed": self.passed,
             "advantage": self.advantage,
             "error_kind": self.error_kind,
+            "infra_error": self.infra_error,
             "error": self.error,
             "rewards": self.rewards,
             "usage": self.usage,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentkit._result import INFRA_ERROR_KINDS
 from agentkit.env._records import RolloutRecord
 
 __all__ = ["diff_identity", "is_infrastructure_failure", "rerun_on_resume"]
@@ -33,17 +34,10 @@ SCORING_OPTIONS: tuple[str, ...] = ("pass_threshold", "normalize_advantages")
 #: Context fields that may change on resume (recorded in ``manifest["resumes"]``).
 MAY_CHANGE: tuple[str, ...] = ("context.model", "context.base_url", "context.api_key_env")
 
-#: ``error_kind`` values of rollouts that could not run at all: the sandbox or
-#: the environment did not start, the model endpoint was unreachable.
-INFRASTRUCTURE_KINDS: frozenset[str] = frozenset(
-    {
-        "sandbox_start",
-        "environment_start",
-        "model_connection",
-        "model_rate_limit",
-        "model_server_error",
-    }
-)
+#: ``error_kind`` values of rollouts that could not run at all (the sandbox, the
+#: environment or the model endpoint failed): read from lines written before
+#: records carried ``infra_error``.
+INFRASTRUCTURE_KINDS: frozenset[str] = INFRA_ERROR_KINDS
 
 #: ``error_kind`` values of rollouts that ran to one of their limits.
 LIMIT_KINDS: frozenset[str] = frozenset(

@@ -3,15 +3,22 @@
 ``concurrency`` workers take (task, rollout index) jobs in order. Each job:
 
 1. makes a sandbox when the task has execution hints or the harness says
-   ``requires_sandbox`` (a start failure is retryable, error_kind ``sandbox_start``);
-   a task whose environment :meth:`Runner.prepare` could not make (a failed
-   image build) fails at once with that error, never retried;
+   ``requires_sandbox`` (a start failure is error_kind ``sandbox_start``:
+   retried, unless it is permanent: the sandbox refused its options or
+   hints, or its tool is unavailable here); a task whose environment
+   :meth:`Runner.prepare` could not make (a failed image build) fails at
+   once with that error, never retried;
 2. runs the harness under the per-rollout timeout; a raising harness is a
-   failed result (``harness_exception``), a timeout a ``timeout`` result;
+   failed result (``harness_exception``; ``harness_setup`` for a
+   :class:`~agentkit.HarnessError`, a harness that cannot run here), a
+   timeout a ``timeout`` result;
 3. retries, with exponential backoff and jitter, only results that are
    ``retryable`` (model rate limit, 5xx, connection, sandbox start);
 4. scores the final result with the compiled rubric (inside the sandbox),
-   writes its events and appends its line to rollouts.jsonl (fsynced);
+   unless the rollout could not run (an infrastructure failure,
+   :data:`~agentkit._result.INFRA_ERROR_KINDS`): that one gets no reward and
+   ``infra_error: true``; writes its events and appends its line to
+   rollouts.jsonl (fsynced);
 5. when the task's group is complete, computes GRPO advantages and appends
    the group to groups.jsonl.
 """
@@ -30,6 +37,7 @@ import anyio
 import attrs
 
 from agentkit._context import RunContext
+from agentkit._errors import HarnessError
 from agentkit._events import Event
 from agentkit._result import HarnessResult
 from agentkit._sandbox import ExecutionHints
@@ -39,6 +47,7 @@ from agentkit.env._records import RolloutRecord
 from agentkit.env._rubric_compile import CompiledRubric, ScoreResult
 from agentkit.env._store import RunStore
 from agentkit.env._summary import apply_group
+from agentkit.sandbox._errors import SandboxUnavailableError
 
 __all__ = ["Job", "PlannedTask", "Runner", "RunnerOptions", "group_json", "make_rollout_id"]
 
@@ -99,8 +108,9 @@ class ProgressSink(Protocol):
     def finished(self, record: RolloutRecord) -> None: ...
 
 
-#: A final attempt: the result, its scores, harness seconds, scoring seconds.
-_Outcome = tuple[HarnessResult, ScoreResult, float, float]
+#: A final attempt: the result, its scores (None: it could not run, nothing was
+#: scored), harness seconds, scoring seconds.
+_Outcome = tuple[HarnessResult, ScoreResult | None, float, float]
 
 
 def _event_json(event: Event, rollout_id: str) -> dict[str, Any]:
@@ -251,6 +261,8 @@ class Runner:
             attempt += 1
         result, score, harness_s, scoring_s = outcome
         events.close()
+        if score is None:  # it could not run: no reward, not a zero
+            score = ScoreResult({}, None, [])
         usage: dict[str, Any] = dict(result.usage.to_json())
         if not result.usage.cost:  # the harness did not price it: the run's pricing does
             cost = self.context.cost(result.usage)
@@ -270,6 +282,7 @@ class Runner:
             passed=None if score.total is None else score.total >= self.options.pass_threshold,
             error=result.error,
             error_kind=result.error_kind,
+            infra_error=result.infra_error,
             scoring_errors=score.errors,
             attempts=attempt + 1,
             retries=events.retries,
@@ -304,6 +317,8 @@ class Runner:
             if result.retryable and not last_attempt:
                 await self._backoff(events, result)
                 return None
+            if result.infra_error:
+                return result, None, harness_s, 0.0
             t = time.perf_counter()
             score = await self._score(planned, job, result, None)
             return result, score, harness_s, time.perf_counter() - t
@@ -322,9 +337,11 @@ class Runner:
                 error=f"the task's environment could not be prepared: {unprepared}",
                 error_kind=str(getattr(unprepared, "error_kind", None) or "sandbox_prepare"),
             )
+            if result.infra_error:  # the rollout could not run: nothing to score
+                return result, None, 0.0, 0.0
             t = time.perf_counter()
-            score = await self._score(planned, job, result, None)
-            return result, score, 0.0, time.perf_counter() - t
+            scored = await self._score(planned, job, result, None)
+            return result, scored, 0.0, time.perf_counter() - t
         root = self._sandbox_root(job.rollout_id)
         if root.exists():
             import shutil
@@ -341,6 +358,9 @@ class Runner:
             )
             await sandbox.__aenter__()
         except Exception as exc:
+            # permanent: the sandbox refused its options or hints (it was never
+            # made), or its tool is unavailable here; retrying cannot help
+            permanent = sandbox is None or isinstance(exc, SandboxUnavailableError)
             if sandbox is not None:
                 await self._close_sandbox(sandbox)
             result = HarnessResult(
@@ -348,12 +368,12 @@ class Runner:
                 error=f"sandbox failed to start: {type(exc).__name__}: {exc}",
                 error_kind="sandbox_start",
             )
-            if not last_attempt:
+            if not last_attempt and not permanent:
                 await self._backoff(events, result)
                 return None
-            t = time.perf_counter()
-            score = await self._score(planned, job, result, None)
-            return result, score, 0.0, time.perf_counter() - t
+            return result, None, 0.0, 0.0
+        score: ScoreResult | None = None
+        scoring_s = 0.0
         try:
             t = time.perf_counter()
             result = await self._run_harness(planned.task, job, events, sandbox)
@@ -362,9 +382,10 @@ class Runner:
                 retry = True
             else:
                 retry = False
-                t = time.perf_counter()
-                score = await self._score(planned, job, result, sandbox)
-                scoring_s = time.perf_counter() - t
+                if not result.infra_error:
+                    t = time.perf_counter()
+                    score = await self._score(planned, job, result, sandbox)
+                    scoring_s = time.perf_counter() - t
         finally:
             await self._close_sandbox(sandbox)
         if retry:
@@ -442,6 +463,13 @@ class Runner:
                     )
         except anyio.get_cancelled_exc_class():
             raise
+        except HarnessError as exc:  # the harness cannot run here: not the agent's doing
+            return HarnessResult(
+                status="failed",
+                error=str(exc),
+                error_kind="harness_setup",
+                events=list(events.events),
+            )
         except Exception as exc:
             return HarnessResult(
                 status="failed",

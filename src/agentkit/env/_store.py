@@ -373,9 +373,10 @@ class RunStore:
         """Read rollouts.jsonl; a half-written last line is dropped (and cut off if ``repair``).
 
         Returns the records (the last line of each rollout id: a rollout run
-        again by ``--resume --retry-errors`` supersedes its earlier line), in
-        the order their ids first appear, and a note about what was repaired,
-        if anything. Corruption anywhere else is an error naming the line.
+        again by ``--resume``, after an infrastructure failure or with
+        ``--retry-errors``, supersedes its earlier line), in the order their
+        ids first appear, and a note about what was repaired, if anything.
+        Corruption anywhere else is an error naming the line.
         """
         return _load_lines(self.rollouts_path, repair=repair)
 

@@ -74,6 +74,9 @@ def summarize(
 
     ``breakdowns`` maps a metadata key (``env_key``) to each task's value of
     it; the summary then aggregates per value under ``by[key][value]``.
+    Rollouts that could not run (``infra_error``) have no reward, so they are
+    in no mean or pass@k; they are counted and listed (``infra_errors``), and
+    a run with any is not ``complete`` (``--resume`` runs them again).
     """
     by_task: dict[str, list[RolloutRecord]] = {}
     for rec in records:
@@ -103,6 +106,7 @@ def summarize(
                 "std_reward": std,
                 "pass_at_k": passes,
                 "errors": sum(1 for r in recs if not r.ok),
+                "infra_errors": sum(1 for r in recs if r.infra_error),
             }
         )
     scored_all = [r.reward for r in records if r.reward is not None]
@@ -137,14 +141,25 @@ def summarize(
         for key, value in usage_total.items()
         if records and (key != "cost" or priced)
     }
+    could_not_run = [r for r in records if r.infra_error]
     summary: dict[str, Any] = {
         "schema_version": RUN_SCHEMA_VERSION,
-        "complete": complete,
+        "complete": complete and not could_not_run,
         "interrupted": interrupted,
         "planned": len(planned_tasks) * rollouts_per_task,
         "finished": len(records),
         "scored": len(scored_all),
         "errors": sum(1 for r in records if not r.ok),
+        "infra_errors": len(could_not_run),
+        "infra_error_rollouts": [
+            {
+                "rollout_id": r.rollout_id,
+                "task_id": r.task_id,
+                "error_kind": r.error_kind,
+                "error": _short(r.error),
+            }
+            for r in sorted(could_not_run, key=lambda r: (r.group, r.rollout_index))
+        ],
         "error_kinds": dict(kinds),
         "first_error_by_kind": first_errors,
         "mean_reward": _mean(scored_all),
@@ -163,6 +178,13 @@ def summarize(
     if extra:
         summary.update(extra)
     return summary
+
+
+def _short(text: str | None, limit: int = 300) -> str | None:
+    """A message cut to ``limit`` characters (the summary lists every such rollout)."""
+    if text is None or len(text) <= limit:
+        return text
+    return text[: limit - 3] + "..."
 
 
 def _breakdown(
@@ -197,6 +219,7 @@ def _breakdown(
             "rollouts": len(recs),
             "scored": len(scored),
             "errors": sum(1 for r in recs if not r.ok),
+            "infra_errors": sum(1 for r in recs if r.infra_error),
             "mean_reward": _mean(scored),
             "pass_rate": (
                 sum(1 for x in scored if x >= threshold) / len(scored) if scored else None

@@ -175,13 +175,20 @@ def _record_of(rollout: RolloutRecord) -> TrainingRecord:
 
 
 def from_rollouts(rollouts: Iterable[RolloutRecord]) -> list[TrainingRecord]:
-    """Training records for finished rollouts (advantages as stored; see :func:`prepare`)."""
-    return [_record_of(r) for r in rollouts]
+    """Training records for finished rollouts (advantages as stored; see :func:`prepare`).
+
+    Rollouts that could not run (``infra_error``: the model server was down, the
+    sandbox did not start) are left out: they say nothing about the policy.
+    """
+    return [_record_of(r) for r in rollouts if not r.infra_error]
 
 
 def from_groups(groups: Iterable[RolloutGroup]) -> list[TrainingRecord]:
-    """Training records for the groups ``await env.generate(...)`` returns."""
-    return [_record_of(r) for g in groups for r in g.rollouts]
+    """Training records for the groups ``await env.generate(...)`` returns.
+
+    Rollouts that could not run are left out, as in :func:`from_rollouts`.
+    """
+    return [_record_of(r) for g in groups for r in g.rollouts if not r.infra_error]
 
 
 def prepare(
