@@ -274,7 +274,9 @@ def read_lines_tolerant(run: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(
-    ("stop", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
+    ("stop", "status"),
+    [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+    ids=["ctrl-c", "sigterm", "sighup"],
 )
 def test_ctrl_c_stops_promptly_and_leaves_a_resumable_run(
     tmp_path: Path, stop: signal.Signals, status: int
@@ -283,19 +285,20 @@ def test_ctrl_c_stops_promptly_and_leaves_a_resumable_run(
     proc = start_run(run, markers, "--out", str(run))
     try:
         wait_for_lines(run, 3)
-        sent = time.monotonic()
         proc.send_signal(stop)
-        _, err = proc.communicate(timeout=10)
-        took = time.monotonic() - sent
+        _, err = proc.communicate(timeout=60)  # a hang guard, not a measurement
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
     assert proc.returncode == status, err
-    assert took < 5
     assert f"agentkit run --resume {run}" in err
+    assert "Traceback" not in err
     summary = json.loads((run / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["complete"] is False
     assert summary["finished"] == len(read_lines(run)) < 24
+    # promptly: it stopped starting rollouts (each start leaves a marker file)
+    assert len(list(markers.iterdir())) < 24
     resumed = subprocess.run(
         [sys.executable, "-m", "agentkit", "run", "--resume", str(run), "--json"],
         env=cli_env(),

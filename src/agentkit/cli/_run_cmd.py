@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import json
 import signal
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
 from agentkit._errors import SpecError
+from agentkit.cli._signals import run_stoppable
 
 __all__ = ["build_env", "parse_options", "provider_of", "run_cmd"]
 
@@ -374,8 +373,10 @@ def run_cmd(ctx: click.Context, /, **params: Any) -> None:
     run_dir = options.get("out")
     stop_signal: list[int] = []
     try:
-        with _terminate_as_interrupt(stop_signal):
-            results = env.run(**options, progress=show_progress, on_start=on_start)
+        results = run_stoppable(
+            functools.partial(env.evaluate, **options, progress=show_progress, on_start=on_start),
+            stop_signal,
+        )
     except KeyboardInterrupt:
         where = resume or run_dir
         _echo_err(
@@ -608,25 +609,3 @@ def _print_plan(plan: dict[str, Any]) -> None:
     for path, (was, now) in (plan.get("resume_changes") or {}).items():
         lines.append(f"Changes on resume: {path.split('.')[-1]}: {was} -> {now}")
     click.echo("\n".join(lines))
-
-
-@contextlib.contextmanager
-def _terminate_as_interrupt(received: list[int]) -> Iterator[None]:
-    """Treat SIGTERM like Ctrl-C: stop promptly, leave the run resumable, clean up.
-
-    SIGTERM's number is appended to ``received`` so the exit status can say
-    which signal stopped the run (130 for Ctrl-C, 143 for SIGTERM).
-    """
-
-    def handler(signum: int, _frame: object) -> None:
-        received.append(signum)
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,69 @@
+"""A stop signal that lands anywhere, even inside a harness's own code, ends `agentkit run`:
+it exits with 128 + the signal, leaves a resumable run and no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ENVPLUG = Path(__file__).parent.parent / "fixtures" / "envplug"
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ENVPLUG) + os.pathsep + env.get("PYTHONPATH", "")
+    env["AGENTKIT_PLUGINS"] = "envplug"
+    env.pop("AGENTKIT_DISABLE_PLUGINS", None)
+    return env
+
+
+def wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
+    """Until ``path`` exists (or the process ends: then the test fails with its stderr)."""
+    while not path.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"agentkit ended before {path.name} appeared: {proc.stderr}")
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize(
+    "stop", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP], ids=["sigterm", "sigint", "sighup"]
+)
+def test_a_signal_inside_a_harness_ends_the_run(tmp_path: Path, stop: signal.Signals) -> None:
+    """The signal arrives while the main thread runs a task's Python code, after a
+    rollout was committed (so the async runtime has a worker thread): raising
+    KeyboardInterrupt there used to stop the event loop with that thread's exit
+    callback pending, and the process then waited for the thread forever."""
+    run, markers = tmp_path / "run", tmp_path / "markers"
+    markers.mkdir()
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "agentkit", "run", "envplug:3", "controlled",
+            "-c", "1", "-H", f"marker_dir={markers}", "-H", "spin_on=2",
+            "--no-progress", "--out", str(run),
+        ],
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        wait_for(markers / "spinning", proc)
+        proc.send_signal(stop)
+        _, err = proc.communicate(timeout=60)  # a hang guard, not a measurement
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + stop, err
+    assert f"agentkit run --resume {run}" in err
+    assert "Traceback" not in err
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["finished"] == 2
+    assert not (run / ".summary.json.tmp").exists()
