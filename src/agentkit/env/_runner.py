@@ -8,8 +8,9 @@
    hints, or its tool is unavailable here); a task whose environment
    :meth:`Runner.prepare` could not make (a failed image build) fails at
    once with that error, never retried;
-2. runs the harness under the per-rollout timeout; a raising harness is a
-   failed result (``harness_exception``; ``harness_setup`` for a
+2. runs the harness under the per-rollout timeout; a raising harness (any
+   exception kind, ``CancelledError`` included, unless the run itself is
+   being stopped) is a failed result (``harness_exception``; ``harness_setup`` for a
    :class:`~agentkit.HarnessError`, a harness that cannot run here), a
    timeout a ``timeout`` result;
 3. retries, with exponential backoff and jitter, only results that are
@@ -461,7 +462,7 @@ class Runner:
                         error_kind="timeout",
                         events=list(events.events),
                     )
-        except anyio.get_cancelled_exc_class():
+        except KeyboardInterrupt:
             raise
         except HarnessError as exc:  # the harness cannot run here: not the agent's doing
             return HarnessResult(
@@ -470,7 +471,11 @@ class Runner:
                 error_kind="harness_setup",
                 events=list(events.events),
             )
-        except Exception as exc:
+        except BaseException as exc:
+            # Any kind, CancelledError and SystemExit too, is this rollout's error;
+            # only a real stop of the run (its scope or task cancelled) goes on up.
+            if _is_stop(exc):
+                raise
             return HarnessResult(
                 status="failed",
                 error=f"{type(exc).__name__}: {exc}",
@@ -567,6 +572,34 @@ class Runner:
             await self.store.commit_rollout(rec, None if stats is None else group_json(stats))
         if self.progress is not None:
             self.progress.finished(rec)
+
+
+def _is_stop(exc: BaseException) -> bool:
+    """True when ``exc`` stops the run: Ctrl-C, or a cancellation of this rollout's task.
+
+    A ``CancelledError`` the harness raised by itself (a future it awaited was
+    cancelled elsewhere, say) is not one: neither an enclosing cancel scope
+    nor the task itself was cancelled.
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_is_stop(sub) for sub in exc.exceptions)
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    return isinstance(exc, anyio.get_cancelled_exc_class()) and _cancelled_here()
+
+
+def _cancelled_here() -> bool:
+    """True when the current task is being cancelled (a cancel scope or ``task.cancel()``)."""
+    import asyncio
+    import math
+
+    if anyio.current_effective_deadline() == -math.inf:
+        return True
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # another event loop library (trio): the scopes said it all
+        return False
+    return task is not None and task.cancelling() > 0
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
