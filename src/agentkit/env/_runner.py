@@ -348,9 +348,9 @@ class Runner:
             import shutil
 
             shutil.rmtree(root, ignore_errors=True)
-        root.mkdir(parents=True, exist_ok=True)
         sandbox: Any = None
         try:
+            root.mkdir(parents=True, exist_ok=True)
             sandbox = factory(
                 root=root,
                 hints=self._hints_for(planned),
@@ -361,7 +361,9 @@ class Runner:
         except Exception as exc:
             # permanent: the sandbox refused its options or hints (it was never
             # made), or its tool is unavailable here; retrying cannot help
-            permanent = sandbox is None or isinstance(exc, SandboxUnavailableError)
+            permanent = isinstance(exc, SandboxUnavailableError) or (
+                sandbox is None and not isinstance(exc, OSError)
+            )
             if sandbox is not None:
                 await self._close_sandbox(sandbox)
             result = HarnessResult(

@@ -11,10 +11,16 @@ file is written just before (the rollout line is the commit point). A process
 killed mid-write leaves at most one
 half-written last line, which :meth:`RunStore.load_rollouts` detects and
 truncates away on resume.
+
+A write that fails (a full disk) stops the run with a :class:`RunDirWriteError`
+that says so and how to resume: a half-written line is cut back off, a
+half-written events or JSON file removed, and the store refuses every later
+write, so what is on disk stays exactly what resume expects.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -26,7 +32,7 @@ import anyio
 from agentkit._errors import AgentkitError
 from agentkit.env._records import READABLE_SCHEMA_VERSIONS, RUN_SCHEMA_VERSION, RolloutRecord
 
-__all__ = ["ResumeError", "RunDirError", "RunStore", "redact_json"]
+__all__ = ["ResumeError", "RunDirError", "RunDirWriteError", "RunStore", "redact_json"]
 
 MANIFEST = "manifest.json"
 ROLLOUTS = "rollouts.jsonl"
@@ -49,6 +55,19 @@ class RunDirError(AgentkitError):
 
 class ResumeError(AgentkitError):
     """A run cannot be resumed with these settings."""
+
+
+class RunDirWriteError(RunDirError):
+    """Writing the run directory failed (a full disk, say); what was written is resumable."""
+
+    def __init__(self, run_dir: Path, path: Path, exc: OSError) -> None:
+        reason = exc.strerror or str(exc)
+        super().__init__(
+            f"{path}: cannot write: {reason}. The run stopped; every rollout finished "
+            f"before is saved. Free some space, then continue with: "
+            f"agentkit run --resume {run_dir}"
+        )
+        self.errno = exc.errno
 
 
 def _dumps(data: Any) -> str:
@@ -86,16 +105,24 @@ def format_json(data: Any) -> str:
 
 
 def write_json_atomic(path: Path, data: Any, *, redact: Any = None) -> None:
-    """Write a JSON file so that readers see the old or the new content, never half."""
+    """Write a JSON file so that readers see the old or the new content, never half.
+
+    On failure (a full disk) the temporary file is removed and the error raised.
+    """
     text = format_json(data)
     if redact is not None:
         text = redact(text)
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def redact_json(data: Any, secret: str | None) -> Any:
@@ -140,6 +167,8 @@ class RunStore:
         self._durable = 0
         self._syncing = False
         self._synced_event: anyio.Event | None = None
+        # the first failed write: every later write raises it again
+        self._broken: RunDirWriteError | None = None
 
     # -- paths -------------------------------------------------------------
     @property
@@ -201,14 +230,37 @@ class RunStore:
         self._lock_fd = fd
 
     def close(self) -> None:
-        """Sync and close the files, and release the lock."""
+        """Sync and close the files, and release the lock (always, even if the sync fails)."""
+        already_failed = self._broken is not None
+        failure: RunDirWriteError | None = None
         if self._groups_fd is not None:
-            os.fsync(self._groups_fd)
+            try:
+                os.fsync(self._groups_fd)
+            except OSError as exc:
+                failure = self._failed(self.groups_path, exc)
         for name in ("_rollouts_fd", "_groups_fd", "_lock_fd"):
             fd = getattr(self, name)
             if fd is not None:
-                os.close(fd)
+                with contextlib.suppress(OSError):
+                    os.close(fd)
                 setattr(self, name, None)
+        if failure is not None and not already_failed:
+            raise failure
+
+    def _failed(self, path: Path, exc: OSError) -> RunDirWriteError:
+        """Remember the first failed write (later writes raise it again) and return it."""
+        if self._broken is None:
+            self._broken = RunDirWriteError(self.run_dir, path, exc)
+        return self._broken
+
+    def _check_writable(self) -> None:
+        if self._broken is not None:
+            raise self._broken
+
+    @property
+    def write_failed(self) -> RunDirWriteError | None:
+        """The first write that failed in this session (the run stopped there), or None."""
+        return self._broken
 
     # -- writing -----------------------------------------------------------
     def redact(self, text: str) -> str:
@@ -230,7 +282,7 @@ class RunStore:
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Write manifest.json (atomically, redacted)."""
-        write_json_atomic(self.manifest_path, self._scrub_json(manifest))
+        self._write_json(self.manifest_path, manifest)
 
     def write_tasks(self, planned: Any) -> None:
         """Write tasks.jsonl: every planned task's id, input, target and metadata (atomically)."""
@@ -254,15 +306,28 @@ class RunStore:
             )
         path = self.run_dir / TASKS
         tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write("".join(lines))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        self._check_writable()
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write("".join(lines))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise self._failed(path, exc) from None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         """Write summary.json (atomically, redacted)."""
-        write_json_atomic(self.summary_path, self._scrub_json(summary))
+        self._write_json(self.summary_path, summary)
+
+    def _write_json(self, path: Path, data: dict[str, Any]) -> None:
+        self._check_writable()
+        try:
+            write_json_atomic(path, self._scrub_json(data))
+        except OSError as exc:
+            raise self._failed(path, exc) from None
 
     def _scrub_json(self, data: Any) -> Any:
         if not self.secret:
@@ -273,8 +338,22 @@ class RunStore:
         """Append one finished rollout and make it durable (write + fsync)."""
         assert self._rollouts_fd is not None, "RunStore.open() first"
         line = self.dumps(record.to_json()) + "\n"
-        _write_all(self._rollouts_fd, line.encode("utf-8"))
-        os.fsync(self._rollouts_fd)
+        self._append(self._rollouts_fd, self.rollouts_path, line.encode("utf-8"))
+        try:
+            os.fsync(self._rollouts_fd)
+        except OSError as exc:
+            raise self._failed(self.rollouts_path, exc) from None
+
+    def _append(self, fd: int, path: Path, data: bytes) -> None:
+        """Append ``data`` whole, or not at all: a failed write is cut back off."""
+        self._check_writable()
+        end = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            _write_all(fd, data)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, end)
+            raise self._failed(path, exc) from None
 
     async def commit_rollout(
         self, record: RolloutRecord, group: dict[str, Any] | None = None
@@ -286,9 +365,10 @@ class RunStore:
         """
         assert self._rollouts_fd is not None and self._groups_fd is not None
         line = self.dumps(record.to_json()) + "\n"
-        _write_all(self._rollouts_fd, line.encode("utf-8"))
+        self._append(self._rollouts_fd, self.rollouts_path, line.encode("utf-8"))
         if group is not None:
-            _write_all(self._groups_fd, (self.dumps(group) + "\n").encode("utf-8"))
+            # derived data: resume rebuilds a group line that could not be written
+            self._append(self._groups_fd, self.groups_path, (self.dumps(group) + "\n").encode())
         self._written += 1
         await self._wait_durable(self._written)
 
@@ -315,23 +395,36 @@ class RunStore:
         # groups.jsonl is derived data (resume rebuilds missing group lines from
         # rollouts.jsonl), so only the commit record is synced per rollout
         if self._rollouts_fd is not None:
-            os.fsync(self._rollouts_fd)
+            try:
+                os.fsync(self._rollouts_fd)
+            except OSError as exc:
+                raise self._failed(self.rollouts_path, exc) from None
 
     def append_group(self, group: dict[str, Any]) -> None:
         """Append one completed group's statistics and advantages (synced on close)."""
         assert self._groups_fd is not None, "RunStore.open() first"
         line = self.dumps(group) + "\n"
-        _write_all(self._groups_fd, line.encode("utf-8"))
+        self._append(self._groups_fd, self.groups_path, line.encode("utf-8"))
 
     def write_events(self, rollout_id: str, events: list[dict[str, Any]]) -> str:
-        """Write one rollout's events as JSON lines; returns the path relative to the run."""
-        if not self._events_dir_made:
-            (self.run_dir / EVENTS_DIR).mkdir(exist_ok=True)
-            self._events_dir_made = True
+        """Write one rollout's events as JSON lines; returns the path relative to the run.
+
+        A file that cannot be written whole (a full disk) is removed.
+        """
+        self._check_writable()
         rel = f"{EVENTS_DIR}/{rollout_id}.jsonl"
+        path = self.run_dir / rel
         text = "".join(self.dumps(e) + "\n" for e in events)
-        with open(self.run_dir / rel, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            if not self._events_dir_made:
+                (self.run_dir / EVENTS_DIR).mkdir(exist_ok=True)
+                self._events_dir_made = True
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise self._failed(path, exc) from None
         return rel
 
     def remove_sandbox_dir(self, rollout_id: str) -> None:

@@ -632,8 +632,15 @@ class AgentEnv:
                         if rec.ok:
                             store.remove_sandbox_dir(rec.rollout_id)
                     store.remove_empty_sandbox_parent()
-                store.write_summary(summary)
-                store.close()
+                try:
+                    store.write_summary(summary)
+                except RunDirError:
+                    # the run already stops with an error (a full disk): that one is
+                    # reported; the summary is derived data that `show` recomputes
+                    if not interrupted:
+                        raise
+                finally:
+                    store.close()
             if tmp is not None:
                 tmp.cleanup()
         return EvalResults(
