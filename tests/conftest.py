@@ -4,6 +4,12 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests check what is computed, never how fast: no per-example deadline
+# (on a loaded machine one example can take 700 ms once, a wall-clock flake).
+settings.register_profile("agentkit", deadline=None)
+settings.load_profile("agentkit")
 
 _spec = importlib.util.spec_from_file_location(
     "agentkit_fixture_install", Path(__file__).parent / "fixtures" / "plugins" / "install.py"

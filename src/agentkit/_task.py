@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from agentkit._errors import ValidationError
+from agentkit._limits import check_finite, check_nesting
 
 __all__ = [
     "RESERVED_AGENT_KEYS",
@@ -99,10 +100,21 @@ def _validate_task_id(_inst: Any, _attr: Any, value: str) -> None:
 def _validate_metadata(_inst: Any, _attr: Any, value: dict[str, Any]) -> None:
     if not isinstance(value, dict):
         raise ValidationError("metadata", f"expected an object, got {type(value).__name__}")
+    check_nesting(value, "metadata")
     check_no_reserved_keys(value)
 
 
+def _validate_target(_inst: Any, _attr: Any, value: Any) -> None:
+    check_nesting(value, "target")
+    check_finite(value, "target")
+
+
+def _validate_nesting(_inst: Any, attr: Any, value: Any) -> None:
+    check_nesting(value, attr.name)
+
+
 def _validate_input(_inst: Any, _attr: Any, value: Any) -> None:
+    check_nesting(value, "input")
     if value is None or isinstance(value, (str, dict)):
         return
     if isinstance(value, list):
@@ -127,9 +139,9 @@ class Task:
 
     task_id: str = attrs.field(validator=_validate_task_id)
     input: TaskInput | None = attrs.field(default=None, validator=_validate_input)
-    target: Any = None
+    target: Any = attrs.field(default=None, validator=_validate_target)
     metadata: dict[str, Any] = attrs.field(factory=dict, validator=_validate_metadata)
-    grading_spec: dict[str, Any] | None = None
+    grading_spec: dict[str, Any] | None = attrs.field(default=None, validator=_validate_nesting)
 
     @property
     def taskset_id(self) -> str:

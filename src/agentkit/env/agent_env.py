@@ -725,7 +725,11 @@ class AgentEnv:
             planned.append(PlannedTask(task, len(planned), task.item_id, hints))
         if not planned:
             problems = list(getattr(self.taskset, "problems", []) or [])
-            detail = f"; {len(problems)} failed to load, first: {problems[0]}" if problems else ""
+            detail = (
+                f"; {len(problems)} failed to load:\n" + "\n".join(f"  {p}" for p in problems)
+                if problems
+                else ""
+            )
             skipped = " (the harness supports none of the selected tasks)" if tasks else ""
             raise SpecError(
                 f"no tasks to run in taskset {self.taskset.taskset_id!r}{skipped}{detail}"

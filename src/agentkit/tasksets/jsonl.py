@@ -174,7 +174,8 @@ class JsonlTaskset(ListTaskset):
 
 def _read_tasks(file: Path, shown: str, taskset_id: str) -> tuple[list[Task], list[TaskProblem]]:
     try:
-        raw_lines = file.read_bytes().splitlines()
+        # a UTF-8 byte-order mark (Windows editors write one) is not part of line 1
+        raw_lines = file.read_bytes().removeprefix(b"\xef\xbb\xbf").splitlines()
     except OSError as exc:
         raise SpecError(f"jsonl taskset {shown}: cannot read: {exc.strerror}") from None
     tasks: list[Task] = []
@@ -234,15 +235,10 @@ def _plain_line(data: Any) -> JsonlLine | None:
 
 def _parse_line(raw: bytes, taskset_id: str) -> Task:
     from agentkit._convert import structure
+    from agentkit._limits import load_json
 
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValidationError("", f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValidationError("", f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+    # strict JSON: no duplicate keys, no NaN/Infinity, bounded nesting
+    data = load_json(raw)
     line = _plain_line(data) or structure(data, JsonlLine)
     item_id = line.id if isinstance(line.id, str) else str(line.id)
     try:

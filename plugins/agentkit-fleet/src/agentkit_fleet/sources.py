@@ -9,14 +9,14 @@ anything runs: a missing one is an error that lists the versions that exist.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from agentkit._errors import AgentkitError
+from agentkit._errors import AgentkitError, ValidationError
+from agentkit._limits import load_json
 
 __all__ = ["FleetSourceError", "TaskFile", "load_task_files"]
 
@@ -29,17 +29,33 @@ class FleetSourceError(AgentkitError):
 
 @attrs.frozen
 class TaskFile:
-    """One task file's parsed JSON and where it came from."""
+    """One task file's parsed JSON and where it came from.
+
+    ``problem`` says why a file of a several-file source could not be read
+    (its ``data`` is then None): the other files still load.
+    """
 
     source: str
     data: Any
+    problem: str | None = None
 
 
 def _parse(text: bytes | str, source: str) -> Any:
+    """Strict JSON: duplicate keys, NaN and nesting deeper than the cap are errors."""
     try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise FleetSourceError(f"{source}: not valid JSON ({exc})") from None
+        return load_json(text)
+    except ValidationError as exc:
+        raise FleetSourceError(f"{source}: not valid JSON ({exc.reason})") from None
+
+
+def _task_file(raw: bytes, source: str, *, several: bool) -> TaskFile:
+    """One file's :class:`TaskFile`; a bad one of several is a problem, not an error."""
+    try:
+        return TaskFile(source, _parse(raw, source))
+    except FleetSourceError as exc:
+        if not several:
+            raise
+        return TaskFile(source, None, str(exc).removeprefix(f"{source}: "))
 
 
 def _modality_file(modality: str) -> str:
@@ -77,7 +93,8 @@ def _load_local(path: Path, data_version: str | None, modality: str | None) -> l
         files = sorted(directory.glob("*.json"))
         if not files:
             raise FleetSourceError(f"{directory}: no *.json task files")
-    return [TaskFile(str(f), _parse(f.read_bytes(), str(f))) for f in files]
+    several = len(files) > 1
+    return [_task_file(f.read_bytes(), str(f), several=several) for f in files]
 
 
 # -- S3 ------------------------------------------------------------------
@@ -123,7 +140,7 @@ def _load_s3(url: str, data_version: str | None, modality: str | None) -> list[T
                 f"{url}: the object is not under a data version (BUCKET/VERSION/...); "
                 f"drop the data_version option {data_version!r}"
             )
-        return [_s3_file(client, bucket, key)]
+        return [_s3_file(client, bucket, key, several=False)]
     if key:
         version_in_key = key.split("/", 1)[0]
         if data_version is not None and data_version != version_in_key:
@@ -159,16 +176,16 @@ def _load_s3(url: str, data_version: str | None, modality: str | None) -> list[T
             )
             if not keys:
                 raise FleetSourceError(f"s3://{bucket}/{prefix}: no *.json task files")
-    return [_s3_file(client, bucket, k) for k in keys]
+    return [_s3_file(client, bucket, k, several=len(keys) > 1) for k in keys]
 
 
-def _s3_file(client: Any, bucket: str, key: str) -> TaskFile:
+def _s3_file(client: Any, bucket: str, key: str, *, several: bool) -> TaskFile:
     where = f"s3://{bucket}/{key}"
     try:
         body = client.get_object(Bucket=bucket, Key=key)["Body"].read()
     except Exception as exc:
         raise _s3_error(exc, where) from None
-    return TaskFile(where, _parse(body, where))
+    return _task_file(body, where, several=several)
 
 
 def load_task_files(

@@ -84,10 +84,16 @@ def load_records(
     counts: dict[tuple[str, str], int] = {}
     seen: set[str] = set()
     for f in files:
+        if f.problem is not None:  # one bad file of several: the others still load
+            problems.append(TaskProblem(f.source, f.problem))
+            continue
         try:
             recs, probs = parse_records(f.data, f.source)
         except ValueError as exc:
-            raise FleetSourceError(str(exc)) from None
+            if len(files) == 1:
+                raise FleetSourceError(str(exc)) from None
+            problems.append(TaskProblem(f.source, str(exc).removeprefix(f"{f.source}: ")))
+            continue
         for key, n in group_counts(f.data, f.source).items():
             counts[key] = counts.get(key, 0) + n
         problems.extend(probs)

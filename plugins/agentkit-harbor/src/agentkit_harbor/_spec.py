@@ -16,6 +16,7 @@ from pathlib import Path
 import attrs
 
 from agentkit._errors import ValidationError
+from agentkit._limits import MAX_NESTING_DEPTH, check_nesting
 from agentkit_harbor._config import KNOWN_SCHEMA_VERSIONS, StepConfig, TaskConfig, parse_task_config
 
 __all__ = [
@@ -332,6 +333,11 @@ def load_task_dir(task_dir: str | Path) -> HarborTaskSpec:
         raise ValidationError("", f"invalid TOML: {exc}", source) from None
     except UnicodeDecodeError:
         raise ValidationError("", "task.toml is not UTF-8 text", source) from None
+    except RecursionError:  # the TOML parser recurses once per nested array or table
+        raise ValidationError(
+            "", f"nested more than {MAX_NESTING_DEPTH} levels deep", source
+        ) from None
+    check_nesting(data, "", source)
     cfg = parse_task_config(data, source=source)
     notes: list[str] = []
     if cfg.schema_version not in KNOWN_SCHEMA_VERSIONS:
