@@ -17,7 +17,7 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-__all__ = ["EndpointError", "ModelEndpoint"]
+__all__ = ["EndpointError", "ModelEndpoint", "retry_after_seconds"]
 
 #: Connections per pool before the endpoint opens another pool.
 _PER_POOL = 32
@@ -25,12 +25,54 @@ _MAX_POOLS = 8
 
 
 class EndpointError(Exception):
-    """A request to the model endpoint failed; ``kind`` is the result's ``error_kind``."""
+    """A request to the model endpoint failed; ``kind`` is the result's ``error_kind``.
 
-    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
+    ``retry_after``: the seconds the server asked to wait (its ``Retry-After``), if any.
+    """
+
+    def __init__(
+        self, kind: str, message: str, status: int | None = None, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """The wait a server asked for: ``retry-after-ms``, else ``Retry-After`` (seconds or
+    an HTTP date), as the openai client reads them; None when absent or unreadable.
+
+    ``headers`` is a mapping or a list of ``(name, value)`` pairs (bytes or text).
+    """
+    import email.utils
+    import math
+    import time
+
+    pairs = headers.items() if isinstance(headers, Mapping) else headers
+    found: dict[str, str] = {}
+    for name, value in pairs:
+        key = name.decode("latin-1") if isinstance(name, bytes) else str(name)
+        found[key.lower()] = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+    raw_ms = found.get("retry-after-ms")
+    if raw_ms is not None:
+        try:
+            value = float(raw_ms) / 1000
+        except ValueError:
+            value = math.nan
+        if math.isfinite(value) and value >= 0:
+            return value
+    raw = found.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        when = email.utils.parsedate_tz(raw)
+        if when is None:
+            return None
+        return max(0.0, email.utils.mktime_tz(when) - time.time())
+    return value if math.isfinite(value) and value >= 0 else None
 
 
 def _kind_of(status: int) -> str:
@@ -168,6 +210,21 @@ class ModelEndpoint:
         timeout: float | None = None,
     ) -> tuple[int, bytes]:
         """One request; returns the status and body (transport failures raise EndpointError)."""
+        status, _headers, content = await self._request(
+            method, path, body, query=query, headers=headers, timeout=timeout
+        )
+        return status, content
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        query: Mapping[str, Any] | None = None,
+        headers: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         index, pool = self._pool()
         self.in_flight[index] += 1
         self.served[index] += 1
@@ -179,7 +236,7 @@ class ModelEndpoint:
             raise _transport_error(exc) from exc
         finally:
             self.in_flight[index] -= 1
-        return response.status, response.content
+        return response.status, response.headers, response.content
 
     async def post_json(
         self,
@@ -190,10 +247,13 @@ class ModelEndpoint:
         headers: Mapping[str, Any] | None = None,
     ) -> Any:
         """POST JSON and return the JSON answer; a non-2xx status raises EndpointError."""
-        status, content = await self.request("POST", path, body, query=query, headers=headers)
+        status, answer_headers, content = await self._request(
+            "POST", path, body, query=query, headers=headers
+        )
         if status >= 300:
             message = f"model endpoint answered HTTP {status}: {_detail(content)}"
-            raise EndpointError(_kind_of(status), message, status)
+            wait = retry_after_seconds(answer_headers)
+            raise EndpointError(_kind_of(status), message, status, wait)
         try:
             return json.loads(content)
         except ValueError as exc:
@@ -227,6 +287,7 @@ class ModelEndpoint:
                         _kind_of(response.status),
                         f"model endpoint answered HTTP {response.status}: {_detail(content)}",
                         response.status,
+                        retry_after_seconds(response.headers),
                     )
                 async for event in _events(response.aiter_stream()):
                     yield event

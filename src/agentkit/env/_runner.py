@@ -50,7 +50,15 @@ from agentkit.env._store import RunStore
 from agentkit.env._summary import apply_group
 from agentkit.sandbox._errors import SandboxUnavailableError
 
-__all__ = ["Job", "PlannedTask", "Runner", "RunnerOptions", "group_json", "make_rollout_id"]
+__all__ = [
+    "RETRY_AFTER_CAP",
+    "Job",
+    "PlannedTask",
+    "Runner",
+    "RunnerOptions",
+    "group_json",
+    "make_rollout_id",
+]
 
 _SLUG = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -108,6 +116,10 @@ class ProgressSink(Protocol):
 
     def finished(self, record: RolloutRecord) -> None: ...
 
+
+#: The longest wait a server's ``Retry-After`` gets (unless ``retry_max_delay`` is
+#: longer), as the openai client does: a longer one is taken as this.
+RETRY_AFTER_CAP = 60.0
 
 #: A final attempt: the result, its scores (None: it could not run, nothing was
 #: scored), harness seconds, scoring seconds.
@@ -439,9 +451,14 @@ class Runner:
         attempt = len(events.retries)
         delay = min(self.options.retry_max_delay, self.options.retry_base_delay * 2**attempt)
         delay *= random.uniform(0.5, 1.5)  # jitter: spread the retries of many rollouts
-        events.retries.append(
-            {"error": result.error, "error_kind": result.error_kind, "delay_s": round(delay, 3)}
-        )
+        entry: dict[str, Any] = {"error": result.error, "error_kind": result.error_kind}
+        asked = result.raw.get("retry_after")
+        if isinstance(asked, (int, float)) and not isinstance(asked, bool) and asked >= 0:
+            # the server said when to come back (Retry-After on a 429 or 503): that long
+            delay = min(float(asked), max(self.options.retry_max_delay, RETRY_AFTER_CAP))
+            entry["retry_after"] = asked
+        entry["delay_s"] = round(delay, 3)
+        events.retries.append(entry)
         events.reset()
         await anyio.sleep(delay)
 

@@ -24,8 +24,10 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from agentkit._context import RunContext
-from agentkit._endpoint import EndpointError, ModelEndpoint
+from agentkit._endpoint import EndpointError, ModelEndpoint, retry_after_seconds
 from agentkit._errors import HarnessError
 from agentkit._events import EventCallback, EventRecorder
 from agentkit._result import HarnessResult
@@ -36,7 +38,7 @@ from agentkit._usage import Usage
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["ChatHarness"]
+__all__ = ["ChatHarness", "retry_after_seconds"]
 
 #: Sampling arguments the openai client takes as keywords; others go in ``extra_body``.
 _CLIENT_ARGS = frozenset(
@@ -70,11 +72,15 @@ _OWNED_ARGS = frozenset({"model", "messages", "stream", "stream_options", "timeo
 
 
 class _ModelCallError(Exception):
-    """A model call failed; ``kind`` is the HarnessResult ``error_kind``."""
+    """A model call failed; ``kind`` is the HarnessResult ``error_kind``.
 
-    def __init__(self, kind: str, message: str) -> None:
+    ``retry_after``: the seconds the server asked to wait (``Retry-After``), if any.
+    """
+
+    def __init__(self, kind: str, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.retry_after = retry_after
 
 
 class _TurnLimit(Exception):
@@ -103,7 +109,8 @@ class ChatHarness:
     - ``system_prompt``: prepended as a system message unless the task
       already starts with one.
     - ``max_tokens``: output tokens per call (else ``RunContext.limits.max_tokens``).
-    - ``request_timeout``: seconds one HTTP call may take.
+    - ``request_timeout``: seconds one model call may take, start to end
+      (connecting, sending, and reading the whole reply or stream).
     - ``stream``: use streamed completions (usage read from the final chunk).
     - ``token_ids``: ask the server for token ids and logprobs (vLLM's
       ``return_token_ids`` and ``logprobs``; servers that do not know them may
@@ -182,8 +189,6 @@ class ChatHarness:
         on_event: EventCallback | None = None,
     ) -> HarnessResult:
         """Run the task's conversation and return the transcript, usage and events."""
-        import anyio
-
         task.require_payload()
         context = context or RunContext()
         model = self.model or context.model
@@ -199,6 +204,7 @@ class ChatHarness:
         status = "completed"
         error: str | None = None
         error_kind: str | None = None
+        retry_after: float | None = None
         try:
             with anyio.fail_after(context.limits.timeout_sec):
                 await self._converse(conversation, state, context, recorder)
@@ -215,6 +221,7 @@ class ChatHarness:
             status, error_kind, error = "timeout", exc.kind, str(exc)
         except _ModelCallError as exc:
             status, error_kind, error = "failed", exc.kind, state.redact(str(exc))
+            retry_after = exc.retry_after
         if error is not None:
             await recorder.emit("error", kind=error_kind, message=error)
         await recorder.emit("harness.end", status=status)
@@ -231,6 +238,8 @@ class ChatHarness:
                 "response_ids": state.response_ids,
                 "finish_reasons": state.finish_reasons,
                 **state.tokens.to_raw(),
+                # the runner waits this long before retrying (the server's Retry-After)
+                **({} if retry_after is None else {"retry_after": retry_after}),
             },
         )
 
@@ -292,19 +301,28 @@ class ChatHarness:
         )
         started = time.monotonic()
         body = {"model": state.model, "messages": transcript, **request.body}
+        call = self._streamed if self.stream else self._plain
+        outcome = None
         try:
-            if self.stream:
-                message, finish, usage, rid = await self._streamed(client, state, body, request)
-            else:
-                message, finish, usage, rid = await self._plain(client, state, body, request)
+            # request_timeout bounds the whole call: the HTTP client's timeout is per
+            # read, so a server dripping a byte a second would never reach it
+            with anyio.move_on_after(self.request_timeout):
+                outcome = await call(client, state, body, request)
         except _ModelCallError:
             raise
         except EndpointError as exc:
-            raise _ModelCallError(exc.kind, str(exc)) from exc
+            raise _ModelCallError(exc.kind, str(exc), exc.retry_after) from exc
         except Exception as exc:
             raise _ModelCallError(
                 "model_error", f"the model call failed: {type(exc).__name__}: {exc}"
             ) from exc
+        if outcome is None:
+            raise _ModelCallError(
+                "model_connection",
+                "the model request timed out: no complete answer within "
+                f"request_timeout={self.request_timeout:g}s",
+            )
+        message, finish, usage, rid = outcome
         state.usage = state.usage + usage
         state.response_ids.append(rid)
         state.finish_reasons.append(finish)

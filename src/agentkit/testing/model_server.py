@@ -392,6 +392,15 @@ class ScriptedModelServer:
             await response.prepare(request)
             await response.write(full[: len(full) // 2])
             return _drop(request, response)
+        if reply.chunk_delay:  # a slow server: the body drips out chunk_size bytes at a time
+            response = web.StreamResponse(status=200, headers=_JSON)
+            response.content_length = len(full)
+            await response.prepare(request)
+            for start in range(0, len(full), reply.chunk_size):
+                await asyncio.sleep(reply.chunk_delay)
+                await response.write(full[start : start + reply.chunk_size])
+            await response.write_eof()
+            return response
         return web.Response(body=full, content_type="application/json")
 
     async def _stream(

@@ -75,6 +75,7 @@ class FleetToolCallHarness:
       it selects the platform under ``provider=auto``. Never printed or stored.
     - ``verifier_sandbox``: the sandbox kind verifiers run in (``local``: bubblewrap).
     - ``tool_timeout`` / ``verifier_timeout``: seconds.
+    - ``request_timeout``: seconds one model call may take, start to end.
     - ``model`` / ``base_url``: override the run context's model endpoint.
     - ``token_ids``: ask the server for token ids and logprobs (vLLM's
       ``return_token_ids`` and ``logprobs``). Token data a server returns is
@@ -294,6 +295,7 @@ class FleetToolCallHarness:
         usage = Usage()
         finish_reasons: list[str | None] = []
         tokens = TokenTrace()
+        extra_raw: dict[str, Any] = {}
         started = time.monotonic()
         setup_error = "no model: set RunContext.model or -H model"
         episode: FleetToolCallEpisode | None = None
@@ -329,7 +331,7 @@ class FleetToolCallHarness:
                     )
                 else:
                     usage, status, error, error_kind = await self._loop(
-                        episode, context, model, base_url, usage, finish_reasons, tokens
+                        episode, context, model, base_url, usage, finish_reasons, tokens, extra_raw
                     )
         except TimeoutError:
             status, error, error_kind = (
@@ -353,6 +355,7 @@ class FleetToolCallHarness:
             elapsed=time.monotonic() - started,
             finish_reasons=finish_reasons,
             tokens=tokens,
+            extra_raw=extra_raw,
         )
 
     async def _loop(
@@ -364,13 +367,18 @@ class FleetToolCallHarness:
         usage: Usage,
         finish_reasons: list[str | None],
         tokens: TokenTrace,
+        extra_raw: dict[str, Any],
     ) -> tuple[Usage, Any, str | None, str | None]:
         """Model call, ``episode.step``, until done; appends each call's finish reason
         and token data.
 
         Before each call the rollout's token, cost and message limits are
         checked; one that is reached ends the rollout (status ``timeout``).
+        ``request_timeout`` bounds each model call from start to end; a server's
+        ``Retry-After`` goes to ``extra_raw["retry_after"]`` for the runner's backoff.
         """
+        import anyio
+
         recorder = episode.recorder
         api_key = context.resolved_api_key
         try:
@@ -400,10 +408,22 @@ class FleetToolCallHarness:
             t0 = time.monotonic()
             body = {"model": model, "messages": list(episode.chat_history), **sampling}
             body.update(extra_body)
+            data = None
             try:
-                data = await endpoint.post_json("/chat/completions", body, headers=extra_headers)
+                with anyio.move_on_after(self.request_timeout):
+                    data = await endpoint.post_json(
+                        "/chat/completions", body, headers=extra_headers
+                    )
             except EndpointError as exc:
+                if exc.retry_after is not None:
+                    extra_raw["retry_after"] = exc.retry_after
                 return usage, "failed", _redact(str(exc), api_key), exc.kind
+            if data is None:
+                message_ = (
+                    "model call timed out: no complete answer within "
+                    f"request_timeout={self.request_timeout:g}s"
+                )
+                return usage, "failed", message_, "model_connection"
             if isinstance(data, dict):
                 tokens.add_response(data)
             choices = data.get("choices") if isinstance(data, dict) else None
@@ -443,6 +463,7 @@ class FleetToolCallHarness:
         elapsed: float | None = None,
         finish_reasons: list[str | None] | None = None,
         tokens: TokenTrace | None = None,
+        extra_raw: dict[str, Any] | None = None,
     ) -> HarnessResult:
         """The result; ``raw`` carries the episode's numbers and, per model call,
         ``finish_reasons`` with ``stop_reason`` the last one (read by the DAPO
@@ -478,6 +499,7 @@ class FleetToolCallHarness:
             raw["elapsed_sec"] = round(elapsed, 3)
         if tokens is not None:
             raw.update(tokens.to_raw())
+        raw.update(extra_raw or {})
         return HarnessResult(
             status=status,
             output=output,
