@@ -12,21 +12,20 @@ from pathlib import Path
 from typing import Any
 
 from agentkit._context import RunContext, public_headers
+from agentkit._redact import MARKER, looks_secret
 from agentkit._version import __version__
 from agentkit.env._records import RUN_SCHEMA_VERSION
 from agentkit.env._runner import PlannedTask
 
 __all__ = ["build_manifest", "public_options", "public_url", "qualname"]
 
-SECRET_WORDS = ("key", "token", "secret", "password", "credential")
-
 
 def public_options(options: dict[str, Any]) -> dict[str, Any]:
     """Options as JSON for the manifest; values of secret-looking names are hidden."""
     out: dict[str, Any] = {}
     for name, value in sorted(options.items()):
-        if any(w in name.lower() for w in SECRET_WORDS) and not name.lower().endswith("_env"):
-            out[name] = "***"
+        if looks_secret(name):
+            out[name] = MARKER
         elif isinstance(value, Path):
             out[name] = str(value)
         else:
@@ -52,7 +51,7 @@ def public_url(url: str | None) -> str | None:
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
-        hidden = [(k, "***" if any(w in k.lower() for w in SECRET_WORDS) else v) for k, v in pairs]
+        hidden = [(k, MARKER if looks_secret(k) else v) for k, v in pairs]
         if hidden != pairs:
             query = urlencode(hidden, safe="*")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))

@@ -311,6 +311,11 @@ class Runner:
         )
         stored = result.events or events.events
         rec.events = len(stored)
+        if self.store is not None:
+            # files the harness kept (verifier output, logs, artifacts): no secret in them
+            artifacts = self.store.artifacts_dir(job.rollout_id)
+            if artifacts.exists():
+                await anyio.to_thread.run_sync(self.store.scrub_files, artifacts)
         if stored and self.store is not None:
             rec.events_file = self.store.write_events(
                 job.rollout_id, [_event_json(e, job.rollout_id) for e in stored]

@@ -29,6 +29,7 @@ from typing import Any
 
 import anyio
 
+from agentkit import _redact
 from agentkit._errors import AgentkitError
 from agentkit.env._records import READABLE_SCHEMA_VERSIONS, RUN_SCHEMA_VERSION, RolloutRecord
 
@@ -46,7 +47,7 @@ LOCK = ".lock"
 
 #: API keys shorter than this are placeholders that local servers accept
 #: ("EMPTY", "dummy", "x"), not credentials, and are not redacted.
-MIN_SECRET_LENGTH = 8
+MIN_SECRET_LENGTH = _redact.MIN_SECRET_LENGTH
 
 
 class RunDirError(AgentkitError):
@@ -132,32 +133,28 @@ def redact_json(data: Any, secret: str | None) -> Any:
     the key is, and also catches keys that JSON escapes. A key shorter than
     :data:`MIN_SECRET_LENGTH` is a placeholder and is left alone.
     """
-    if not secret or len(secret) < MIN_SECRET_LENGTH:
-        return data
-    if isinstance(data, str):
-        return data.replace(secret, "***") if secret in data else data
-    if isinstance(data, dict):
-        return {redact_json(k, secret): redact_json(v, secret) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [redact_json(v, secret) for v in data]
-    return data
+    return _redact.Redactor([secret], registered=False).json(data)
 
 
 class RunStore:
-    """Reads and writes one run directory; redacts the run's secret everywhere."""
+    """Reads and writes one run directory; redacts the run's secrets everywhere.
 
-    def __init__(self, run_dir: Path, *, secret: str | None = None) -> None:
+    ``redactor`` decides what is secret (see :mod:`agentkit._redact`); without
+    one, ``secret`` (an API key) is the only one.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        secret: str | None = None,
+        redactor: _redact.Redactor | None = None,
+    ) -> None:
         self.run_dir = Path(run_dir)
         # a key shorter than MIN_SECRET_LENGTH is a placeholder for a local
         # server ("EMPTY", "x"), not a credential: replacing it would rewrite
         # ordinary words and field names in every file of the run
-        self.secret = secret if secret and len(secret) >= MIN_SECRET_LENGTH else None
-        # the key as it appears in JSON text: raw, and with JSON escapes
-        self._needles = (
-            ()
-            if self.secret is None
-            else (self.secret, json.dumps(self.secret, ensure_ascii=False)[1:-1])
-        )
+        self.redactor = redactor if redactor is not None else _redact.Redactor([secret])
         self._rollouts_fd: int | None = None
         self._groups_fd: int | None = None
         self._lock_fd: int | None = None
@@ -264,21 +261,20 @@ class RunStore:
 
     # -- writing -----------------------------------------------------------
     def redact(self, text: str) -> str:
-        """Replace the run's secret (the API key) in free text."""
-        if self.secret and self.secret in text:
-            return text.replace(self.secret, "***")
-        return text
+        """Replace the run's secrets in free text."""
+        return self.redactor.text(text)
 
     def scrub(self, data: Any) -> Any:
-        """A copy of JSON data with the secret redacted in every string value and key."""
-        return redact_json(data, self.secret)
+        """A copy of JSON data with the secrets redacted in every string value and key."""
+        return self.redactor.json(data)
 
     def dumps(self, data: Any) -> str:
-        """One JSON line of ``data``, redacted (the fast path when the secret is absent)."""
-        text = _dumps(data)
-        if self.secret and any(needle in text for needle in self._needles):
-            text = _dumps(self.scrub(json.loads(text)))
-        return text
+        """One JSON line of ``data``, redacted (the fast path when no secret occurs)."""
+        return self.redactor.dumps(data)
+
+    def scrub_files(self, path: Path) -> int:
+        """Redact the secrets from every file under ``path`` (artifacts, sandbox files)."""
+        return self.redactor.tree(path)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Write manifest.json (atomically, redacted)."""
@@ -330,7 +326,7 @@ class RunStore:
             raise self._failed(path, exc) from None
 
     def _scrub_json(self, data: Any) -> Any:
-        if not self.secret:
+        if not self.redactor:
             return data
         return self.scrub(json.loads(_dumps(data)))
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import attrs
 
-from agentkit._context import RunContext
+from agentkit._context import SECRET_HEADER_WORDS, RunContext
 from agentkit._errors import AgentkitError, SpecError
 from agentkit._events import Event
+from agentkit._redact import Redactor
 from agentkit._pricing import Price, resolve_pricing
 from agentkit._rubric import RewardFunction, Rubric
 from agentkit._sandbox import ExecutionHints
@@ -35,7 +36,7 @@ from agentkit.env._runner import (
 )
 from agentkit.env._scripted import SCRIPTED_PREFIX, script_path, scripted_endpoint
 from agentkit.env._stats import DEFAULT_PASS_THRESHOLD
-from agentkit.env._store import ResumeError, RunDirError, RunStore, redact_json
+from agentkit.env._store import ResumeError, RunDirError, RunStore
 from agentkit.env._summary import build_groups, summarize
 
 __all__ = ["AgentEnv"]
@@ -476,7 +477,11 @@ class AgentEnv:
         )
 
     async def _execute(self, prep: _Prepared, ctx: RunContext) -> EvalResults:
-        secret = ctx.resolved_api_key
+        # the API key, secret-looking host variables and headers, values plugins register
+        secret_headers = [
+            v for k, v in ctx.headers.items() if any(w in k.lower() for w in SECRET_HEADER_WORDS)
+        ]
+        redactor = Redactor.for_run(ctx.resolved_api_key, extra=secret_headers)
         opts = prep.runner_options
         planned = prep.planned
         warnings: list[str] = []
@@ -510,7 +515,7 @@ class AgentEnv:
                 hints=hints,
             )
         manifest = prep.manifest
-        store, repair_note = _open_store(prep, secret)
+        store, repair_note = _open_store(prep, redactor)
         finished = prep.finished
         try:
             if store is not None and prep.resume is not None:
@@ -624,13 +629,15 @@ class AgentEnv:
                 },
                 breakdowns=_breakdowns(self.taskset, planned),
             )
-            # the summary is printed (results table, --json): no API key in it either
-            summary = redact_json(summary, secret)
+            # the summary is printed (results table, --json): no secret in it either
+            summary = redactor.json(summary)
             if store is not None:
-                if prep.factory is not None and not opts.keep_sandboxes:
+                if prep.factory is not None:
                     for rec in runner.records[len(finished) :]:
-                        if rec.ok:
+                        if rec.ok and not opts.keep_sandboxes:
                             store.remove_sandbox_dir(rec.rollout_id)
+                        else:  # kept sandbox files are part of the run directory too
+                            store.scrub_files(store.sandbox_root(rec.rollout_id))
                     store.remove_empty_sandbox_parent()
                 try:
                     store.write_summary(summary)
@@ -776,7 +783,7 @@ async def _prepare_environments(runner: Runner, progress: bool) -> None:
         await runner.prepare(line.update)
 
 
-def _open_store(prep: _Prepared, secret: str | None) -> tuple[RunStore | None, str | None]:
+def _open_store(prep: _Prepared, redactor: Redactor) -> tuple[RunStore | None, str | None]:
     """Open the run directory: a new one at ``prep.target``, or ``prep.resume``.
 
     Returns the store (None: no persistence) and a note about a repaired torn line.
@@ -784,7 +791,7 @@ def _open_store(prep: _Prepared, secret: str | None) -> tuple[RunStore | None, s
     if prep.resume is None:
         if prep.target is None:
             return None, None
-        store = RunStore(prep.target, secret=secret)
+        store = RunStore(prep.target, redactor=redactor)
         if store.manifest_path.exists():
             raise RunDirError(
                 f"{prep.target} already holds a run; resume it with --resume {prep.target} "
@@ -792,7 +799,7 @@ def _open_store(prep: _Prepared, secret: str | None) -> tuple[RunStore | None, s
             )
         store.open()
         return store, None
-    store = RunStore(prep.resume, secret=secret)
+    store = RunStore(prep.resume, redactor=redactor)
     store.open()
     try:
         _records, repair_note = store.load_rollouts(repair=True)

@@ -2,7 +2,9 @@
 
 Only a value that is *entirely* one template is resolved (Harbor's rule);
 anything else is a literal. Resolution happens when a command runs, from the
-host environment at that moment, never when the task is loaded.
+host environment at that moment, never when the task is loaded. A value taken
+from the host is registered as a secret: it is redacted from everything
+agentkit writes (run directory, events, artifacts), whatever the variable's name.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 
+from agentkit._redact import register_secret
 from agentkit_harbor._errors import HarborTaskError
 
 __all__ = ["is_template", "resolve_env", "template_variables"]
@@ -55,6 +58,7 @@ def resolve_env(
         name, default = m.group(1), m.group(2)
         if name in host_env:
             out[key] = host_env[name]
+            register_secret(host_env[name])
         elif default is not None:
             out[key] = default
         else:

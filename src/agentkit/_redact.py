@@ -1,0 +1,258 @@
+"""Keeping secrets out of everything agentkit writes: one redactor for the whole run.
+
+What counts as a secret (each at least :data:`MIN_SECRET_LENGTH` characters;
+shorter values are placeholders such as ``EMPTY`` that local servers accept,
+and replacing them would rewrite ordinary words):
+
+- the run's API key (the value of ``--api-key-env``);
+- the value of every host environment variable whose name looks secret
+  (:func:`looks_secret`: it contains ``key``, ``token``, ``secret``,
+  ``password``, ``passwd`` or ``credential``);
+- every value a plugin registers with :func:`register_secret`, such as the
+  host values a Harbor task's ``${VAR}`` templates resolve to.
+
+Each occurrence is replaced by :data:`MARKER`: in JSON values (keys too, so
+the JSON stays valid), in free text, and in the files of a directory tree
+(artifacts, kept sandbox files). See docs/security.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import stat
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "MARKER",
+    "MIN_SECRET_LENGTH",
+    "SECRET_WORDS",
+    "Redactor",
+    "environment_secrets",
+    "looks_secret",
+    "register_secret",
+    "registered_secrets",
+]
+
+#: What a secret is replaced with.
+MARKER = "***"
+
+#: Values shorter than this are placeholders (``EMPTY``, ``dummy``, ``x``), not secrets.
+MIN_SECRET_LENGTH = 8
+
+#: A name containing one of these (any case) names a secret.
+SECRET_WORDS: tuple[str, ...] = (
+    "key",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "credential",
+    "auth",
+)
+
+_CHUNK = 1 << 20
+_log = logging.getLogger("agentkit")
+_lock = threading.Lock()
+_registered: set[str] = set()
+_version = 0
+
+
+def looks_secret(name: str) -> bool:
+    """True when a variable or option name says it holds a secret (``*_env`` names a variable)."""
+    lower = name.lower()
+    return any(w in lower for w in SECRET_WORDS) and not lower.endswith("_env")
+
+
+def register_secret(value: str | None) -> None:
+    """Add ``value`` to the secrets redacted from everything this process writes from now on."""
+    global _version
+    if value and len(value) >= MIN_SECRET_LENGTH and value not in _registered:
+        with _lock:
+            _registered.add(value)
+            _version += 1
+
+
+def registered_secrets() -> frozenset[str]:
+    """The values registered with :func:`register_secret` so far."""
+    with _lock:
+        return frozenset(_registered)
+
+
+def environment_secrets(environ: Mapping[str, str] | None = None) -> set[str]:
+    """Values of the environment variables whose names look secret (long enough to be one)."""
+    env = os.environ if environ is None else environ
+    return {v for k, v in env.items() if looks_secret(k) and len(v) >= MIN_SECRET_LENGTH}
+
+
+class Redactor:
+    """Replaces secrets with :data:`MARKER` in text, JSON data and files.
+
+    ``secrets`` are fixed at construction; with ``registered=True`` the values
+    registered later with :func:`register_secret` count too.
+    """
+
+    def __init__(self, secrets: Iterable[str | None] = (), *, registered: bool = True) -> None:
+        self._fixed = {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}
+        self._registered = registered
+        self._seen_version = -1
+        self._secrets: tuple[str, ...] = ()
+        self._needles: tuple[str, ...] = ()
+        self._refresh()
+
+    @classmethod
+    def for_run(
+        cls,
+        api_key: str | None,
+        environ: Mapping[str, str] | None = None,
+        *,
+        extra: Iterable[str | None] = (),
+    ) -> Redactor:
+        """The run's redactor: its API key, secret-looking host variables, ``extra``
+        (values of secret-looking request headers, say) and registered values."""
+        return cls([api_key, *environment_secrets(environ), *extra])
+
+    def _refresh(self) -> None:
+        if self._seen_version == (_version if self._registered else 0):
+            return
+        found = set(self._fixed)
+        version = 0
+        if self._registered:
+            with _lock:
+                found |= _registered
+                version = _version
+        self._seen_version = version
+        # longest first: a secret that contains another is replaced whole
+        self._secrets = tuple(sorted(found, key=lambda s: (-len(s), s)))
+        escaped = {json.dumps(s, ensure_ascii=False)[1:-1] for s in found}
+        self._needles = tuple(sorted(found | escaped, key=lambda s: (-len(s), s)))
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """The secrets now redacted, longest first."""
+        self._refresh()
+        return self._secrets
+
+    def __bool__(self) -> bool:
+        return bool(self.secrets)
+
+    def text(self, text: str) -> str:
+        """``text`` with every secret replaced."""
+        for secret in self.secrets:
+            if secret in text:
+                text = text.replace(secret, MARKER)
+        return text
+
+    def json(self, data: Any) -> Any:
+        """A copy of JSON data with every secret replaced in every string (keys too)."""
+        if not self.secrets:
+            return data
+        return self._json(data)
+
+    def _json(self, data: Any) -> Any:
+        if isinstance(data, str):
+            return self.text(data)
+        if isinstance(data, dict):
+            return {self._json(k): self._json(v) for k, v in data.items()}
+        if isinstance(data, (list, tuple)):
+            return [self._json(v) for v in data]
+        return data
+
+    def dumps(self, data: Any) -> str:
+        """One compact JSON text of ``data``, redacted (fast when no secret occurs in it)."""
+        text = _dumps(data)
+        self._refresh()
+        if any(needle in text for needle in self._needles):
+            text = _dumps(self._json(json.loads(text)))
+        return text
+
+    def file(self, path: Path) -> bool:
+        """Redact one regular file in place (never through a symlink); True if it changed.
+
+        The file is read in chunks, so its size does not matter; a changed file
+        is written beside it and renamed over it.
+        """
+        needles = [s.encode("utf-8") for s in self.secrets]
+        if not needles:
+            return False
+        try:
+            info = os.lstat(path)
+        except OSError:
+            return False
+        if not stat.S_ISREG(info.st_mode) or not _contains(path, needles):
+            return False
+        tmp = path.with_name(f".{path.name}.redacting")
+        try:
+            with open(path, "rb") as src, open(tmp, "wb") as dst:
+                _copy_replacing(src, dst, needles)
+            os.chmod(tmp, stat.S_IMODE(info.st_mode))
+            os.replace(tmp, path)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            _log.warning("agentkit: could not redact secrets from %s: %s", path, exc)
+            return False
+        return True
+
+    def tree(self, root: Path) -> int:
+        """Redact every regular file under ``root``, not following symlinks; how many changed."""
+        if not self.secrets or not os.path.isdir(root):
+            return 0
+        changed = 0
+        for directory, dirs, files in os.walk(root, followlinks=False):
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(directory, d))]
+            for name in files:
+                if self.file(Path(directory, name)):
+                    changed += 1
+        return changed
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _contains(path: Path, needles: list[bytes]) -> bool:
+    overlap = max(len(n) for n in needles) - 1
+    tail = b""
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(_CHUNK):
+                buf = tail + chunk
+                if any(n in buf for n in needles):
+                    return True
+                tail = buf[-overlap:] if overlap else b""
+    except OSError:
+        return False
+    return False
+
+
+def _copy_replacing(src: Any, dst: Any, needles: list[bytes]) -> None:
+    """Copy ``src`` to ``dst`` with every needle replaced, holding back a chunk's tail
+    that could be the start of a needle completed by the next chunk."""
+    marker = MARKER.encode()
+    overlap = max(len(n) for n in needles) - 1
+    buf = b""
+    while True:
+        chunk = src.read(_CHUNK)
+        buf += chunk
+        if not chunk:
+            dst.write(_replace_all(buf, needles, marker))
+            return
+        cut = max(0, len(buf) - overlap)
+        for needle in needles:  # a needle that straddles the cut is kept whole
+            start = buf.find(needle, max(0, cut - len(needle) + 1))
+            if start != -1 and start < cut < start + len(needle):
+                cut = start + len(needle)
+        dst.write(_replace_all(buf[:cut], needles, marker))
+        buf = buf[cut:]
+
+
+def _replace_all(data: bytes, needles: list[bytes], marker: bytes) -> bytes:
+    for needle in needles:
+        data = data.replace(needle, marker)
+    return data
