@@ -136,10 +136,22 @@ def test_options_are_checked_against_the_plugin_schema(tmp_path: Path) -> None:
 def test_out_of_range_run_settings_are_refused_before_anything_runs(tmp_path: Path) -> None:
     for args, message in [
         (("-n", "0"), "rollouts_per_task must be at least 1, got 0"),
-        (("--timeout", "0"), "timeout must be more than 0 seconds, got 0"),
-        (("--timeout", "-1"), "timeout must be more than 0 seconds, got -1"),
+        (("--timeout", "0"), "timeout must be a number of seconds above 0, got 0.0"),
+        (("--timeout", "-1"), "timeout must be a number of seconds above 0, got -1.0"),
+        (("--timeout", "inf"), "timeout must be a number of seconds above 0, got inf"),
+        (("--timeout", "nan"), "timeout must be a number of seconds above 0, got nan"),
+        (("--pass-threshold", "nan"), "pass_threshold must be a finite number, got nan"),
+        (("--pass-threshold", "-inf"), "pass_threshold must be a finite number, got -inf"),
+        (
+            ("-S", "max_memory_mb=-5", "-T", "sandboxed=true"),
+            "option 'max_memory_mb' for sandbox 'local': expected a number above 0, got -5",
+        ),
+        (
+            ("-S", "max_output_mb=0"),  # refused even when no task needs a sandbox
+            "option 'max_output_mb' for sandbox 'local': expected a number above 0, got 0",
+        ),
     ]:
-        out = tmp_path / f"run{args[1]}"
+        out = tmp_path / f"run{'-'.join(args)}"
         proc = agentkit("run", "envplug:2", "controlled", *args, "--out", str(out))
         assert proc.returncode == 2, (args, proc.stderr)
         assert message in proc.stderr and "Traceback" not in proc.stderr

@@ -224,19 +224,32 @@ class ModelEndpoint:
         query: Mapping[str, Any] | None = None,
         headers: Mapping[str, Any] | None = None,
         timeout: float | None = None,
+        max_bytes: int | None = None,
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         index, pool = self._pool()
         self.in_flight[index] += 1
         self.served[index] += 1
         try:
-            response = await pool.request(
-                method, self.url(path, query), **self._request_args(body, headers, timeout)
-            )
+            args = self._request_args(body, headers, timeout)
+            if max_bytes is None:
+                response = await pool.request(method, self.url(path, query), **args)
+                return response.status, response.headers, response.content
+            async with pool.stream(method, self.url(path, query), **args) as response:
+                parts: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_stream():
+                    size += len(chunk)
+                    if size > max_bytes:  # never held whole
+                        raise EndpointError(
+                            "model_bad_response",
+                            f"the model's reply is larger than {max_bytes} bytes; refused",
+                        )
+                    parts.append(chunk)
+                return response.status, response.headers, b"".join(parts)
         except Exception as exc:
             raise _transport_error(exc) from exc
         finally:
             self.in_flight[index] -= 1
-        return response.status, response.headers, response.content
 
     async def post_json(
         self,
@@ -245,10 +258,15 @@ class ModelEndpoint:
         *,
         query: Mapping[str, Any] | None = None,
         headers: Mapping[str, Any] | None = None,
+        max_bytes: int | None = None,
     ) -> Any:
-        """POST JSON and return the JSON answer; a non-2xx status raises EndpointError."""
+        """POST JSON and return the JSON answer; a non-2xx status raises EndpointError.
+
+        With ``max_bytes``, a larger answer is refused (``model_bad_response``)
+        without being held whole.
+        """
         status, answer_headers, content = await self._request(
-            "POST", path, body, query=query, headers=headers
+            "POST", path, body, query=query, headers=headers, max_bytes=max_bytes
         )
         if status >= 300:
             message = f"model endpoint answered HTTP {status}: {_detail(content)}"

@@ -123,6 +123,14 @@ def _validate_input(_inst: Any, _attr: Any, value: Any) -> None:
                 raise ValidationError(
                     f"input[{i}]", "expected a chat message object with a 'role' key"
                 )
+            calls = msg.get("tool_calls")
+            if calls is not None and not isinstance(calls, list):
+                raise ValidationError(
+                    f"input[{i}].tool_calls",
+                    f"expected a list of tool calls, got {type(calls).__name__}",
+                )
+            if calls is not None and not all(isinstance(c, dict) for c in calls):
+                raise ValidationError(f"input[{i}].tool_calls", "expected tool call objects")
         return
     raise ValidationError(
         "input", f"expected text, chat messages or an object, got {type(value).__name__}"

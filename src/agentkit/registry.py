@@ -193,13 +193,17 @@ def resolve_sandbox(name: str, **options: Any) -> Any:
     """The sandbox factory registered as ``name``, with ``options`` bound.
 
     Call the result with ``root=``, ``hints=`` and ``rollout_id=`` to get one
-    rollout's sandbox.
+    rollout's sandbox. A factory with a ``check_options(**options)`` classmethod
+    has it called here, so values no rollout could use are one error up front.
     """
     r = get("sandbox", name)
     schema = option_schema("sandbox", name)
     per_rollout = {"root", "hints", "rollout_id", "model_endpoint"}
     schema.options = {k: v for k, v in schema.options.items() if k not in per_rollout}
     schema.validate(options)
+    check = getattr(r.factory, "check_options", None)
+    if callable(check):  # values no rollout could use: one error now, not one per rollout
+        check(**options)
     return functools.partial(r.factory, **options)
 
 

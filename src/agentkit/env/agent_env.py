@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -15,8 +16,8 @@ import attrs
 from agentkit._context import SECRET_HEADER_WORDS, RunContext
 from agentkit._errors import AgentkitError, SpecError
 from agentkit._events import Event
-from agentkit._redact import Redactor
 from agentkit._pricing import Price, resolve_pricing
+from agentkit._redact import Redactor
 from agentkit._rubric import RewardFunction, Rubric
 from agentkit._sandbox import ExecutionHints
 from agentkit._taskset import Taskset
@@ -335,8 +336,17 @@ class AgentEnv:
             raise SpecError(f"max_retries must be 0 or more, got {max_retries}")
         if limit is not None and limit < 0:
             raise SpecError(f"limit must be 0 or more, got {limit}")
-        if timeout is not None and not timeout > 0:
-            raise SpecError(f"timeout must be more than 0 seconds, got {timeout:g}")
+        if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+            raise SpecError(f"timeout must be a number of seconds above 0, got {timeout!r}")
+        if not math.isfinite(pass_threshold):
+            raise SpecError(f"pass_threshold must be a finite number, got {pass_threshold!r}")
+        for name, seconds in (
+            ("retry_base_delay", retry_base_delay),
+            ("retry_max_delay", retry_max_delay),
+            ("callback_drain_timeout", callback_drain_timeout),
+        ):
+            if not (math.isfinite(seconds) and seconds >= 0):
+                raise SpecError(f"{name} must be a number of seconds (0 or more), got {seconds!r}")
         for name, value in (
             ("max_tokens", max_tokens),
             ("max_turns", max_turns),
@@ -347,7 +357,7 @@ class AgentEnv:
             if value is not None and value < 1:
                 raise SpecError(f"{name} must be at least 1, got {value}")
         for name, cost in (("cost_limit", cost_limit), ("run_cost_limit", run_cost_limit)):
-            if cost is not None and not cost > 0:
+            if cost is not None and not (math.isfinite(cost) and cost > 0):
                 raise SpecError(f"{name} must be more than 0 (USD), got {cost:g}")
         if out is not None and run_dir is not None and Path(out) != Path(run_dir):
             raise SpecError("give either out= or run_dir=, not both")
@@ -746,12 +756,15 @@ class AgentEnv:
     def _sandbox_factory(
         self, planned: list[PlannedTask], name: str, options: dict[str, Any]
     ) -> tuple[Callable[..., Any] | None, str | None]:
+        from agentkit import registry
+
         needed = bool(getattr(self.harness, "requires_sandbox", False)) or any(
             p.hints is not None for p in planned
         )
         if not needed:
+            if options:  # unused this time, but a bad value is still an error
+                registry.resolve_sandbox(name, **options)
             return None, None
-        from agentkit import registry
 
         factory = registry.resolve_sandbox(name, **options)
         target = getattr(factory, "func", factory)

@@ -38,7 +38,7 @@ from agentkit._usage import Usage
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["ChatHarness", "retry_after_seconds"]
+__all__ = ["MAX_REPLY_BYTES", "MAX_REPLY_CHARS", "ChatHarness", "retry_after_seconds"]
 
 #: Sampling arguments the openai client takes as keywords; others go in ``extra_body``.
 _CLIENT_ARGS = frozenset(
@@ -69,6 +69,14 @@ _CLIENT_ARGS = frozenset(
     }
 )
 _OWNED_ARGS = frozenset({"model", "messages", "stream", "stream_options", "timeout"})
+
+#: A reply's text (content, reasoning, each tool call's arguments) longer than
+#: this many characters is cut to it; ``raw["replies_cut"]`` and a ``log``
+#: event say so.
+MAX_REPLY_CHARS = 1_000_000
+#: A reply body (not streamed) larger than this many bytes is refused as a bad
+#: response: JSON cannot be cut, and reading it would hold it all in memory.
+MAX_REPLY_BYTES = 64 * 1024 * 1024
 
 
 class _ModelCallError(Exception):
@@ -240,6 +248,7 @@ class ChatHarness:
                 **state.tokens.to_raw(),
                 # the runner waits this long before retrying (the server's Retry-After)
                 **({} if retry_after is None else {"retry_after": retry_after}),
+                **({"replies_cut": state.cuts} if state.cuts else {}),
             },
         )
 
@@ -323,6 +332,15 @@ class ChatHarness:
                 f"request_timeout={self.request_timeout:g}s",
             )
         message, finish, usage, rid = outcome
+        for cut in state.cuts[state.cuts_reported :]:
+            cut["turn"] = turn
+            await recorder.emit(
+                "log",
+                level="warning",
+                message=f"the model's {cut['field']} had {cut['chars']} characters; "
+                f"cut to {MAX_REPLY_CHARS} (MAX_REPLY_CHARS)",
+            )
+        state.cuts_reported = len(state.cuts)
         state.usage = state.usage + usage
         state.response_ids.append(rid)
         state.finish_reasons.append(finish)
@@ -346,26 +364,39 @@ class ChatHarness:
         self, client: ModelEndpoint, state: _RunState, body: dict[str, Any], request: _Request
     ) -> tuple[dict[str, Any], str | None, Usage, str | None]:
         data = await client.post_json(
-            "/chat/completions", body, query=request.query, headers=request.headers
+            "/chat/completions",
+            body,
+            query=request.query,
+            headers=request.headers,
+            max_bytes=MAX_REPLY_BYTES,
         )
         choice = _first_choice(data)
         state.tokens.add_response(data)
         raw = choice.get("message")
         if not isinstance(raw, dict):
             raise _ModelCallError("model_bad_response", "the model response has no message")
-        state.last_reasoning = raw.get("reasoning_content")
-        message: dict[str, Any] = {"role": "assistant", "content": raw.get("content")}
+        state.last_reasoning = state.cap(raw.get("reasoning_content"), "reasoning")
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": state.cap(raw.get("content"), "content"),
+        }
         calls = raw.get("tool_calls")
+        if calls is not None and not isinstance(calls, list):
+            raise _ModelCallError(
+                "model_bad_response",
+                f"the model response's tool_calls is {_json_type(calls)}, not a list",
+            )
         if calls:
-            message["tool_calls"] = [_without_nulls(c) for c in calls]
+            message["tool_calls"] = [_tool_call(c, state) for c in calls]
         return message, choice.get("finish_reason"), _usage_of(data.get("usage")), data.get("id")
 
     async def _streamed(
         self, client: ModelEndpoint, state: _RunState, body: dict[str, Any], request: _Request
     ) -> tuple[dict[str, Any], str | None, Usage, str | None]:
-        text: list[str] = []
-        thought: list[str] = []
+        text = _CappedText("content", state)
+        thought = _CappedText("reasoning", state)
         calls: dict[int, dict[str, Any]] = {}
+        arg_chars: dict[int, int] = {}  # characters of arguments sent, per tool call
         finish: str | None = None
         usage = Usage(requests=1)
         rid: str | None = None
@@ -393,7 +424,18 @@ class ChatHarness:
                 reasoning = delta.get("reasoning_content")
                 if isinstance(reasoning, str):
                     thought.append(reasoning)
-                for part in delta.get("tool_calls") or ():
+                parts = delta.get("tool_calls")
+                if parts is not None and not isinstance(parts, list):
+                    raise _ModelCallError(
+                        "model_bad_response",
+                        f"a stream chunk's tool_calls is {_json_type(parts)}, not a list",
+                    )
+                for part in parts or ():
+                    if not isinstance(part, dict):
+                        raise _ModelCallError(
+                            "model_bad_response",
+                            f"a stream chunk's tool call is {_json_type(part)}, not an object",
+                        )
                     call = calls.setdefault(
                         part.get("index", 0),
                         {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
@@ -404,8 +446,13 @@ class ChatHarness:
                     if function is not None:
                         if function.get("name"):
                             call["function"]["name"] += function["name"]
-                        if function.get("arguments"):
-                            call["function"]["arguments"] += function["arguments"]
+                        piece = function.get("arguments")
+                        if piece:
+                            index = part.get("index", 0)
+                            arg_chars[index] = arg_chars.get(index, 0) + len(piece)
+                            kept = call["function"]["arguments"]
+                            if len(kept) < MAX_REPLY_CHARS:
+                                call["function"]["arguments"] = (kept + piece)[:MAX_REPLY_CHARS]
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
         if not seen:
@@ -415,8 +462,11 @@ class ChatHarness:
             token_ids if prompt_ids is not None or token_ids else None,
             logprobs if len(logprobs) == len(token_ids) and logprobs else None,
         )
-        state.last_reasoning = "".join(thought) if thought else None
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+        state.last_reasoning = thought.value()
+        for chars in arg_chars.values():
+            if chars > MAX_REPLY_CHARS:
+                state.cuts.append({"field": "arguments", "chars": chars})
+        message: dict[str, Any] = {"role": "assistant", "content": text.value()}
         if calls:
             message["tool_calls"] = [calls[i] for i in sorted(calls)]
         elif message["content"] is None:
@@ -522,6 +572,48 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
+def _json_type(value: Any) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    return names.get(type(value), "null" if value is None else f"a {type(value).__name__}")
+
+
+def _tool_call(call: Any, state: _RunState) -> dict[str, Any]:
+    """One tool call of a reply, without nulls, its arguments cut to MAX_REPLY_CHARS."""
+    if not isinstance(call, dict):
+        raise _ModelCallError(
+            "model_bad_response", f"a tool call in the model response is {_json_type(call)}"
+        )
+    out: dict[str, Any] = _without_nulls(call)
+    function = out.get("function")
+    if isinstance(function, dict) and isinstance(function.get("arguments"), str):
+        function["arguments"] = state.cap(function["arguments"], "arguments")
+    return out
+
+
+class _CappedText:
+    """Streamed text pieces, kept up to MAX_REPLY_CHARS (the rest is counted, not kept)."""
+
+    def __init__(self, field: str, state: _RunState) -> None:
+        self.field = field
+        self.state = state
+        self.parts: list[str] = []
+        self.kept = 0
+        self.seen = 0
+
+    def append(self, piece: str) -> None:
+        self.seen += len(piece)
+        room = MAX_REPLY_CHARS - self.kept
+        if room > 0:
+            kept = piece[:room]
+            self.parts.append(kept)
+            self.kept += len(kept)
+
+    def value(self) -> str | None:
+        if self.seen > MAX_REPLY_CHARS:
+            self.state.cuts.append({"field": self.field, "chars": self.seen})
+        return "".join(self.parts) or None
+
+
 class _RunState:
     """What one run accumulates: transcript, usage, response ids."""
 
@@ -535,6 +627,16 @@ class _RunState:
         self.last_reasoning: str | None = None
         self.request: _Request | None = None
         self.tokens = TokenTrace()
+        #: Reply texts cut to MAX_REPLY_CHARS: ``{"turn", "field", "chars"}``.
+        self.cuts: list[dict[str, Any]] = []
+        self.cuts_reported = 0
+
+    def cap(self, text: Any, field: str) -> Any:
+        """``text`` cut to MAX_REPLY_CHARS (noted in ``cuts``); anything else as it is."""
+        if isinstance(text, str) and len(text) > MAX_REPLY_CHARS:
+            self.cuts.append({"field": field, "chars": len(text)})
+            return text[:MAX_REPLY_CHARS]
+        return text
 
     def redact(self, text: str) -> str:
         """``text`` with the API key (if any) blanked out."""

@@ -46,6 +46,27 @@ class BaseSandbox:
     name: ClassVar[str] = "base"
     #: Printed by the runner and recorded in manifest.json when not None.
     warning: ClassVar[str | None] = None
+    #: Options that, when given, must be numbers above 0 (see :meth:`check_options`).
+    positive_options: ClassVar[tuple[str, ...]] = ("max_output_mb",)
+
+    @classmethod
+    def check_options(cls, **options: Any) -> None:
+        """Refuse option values no rollout could use, once, before a run starts.
+
+        ``registry.resolve_sandbox`` calls it; a bad value is one clear error
+        instead of every rollout's sandbox failing to start.
+        """
+        from agentkit._errors import OptionError
+
+        for name in cls.positive_options:
+            value = options.get(name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise OptionError(
+                    f"option {name!r} for sandbox {cls.name!r}: expected a number above 0, "
+                    f"got {value!r}"
+                )
 
     def __init__(
         self,

@@ -96,6 +96,14 @@ class LocalSandbox(BaseSandbox):
     """
 
     name: ClassVar[str] = "local"
+    positive_options: ClassVar[tuple[str, ...]] = (
+        "max_output_mb",
+        "max_processes",
+        "max_memory_mb",
+        "max_file_size_mb",
+        "max_cpu_seconds",
+        "max_open_files",
+    )
 
     def __init__(
         self,

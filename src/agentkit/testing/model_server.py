@@ -380,6 +380,11 @@ class ScriptedModelServer:
             if reply.retry_after is not None:
                 headers = {"retry-after": f"{reply.retry_after:g}"}
             return _json(status, wire.error_body(status, message), headers)
+        if reply.body is not None:  # a reply of the wrong shape, as the script gives it
+            if not view.stream:
+                return _json(200, reply.body)
+            event = f"data: {json.dumps(reply.body)}\n\n".encode()
+            return await self._stream(request, reply, [event, b"data: [DONE]\n\n"])
         answer = Answer.build(reply, view, next(self._ids), int(time.time()))
         if view.stream:
             return await self._stream(request, reply, wire.events(answer, reply, body, view))

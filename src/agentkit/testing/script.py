@@ -115,6 +115,9 @@ class Reply:
     #: Chat completions: the logprob of each completion token (cycled when shorter than
     #: the completion), used when the request asks ``logprobs: true``; default -0.1, -0.2...
     logprobs: list[float] | None = None
+    #: Sent as the whole response body instead of a rendered completion (as the single
+    #: event of a stream): for replies of the wrong shape.
+    body: dict[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.status is not None and not 400 <= self.status <= 599:
