@@ -7,6 +7,7 @@ import json
 import re
 from typing import Any
 
+import anyio
 import pytest
 
 from agentkit import (
@@ -219,7 +220,7 @@ async def test_request_timeout_and_connection_refused(model_server_factory: Any)
 
 
 async def test_run_time_limit_gives_timeout(model_server: ScriptedModelServer) -> None:
-    model_server.set_script({"default": {"content": "slow", "latency": 5}})
+    model_server.set_script({"default": {"fail": "hang"}})  # never answers
     result = await ChatHarness().run(task(), ctx(model_server, limits=Limits(timeout_sec=0.3)))
     assert result.status == "timeout"
     assert "0.3" in (result.error or "")
@@ -292,21 +293,23 @@ async def test_a_failing_watcher_does_not_fail_the_run(model_server: ScriptedMod
 
 
 async def test_many_concurrent_rollouts_share_one_client(model_server: ScriptedModelServer) -> None:
-    model_server.set_script({"default": {"content": "{{last_user}}", "latency": 0.3}})
+    model_server.set_script({"default": {"content": "{{last_user}}"}})
     harness = ChatHarness()
-    results = await asyncio.gather(
-        *(
+    model_server.hold()  # no answer until all 48 calls are in flight at once
+    runs = [
+        asyncio.ensure_future(
             harness.run(Task(task_id=f"demo:{i}", input=f"n{i}"), ctx(model_server))
-            for i in range(48)
         )
-    )
+        for i in range(48)
+    ]
+    with anyio.fail_after(60):  # a hang guard: calls that did not overlap never all arrive
+        while len(model_server.chat_requests) < 48:
+            await asyncio.sleep(0.01)
+    model_server.release()
+    results = await asyncio.gather(*runs)
     assert [r.output for r in results] == [f"n{i}" for i in range(48)]
     clients = [c for per_loop in harness._clients.values() for c in per_loop.values()]
     assert len(clients) == 1
-    # every request arrived before the first answer: the calls overlapped
-    received = [r.timestamp for r in model_server.chat_requests]
-    answered = [r.events[2].timestamp for r in results]
-    assert max(received) < min(answered)
     await harness.aclose()
     assert clients[0].closed
     again = await harness.run(task(), ctx(model_server))  # a new client after aclose()
@@ -421,15 +424,21 @@ async def test_connection_pools_reuse_one_pool_sequentially_and_spread_concurren
 ) -> None:
     from agentkit._endpoint import EndpointError, ModelEndpoint
 
-    model_server.set_script({"default": {"content": "ok", "latency": 0.2}})
+    model_server.set_script({"default": {"content": "ok"}})
     endpoint = ModelEndpoint(model_server.base_url, max_connections=16, pools=4)
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     for _ in range(3):  # one after the other: always the first pool
         assert (await endpoint.post_json("/chat/completions", body))["choices"]
     assert endpoint.served == [3, 0, 0, 0]
-    answers = await asyncio.gather(
-        *(endpoint.post_json("/chat/completions", body) for _ in range(16))
-    )
+    model_server.hold()  # all 16 in flight at once before any answer
+    posts = [
+        asyncio.ensure_future(endpoint.post_json("/chat/completions", body)) for _ in range(16)
+    ]
+    with anyio.fail_after(60):  # a hang guard: calls that did not overlap never all arrive
+        while len(model_server.chat_requests) < 3 + 16:
+            await asyncio.sleep(0.01)
+    model_server.release()
+    answers = await asyncio.gather(*posts)
     assert all(a["choices"] for a in answers)
     assert endpoint.served[1:] == [4, 4, 4]  # the least busy pool first
     assert endpoint.in_flight == [0, 0, 0, 0]

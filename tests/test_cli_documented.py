@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from pathlib import Path
 
 import click
@@ -19,22 +20,42 @@ def _load(target: str) -> click.Command:
     return command
 
 
+def section(name: str) -> str:
+    """The text of docs/cli.md's ``## agentkit NAME`` section (up to the next ``## ``)."""
+    match = re.search(rf"^## agentkit {re.escape(name)}\b.*?(?=^## |\Z)", DOC, re.M | re.S)
+    assert match, f"docs/cli.md has no section for 'agentkit {name}'"
+    return match.group(0)
+
+
+def mentions(text: str, option: str) -> bool:
+    """``option`` appears whole: ``--out`` does not match ``--output`` or ``--out-dir``."""
+    return re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", text) is not None
+
+
+def test_option_matching_is_exact() -> None:
+    assert mentions("| `--out DIR` |", "--out")
+    assert not mentions("| `--output DIR` |", "--out")
+    assert not mentions("| `--out-dir DIR` |", "--out")
+    assert not mentions("`--no-out`", "--out")
+
+
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_command_and_options_are_documented(name: str) -> None:
-    assert f"## agentkit {name}" in DOC, f"docs/cli.md has no section for 'agentkit {name}'"
+    text = section(name)
     command = _load(COMMANDS[name])
     for param in command.params:
         if not isinstance(param, click.Option) or param.hidden:
             continue
-        longest = max(param.opts + param.secondary_opts, key=len)
-        if longest in ("--help",):
-            continue
-        assert f"`{longest}" in DOC or f"{longest}`" in DOC or f" {longest}" in DOC, (
-            f"agentkit {name}: option {longest} is not documented in docs/cli.md"
-        )
+        for option in param.opts + param.secondary_opts:
+            if option in ("--help", "-h"):
+                continue
+            assert mentions(text, option), (
+                f"agentkit {name}: option {option} is not documented in its docs/cli.md section"
+            )
 
 
 def test_global_options_are_documented() -> None:
     for param in cli.params:
         if isinstance(param, click.Option):
-            assert max(param.opts, key=len) in DOC
+            for option in param.opts:
+                assert mentions(DOC, option), option

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -241,12 +240,27 @@ def test_listing_plugins_imports_no_model_client(site: Path) -> None:
     assert not tops(modules) & {"openai", "mcp", "boto3", "datasets"}
 
 
-def test_agentkit_modules_leave_sys_path_alone() -> None:
-    before = list(sys.path)
-    from agentkit import registry
-
-    registry.names("taskset")
-    assert sys.path == before
-    assert isinstance(registry.plugins(), list)
-    info: Any = registry.plugins()[0]
-    assert info.distribution == "agentkit"
+def test_agentkit_modules_leave_sys_path_alone(site: Path) -> None:
+    """In a fresh interpreter, so the plugins really are loaded (and nothing was before)."""
+    code = """
+        import json, sys
+        before = list(sys.path)
+        assert "agentkit._plugins" not in sys.modules
+        from agentkit import registry
+        registry.names("taskset")
+        loaded = [p.distribution for p in registry.plugins()]
+        print("RESULT " + json.dumps({"same": sys.path == before, "loaded": loaded}))
+        """
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=env_for(site, AGENTKIT_PLUGINS="fixture-good"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("RESULT "))
+    result = json.loads(line[len("RESULT ") :])
+    assert "agentkit-fixture-good" in result["loaded"]  # a plugin was imported just now
+    assert result["loaded"][0] == "agentkit"  # the built-ins come first
+    assert result["same"] is True

@@ -30,14 +30,17 @@ def test_every_hook_has_a_docstring() -> None:
 
 
 def test_every_hook_is_exercised_by_a_test() -> None:
-    """Some test module other than this one implements or calls each hook."""
+    """Some test module or test fixture plugin (not this file, not the example plugin,
+    which implements every hook by design) implements or calls each hook."""
     this = Path(__file__).resolve()
     sources = [p for p in ROOT.glob("tests/**/*.py") if p.resolve() != this]
     sources += list(ROOT.glob("plugins/*/tests/**/*.py"))
-    # The example plugin implements every hook and tests/test_example_plugin.py drives it.
-    sources += list(ROOT.glob("examples/plugin/*/src/**/*.py"))
-    text = "\n".join(p.read_text() for p in sources)
-    missing = [h for h in HOOKS if h not in text]
+    used = {h: [p for p in sources if re.search(rf"\b{h}\b", p.read_text())] for h in HOOKS}
+    missing = [h for h, files in used.items() if not files]
     assert not missing, f"hooks no test exercises: {missing}"
+
+
+def test_the_example_plugin_implements_every_hook() -> None:
     example = (ROOT / "examples/plugin/agentkit-example/src/agentkit_example/plugin.py").read_text()
-    assert all(f"def {h}(" in example for h in HOOKS), "the example plugin implements every hook"
+    missing = [h for h in HOOKS if not re.search(rf"^def {h}\(", example, flags=re.M)]
+    assert not missing, f"the example plugin does not implement: {missing}"

@@ -43,8 +43,12 @@ async def test_environment_is_cleared(sandbox_factory, monkeypatch) -> None:  # 
 async def test_processes_killed_on_timeout_and_close(sandbox_factory) -> None:
     sb = await sandbox_factory("host")
     a, b, c = unique_sleep(), unique_sleep(), unique_sleep()
-    r = await sb.exec(f"sleep {a} & sleep {b}", timeout=0.5)
+    r = await sb.exec(
+        f"sleep {a} & echo $! >> started; sleep {b} & echo $! >> started; wait", timeout=0.5
+    )
     assert r.timed_out
+    # both had started (their pids were written) before the timeout killed them
+    assert len(sb.host_path(f"{sb.workdir}/started").read_text().split()) == 2
     assert await wait_gone(a) == [] and await wait_gone(b) == []
     assert (await sb.exec(f"setsid sleep {c} > /dev/null 2>&1 &")).ok
     assert await wait_present(c)

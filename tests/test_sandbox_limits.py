@@ -153,8 +153,11 @@ async def test_own_host_uid_keeps_every_feature_working(sandbox_factory, tmp_pat
     # Still unable to touch what the host's root owns.
     assert not (await sb.exec("touch /usr/evil")).ok
     arg = unique_sleep_arg()
-    r = await sb.exec(f"sleep {arg} & sleep {arg}", timeout=0.5)
+    r = await sb.exec(
+        f"sleep {arg} & echo $! >> started; sleep {arg} & echo $! >> started; wait", timeout=0.5
+    )
     assert r.timed_out
+    assert len(sb.host_path(f"{sb.workdir}/started").read_text().split()) == 2  # both ran
     assert await wait_gone(arg) == []
     arg = unique_sleep_arg()
     assert (await sb.exec(f"sleep {arg} > /dev/null 2>&1 &")).ok

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -117,16 +116,28 @@ async def test_has_no_capabilities(local_sandbox: LocalSandbox) -> None:
 async def test_cannot_read_the_orchestrator_environment(
     sandbox_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import subprocess
+
     secret = f"sk-agentkit-test-{random.randint(0, 10**9)}"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
-    sb = await sandbox_factory("local")
-    r = await sb.exec("env; cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n'; ls /proc")
-    assert secret not in r.stdout
-    assert "OPENAI_API_KEY" not in r.stdout
-    pids = [p for p in r.stdout.split() if p.isdigit()]
-    assert str(os.getpid()) not in pids or len(pids) < 10
-    assert len(pids) < 10, pids  # only the sandbox's own processes are visible
-    assert not (await sb.exec(f"test -e /proc/{os.getpid()}/environ")).ok or os.getpid() < 10
+    # a host process started with the secret in its environment and a unique argument:
+    # what the sandbox sees of the host's processes, it would see of this one
+    arg = unique_sleep()
+    host = subprocess.Popen(["sleep", arg], env={**os.environ, "HOST_SECRET": secret})
+    try:
+        assert await wait_present(arg)
+        sb = await sandbox_factory("local")
+        r = await sb.exec(
+            "env; for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; "
+            "tr '\\0' '\\n' < $p/environ; done 2>/dev/null"
+        )
+        assert r.ok, r.stderr
+        assert "for p in /proc/[0-9]*" in r.stdout  # the listing did see processes: its own
+        assert secret not in r.stdout and "OPENAI_API_KEY" not in r.stdout
+        assert arg not in r.stdout  # the host process is not there at all
+    finally:
+        host.kill()
+        host.wait()
 
 
 async def test_background_process_outlives_exec_but_not_close(
@@ -145,17 +156,23 @@ async def test_background_process_holding_stdout_does_not_block_exec(
     local_sandbox: LocalSandbox,
 ) -> None:
     arg = unique_sleep()
-    start = time.monotonic()
-    r = await local_sandbox.exec(f"sleep {arg} & echo started", timeout=30)
-    assert r.stdout == "started\n"
-    assert time.monotonic() - start < 10
+    r = await local_sandbox.exec(f"sleep {arg} & echo started", timeout=60)
+    # exec returned (not at its timeout) while the background sleep, which holds
+    # the command's stdout open, still runs
+    assert not r.timed_out and r.stdout == "started\n"
+    assert await wait_present(arg)
 
 
 async def test_timeout_kills_the_whole_tree(local_sandbox: LocalSandbox) -> None:
     a, b = unique_sleep(), unique_sleep()
-    r = await local_sandbox.exec(f"sleep {a} & sleep {b}; echo never", timeout=0.5)
+    r = await local_sandbox.exec(
+        f"sleep {a} & echo $! >> started; sleep {b} & echo $! >> started; wait; echo never",
+        timeout=0.5,
+    )
     assert r.timed_out and not r.ok
     assert "never" not in r.stdout
+    # both had started (their pids were written) before the timeout killed them
+    assert len(local_sandbox.host_path("/app/started").read_text().split()) == 2
     assert await wait_gone(a) == [] and await wait_gone(b) == []
     # The sandbox still works after a timeout.
     assert (await local_sandbox.exec("echo alive")).stdout == "alive\n"
@@ -237,11 +254,22 @@ async def test_sandboxes_run_concurrently_and_are_isolated_from_each_other(
     import asyncio
 
     boxes = await asyncio.gather(*(sandbox_factory("local") for _ in range(4)))
-    await asyncio.gather(*(b.exec(f"echo {i} > /app/id") for i, b in enumerate(boxes)))
+    args = [unique_sleep() for _ in boxes]
+    await asyncio.gather(
+        *(
+            b.exec(f"echo {i} > /app/id; sleep {arg} > /dev/null 2>&1 &")
+            for i, (b, arg) in enumerate(zip(boxes, args, strict=True))
+        )
+    )
+    for arg in args:
+        assert await wait_present(arg)
     results = await asyncio.gather(
-        *(b.exec("cat /app/id; ls /proc | grep -c '^[0-9]'") for b in boxes)
+        *(b.exec("cat /app/id; cat /proc/[0-9]*/cmdline | tr '\\0' ' '") for b in boxes)
     )
     assert [r.stdout.split()[0] for r in results] == ["0", "1", "2", "3"]
+    for i, r in enumerate(results):  # each sees its own process and no other sandbox's
+        seen = [arg for arg in args if arg in r.stdout]
+        assert seen == [args[i]], (i, r.stdout)
 
 
 async def test_closed_sandbox_refuses_commands(tmp_path: Path) -> None:
@@ -266,7 +294,9 @@ async def main():
     sb = LocalSandbox(root={str(tmp_path / "r")!r})
     await sb.setup()
     await sb.exec("sleep {arg} > /dev/null 2>&1 &")
-    print("started", flush=True)
+    from agentkit.testing.sandbox_fixtures import wait_present
+    if await wait_present({arg!r}):  # it runs, so its being gone later means something
+        print("started", flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
 asyncio.run(main())
 """

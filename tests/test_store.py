@@ -191,17 +191,32 @@ def test_one_run_directory_one_writer(tmp_path: Path) -> None:
     again.close()
 
 
-def test_appends_use_one_write_per_line(tmp_path: Path) -> None:
-    """A line is written with O_APPEND in one piece: readers never see interleaving."""
+def test_appends_use_one_write_per_line(tmp_path: Path, monkeypatch: Any) -> None:
+    """Each line goes out in one write(2) on a file opened with O_APPEND, so a line is never
+    split between writes and several writers' lines could not interleave inside a line."""
+    import fcntl
+
+    writes: list[tuple[int, int]] = []
+    real_write = os.write
+
+    def counting_write(fd: int, data: Any) -> int:
+        writes.append((fd, len(data)))
+        return real_write(fd, data)
+
     store = RunStore(tmp_path)
     store.open()
+    fd = store._rollouts_fd
+    assert fd is not None and fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_APPEND
     big = record(0)
     big.output = "x" * 200_000
+    line = (store.dumps(big.to_json()) + "\n").encode()
+    monkeypatch.setattr(os, "write", counting_write)
     store.append_rollout(big)
+    monkeypatch.undo()
     store.close()
+    assert writes == [(fd, len(line))]
     records, note = RunStore(tmp_path).load_rollouts(repair=False)
     assert note is None and records[0].output == "x" * 200_000
-    assert os.path.getsize(tmp_path / "rollouts.jsonl") > 200_000
 
 
 @pytest.mark.parametrize("key", ["e", "EMPTY", "task_id", "rollout"])

@@ -3,8 +3,9 @@ resumable and no temporary file is left behind.
 
 The disk is a real one: a 96 KiB tmpfs mounted over the run directory in a private
 mount namespace (``unshare -rm``, which needs no root), so every write agentkit makes
-meets the real ENOSPC of a real filesystem. Space is then added (remount) and the run
-is resumed to completion.
+meets the real ENOSPC of a real filesystem. The run directory is then moved to a disk
+with room (as an operator would; a tmpfs cannot grow from an unprivileged namespace) and
+resumed to completion.
 """
 
 from __future__ import annotations
@@ -38,9 +39,7 @@ def _can_unshare() -> str | None:
 def mount_namespace() -> None:
     reason = _can_unshare()
     if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI must be able to run this test: {reason}")
-        pytest.skip(reason)
+        pytest.skip(reason)  # a failure under CI=true (see the repository's conftest.py)
 
 
 def test_a_full_disk_stops_the_run_clearly_and_resume_finishes_it(
@@ -54,15 +53,11 @@ def test_a_full_disk_stops_the_run_clearly_and_resume_finishes_it(
     out = shlex.quote(str(tmp_path))
     script = f"""
         set -u
-        mount -t tmpfs -o size=96k tmpfs {shlex.quote(str(disk))}
+        mount -t tmpfs -o size=96k tmpfs {shlex.quote(str(disk))} || exit 3
         {agentkit} envplug:40 controlled -n 2 -c 4 -H events=3 --out {run} \
             > {out}/full.out 2> {out}/full.err
         echo $? > {out}/full.rc
         cp -a {run} {out}/after-full
-        mount -o remount,size=16m {shlex.quote(str(disk))}
-        {agentkit} --resume {run} --json > {out}/resume.out 2> {out}/resume.err
-        echo $? > {out}/resume.rc
-        cp -a {run} {out}/after-resume
     """
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ENVPLUG) + os.pathsep + env.get("PYTHONPATH", "")
@@ -93,12 +88,19 @@ def test_a_full_disk_stops_the_run_clearly_and_resume_finishes_it(
     if (full / "summary.json").exists():
         json.loads((full / "summary.json").read_text())
 
-    # space again: resume runs what is missing, nothing twice
-    resume_err = (tmp_path / "resume.err").read_text()
-    assert (tmp_path / "resume.rc").read_text().strip() == "0", resume_err
-    summary = json.loads((tmp_path / "resume.out").read_text())
+    # on a disk with room: resume runs what is missing, nothing twice
+    final = tmp_path / "moved"
+    shutil.copytree(full, final)
+    resumed = subprocess.run(
+        [sys.executable, "-m", "agentkit", "run", "--resume", str(final), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
     assert summary["complete"] is True and summary["finished"] == 80
-    final = tmp_path / "after-resume"
     records = [json.loads(x) for x in (final / "rollouts.jsonl").read_text().splitlines()]
     keys = [(r["task_id"], r["rollout_index"]) for r in records]
     assert len(keys) == len(set(keys)) == 80

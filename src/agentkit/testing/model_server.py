@@ -125,6 +125,9 @@ class ScriptedModelServer:
         self._thread: threading.Thread | None = None
         self._stop_requested: asyncio.Event | None = None
         self._closing: asyncio.Event | None = None
+        # set: model answers go out; cleared by hold(), set again by release()
+        self._open = threading.Event()
+        self._open.set()
 
     # -- public API ---------------------------------------------------------
 
@@ -165,6 +168,15 @@ class ScriptedModelServer:
         """Forget the logged requests."""
         with self._lock:
             self._requests.clear()
+
+    def hold(self) -> None:
+        """Keep every model answer back (requests are still received and logged) until
+        :meth:`release`: a test can then wait until N requests are in flight at once."""
+        self._open.clear()
+
+    def release(self) -> None:
+        """Let the answers held back by :meth:`hold` (and all later ones) go out."""
+        self._open.set()
 
     def set_script(self, script: Script | Mapping[str, Any] | str | Path | None) -> None:
         """Replace the script (its ``times`` counters start from zero); safe while serving."""
@@ -341,6 +353,8 @@ class ScriptedModelServer:
         view = RequestView.from_body(parsed, api)
         reply, rule = self._script.choose(view)
         self._record(request, body, rule, api, parsed)
+        while not self._open.is_set():  # held back (hold()) until release()
+            await asyncio.sleep(0.005)
         if reply.latency:
             await asyncio.sleep(reply.latency)
         return await self._answer(request, wire, reply, view, parsed)
