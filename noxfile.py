@@ -21,7 +21,7 @@ import nox
 
 ROOT = Path(__file__).parent
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["tests", "security", "lint", "types", "docs"]
+nox.options.sessions = ["tests", "security", "signals", "lint", "types", "docs"]
 nox.options.reuse_existing_virtualenvs = True
 
 #: The opencode-ai version the tests pin; recorded in every OpenCode result.
@@ -212,6 +212,26 @@ def bridges(session: nox.Session) -> None:
         session.run("python", "-m", "pip", "check")
     tests = [str(Path(d) / "tests") for d in contrib if (Path(d) / "tests").exists()]
     session.run("pytest", "-n", "auto", *tests, *session.posargs)
+
+
+#: The stop-signal tests the ``signals`` session repeats: SIGINT, SIGTERM and SIGHUP
+#: while rollouts run (then resumed), and while a harness's own code holds the main thread.
+SIGNAL_TESTS = [
+    "tests/test_resume.py::test_ctrl_c_stops_promptly_and_leaves_a_resumable_run",
+    "tests/security/test_signals.py",
+]
+#: How many times each stop-signal test runs in a row (a hang once in four runs was
+#: the defect these tests guard against; one pass proves little).
+SIGNAL_ROUNDS = 50
+
+
+@nox.session
+def signals(session: nox.Session) -> None:
+    """Every stop-signal test, SIGNAL_ROUNDS times each (pytest-repeat), with no failure."""
+    ensure_system_tools(session, opencode=False, docker=False)
+    install_project(session, "test")
+    rounds = ["--count", str(SIGNAL_ROUNDS)]
+    session.run("pytest", "-n", "auto", *rounds, *SIGNAL_TESTS, *session.posargs)
 
 
 #: The unprivileged user tests/security runs as under the ``security`` session
