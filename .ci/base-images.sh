@@ -10,6 +10,9 @@
 # network settings of its apt configuration, its CA bundle, pip pointed at
 # that bundle), so `RUN apt-get install` and `RUN pip install` work in builds.
 #
+# When Podman is installed, the same images are loaded into its store (which
+# Buildah shares).
+#
 # Usage: .ci/base-images.sh [EXTRA_TAG...]   (as root; docker and mmdebstrap installed)
 # An image already made by this version of the script is kept (label
 # org.agentkit.stand-in); pass --force to make it again.
@@ -29,12 +32,27 @@ have_current() {
   [ "$(docker image inspect -f '{{index .Config.Labels "org.agentkit.stand-in"}}' "$1" 2>/dev/null)" = "$VERSION" ]
 }
 
+# Podman and Buildah (one image store, containers-storage) get the same images when
+# installed: the local sandbox can make task images with either.
+sync_podman() {
+  command -v podman >/dev/null || return 0
+  local stale=()
+  for tag in "${TAGS[@]}"; do
+    [ "$(podman image inspect -f '{{index .Labels "org.agentkit.stand-in"}}' "$tag" 2>/dev/null)" = "$VERSION" ] \
+      || stale+=("$tag")
+  done
+  [ ${#stale[@]} -eq 0 ] && return 0
+  docker save "${stale[@]}" | podman load --quiet >/dev/null
+  echo "base-images: loaded ${stale[*]} into podman's image store"
+}
+
 missing=()
 for tag in "${TAGS[@]}"; do
   if [ "$FORCE" = 1 ] || ! have_current "$tag"; then missing+=("$tag"); fi
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "base-images: ${TAGS[*]} are current (stand-in $VERSION)"
+  sync_podman
   exit 0
 fi
 if [ "$FORCE" = 0 ]; then
@@ -43,6 +61,7 @@ if [ "$FORCE" = 0 ]; then
     if have_current "$tag"; then
       for m in "${missing[@]}"; do docker tag "$tag" "$m"; done
       echo "base-images: tagged ${missing[*]} from $tag (stand-in $VERSION)"
+      sync_podman
       exit 0
     fi
   done
@@ -90,3 +109,4 @@ docker import \
   "$work/root.tar" "$first" >/dev/null
 for tag in "${missing[@]:1}"; do docker tag "$first" "$tag"; done
 echo "base-images: tagged ${missing[*]} (stand-in $VERSION)"
+sync_podman

@@ -14,8 +14,11 @@ import asyncio
 import functools
 import importlib.util
 import json
+import os
+import shlex
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, ClassVar
 
@@ -108,8 +111,12 @@ class ImageTool:
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
         assert proc.stdout is not None and proc.stderr is not None
+        unreadable: tarfile.TarError | None = None
         try:
             extract_root(proc.stdout, dest, id_base)
+        except tarfile.TarError as exc:
+            # the tool's own failure (an empty or cut stream) says more than the archive's
+            unreadable = exc
         except BaseException:
             proc.kill()
             raise
@@ -120,6 +127,11 @@ class ImageTool:
             proc.wait()
         if proc.returncode != 0:
             raise SandboxError(f"exporting the image with {self.name} failed: {_tail(err)}")
+        if unreadable is not None:
+            raise SandboxError(
+                f"exporting the image with {self.name} gave no readable archive "
+                f"({unreadable}){': ' + _tail(err) if err.strip() else ''}"
+            )
 
 
 class CliBackend:
@@ -252,10 +264,12 @@ class BuildahTool(ImageTool):
         if created.returncode != 0:
             raise SandboxError(f"buildah from {reference} failed: {_tail(created.stderr)}")
         cid = created.stdout.strip().splitlines()[-1]
+        # Root mounts the container directly; anyone else needs buildah's user namespace.
+        # (`buildah unshare` as root fails on some kernels: memfd_create: invalid argument.)
+        shell = ["sh", "-c", _BUILDAH_EXPORT.replace("buildah", shlex.quote(self.binary))]
+        argv = shell if os.geteuid() == 0 else [self.binary, "unshare", *shell]
         try:
-            self._stream_into(
-                [self.binary, "unshare", "sh", "-c", _BUILDAH_EXPORT, "sh", cid], dest, id_base
-            )
+            self._stream_into([*argv, "sh", cid], dest, id_base)
         finally:
             _run([self.binary, "rm", cid])
 
