@@ -164,6 +164,8 @@ class RolloutEvents:
         self.retries: list[dict[str, Any]] = []
         self.dropped = 0
         self._send: Any = None
+        #: Called with every event as it arrives (the run directory's live log), or None.
+        self.tap: Callable[[Event], None] | None = None
 
     def reset(self) -> None:
         """Forget the events of a failed attempt before a retry."""
@@ -172,6 +174,12 @@ class RolloutEvents:
     def on_event(self, event: Event) -> None:
         """The harness's ``on_event``: never blocks, never raises."""
         self.events.append(event)
+        if self.tap is not None:
+            try:
+                self.tap(event)
+            except Exception as exc:  # the live view must never break a rollout
+                log.warning("agentkit: live event log failed: %s", exc)
+                self.tap = None
         live = self.live
         if live.callback is None:
             return

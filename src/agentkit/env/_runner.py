@@ -22,6 +22,9 @@
    rollouts.jsonl (fsynced);
 5. when the task's group is complete, computes GRPO advantages and appends
    the group to groups.jsonl.
+
+While a job runs, its events also go to ``live/<rollout_id>.jsonl`` as they
+arrive (for viewers; removed once its line is durable, see ``_livelog.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from agentkit._result import HarnessResult
 from agentkit._sandbox import ExecutionHints
 from agentkit._task import Task
 from agentkit.env._live import LiveEvents, RolloutEvents
+from agentkit.env._livelog import LiveLog
 from agentkit.env._records import RolloutRecord
 from agentkit.env._rubric_compile import CompiledRubric, ScoreResult
 from agentkit.env._store import RunStore
@@ -126,6 +130,10 @@ RETRY_AFTER_CAP = 60.0
 _Outcome = tuple[HarnessResult, ScoreResult | None, float, float]
 
 
+def _tap(live_log: LiveLog, rollout_id: str, event: Event) -> None:
+    live_log.event(_event_json(event, rollout_id))
+
+
 def _event_json(event: Event, rollout_id: str) -> dict[str, Any]:
     return {
         "type": event.type,
@@ -180,6 +188,8 @@ class Runner:
         self._requires_sandbox = bool(getattr(harness, "requires_sandbox", False))
         self._needed = self._needed_arguments()
         self._prepare_errors: dict[str, BaseException] = {}
+        #: The live event files of the rollouts running now (see _livelog.py).
+        self._live_logs: dict[str, LiveLog] = {}
 
     def _needed_arguments(self) -> frozenset[str]:
         from agentkit._rubric import REWARD_ARGUMENTS
@@ -255,14 +265,36 @@ class Runner:
             self._next += 1
             if self.progress is not None:
                 self.progress.started()
-            record = await self._run_job(job)
-            await self._finish(record)
+            live_log = self._start_live_log(job)
+            finished = False
+            try:
+                record = await self._run_job(job)
+                await self._finish(record)
+                finished = True
+            finally:
+                if live_log is not None:
+                    del self._live_logs[job.rollout_id]
+                    live_log.close(remove=finished)
+
+    def _start_live_log(self, job: Job) -> LiveLog | None:
+        if self.store is None:
+            return None
+        live_log = LiveLog(self.store, job.rollout_id).start(
+            task_id=job.planned.task.task_id,
+            rollout_index=job.rollout_index,
+            group=job.planned.group,
+        )
+        self._live_logs[job.rollout_id] = live_log
+        return live_log
 
     # -- one rollout -------------------------------------------------------
     async def _run_job(self, job: Job) -> RolloutRecord:
         planned = job.planned
         task = planned.task
         events = self.live.for_rollout(job.rollout_id, task.task_id)
+        live_log = self._live_logs.get(job.rollout_id)
+        if live_log is not None:
+            events.tap = functools.partial(_tap, live_log, job.rollout_id)
         started_at = time.time()
         t0 = time.perf_counter()
         attempt = 0
@@ -464,6 +496,14 @@ class Runner:
             entry["retry_after"] = asked
         entry["delay_s"] = round(delay, 3)
         events.retries.append(entry)
+        live_log = self._live_logs.get(events.rollout_id)
+        if live_log is not None:
+            live_log.retry(
+                attempt=attempt + 2,
+                error_kind=result.error_kind,
+                error=result.error,
+                delay_s=round(delay, 3),
+            )
         events.reset()
         await anyio.sleep(delay)
 

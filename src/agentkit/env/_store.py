@@ -205,6 +205,9 @@ class RunStore:
             self._lock()
         except OSError as exc:
             raise RunDirError(f"cannot write in the run directory {self.run_dir}: {exc}") from None
+        from agentkit.env._livelog import clear_live_dir
+
+        clear_live_dir(self.run_dir)  # what a killed session left (we hold the lock now)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
         try:
             self._rollouts_fd = os.open(self.rollouts_path, flags, 0o644)
@@ -235,6 +238,10 @@ class RunStore:
                 os.fsync(self._groups_fd)
             except OSError as exc:
                 failure = self._failed(self.groups_path, exc)
+        if self._lock_fd is not None:
+            # live/ empties as rollouts finish; drop it when it has
+            with contextlib.suppress(OSError):
+                (self.run_dir / "live").rmdir()
         for name in ("_rollouts_fd", "_groups_fd", "_lock_fd"):
             fd = getattr(self, name)
             if fd is not None:
