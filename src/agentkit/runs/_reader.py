@@ -123,10 +123,13 @@ class Run:
         return list(self._order)
 
     # -- rollouts --------------------------------------------------------------
-    def _read(self, rid: str, *, light: bool) -> dict[str, Any]:
+    def _read(self, rid: str, *, light: bool, fh: Any = None) -> dict[str, Any]:
         start, end = self._index()[rid]
-        path = self.path / ROLLOUTS
-        with open(path, "rb") as fh:
+        if fh is None:
+            with open(self.path / ROLLOUTS, "rb") as own:
+                own.seek(start)
+                line = own.read(end - start)
+        else:
             fh.seek(start)
             line = fh.read(end - start)
         if light:
@@ -138,7 +141,7 @@ class Run:
                     data = None
                 if isinstance(data, dict) and all(k in data for k in _LIGHT_KEYS):
                     return data
-        return _full_line(line, path)
+        return _full_line(line, self.path / ROLLOUTS)
 
     def rollout(self, rollout_id: str) -> Rollout:
         """One rollout by id or unique id prefix (a KeyError names the candidates)."""
@@ -155,11 +158,25 @@ class Run:
             rollout_id = matches[0]
         cached = self._cache.get(rollout_id)
         if cached is None:
-            data = self._read(rollout_id, light=True)
-            cached = self._cache[rollout_id] = _rollout(
-                data, lambda: self._read(rollout_id, light=False)
-            )
+            cached = self._parse(rollout_id, None)
         return cached
+
+    def _parse(self, rollout_id: str, fh: Any) -> Rollout:
+        data = self._read(rollout_id, light=True, fh=fh)
+        parsed = self._cache[rollout_id] = _rollout(
+            data, lambda: self._read(rollout_id, light=False)
+        )
+        return parsed
+
+    def _warm(self, ids: list[str]) -> None:
+        """Parse the small fields of every uncached rollout in ``ids`` through one open file."""
+        missing = [rid for rid in ids if rid not in self._cache]
+        if len(missing) < 2:
+            return
+        missing.sort(key=lambda rid: self._offsets[rid][0])
+        with open(self.path / ROLLOUTS, "rb") as fh:
+            for rid in missing:
+                self._parse(rid, fh)
 
     def iter_rollouts(
         self,
@@ -173,7 +190,9 @@ class Run:
         ``failed=True`` keeps rollouts that did not pass (errored, hit a
         limit, could not run, or scored below the pass threshold).
         """
-        for rid in self.rollout_ids():
+        ids = self.rollout_ids()
+        self._warm(ids)
+        for rid in ids:
             r = self.rollout(rid)
             if status is not None and r.status != status:
                 continue
@@ -195,6 +214,7 @@ class Run:
         """One page of rollouts: ``limit`` of them after skipping ``offset`` (filtered)."""
         if status is None and failed is None and task_id is None:
             ids = self.rollout_ids()[offset : None if limit is None else offset + limit]
+            self._warm(ids)
             return [self.rollout(rid) for rid in ids]
         out: list[Rollout] = []
         for i, r in enumerate(self.iter_rollouts(status=status, failed=failed, task_id=task_id)):
@@ -266,7 +286,9 @@ class Run:
         from agentkit.env._records import RolloutRecord
 
         out = []
-        for rid in self.rollout_ids():
+        ids = self.rollout_ids()
+        self._warm(ids)
+        for rid in ids:
             r = self.rollout(rid)
             out.append(RolloutRecord.from_json(r._data))
         return out
@@ -274,7 +296,9 @@ class Run:
     def metrics(self) -> list[Metric]:
         """Every metric of the compiled rubric with its mean over the rollouts."""
         values: dict[str, list[float]] = {}
-        for rid in self.rollout_ids():
+        ids = self.rollout_ids()
+        self._warm(ids)
+        for rid in ids:
             for name, value in self.rollout(rid).rewards.items():
                 if isinstance(value, (int, float)):
                     values.setdefault(name, []).append(float(value))
@@ -379,8 +403,7 @@ def _full_line(line: bytes, path: Path) -> dict[str, Any]:
 
 
 def _rollout(data: dict[str, Any], load: Any) -> Rollout:
-    from agentkit.env._records import RolloutRecord
-    from agentkit.env._resume import is_infrastructure_failure
+    from agentkit.env._resume import INFRASTRUCTURE_KINDS
 
     usage = data.get("usage") or {}
     cost = usage.get("cost")
@@ -408,19 +431,18 @@ def _rollout(data: dict[str, Any], load: Any) -> Rollout:
         ),
         cost=float(cost) if isinstance(cost, (int, float)) else None,
         attempts=int(data.get("attempts", 1)),
-        timings=Timings(**{k: timings.get(k) for k in _attrs_fields(Timings)}),
+        timings=Timings(**{k: timings.get(k) for k in _TIMING_FIELDS}),
         events=int(data.get("events", 0)),
         events_file=data.get("events_file"),
-        infrastructure=is_infrastructure_failure(RolloutRecord.from_json(data)),
+        # as is_infrastructure_failure() decides it, without building a RolloutRecord
+        infrastructure=data.get("status") == "failed"
+        and data.get("error_kind") in INFRASTRUCTURE_KINDS,
         data=data,
         load=load,
     )
 
 
-def _attrs_fields(cls: type) -> list[str]:
-    import attrs
-
-    return [f.name for f in attrs.fields(cls)]
+_TIMING_FIELDS = ("started_at", "finished_at", "duration_s", "harness_s", "scoring_s")
 
 
 def _info(path: Path, m: dict[str, Any]) -> RunInfo:
