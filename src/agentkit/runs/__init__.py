@@ -7,6 +7,7 @@
 ...     print(r.rollout_id, r.reason)
 >>> run.rollout("add-1").messages, run.steps("add-1")             # doctest: +SKIP
 >>> agentkit.runs.list_runs("runs")                               # doctest: +SKIP
+>>> run.refresh(), run.state(), run.live_rollouts()               # doctest: +SKIP
 
 Everything is read lazily: opening reads the manifest, listing indexes line
 offsets and parses only the rollouts asked for (their small fields; a
@@ -19,10 +20,12 @@ from __future__ import annotations
 
 from agentkit.runs._reader import Run, list_runs, open_run
 from agentkit.runs._types import (
+    LiveRollout,
     Metric,
     Rollout,
     RunInfo,
     RunListing,
+    RunState,
     Step,
     TaskInfo,
     Timings,
@@ -32,11 +35,13 @@ from agentkit.runs._types import (
 open = open_run
 
 __all__ = [
+    "LiveRollout",
     "Metric",
     "Rollout",
     "Run",
     "RunInfo",
     "RunListing",
+    "RunState",
     "Step",
     "TaskInfo",
     "Timings",

@@ -23,6 +23,7 @@ from agentkit._usage import Usage
 from agentkit.env._store import (
     EVENTS_DIR,
     GROUPS,
+    LOCK,
     MANIFEST,
     ROLLOUTS,
     SUMMARY,
@@ -30,11 +31,14 @@ from agentkit.env._store import (
     RunDirError,
     RunStore,
 )
+from agentkit.runs._live import live_file, lock_held, looks_running, read_live, scan_live
 from agentkit.runs._types import (
+    LiveRollout,
     Metric,
     Rollout,
     RunInfo,
     RunListing,
+    RunState,
     Step,
     TaskInfo,
     Timings,
@@ -230,6 +234,11 @@ class Run:
         rollout = self.rollout(rollout_id)
         name = rollout.events_file or f"{EVENTS_DIR}/{rollout.rollout_id}.jsonl"
         path = self.path / name
+        if not _inside(self.path, path):
+            raise RunDirError(
+                f"{self.path / ROLLOUTS}: rollout {rollout.rollout_id}: events_file {name!r} "
+                "is outside the run directory; expected events/<rollout_id>.jsonl"
+            )
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -251,6 +260,53 @@ class Run:
                 )
             )
         return steps
+
+    # -- a run in progress --------------------------------------------------------
+    def state(self) -> RunState:
+        """``running``, ``complete``, ``stopped`` or ``interrupted`` (see :data:`RunState`).
+
+        Running means a process holds the run's lock, read from /proc/locks
+        without taking it (elsewhere: files changed in the last ten minutes
+        and no summary since). Call :meth:`refresh` first to count new lines.
+        """
+        held = lock_held(self.path / LOCK)
+        if held is None:
+            held = looks_running(self.path, self.path / SUMMARY)
+        if held:
+            return "running"
+        if len(self) >= self.info.planned:
+            return "complete"
+        stored = self.stored_summary() or {}
+        if stored.get("stopped") and stored.get("finished") == len(self):
+            return "stopped"
+        return "interrupted"
+
+    def live_rollouts(self) -> list[LiveRollout]:
+        """Rollouts running now, oldest first: their ``live/`` files (see docs/run-directory.md).
+
+        When the run is not running, these are the rollouts its last session
+        left unfinished (resume runs them again).
+        """
+        out = []
+        for live in scan_live(self.path):
+            if live.rollout_id in self._index():
+                done = self.rollout(live.rollout_id).timings.finished_at
+                if done is not None and live.started_at is not None and done >= live.started_at:
+                    continue  # finished as we looked: its line is written, the file not yet gone
+            out.append(live)
+        return out
+
+    def live_steps(self, rollout_id: str, offset: int = 0) -> tuple[list[Step], int]:
+        """A running rollout's events after byte ``offset`` of its live file, and the next offset.
+
+        Follow a rollout by passing the returned offset back. Besides events,
+        ``rollout.start`` and ``rollout.retry`` steps (``seq`` -1) mark each
+        attempt. Empty once the rollout has finished (read :meth:`steps` then).
+        """
+        path = live_file(self.path, rollout_id)
+        if path is None:
+            return [], offset
+        return read_live(path, offset)
 
     # -- tasks, groups, metrics, summary ----------------------------------------
     def tasks(self) -> dict[str, TaskInfo]:
@@ -389,7 +445,16 @@ def _listing(run: Run) -> RunListing:
         mean_reward=summary.get("mean_reward"),
         cost=float(cost) if isinstance(cost, (int, float)) else None,
         complete=bool(summary.get("complete")),
+        pass_at_k={str(k): float(v) for k, v in (summary.get("pass_at_k") or {}).items()},
     )
+
+
+def _inside(root: Path, path: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
 
 
 def _full_line(line: bytes, path: Path) -> dict[str, Any]:

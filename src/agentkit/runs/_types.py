@@ -4,13 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
 from agentkit._usage import Usage
 
-__all__ = ["Metric", "Rollout", "RunInfo", "RunListing", "Step", "TaskInfo", "Timings"]
+__all__ = [
+    "LiveRollout",
+    "Metric",
+    "Rollout",
+    "RunInfo",
+    "RunListing",
+    "RunState",
+    "Step",
+    "TaskInfo",
+    "Timings",
+]
+
+#: What a run is doing: ``running`` (a process holds its lock), ``complete``
+#: (every planned rollout finished), ``stopped`` (a run limit ended it early),
+#: ``interrupted`` (Ctrl-C, a signal or a kill before its last rollout).
+RunState = Literal["running", "complete", "stopped", "interrupted"]
 
 
 @attrs.frozen(kw_only=True)
@@ -109,6 +124,27 @@ class RunListing:
     mean_reward: float | None
     cost: float | None
     complete: bool
+    #: pass@k over the tasks, by k as a string (``{"1": 0.6, "2": 0.7}``).
+    pass_at_k: dict[str, float] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class LiveRollout:
+    """A rollout that is running now (or was when its run was interrupted).
+
+    Read from ``live/<rollout_id>.jsonl``, which the runner writes while a
+    rollout runs and removes once its line is in ``rollouts.jsonl``.
+    """
+
+    rollout_id: str
+    task_id: str
+    rollout_index: int
+    group: int
+    #: The attempt running now (1, or more after retries).
+    attempt: int
+    started_at: float | None
+    #: Events written so far (all attempts).
+    events: int
 
 
 @attrs.define(kw_only=True, eq=False)
