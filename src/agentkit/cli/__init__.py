@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "runs": "agentkit.cli._show_cmd:runs_cmd",
     "export": "agentkit.cli._export_cmd:export_cmd",
     "sandbox": "agentkit.cli._sandbox_cmd:sandbox_group",
+    "view": "agentkit.cli._view_cmd:view_cmd",
 }
 
 _HELP = {
@@ -38,6 +39,7 @@ _HELP = {
     "runs": "List run directories (model, harness, taskset, counts, reward, date).",
     "export": "Export a run directory as training records (JSONL or parquet).",
     "sandbox": "Manage sandboxes: 'agentkit sandbox prune' removes docker leftovers.",
+    "view": "Browse runs in the browser, live while they run (needs agentkit[view]).",
 }
 
 

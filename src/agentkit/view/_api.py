@@ -1,0 +1,735 @@
+"""The viewer's data: JSON documents built from :mod:`agentkit.runs`, nothing else.
+
+:class:`Viewer` serves one directory: a run directory, or a folder whose
+direct children are runs. It keeps one :class:`agentkit.runs.Run` per run
+(lazy: a page of a 10,000-rollout run parses 50 lines; filters and sorting
+parse the small fields of every rollout once, then only new lines) and never
+writes anything. It is not thread-safe: the server calls it from one worker
+thread.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import agentkit.runs
+from agentkit.env._store import RunDirError
+from agentkit.runs import Rollout, Run
+from agentkit.view._paths import NotFound, Refused, inside, is_safe_name
+
+__all__ = ["MAX_PAGE", "Viewer"]
+
+#: Rows per page at most.
+MAX_PAGE = 500
+#: Events sent with a rollout at most (the rest are counted, not sent).
+MAX_EVENTS = 5000
+#: Files listed per rollout at most.
+MAX_FILES = 2000
+#: While a run is written, its summary is recomputed at most this often (seconds).
+SUMMARY_EVERY_S = 2.0
+
+#: Sortable columns: the value a rollout sorts by (None sorts last either way).
+_SORT_KEYS: dict[str, Callable[[Rollout], Any]] = {
+    "task": lambda r: (r.group, r.rollout_index),
+    "reward": lambda r: r.reward,
+    "status": lambda r: r.status,
+    "error_kind": lambda r: r.error_kind,
+    "turns": lambda r: r.usage.requests,
+    "tokens": lambda r: r.usage.input_tokens + r.usage.output_tokens,
+    "cost": lambda r: r.cost,
+    "duration": lambda r: r.timings.duration_s,
+    "finished": lambda r: r.timings.finished_at,
+}
+
+
+class _Entry:
+    """One run and what is derived from it, recomputed only when its files change."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.manifest_mtime = _mtime(path / "manifest.json")
+        self.run: Run = agentkit.runs.open(path)
+        self._rows: list[Rollout] | None = None
+        self._by_task: dict[str, list[Rollout]] | None = None
+        self._summary: dict[str, Any] | None = None
+        self._summary_len = -1
+        self._summary_at = 0.0
+        self._tasks: dict[str, Any] | None = None
+
+    def refresh(self) -> None:
+        if self.run.refresh():
+            self._rows = None
+            self._by_task = None
+
+    def rows(self) -> list[Rollout]:
+        """Every finished rollout, in task order (small fields only)."""
+        if self._rows is None:
+            rows = self.run.rollouts()
+            rows.sort(key=lambda r: (r.group, r.rollout_index))
+            self._rows = rows
+        return self._rows
+
+    def by_task(self) -> dict[str, list[Rollout]]:
+        if self._by_task is None:
+            out: dict[str, list[Rollout]] = {}
+            for r in self.rows():
+                out.setdefault(r.task_id, []).append(r)
+            self._by_task = out
+        return self._by_task
+
+    def summary(self, *, running: bool) -> dict[str, Any]:
+        """summary.json when it is current, else recomputed (throttled while running)."""
+        n = len(self.run)
+        if self._summary is not None and self._summary_len == n:
+            return self._summary
+        if (
+            self._summary is not None
+            and running
+            and time.monotonic() - self._summary_at < SUMMARY_EVERY_S
+        ):
+            return self._summary
+        stored = self.run.stored_summary()
+        if stored is not None and stored.get("finished") == n and "tasks" in stored:
+            summary = stored
+        else:
+            summary = self.run.summary()
+        self._summary, self._summary_len, self._summary_at = summary, n, time.monotonic()
+        return summary
+
+    def tasks(self) -> dict[str, Any]:
+        if self._tasks is None:
+            self._tasks = self.run.tasks()
+        return self._tasks
+
+
+class Viewer:
+    """JSON documents over the runs in ``root`` (a run directory or a folder of runs)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        given = Path(root)
+        if not given.is_dir():
+            raise RunDirError(f"{given}: no such directory of runs")
+        self.root = given.resolve()
+        self._entries: dict[str, _Entry] = {}
+
+    # -- which runs ----------------------------------------------------------
+    @property
+    def single(self) -> bool:
+        """The root is itself a run directory."""
+        return (self.root / "manifest.json").is_file()
+
+    def run_dirs(self) -> dict[str, Path]:
+        """Run name -> directory: the root itself, or each child holding a manifest.json."""
+        if self.single:
+            return {self.root.name if is_safe_name(self.root.name) else "run": self.root}
+        out = {}
+        try:
+            children = sorted(os.scandir(self.root), key=lambda e: e.name)
+        except OSError:
+            return {}
+        for child in children:
+            if not is_safe_name(child.name) or not (Path(child.path) / "manifest.json").is_file():
+                continue
+            try:
+                path = inside(self.root, child.name)
+            except (Refused, NotFound):
+                continue  # a symlink to a run elsewhere is not served
+            out[child.name] = path
+        return out
+
+    def entry(self, name: str) -> _Entry:
+        """The run called ``name`` (refreshed), or NotFound."""
+        if not is_safe_name(name):
+            raise NotFound(f"no run {name!r}")
+        path = self.run_dirs().get(name)
+        if path is None:
+            self._entries.pop(name, None)
+            raise NotFound(f"no run {name!r} in {self.root}")
+        cached = self._entries.get(name)
+        if (
+            cached is None
+            or cached.path != path
+            or cached.manifest_mtime != _mtime(path / "manifest.json")
+        ):
+            try:
+                cached = self._entries[name] = _Entry(path)
+            except RunDirError as exc:
+                raise NotFound(str(exc)) from None
+        cached.refresh()
+        return cached
+
+    # -- the runs page ---------------------------------------------------------
+    def runs(self) -> dict[str, Any]:
+        """Every run: what the runs table shows."""
+        out = []
+        broken = []
+        for name in self.run_dirs():
+            try:
+                e = self.entry(name)
+            except NotFound as exc:
+                broken.append({"name": name, "error": str(exc)})
+                continue
+            out.append(self._listing(name, e))
+        out.sort(key=lambda r: r["created_at"] or 0.0, reverse=True)
+        return {"root": str(self.root), "single": self.single, "runs": out, "broken": broken}
+
+    def _listing(self, name: str, e: _Entry) -> dict[str, Any]:
+        info = e.run.info
+        state = e.run.state()
+        summary = e.summary(running=state == "running")
+        usage = summary.get("usage") or {}
+        return {
+            "name": name,
+            "created_at": info.created_at,
+            "taskset": info.taskset,
+            "harness": info.harness,
+            "model": info.model,
+            "planned": int(summary.get("planned") or info.planned),
+            "finished": len(e.run),
+            "errors": int(summary.get("errors") or 0),
+            "mean_reward": summary.get("mean_reward"),
+            "pass_at_k": summary.get("pass_at_k") or {},
+            "cost": usage.get("cost") if isinstance(usage.get("cost"), (int, float)) else None,
+            "tokens": int((usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)),
+            "state": state,
+            "running": len(e.run.live_rollouts()) if state == "running" else 0,
+        }
+
+    def runs_snapshot(self) -> list[Any]:
+        """What changes on the runs page: names, line counts and states (for live updates)."""
+        out = []
+        for name, path in self.run_dirs().items():
+            out.append([name, _size(path / "rollouts.jsonl"), _mtime(path / "manifest.json")])
+            try:
+                out[-1].append(self.entry(name).run.state())
+            except NotFound:
+                out[-1].append("broken")
+        return out
+
+    # -- a run -----------------------------------------------------------------
+    def run(self, name: str) -> dict[str, Any]:
+        """A run's header, options, rubric and metrics."""
+        e = self.entry(name)
+        info = e.run.info
+        m = info.manifest
+        state = e.run.state()
+        summary = e.summary(running=state == "running")
+        stored = e.run.stored_summary() or {}
+        return {
+            **self._listing(name, e),
+            "path": str(e.path),
+            "state": state,
+            "resumed_at": info.resumed_at,
+            "rollouts_per_task": info.rollouts_per_task,
+            "tasks": len(info.task_ids),
+            "summary": {k: v for k, v in summary.items() if k != "tasks"},
+            "stopped": stored.get("stopped"),
+            "interrupted": bool(stored.get("interrupted")) and state != "running",
+            "torn_tail": e.run.torn_tail,
+            "metrics": [
+                {**x, "mean": (summary.get("metrics") or {}).get(x["name"])} for x in _metrics(m)
+            ],
+            "rubric": m.get("rubric"),
+            "options": {
+                "taskset": m.get("taskset"),
+                "harness": m.get("harness"),
+                "context": m.get("context"),
+                "plan": {k: v for k, v in (m.get("plan") or {}).items() if k != "task_ids"},
+                "sandbox": m.get("sandbox"),
+                "sandbox_warning": m.get("sandbox_warning"),
+                "options": m.get("options"),
+                "pricing": m.get("pricing"),
+                "resumes": m.get("resumes"),
+                "agentkit_version": m.get("agentkit_version"),
+                "python": m.get("python"),
+                "platform": m.get("platform"),
+                "plugins": m.get("plugins"),
+            },
+            "statuses": sorted({r.status for r in e.rows()}),
+            "error_kinds": sorted((summary.get("error_kinds") or {}).keys()),
+        }
+
+    def rollouts(self, name: str, params: Mapping[str, str]) -> dict[str, Any]:
+        """One page of the run's rollouts, filtered and sorted, and the rollouts running now."""
+        e = self.entry(name)
+        offset = max(0, _int(params.get("offset"), 0))
+        limit = min(MAX_PAGE, max(1, _int(params.get("limit"), 50)))
+        state = e.run.state()
+        rows = _sorted(self._filtered(e, params), params.get("sort"), bool(params.get("desc")))
+        live = [
+            {
+                "rollout_id": x.rollout_id,
+                "task_id": x.task_id,
+                "rollout_index": x.rollout_index,
+                "attempt": x.attempt,
+                "started_at": x.started_at,
+                "events": x.events,
+                "status": "running" if state == "running" else "interrupted",
+            }
+            for x in e.run.live_rollouts()
+            if _live_matches(x.task_id, params)
+        ]
+        return {
+            "run": name,
+            "state": state,
+            "total": len(rows),
+            "finished": len(e.run),
+            "planned": e.run.info.planned,
+            "offset": offset,
+            "limit": limit,
+            "rows": [_row(r) for r in rows[offset : offset + limit]],
+            "live": live,
+        }
+
+    def _filtered(self, e: _Entry, params: Mapping[str, str]) -> list[Rollout]:
+        rows = e.rows()
+        status = params.get("status") or None
+        task = (params.get("task") or "").strip()
+        failed = params.get("failed") in ("1", "true")
+        errored = params.get("errored") in ("1", "true")
+        kind = params.get("error_kind") or None
+        metric = params.get("metric") or None
+        op = params.get("op") or "lt"
+        value = _float(params.get("value"))
+        if task and task in e.by_task():
+            rows = e.by_task()[task]
+        elif task:
+            rows = [r for r in rows if task in r.task_id]
+        out = []
+        for r in rows:
+            if status is not None and r.status != status:
+                continue
+            if failed and r.ok and r.passed is not False:
+                continue
+            if errored and r.ok:
+                continue
+            if kind is not None and r.error_kind != kind:
+                continue
+            if metric is not None:
+                v = r.rewards.get(metric)
+                if not isinstance(v, (int, float)):
+                    continue
+                if value is not None and not _compare(float(v), op, value):
+                    continue
+            out.append(r)
+        return out
+
+    def tasks(self, name: str, params: Mapping[str, str]) -> dict[str, Any]:
+        """One page of the tasks × rollouts grid: per task its statistics and rollouts."""
+        e = self.entry(name)
+        offset = max(0, _int(params.get("offset"), 0))
+        limit = min(MAX_PAGE, max(1, _int(params.get("limit"), 50)))
+        state = e.run.state()
+        summary = e.summary(running=state == "running")
+        stats = {t["task_id"]: t for t in summary.get("tasks") or []}
+        task_ids = e.run.info.task_ids or sorted(e.by_task())
+        query = (params.get("task") or "").strip()
+        if query:
+            task_ids = [t for t in task_ids if query in t]
+        live: dict[str, list[Any]] = {}
+        for x in e.run.live_rollouts():
+            live.setdefault(x.task_id, []).append(x)
+        page = []
+        for task_id in task_ids[offset : offset + limit]:
+            done = {r.rollout_index: r for r in e.by_task().get(task_id, [])}
+            running = {x.rollout_index: x for x in live.get(task_id, [])}
+            cells = []
+            for index in range(e.run.info.rollouts_per_task):
+                if index in done:
+                    r = done[index]
+                    cells.append(
+                        {
+                            "rollout_id": r.rollout_id,
+                            "index": index,
+                            "status": r.status,
+                            "reward": r.reward,
+                            "passed": r.passed,
+                            "ok": r.ok,
+                        }
+                    )
+                elif index in running:
+                    x = running[index]
+                    cells.append(
+                        {
+                            "rollout_id": x.rollout_id,
+                            "index": index,
+                            "status": "running" if state == "running" else "interrupted",
+                        }
+                    )
+                else:
+                    cells.append({"index": index, "status": "pending"})
+            t = stats.get(task_id) or {}
+            page.append(
+                {
+                    "task_id": task_id,
+                    "rollouts": len(done),
+                    "planned": e.run.info.rollouts_per_task,
+                    "mean_reward": t.get("mean_reward"),
+                    "pass_at_k": t.get("pass_at_k") or {},
+                    "errors": t.get("errors", 0),
+                    "cells": cells,
+                }
+            )
+        return {
+            "run": name,
+            "total": len(task_ids),
+            "offset": offset,
+            "limit": limit,
+            "tasks": page,
+        }
+
+    def run_snapshot(self, name: str) -> dict[str, Any]:
+        """What changes on a run page (for live updates): counts, state, running rollouts."""
+        e = self.entry(name)
+        return {
+            "finished": len(e.run),
+            "size": _size(e.path / "rollouts.jsonl"),
+            "planned": e.run.info.planned,
+            "state": e.run.state(),
+            "live": [[x.rollout_id, x.events, x.attempt] for x in e.run.live_rollouts()],
+        }
+
+    # -- a rollout ---------------------------------------------------------------
+    def rollout(self, name: str, rollout_id: str) -> dict[str, Any]:
+        """Everything about one rollout: record, task, transcript, events, verifier, files."""
+        e = self.entry(name)
+        if not is_safe_name(rollout_id):
+            raise NotFound(f"no rollout {rollout_id!r}")
+        state = e.run.state()
+        task_of: str | None = None
+        live = [x for x in e.run.live_rollouts() if x.rollout_id == rollout_id]
+        if live:
+            x = live[0]
+            steps, offset = e.run.live_steps(rollout_id)
+            task_of = x.task_id
+            doc: dict[str, Any] = {
+                "run": name,
+                "rollout_id": rollout_id,
+                "running": state == "running",
+                "interrupted": state != "running",
+                "state": state,
+                "live": {
+                    "task_id": x.task_id,
+                    "rollout_index": x.rollout_index,
+                    "attempt": x.attempt,
+                    "started_at": x.started_at,
+                },
+                "record": None,
+                "events": [_step(s) for s in steps[-MAX_EVENTS:]],
+                "events_total": len(steps),
+                "offset": offset,
+            }
+            if rollout_id in e.run.rollout_ids():  # run again by --resume: the earlier result
+                doc["previous"] = _row(e.run.rollout(rollout_id))
+        else:
+            try:
+                r = e.run.rollout(rollout_id)
+            except KeyError:
+                raise NotFound(f"no rollout {rollout_id!r} in run {name!r}") from None
+            if r.rollout_id != rollout_id:  # a prefix: the page asks for the full id
+                raise NotFound(f"no rollout {rollout_id!r} in run {name!r}")
+            task_of = r.task_id
+            try:
+                steps = e.run.steps(rollout_id)
+            except RunDirError as exc:
+                steps = []
+                events_error: str | None = str(exc)
+            else:
+                events_error = None
+            record = r.to_json()
+            doc = {
+                "run": name,
+                "rollout_id": rollout_id,
+                "running": False,
+                "interrupted": False,
+                "state": state,
+                "record": record,
+                "row": _row(r),
+                "reason": r.reason,
+                "ok": r.ok,
+                "infrastructure": r.infrastructure,
+                "events": [_step(s) for s in steps[:MAX_EVENTS]],
+                "events_total": len(steps),
+                "events_error": events_error,
+                "verifier": _verifiers(record.get("raw") or {}),
+                "steps": _harness_steps(record.get("raw") or {}),
+            }
+        task = e.tasks().get(task_of) if task_of else None
+        doc["task"] = (
+            None
+            if task is None
+            else {
+                "task_id": task.task_id,
+                "input": task.input,
+                "target": task.target,
+                "metadata": task.metadata,
+            }
+        )
+        doc["task_id"] = task_of
+        doc["siblings"] = [
+            {"rollout_id": s.rollout_id, "index": s.rollout_index, "reward": s.reward, "ok": s.ok}
+            for s in e.by_task().get(task_of or "", [])
+        ]
+        doc["metrics"] = _metrics(e.run.info.manifest)
+        doc["files"], doc["files_truncated"] = self._files(e, rollout_id)
+        return doc
+
+    def live(self, name: str, rollout_id: str, offset: int) -> dict[str, Any]:
+        """A running rollout's events after ``offset``; ``finished`` once its line is written."""
+        e = self.entry(name)
+        if not is_safe_name(rollout_id):
+            raise NotFound(f"no rollout {rollout_id!r}")
+        live = {x.rollout_id for x in e.run.live_rollouts()}
+        steps, new_offset = e.run.live_steps(rollout_id, offset) if rollout_id in live else ([], 0)
+        return {
+            "events": [_step(s) for s in steps],
+            "offset": new_offset if rollout_id in live else offset,
+            "finished": rollout_id not in live and rollout_id in e.run.rollout_ids(),
+            "state": e.run.state(),
+        }
+
+    def _files(self, e: _Entry, rollout_id: str) -> tuple[list[dict[str, Any]], bool]:
+        """Files kept for a rollout: artifacts/<id>/ and rollouts/<id>/ (symlinks not followed)."""
+        out: list[dict[str, Any]] = []
+        for top, kind in (("artifacts", "artifact"), ("rollouts", "sandbox")):
+            base = e.path / top / rollout_id
+            if not base.is_dir() or base.is_symlink():
+                continue
+            for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+                dirnames.sort()
+                for fname in sorted(filenames):
+                    full = Path(dirpath) / fname
+                    rel = full.relative_to(e.path).as_posix()
+                    try:
+                        st = full.lstat()
+                    except OSError:
+                        continue
+                    link = full.is_symlink()
+                    out.append(
+                        {
+                            "path": rel,
+                            "size": None if link else st.st_size,
+                            "kind": kind,
+                            "symlink": link,
+                        }
+                    )
+                    if len(out) >= MAX_FILES:
+                        return out, True
+        return out, False
+
+    def file(self, name: str, relative: str) -> Path:
+        """A regular file inside the run (refused when the path leads outside the root)."""
+        e = self.entry(name)
+        path = inside(self.root, relative, base=e.path)
+        if e.path != path and e.path not in path.parents:
+            raise Refused(f"refused path {relative!r}: outside the run directory")
+        if not path.is_file():
+            raise NotFound(f"not a file: {relative}")
+        return path
+
+    # -- compare -----------------------------------------------------------------
+    def compare(self, a: str, b: str) -> dict[str, Any]:
+        """Two runs per task: which tasks one passes and the other does not."""
+        ea, eb = self.entry(a), self.entry(b)
+        sa = ea.summary(running=ea.run.state() == "running")
+        sb = eb.summary(running=eb.run.state() == "running")
+        ta = {t["task_id"]: t for t in sa.get("tasks") or []}
+        tb = {t["task_id"]: t for t in sb.get("tasks") or []}
+        order = list(ea.run.info.task_ids) + [t for t in eb.run.info.task_ids if t not in ta]
+        rows = []
+        counts = {"both": 0, "a_only": 0, "b_only": 0, "neither": 0, "missing": 0}
+        for task_id in order:
+            x, y = _side(ta.get(task_id), ea, task_id), _side(tb.get(task_id), eb, task_id)
+            if x is None or y is None or x["passed"] is None or y["passed"] is None:
+                verdict = "missing"
+            elif x["passed"] and y["passed"]:
+                verdict = "both"
+            elif x["passed"]:
+                verdict = "a_only"
+            elif y["passed"]:
+                verdict = "b_only"
+            else:
+                verdict = "neither"
+            counts[verdict] += 1
+            rows.append({"task_id": task_id, "a": x, "b": y, "verdict": verdict})
+        return {
+            "a": self._listing(a, ea),
+            "b": self._listing(b, eb),
+            "same_taskset": ea.run.info.taskset == eb.run.info.taskset,
+            "counts": counts,
+            "tasks": rows,
+        }
+
+
+# -- helpers ---------------------------------------------------------------------
+
+
+def _sorted(rows: list[Rollout], sort: str | None, desc: bool) -> list[Rollout]:
+    """Rows (in task order) sorted by a column, ties kept in task order, None last."""
+    key = _SORT_KEYS.get(sort or "task", _SORT_KEYS["task"])
+    if (sort or "task") == "task" and not desc:
+        return rows
+    valued = [(key(r), r) for r in rows]
+    known = [x for x in valued if x[0] is not None]
+    known.sort(key=lambda x: x[0], reverse=desc)
+    return [r for _, r in known] + [r for v, r in valued if v is None]
+
+
+def _side(stats: dict[str, Any] | None, e: _Entry, task_id: str) -> dict[str, Any] | None:
+    if stats is None:
+        return None
+    rollouts = e.by_task().get(task_id, [])
+    scored = [r for r in rollouts if r.reward is not None]
+    return {
+        "rollouts": stats.get("rollouts", 0),
+        "mean_reward": stats.get("mean_reward"),
+        "pass_at_1": (stats.get("pass_at_k") or {}).get("1"),
+        "errors": stats.get("errors", 0),
+        # a task passes when its pass@1 is at least one half (most rollouts passed)
+        "passed": None if not scored else sum(1 for r in scored if r.passed) * 2 >= len(scored),
+        "rollout_ids": [r.rollout_id for r in rollouts],
+    }
+
+
+def _row(r: Rollout) -> dict[str, Any]:
+    u = r.usage
+    return {
+        "rollout_id": r.rollout_id,
+        "task_id": r.task_id,
+        "example_id": r.example_id,
+        "rollout_index": r.rollout_index,
+        "group": r.group,
+        "status": r.status,
+        "reward": r.reward,
+        "passed": r.passed,
+        "ok": r.ok,
+        "error_kind": r.error_kind,
+        "reason": r.reason,
+        "infrastructure": r.infrastructure,
+        "turns": u.requests,
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "tokens": u.input_tokens + u.output_tokens,
+        "cost": r.cost,
+        "duration_s": r.timings.duration_s,
+        "finished_at": r.timings.finished_at,
+        "attempts": r.attempts,
+        "rewards": r.rewards,
+    }
+
+
+def _step(s: Any) -> dict[str, Any]:
+    return {"seq": s.seq, "type": s.type, "timestamp": s.timestamp, "data": s.data}
+
+
+def _verifiers(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """A harness's verifier output wherever it keeps it (as ``agentkit show`` finds it)."""
+    found: list[dict[str, Any]] = []
+    if isinstance(raw.get("verifier"), dict):
+        found.append({"label": "verifier", "step": None, "data": raw["verifier"]})
+    for name, inner in raw.items():
+        if not isinstance(inner, dict):
+            continue
+        if isinstance(inner.get("verifier"), dict):
+            found.append({"label": f"{name} verifier", "step": None, "data": inner["verifier"]})
+        for i, step in enumerate(inner.get("steps") or []):
+            if isinstance(step, dict) and isinstance(step.get("verifier"), dict):
+                label = f"step {step.get('name', i)}"
+                found.append(
+                    {"label": label, "step": step.get("name", i), "data": step["verifier"]}
+                )
+    for key in ("reason", "verifier_output", "stdout", "stderr"):
+        if isinstance(raw.get(key), str) and raw[key].strip():
+            found.append({"label": key, "step": None, "data": {"stdout": raw[key]}})
+    return found
+
+
+def _harness_steps(raw: dict[str, Any]) -> list[dict[str, Any]]:
+    """Multi-step tasks (Harbor's ``steps``): name, status, rewards of each step."""
+    for inner in raw.values():
+        if isinstance(inner, dict) and isinstance(inner.get("steps"), list):
+            out = []
+            for i, step in enumerate(inner["steps"]):
+                if not isinstance(step, dict):
+                    continue
+                out.append(
+                    {
+                        "name": step.get("name", str(i)),
+                        "index": step.get("index", i),
+                        "status": step.get("agent_status"),
+                        "rewards": step.get("rewards") or {},
+                        "error": step.get("error"),
+                    }
+                )
+            return out
+    return []
+
+
+def _metrics(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The compiled rubric's metrics: name, weight, origin, description."""
+    return [
+        {
+            "name": str(m.get("name")),
+            "weight": float(m.get("weight") or 0.0),
+            "origin": str(m.get("origin", "")),
+            "description": str(m.get("description", "")),
+        }
+        for m in (manifest.get("rubric") or {}).get("metrics") or []
+        if isinstance(m, dict)
+    ]
+
+
+def _live_matches(task_id: str, params: Mapping[str, str]) -> bool:
+    if params.get("status") not in (None, "", "running"):
+        return False
+    if any(params.get(k) in ("1", "true") for k in ("failed", "errored")):
+        return False
+    if params.get("metric") or params.get("error_kind"):
+        return False
+    task = (params.get("task") or "").strip()
+    return not task or task in task_id
+
+
+def _compare(v: float, op: str, value: float) -> bool:
+    if op == "ge":
+        return v >= value
+    if op == "gt":
+        return v > value
+    if op == "le":
+        return v <= value
+    if op == "eq":
+        return math.isclose(v, value)
+    return v < value
+
+
+def _int(text: str | None, default: int) -> int:
+    try:
+        return int(text) if text not in (None, "") else default
+    except ValueError:
+        return default
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text not in (None, "") else None
+    except ValueError:
+        return None
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -1,0 +1,254 @@
+"""``agentkit view`` over HTTP: the JSON API on real runs, what it refuses, what it never does."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _view import (
+    ROOT,
+    agentkit,
+    arithmetic_run_args,
+    arithmetic_script,
+    cli_env,
+    get_json,
+    planned_arithmetic,
+    raw_get,
+    tree_state,
+    view_server,
+)
+
+from agentkit.testing.model_server import ScriptedModelServer
+
+_spec = importlib.util.spec_from_file_location("bigrun", ROOT / "bench" / "_bigrun.py")
+assert _spec is not None and _spec.loader is not None
+bigrun = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bigrun)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two real runs of the arithmetic set (one answer wrong in the second), in one folder."""
+    folder = tmp_path_factory.mktemp("runs")
+    with ScriptedModelServer(arithmetic_script()) as good:
+        done = agentkit(*arithmetic_run_args(folder / "good", good.base_url))
+        assert done.returncode == 0, done.stderr
+    with ScriptedModelServer(arithmetic_script(wrong="6 * 7")) as bad:
+        done = agentkit(*arithmetic_run_args(folder / "bad", bad.base_url, "-n", "2"))
+        assert done.returncode == 0, done.stderr
+    return folder
+
+
+def test_the_api_serves_runs_rollouts_and_a_comparison(runs: Path) -> None:
+    planned = planned_arithmetic()
+    with view_server(runs) as url:
+        listing = get_json(url, "/api/runs")
+        by_name = {r["name"]: r for r in listing["runs"]}
+        assert set(by_name) == {"good", "bad"}
+        assert by_name["good"]["state"] == "complete"
+        assert by_name["good"]["finished"] == by_name["good"]["planned"] == planned
+        assert by_name["good"]["mean_reward"] == 1.0 and by_name["good"]["pass_at_k"] == {"1": 1.0}
+        assert by_name["bad"]["planned"] == 2 * planned and by_name["bad"]["pass_at_k"]["2"] < 1
+        run = get_json(url, "/api/run/bad")
+        assert run["harness"] == "chat" and run["rollouts_per_task"] == 2
+        assert [m["name"] for m in run["metrics"]] == ["core.correct"]
+        assert run["rubric"]["metrics"][0]["name"] == "core.correct"
+        assert run["options"]["context"]["model"] == "scripted"
+        page = get_json(url, "/api/run/bad/rollouts?limit=5")
+        assert page["total"] == 2 * planned and len(page["rows"]) == 5
+        assert [r["task_id"] for r in page["rows"]][:2] == ["arithmetic:add-1"] * 2
+        failed = get_json(url, "/api/run/bad/rollouts?failed=1")
+        assert {r["task_id"] for r in failed["rows"]} == {"arithmetic:mul-1"}
+        assert failed["rows"][0]["reason"] == "scored 0"
+        low = get_json(url, "/api/run/bad/rollouts?metric=core.correct&op=lt&value=1")
+        assert low["total"] == 2
+        worst = get_json(url, "/api/run/bad/rollouts?sort=reward&limit=1")
+        assert worst["rows"][0]["task_id"] == "arithmetic:mul-1"
+        best = get_json(url, "/api/run/bad/rollouts?sort=reward&desc=1&limit=1")
+        assert best["rows"][0]["reward"] == 1.0
+        tasks = get_json(url, "/api/run/bad/tasks?task=mul-1")
+        (mul,) = tasks["tasks"]
+        assert [c["passed"] for c in mul["cells"]] == [False, False]
+        rid = failed["rows"][0]["rollout_id"]
+        rollout = get_json(url, f"/api/run/bad/rollout/{rid}")
+        assert rollout["record"]["messages"][-1] == {"role": "assistant", "content": "41"}
+        assert rollout["task"]["target"] == "42"
+        assert [e["type"] for e in rollout["events"]][:2] == ["harness.start", "model.request"]
+        assert rollout["ok"] is True and rollout["reason"] == "scored 0"
+        compare = get_json(url, "/api/compare/good/bad")
+        assert compare["same_taskset"] is True
+        assert compare["counts"]["a_only"] == 1
+        (only_good,) = [t for t in compare["tasks"] if t["verdict"] == "a_only"]
+        assert only_good["task_id"] == "arithmetic:mul-1"
+        status, body = raw_get(url, "/api/run/nope")
+        assert status == 404 and b"no run" in body
+        status, _ = raw_get(url, f"/api/run/bad/rollout/{rid[:5]}")
+        assert status == 404  # a prefix is not a deep link
+        status, page_html = raw_get(url, f"/run/bad/rollout/{rid}")
+        assert status == 200 and b"/static/app.js" in page_html  # deep links load the page
+
+
+def test_paths_leading_outside_are_refused(runs: Path, tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET-CONTENT")
+    run = root / "r"
+    subprocess.run(["cp", "-a", str(runs / "bad"), str(run)], check=True)
+    rid = json.loads((run / "rollouts.jsonl").read_text().splitlines()[0])["rollout_id"]
+    kept = run / "artifacts" / rid
+    kept.mkdir(parents=True)
+    (kept / "notes.txt").write_text("kept file")
+    (kept / "escape").symlink_to(secret)
+    (kept / "up").symlink_to(tmp_path)
+    (root / "elsewhere").symlink_to(runs / "good", target_is_directory=True)
+    with view_server(root) as url:
+        assert [r["name"] for r in get_json(url, "/api/runs")["runs"]] == ["r"]
+        ok, body = raw_get(url, f"/files/r/artifacts/{rid}/notes.txt")
+        assert (ok, body) == (200, b"kept file")
+        for path in (
+            "/files/r/../../secret.txt",
+            "/files/r/%2e%2e/%2e%2e/secret.txt",
+            f"/files/r/artifacts/{rid}/escape",
+            f"/files/r/artifacts/{rid}/up/secret.txt",
+            f"/files/r/artifacts/{rid}/..%2f..%2f..%2fmanifest.json",
+            "/files/r//etc/passwd",
+            "/files/r/%2fetc%2fpasswd",
+            "/files/elsewhere/manifest.json",
+            "/files/../secret.txt",
+            "/api/run/..%2fr",
+            "/api/run/elsewhere",
+            "/api/run/r/rollout/..%2f..%2fmanifest",
+        ):
+            status, body = raw_get(url, path)
+            assert status in (400, 403, 404), (path, status, body[:200])
+            assert b"TOP-SECRET" not in body and b"root:" not in body, path
+        status, _ = raw_get(url, "/files/r/manifest.json", {"Host": "attacker.example:80"})
+        assert status == 421  # another name for this address (DNS rebinding) is refused
+        files = get_json(url, f"/api/run/r/rollout/{rid}")["files"]
+        links = {f["path"]: f["symlink"] for f in files}
+        assert (
+            links[f"artifacts/{rid}/escape"] is True
+            and links[f"artifacts/{rid}/notes.txt"] is False
+        )
+
+
+def test_it_never_writes_into_a_run(runs: Path) -> None:
+    before = {name: tree_state(runs / name) for name in ("good", "bad")}
+    with view_server(runs) as url:
+        for name in ("good", "bad"):
+            get_json(url, f"/api/run/{name}")
+            for row in get_json(url, f"/api/run/{name}/rollouts?limit=500")["rows"]:
+                get_json(url, f"/api/run/{name}/rollout/{row['rollout_id']}")
+            get_json(url, f"/api/run/{name}/tasks")
+        get_json(url, "/api/compare/good/bad")
+    assert {name: tree_state(runs / name) for name in ("good", "bad")} == before
+
+
+def test_a_large_run_reads_a_page_at_a_time(runs: Path, tmp_path: Path) -> None:
+    big = bigrun.make_big_run(runs / "bad", tmp_path / "big", 10_000)
+    with view_server(big) as url:
+        (listing,) = get_json(url, "/api/runs")["runs"]
+        assert (listing["finished"], listing["planned"], listing["state"]) == (
+            10_000,
+            10_000,
+            "complete",
+        )
+        last = get_json(url, f"/api/run/{listing['name']}/rollouts?offset=9990&limit=50")
+        assert last["total"] == 10_000 and len(last["rows"]) == 10
+        assert (
+            last["rows"][-1]["task_id"] == "big:t00999" and last["rows"][-1]["rollout_index"] == 9
+        )
+        failed = get_json(url, f"/api/run/{listing['name']}/rollouts?failed=1&limit=10")
+        assert failed["total"] == sum(1 for n in range(10_000) if (n // 10 * 7 + n % 10) % 3 == 0)
+        tasks = get_json(url, f"/api/run/{listing['name']}/tasks?offset=990")
+        assert tasks["total"] == 1000 and len(tasks["tasks"]) == 10
+
+
+def test_without_the_web_stack_it_says_what_to_install(runs: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "block" / "aiohttp"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('No module named aiohttp')\n")
+    env = cli_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(blocker.parent), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-m", "agentkit", "view", str(runs), "--no-open"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "pip install 'agentkit[view]'" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_import_agentkit_and_help_do_not_load_the_web_stack() -> None:
+    probe = (
+        "import sys, agentkit, agentkit.runs\n"
+        "from agentkit.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print([m for m in ('aiohttp', 'agentkit.view._server') if m in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=cli_env(), capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "view" in done.stdout  # the command is listed
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_cli_says_what_is_wrong(runs: Path, tmp_path: Path) -> None:
+    missing = agentkit("view", str(tmp_path / "nope"), "--no-open", timeout=60)
+    assert missing.returncode == 2 and "no such directory" in missing.stderr
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        taken = agentkit("view", str(runs), "--no-open", "--port", str(port), timeout=60)
+    assert taken.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in taken.stderr
+    assert "Traceback" not in taken.stderr
+    with view_server(runs, "--host", "0.0.0.0") as url:
+        assert url.startswith("http://0.0.0.0:")
+        port = int(url.rsplit(":", 1)[1].strip("/"))
+        status, _ = raw_get(f"http://127.0.0.1:{port}/", "/api/runs")
+        assert status == 200  # no Host check off loopback: the user chose to share
+
+
+def test_streams_say_what_changed(runs: Path) -> None:
+    with view_server(runs) as url:
+        import http.client
+        import urllib.parse
+
+        parts = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        conn.request("GET", "/api/run/good/stream")
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"
+        first = _event(resp)
+        assert first[0] == "run" and first[1]["state"] == "complete" and first[1]["live"] == []
+        conn.close()
+        rid = get_json(url, "/api/run/good/rollouts?limit=1")["rows"][0]["rollout_id"]
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        conn.request("GET", f"/api/run/good/rollout/{rid}/stream")
+        resp = conn.getresponse()
+        assert _event(resp) == ("finished", {"state": "complete"})
+        conn.close()
+
+
+def _event(resp: Any) -> tuple[str, Any]:
+    name, data = None, None
+    while True:
+        line = resp.readline().decode().rstrip("\n")
+        if line.startswith("event: "):
+            name = line[len("event: ") :]
+        elif line.startswith("data: "):
+            data = json.loads(line[len("data: ") :])
+        elif line == "" and name is not None:
+            return name, data
