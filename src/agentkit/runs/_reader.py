@@ -47,6 +47,7 @@ from agentkit.runs._types import (
 __all__ = ["Run", "list_runs", "open_run"]
 
 _ID = re.compile(rb'"rollout_id":\s*"((?:[^"\\]|\\.)*)"')
+_PLACE = re.compile(rb'"rollout_index":\s*(\d+),\s*"group":\s*(\d+)[,}]')
 _SPLIT = b',"output":'
 _LIGHT_KEYS = ("status", "reward", "rewards", "usage", "scoring_errors")
 
@@ -65,6 +66,9 @@ class Run:
         self.info = _info(self.path, self._manifest)
         self._offsets: dict[str, tuple[int, int]] = {}
         self._order: list[str] = []
+        #: (group, rollout_index) of every rollout, read with its id (no JSON parsing)
+        self._place: dict[str, tuple[int, int]] = {}
+        self._by_task: list[str] | None = None
         self._scanned = 0
         self._cache: dict[str, Rollout] = {}
         #: Set when rollouts.jsonl ends in a half-written line (a killed run; resume drops it).
@@ -96,12 +100,20 @@ class Run:
                         )
                     break
                 if end > pos:
-                    match = _ID.search(mm, pos, min(end, pos + 1024))
-                    rid = (
-                        json.loads(b'"' + match.group(1) + b'"')
-                        if match
-                        else _full_line(mm[pos:end], path)["rollout_id"]
-                    )
+                    head = min(end, pos + 2048)
+                    match = _ID.search(mm, pos, head)
+                    place = _PLACE.search(mm, pos, head)
+                    if match and place:
+                        raw = match.group(1)
+                        rid = json.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode("utf-8")
+                        self._place[rid] = (int(place.group(2)), int(place.group(1)))
+                    else:  # not as agentkit writes it: parse the line
+                        line = _full_line(mm[pos:end], path)
+                        rid = line["rollout_id"]
+                        self._place[rid] = (
+                            int(line.get("group") or 0),
+                            int(line.get("rollout_index") or 0),
+                        )
                     if rid not in self._offsets:
                         self._order.append(rid)
                     self._offsets[rid] = (pos, end)
@@ -111,6 +123,8 @@ class Run:
             if pos == len(mm):
                 self.torn_tail = None
             self._scanned = pos
+        if new:
+            self._by_task = None
         return new
 
     def _index(self) -> dict[str, tuple[int, int]]:
@@ -121,10 +135,31 @@ class Run:
     def __len__(self) -> int:
         return len(self._index())
 
-    def rollout_ids(self) -> list[str]:
-        """Every finished rollout's id, in the order they first finished."""
+    def rollout_ids(self, *, order: str = "finished", task_id: str | None = None) -> list[str]:
+        """Every finished rollout's id, in the order they first finished.
+
+        ``order="task"`` lists them in the plan's order instead (by task, then
+        rollout index); ``task_id`` keeps one task's rollouts (in rollout-index
+        order). Neither parses a line: a page of a large run in task order
+        reads only that page.
+        """
         self._index()
+        if task_id is not None:
+            try:
+                group = self.info.task_ids.index(task_id)
+            except ValueError:
+                return [r for r in self._by_task_order() if self.rollout(r).task_id == task_id]
+            return [r for r in self._by_task_order() if self._place[r][0] == group]
+        if order == "task":
+            return list(self._by_task_order())
+        if order != "finished":
+            raise ValueError(f"order must be 'finished' or 'task', not {order!r}")
         return list(self._order)
+
+    def _by_task_order(self) -> list[str]:
+        if self._by_task is None:
+            self._by_task = sorted(self._order, key=self._place.__getitem__)
+        return self._by_task
 
     # -- rollouts --------------------------------------------------------------
     def _read(self, rid: str, *, light: bool, fh: Any = None) -> dict[str, Any]:
@@ -133,9 +168,8 @@ class Run:
             with open(self.path / ROLLOUTS, "rb") as own:
                 own.seek(start)
                 line = own.read(end - start)
-        else:
-            fh.seek(start)
-            line = fh.read(end - start)
+        else:  # an mmap of the file
+            line = fh[start:end]
         if light:
             cut = line.find(_SPLIT)
             if cut > 0:
@@ -178,9 +212,12 @@ class Run:
         if len(missing) < 2:
             return
         missing.sort(key=lambda rid: self._offsets[rid][0])
-        with open(self.path / ROLLOUTS, "rb") as fh:
+        with (
+            open(self.path / ROLLOUTS, "rb") as fh,
+            mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm,
+        ):
             for rid in missing:
-                self._parse(rid, fh)
+                self._parse(rid, mm)
 
     def iter_rollouts(
         self,
