@@ -1,11 +1,11 @@
 """Development sessions: tests, security, lint, types, docs, demo, bench.
 
 ``python3 -m nox -s tests`` installs everything the tests need (Python
-packages; as root, bubblewrap, util-linux, ripgrep, node, npm, Docker and
-mmdebstrap through apt, a Docker engine started with user-namespace remapping
-and offline stand-in base images; the Compose CLI; the pinned opencode-ai
-through npm) and runs the whole suite in parallel. ``python3 -m nox -s
-security`` runs tests/security again as an unprivileged user (the tests
+packages; as root, bubblewrap, util-linux, ripgrep, node, npm, Docker,
+mmdebstrap and chromium through apt, a Docker engine started with user-namespace
+remapping and offline stand-in base images; the Compose CLI; the pinned
+opencode-ai through npm) and runs the whole suite in parallel. ``python3 -m nox
+-s security`` runs tests/security again as an unprivileged user (the tests
 session runs it as whoever runs nox, root in CI).
 """
 
@@ -62,6 +62,9 @@ APT_PACKAGES = {
     "node": "nodejs",
     "npm": "npm",
 }
+#: The browser that agentkit view's tests drive with Playwright (Playwright's
+#: own browser download is not reachable offline).
+BROWSER_APT_PACKAGES = {"chromium": "chromium"}
 DOCKER_APT_PACKAGES = {
     "dockerd": "docker.io",
     "docker": "docker.io",
@@ -133,17 +136,19 @@ def ensure_docker(session: nox.Session) -> None:
 
 
 def ensure_system_tools(
-    session: nox.Session, *, opencode: bool = True, docker: bool = True
+    session: nox.Session, *, opencode: bool = True, docker: bool = True, browser: bool = True
 ) -> None:
-    """bubblewrap, util-linux, ripgrep, node, npm, Docker and mmdebstrap through apt (as
-    root), a Docker engine and base images (:func:`ensure_docker`), opencode-ai through
-    npm. Under ``CI=true`` anything still missing stops the session: CI must not pass
-    by skipping the tests that need it."""
+    """bubblewrap, util-linux, ripgrep, node, npm, Docker, mmdebstrap and chromium
+    through apt (as root), a Docker engine and base images (:func:`ensure_docker`),
+    opencode-ai through npm. Under ``CI=true`` anything still missing stops the
+    session: CI must not pass by skipping the tests that need it."""
     wanted = dict(APT_PACKAGES)
     if not opencode:
         wanted = {b: p for b, p in wanted.items() if p not in ("nodejs", "npm")}
     if docker:
         wanted.update(DOCKER_APT_PACKAGES)
+    if browser:
+        wanted.update(BROWSER_APT_PACKAGES)
     missing = sorted({pkg for binary, pkg in wanted.items() if shutil.which(binary) is None})
     if missing:
         if _is_root() and shutil.which("apt-get"):
@@ -202,7 +207,7 @@ BRIDGE_PINS = ["verifiers==0.4.0", "skyrl-gym==0.4.0"]
 @nox.session
 def bridges(session: nox.Session) -> None:
     """The verifiers and SkyRL bridges, installed beside verifiers 0.4.0 and skyrl-gym."""
-    ensure_system_tools(session, docker=False)
+    ensure_system_tools(session, docker=False, browser=False)
     contrib = [str(p.parent) for p in sorted(ROOT.glob("contrib/*/pyproject.toml"))]
     session.install(
         "uv",
@@ -291,7 +296,7 @@ def security(session: nox.Session) -> None:
     built from a Python it can run. Run as a non-root user, this session
     simply runs the suite as that user.
     """
-    ensure_system_tools(session, opencode=False, docker=False)  # the engine is root's
+    ensure_system_tools(session, opencode=False, docker=False, browser=False)  # root engine
     args = session.posargs or ["-n", "2", "tests/security"]
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         install_project(session, "test")
@@ -387,7 +392,7 @@ def demo(session: nox.Session) -> None:
     make their images): a progress bar, the results table and a run
     directory under runs/.
     """
-    ensure_system_tools(session, opencode=False, docker=False)
+    ensure_system_tools(session, opencode=False, docker=False, browser=False)
     install_project(session)
     args = session.posargs or ["harbor:examples/harbor", "oracle", "-n", "2", "-S", "image=host"]
     session.run("agentkit", "run", *args)
@@ -397,6 +402,7 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Run every benchmark in bench/ and print its figures."""
     ensure_system_tools(session)
-    install_project(session)
+    install_project(session, "view")
+    session.install("playwright>=1.40")  # bench/view.py times the page in Chromium too
     for script in sorted((ROOT / "bench").glob("[!_]*.py")):
         session.run("python", str(script))

@@ -27,7 +27,7 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def agentkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_agentkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``agentkit ARGS`` in a fresh process (as a user types it)."""
     return subprocess.run(
         [sys.executable, "-m", "agentkit", *args],

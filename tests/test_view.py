@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 from _view import (
     ROOT,
-    agentkit,
     arithmetic_run_args,
     arithmetic_script,
     cli_env,
     get_json,
     planned_arithmetic,
     raw_get,
+    run_agentkit,
     tree_state,
     view_server,
 )
@@ -38,10 +38,10 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two real runs of the arithmetic set (one answer wrong in the second), in one folder."""
     folder = tmp_path_factory.mktemp("runs")
     with ScriptedModelServer(arithmetic_script()) as good:
-        done = agentkit(*arithmetic_run_args(folder / "good", good.base_url))
+        done = run_agentkit(*arithmetic_run_args(folder / "good", good.base_url))
         assert done.returncode == 0, done.stderr
     with ScriptedModelServer(arithmetic_script(wrong="6 * 7")) as bad:
-        done = agentkit(*arithmetic_run_args(folder / "bad", bad.base_url, "-n", "2"))
+        done = run_agentkit(*arithmetic_run_args(folder / "bad", bad.base_url, "-n", "2"))
         assert done.returncode == 0, done.stderr
     return folder
 
@@ -205,13 +205,13 @@ def test_import_agentkit_and_help_do_not_load_the_web_stack() -> None:
 
 
 def test_cli_says_what_is_wrong(runs: Path, tmp_path: Path) -> None:
-    missing = agentkit("view", str(tmp_path / "nope"), "--no-open", timeout=60)
+    missing = run_agentkit("view", str(tmp_path / "nope"), "--no-open", timeout=60)
     assert missing.returncode == 2 and "no such directory" in missing.stderr
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        taken = agentkit("view", str(runs), "--no-open", "--port", str(port), timeout=60)
+        taken = run_agentkit("view", str(runs), "--no-open", "--port", str(port), timeout=60)
     assert taken.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in taken.stderr
     assert "Traceback" not in taken.stderr
     with view_server(runs, "--host", "0.0.0.0") as url:

@@ -30,7 +30,8 @@ MAX_PAGE = 500
 MAX_EVENTS = 5000
 #: Files listed per rollout at most.
 MAX_FILES = 2000
-#: While a run is written, its summary is recomputed at most this often (seconds).
+#: While a run is written, its summary is recomputed at most this often (seconds), and
+#: never more than a fifth of the time (a large run's summary takes a while).
 SUMMARY_EVERY_S = 2.0
 
 #: Sortable columns: the value a rollout sorts by (None sorts last either way).
@@ -59,6 +60,7 @@ class _Entry:
         self._summary: dict[str, Any] | None = None
         self._summary_len = -1
         self._summary_at = 0.0
+        self._summary_cost = 0.0
         self._tasks: dict[str, Any] | None = None
 
     def refresh(self) -> None:
@@ -87,18 +89,18 @@ class _Entry:
         n = len(self.run)
         if self._summary is not None and self._summary_len == n:
             return self._summary
-        if (
-            self._summary is not None
-            and running
-            and time.monotonic() - self._summary_at < SUMMARY_EVERY_S
-        ):
+        wait = max(SUMMARY_EVERY_S, 5 * self._summary_cost)
+        if self._summary is not None and running and time.monotonic() - self._summary_at < wait:
             return self._summary
+        start = time.monotonic()
         stored = self.run.stored_summary()
         if stored is not None and stored.get("finished") == n and "tasks" in stored:
             summary = stored
         else:
             summary = self.run.summary()
-        self._summary, self._summary_len, self._summary_at = summary, n, time.monotonic()
+        self._summary, self._summary_len = summary, n
+        self._summary_at = time.monotonic()
+        self._summary_cost = self._summary_at - start
         return summary
 
     def tasks(self) -> dict[str, Any]:
@@ -250,7 +252,6 @@ class Viewer:
                 "platform": m.get("platform"),
                 "plugins": m.get("plugins"),
             },
-            "statuses": sorted({r.status for r in e.rows()}),
             "error_kinds": sorted((summary.get("error_kinds") or {}).keys()),
         }
 
@@ -260,7 +261,18 @@ class Viewer:
         offset = max(0, _int(params.get("offset"), 0))
         limit = min(MAX_PAGE, max(1, _int(params.get("limit"), 50)))
         state = e.run.state()
-        rows = _sorted(self._filtered(e, params), params.get("sort"), bool(params.get("desc")))
+        sort, desc = params.get("sort") or "task", bool(params.get("desc"))
+        if sort == "task" and not any(params.get(k) for k in _FILTERS):
+            # task order from the index alone: only the page's lines are parsed
+            ids = e.run.rollout_ids(order="task")
+            if desc:
+                ids.reverse()
+            total = len(ids)
+            page = [e.run.rollout(r) for r in ids[offset : offset + limit]]
+        else:
+            rows = _sorted(self._filtered(e, params), sort, desc)
+            total = len(rows)
+            page = rows[offset : offset + limit]
         live = [
             {
                 "rollout_id": x.rollout_id,
@@ -277,17 +289,16 @@ class Viewer:
         return {
             "run": name,
             "state": state,
-            "total": len(rows),
+            "total": total,
             "finished": len(e.run),
             "planned": e.run.info.planned,
             "offset": offset,
             "limit": limit,
-            "rows": [_row(r) for r in rows[offset : offset + limit]],
+            "rows": [_row(r) for r in page],
             "live": live,
         }
 
     def _filtered(self, e: _Entry, params: Mapping[str, str]) -> list[Rollout]:
-        rows = e.rows()
         status = params.get("status") or None
         task = (params.get("task") or "").strip()
         failed = params.get("failed") in ("1", "true")
@@ -296,10 +307,12 @@ class Viewer:
         metric = params.get("metric") or None
         op = params.get("op") or "lt"
         value = _float(params.get("value"))
-        if task and task in e.by_task():
-            rows = e.by_task()[task]
+        if task and task in e.run.info.task_ids:
+            rows = [e.run.rollout(r) for r in e.run.rollout_ids(task_id=task)]
         elif task:
-            rows = [r for r in rows if task in r.task_id]
+            rows = [r for r in e.rows() if task in r.task_id]
+        else:
+            rows = e.rows()
         out = []
         for r in rows:
             if status is not None and r.status != status:
@@ -336,7 +349,7 @@ class Viewer:
             live.setdefault(x.task_id, []).append(x)
         page = []
         for task_id in task_ids[offset : offset + limit]:
-            done = {r.rollout_index: r for r in e.by_task().get(task_id, [])}
+            done = {r.rollout_index: r for r in _task_rollouts(e, task_id)}
             running = {x.rollout_index: x for x in live.get(task_id, [])}
             cells = []
             for index in range(e.run.info.rollouts_per_task):
@@ -473,7 +486,7 @@ class Viewer:
         doc["task_id"] = task_of
         doc["siblings"] = [
             {"rollout_id": s.rollout_id, "index": s.rollout_index, "reward": s.reward, "ok": s.ok}
-            for s in e.by_task().get(task_of or "", [])
+            for s in (_task_rollouts(e, task_of) if task_of else [])
         ]
         doc["metrics"] = _metrics(e.run.info.manifest)
         doc["files"], doc["files_truncated"] = self._files(e, rollout_id)
@@ -569,6 +582,17 @@ class Viewer:
 # -- helpers ---------------------------------------------------------------------
 
 
+#: Query parameters that filter the rollout table.
+_FILTERS = ("status", "failed", "errored", "error_kind", "task", "metric")
+
+
+def _task_rollouts(e: _Entry, task_id: str) -> list[Rollout]:
+    """One task's rollouts in rollout-index order (only its lines are parsed)."""
+    if task_id in e.run.info.task_ids:
+        return [e.run.rollout(r) for r in e.run.rollout_ids(task_id=task_id)]
+    return e.by_task().get(task_id, [])
+
+
 def _sorted(rows: list[Rollout], sort: str | None, desc: bool) -> list[Rollout]:
     """Rows (in task order) sorted by a column, ties kept in task order, None last."""
     key = _SORT_KEYS.get(sort or "task", _SORT_KEYS["task"])
@@ -583,16 +607,19 @@ def _sorted(rows: list[Rollout], sort: str | None, desc: bool) -> list[Rollout]:
 def _side(stats: dict[str, Any] | None, e: _Entry, task_id: str) -> dict[str, Any] | None:
     if stats is None:
         return None
-    rollouts = e.by_task().get(task_id, [])
+    rollouts = _task_rollouts(e, task_id)
     scored = [r for r in rollouts if r.reward is not None]
     return {
-        "rollouts": stats.get("rollouts", 0),
+        "finished": stats.get("rollouts", 0),
         "mean_reward": stats.get("mean_reward"),
         "pass_at_1": (stats.get("pass_at_k") or {}).get("1"),
         "errors": stats.get("errors", 0),
         # a task passes when its pass@1 is at least one half (most rollouts passed)
         "passed": None if not scored else sum(1 for r in scored if r.passed) * 2 >= len(scored),
-        "rollout_ids": [r.rollout_id for r in rollouts],
+        "rollouts": [
+            {"rollout_id": r.rollout_id, "reward": r.reward, "passed": r.passed, "ok": r.ok}
+            for r in rollouts
+        ],
     }
 
 

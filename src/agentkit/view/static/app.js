@@ -35,6 +35,11 @@
     return el;
   }
 
+  // Replace an element's children (null, false and undefined are left out).
+  function fill(el, ...children) {
+    return append(clear(el), children);
+  }
+
   const enc = encodeURIComponent;
   const runUrl = (run, query) => `/run/${enc(run)}${query ? "?" + query : ""}`;
   const rolloutUrl = (run, rid) => `/run/${enc(run)}/rollout/${enc(rid)}`;
@@ -207,8 +212,9 @@
     );
   }
 
-  function setCrumbs(...items) {
+  function setCrumbs(...given) {
     clear(crumbs);
+    const items = given.filter((item) => item !== null && item !== undefined);
     items.forEach((item, i) => {
       if (i) crumbs.append(h("span", { class: "sep", text: "›" }));
       crumbs.append(typeof item === "string" ? h("span", { text: item }) : item);
@@ -311,7 +317,7 @@
     const compareBtn = h("button", { class: "primary", type: "button", disabled: true, text: "Compare 2 runs" });
     const heading = h("h1", { text: "Runs" });
     const sub = h("p", { class: "muted" });
-    clear(app).append(
+    fill(app, 
       h("section", { class: "page-head" },
         h("div", {}, heading, sub),
         h("div", { class: "actions" }, compareBtn)),
@@ -384,7 +390,7 @@
       const empty = !runs.length
         ? h("tr", {}, h("td", { colspan: columns.length + 1, class: "muted", text: "No runs here yet: they appear as soon as agentkit run starts writing one." }))
         : null;
-      clear(table).append(h("table", { class: "grid runs" }, h("thead", {}, head), h("tbody", {}, body, empty)));
+      fill(table, h("table", { class: "grid runs" }, h("thead", {}, head), h("tbody", {}, body, empty)));
       for (const b of data.broken || []) table.append(h("p", { class: "err-text small", text: `${b.name}: ${b.error}` }));
       compareBtn.disabled = selected.size !== 2;
     }
@@ -409,7 +415,7 @@
     const banner = h("div", { class: "banners" });
     const tabs = h("nav", { class: "tabs" });
     const body = h("section", { class: "tab-body" });
-    clear(app).append(head, banner, tabs, body);
+    fill(app, head, banner, tabs, body);
 
     function renderHead() {
       setLive(run.state);
@@ -417,7 +423,7 @@
       const bar = h("span", { class: "bar wide" }, h("span", { class: "fill" }));
       bar.firstChild.style.width = `${pct}%`;
       const usage = (run.summary && run.summary.usage) || {};
-      clear(head).append(
+      fill(head, 
         h("div", { class: "title-row" }, h("h1", { text: name }), stateBadge(run.state)),
         h("p", { class: "muted" },
           `${run.taskset || "–"} · ${run.harness || "–"}${run.model ? " · " + run.model : ""} · started ${date(run.created_at)}`),
@@ -511,7 +517,7 @@
     });
     const valueInput = h("input", { type: "number", name: "value", step: "any", placeholder: "value", value: filters.value, class: "short" });
     valueInput.addEventListener("change", () => update({ value: valueInput.value }));
-    const statuses = [...new Set(["completed", "failed", "timeout", "cancelled", ...(run.statuses || [])])];
+    const statuses = ["completed", "failed", "timeout", "cancelled"];
     const bar = h("div", { class: "filters" },
       h("label", {}, "Status ", select("status", [["", "any"], ...statuses.map((s) => [s, s]), ["running", "running now"]])),
       check("failed", "did not pass"),
@@ -524,7 +530,7 @@
     );
     const tableWrap = h("div", { class: "table-wrap" });
     const pager = h("div", { class: "pager" });
-    clear(body).append(bar, tableWrap, pager);
+    fill(body, bar, tableWrap, pager);
 
     function update(changes) {
       Object.assign(filters, changes);
@@ -572,7 +578,7 @@
       const none = !live.length && !rows.length
         ? h("tr", {}, h("td", { colspan: columns.length, class: "muted", text: page.finished ? "No rollout matches these filters." : "No rollout has finished yet." }))
         : null;
-      clear(tableWrap).append(h("table", { class: "grid rollouts" }, h("thead", {}, head), h("tbody", {}, live, rows, none)));
+      fill(tableWrap, h("table", { class: "grid rollouts" }, h("thead", {}, head), h("tbody", {}, live, rows, none)));
       const offset = page.offset;
       const end = Math.min(page.total, offset + page.limit);
       const prev = h("button", { type: "button", text: "‹ Previous", disabled: offset === 0 });
@@ -582,7 +588,7 @@
       const size = h("select", { name: "limit" }, ["25", "50", "100", "250", "500"].map((v) => h("option", { value: v, text: `${v} per page` })));
       size.value = filters.limit;
       size.addEventListener("change", () => update({ limit: size.value }));
-      clear(pager).append(
+      fill(pager, 
         h("span", { class: "muted", text: page.total ? `${int(offset + 1)}–${int(end)} of ${int(page.total)} finished` + (page.total !== page.finished ? ` (filtered from ${int(page.finished)})` : "") : "" }),
         prev, next, size);
     }
@@ -603,7 +609,7 @@
     const search = h("input", { type: "search", placeholder: "task id contains…", value: q.get("task") || "" });
     const wrap = h("div", { class: "table-wrap" });
     const pager = h("div", { class: "pager" });
-    clear(body).append(h("div", { class: "filters" }, h("label", {}, "Task ", search),
+    fill(body, h("div", { class: "filters" }, h("label", {}, "Task ", search),
       h("span", { class: "legend" }, legend("ok", "passed"), legend("bad", "failed"), legend("err", "error"), legend("running", "running"), legend("pending", "not yet"))), wrap, pager);
     let timer = null;
     search.addEventListener("input", () => {
@@ -635,13 +641,13 @@
           return c.rollout_id ? h("a", { class: cls, href: rolloutUrl(name, c.rollout_id), "data-nav": true, title, "aria-label": title })
             : h("span", { class: cls, title });
         }))));
-      clear(wrap).append(h("table", { class: "grid tasks" }, h("thead", {}, head), h("tbody", {}, rows)));
+      fill(wrap, h("table", { class: "grid tasks" }, h("thead", {}, head), h("tbody", {}, rows)));
       const end = Math.min(page.total, page.offset + page.limit);
       const prev = h("button", { type: "button", text: "‹ Previous", disabled: page.offset === 0 });
       prev.addEventListener("click", () => { offset = Math.max(0, page.offset - page.limit); load(); });
       const next = h("button", { type: "button", text: "Next ›", disabled: end >= page.total });
       next.addEventListener("click", () => { offset = page.offset + page.limit; load(); });
-      clear(pager).append(h("span", { class: "muted", text: page.total ? `${page.offset + 1}–${end} of ${int(page.total)} tasks` : "no tasks" }), prev, next);
+      fill(pager, h("span", { class: "muted", text: page.total ? `${page.offset + 1}–${end} of ${int(page.total)} tasks` : "no tasks" }), prev, next);
     }
 
     function legend(cls, label) {
@@ -665,7 +671,7 @@
       h("td", { class: "num", text: num(m.mean) }),
       h("td", { text: m.description }),
       h("td", { class: "small muted", text: m.origin })));
-    clear(body).append(
+    fill(body, 
       h("div", { class: "card" },
         h("h2", { text: "Compiled rubric" }),
         rubric.total ? h("p", {}, "Total: ", rubric.total) : null,
@@ -684,7 +690,7 @@
         h("td", {}, v !== null && typeof v === "object" ? h("code", { text: JSON.stringify(v) }) : h("span", { text: v === null ? "–" : String(v) }))));
       return h("div", { class: "card" }, h("h2", { text: title }), h("table", { class: "kv" }, h("tbody", {}, rows)));
     };
-    clear(body).append(
+    fill(body, 
       h("div", { class: "cards" },
         section("Model", o.context),
         section("Run options", o.options),
@@ -901,7 +907,8 @@
 
   function transcriptCard(record) {
     const msgs = record.messages || [];
-    const card = h("div", { class: "card", id: "transcript" }, h("h2", {}, "Transcript ", h("span", { class: "muted small", text: msgs.length ? `${msgs.length} messages` : "" })));
+    const count = msgs.length ? `${msgs.length} message${msgs.length === 1 ? "" : "s"}` : "";
+    const card = h("div", { class: "card", id: "transcript" }, h("h2", {}, "Transcript ", h("span", { class: "muted small", text: count })));
     if (msgs.length) card.append(conversation(msgs));
     else card.append(h("p", { class: "muted", text: "No messages (this harness keeps none): the events below show what it did." }));
     if (record.output !== null && record.output !== undefined && record.output !== "") {
@@ -972,8 +979,13 @@
       if (d.duration_sec !== undefined) facts.push(seconds(d.duration_sec));
       if (d.reward_file) facts.push(d.reward_file);
       if (d.rewards) facts.push(Object.entries(d.rewards).map(([k, x]) => `${k}=${num(x)}`).join(" "));
+      const shown = new Set(["exit_code", "duration_sec", "reward_file", "rewards", "stdout", "stderr", "notes", "error"]);
+      for (const [k, x] of Object.entries(d)) {
+        if (!shown.has(k) && x !== null && typeof x !== "object") facts.push(`${k} ${preview(String(x), 60)}`);
+      }
       card.append(h("div", { class: "verifier" },
         h("h3", {}, v.label, h("span", { class: "muted small", text: facts.length ? "  " + facts.join(" · ") : "" })),
+        d.error ? textBlock(String(d.error), { lines: 8, cls: "error-text" }) : null,
         d.stdout ? textBlock(String(d.stdout), { lines: 12 }) : null,
         d.stderr ? textBlock(String(d.stderr), { lines: 8, cls: "error-text" }) : null,
         (d.notes || []).map((n) => h("p", { class: "small muted", text: typeof n === "string" ? n : JSON.stringify(n) })),
@@ -1020,7 +1032,7 @@
 
   async function showFile(viewer, url, f) {
     viewer.hidden = false;
-    clear(viewer).append(h("div", { class: "file-head" }, h("code", { text: f.path }), " ",
+    fill(viewer, h("div", { class: "file-head" }, h("code", { text: f.path }), " ",
       h("a", { href: url, target: "_blank", rel: "noopener", class: "small", text: "open" })));
     if (/\.(png|jpe?g|gif|webp)$/i.test(f.path)) {
       viewer.append(h("img", { src: url, alt: f.path }));
@@ -1061,7 +1073,7 @@
       return btn;
     };
     const wrap = h("div", { class: "table-wrap" });
-    clear(app).append(
+    fill(app, 
       h("h1", { text: "Compare two runs" }),
       data.same_taskset ? null : h("div", { class: "banner warn", text: "These runs are of different tasksets: only the tasks they share compare." }),
       h("div", { class: "columns two" }, head("A", data.a), head("B", data.b)),
@@ -1077,7 +1089,7 @@
       return [
         h("td", { class: "num", text: mean(s.mean_reward) }),
         h("td", { class: "num", text: fixed(s.pass_at_1, 2) }),
-        h("td", { class: "cells" }, s.rollout_ids.map((id) => h("a", { class: "cell link-cell", href: rolloutUrl(run, id), "data-nav": true, title: id }))),
+        h("td", { class: "cells" }, s.rollouts.map((r) => h("a", { class: `cell ${rewardClass(r)}`, href: rolloutUrl(run, r.rollout_id), "data-nav": true, title: `${r.rollout_id}: reward ${num(r.reward)}` }))),
       ];
     }
 
@@ -1086,7 +1098,7 @@
       const verdicts = { both: ["both pass", "ok"], a_only: ["only A passes", "warn"], b_only: ["only B passes", "warn"], neither: ["neither passes", "bad"], missing: ["not in both", ""] };
       const rows = data.tasks.filter((t) => !only || t.verdict === only).map((t) => h("tr", { class: `cmp ${t.verdict}` },
         h("td", { text: t.task_id }), side(a, t.a), side(b, t.b), h("td", {}, badge(...verdicts[t.verdict]))));
-      clear(wrap).append(h("table", { class: "grid compare" },
+      fill(wrap, h("table", { class: "grid compare" },
         h("thead", {},
           h("tr", {}, h("th", { text: "" }), h("th", { colspan: 3, text: `A: ${a}` }), h("th", { colspan: 3, text: `B: ${b}` }), h("th", {})),
           h("tr", {}, ["Task", "Mean", "pass@1", "Rollouts", "Mean", "pass@1", "Rollouts", "Verdict"].map((x) => h("th", { text: x })))),

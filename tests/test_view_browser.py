@@ -1,0 +1,352 @@
+"""``agentkit view`` in a real browser: Debian's ``chromium``, headless, driven by Playwright.
+
+The runs are made by ``agentkit run`` (the Harbor examples with the oracle,
+the JSONL arithmetic set with the chat harness against the scripted model
+server) and served by ``agentkit view`` in its own process. Every page is
+saved as a PNG under the test's tmp dir (``screenshots/``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _view import (
+    HARBOR,
+    arithmetic_run_args,
+    arithmetic_script,
+    cli_env,
+    planned_arithmetic,
+    run_agentkit,
+    view_server,
+)
+
+import agentkit.runs
+from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.sandbox_fixtures import requires_bwrap
+
+CHROMIUM = os.environ.get("AGENTKIT_TEST_CHROMIUM", "/usr/bin/chromium")
+#: Flags for this machine: no sandbox (root), no GPU, nothing fetched from the network.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _missing() -> str | None:
+    if importlib.util.find_spec("playwright") is None:
+        return "playwright is not installed (it is in agentkit's test extra)"
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium; nox -s tests does it as root)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A Chromium context with a new empty profile; fails under CI=true when missing."""
+    missing = _missing()
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"browser tests need a browser: {missing}")
+        pytest.skip(missing)
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=30_000)
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            headless=True,
+            viewport={"width": 1400, "height": 900},
+        )
+        context.set_default_timeout(30_000)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+class Tab:
+    """A browser page that records JavaScript errors and saves screenshots."""
+
+    def __init__(self, context: Any, shots: Path) -> None:
+        self.page = context.new_page()
+        self.shots = shots
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+
+    def shot(self, name: str) -> None:
+        self.shots.mkdir(exist_ok=True)
+        self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+
+    def keep(self) -> None:
+        """Mark the loaded document; :meth:`kept` is true while it was not reloaded."""
+        self.page.evaluate("window.__agentkitTestKept = true")
+
+    def kept(self) -> bool:
+        return bool(self.page.evaluate("window.__agentkitTestKept === true"))
+
+    def close(self) -> None:
+        self.page.close()
+        assert self.errors == []
+
+
+@pytest.fixture
+def tab(browser: Any, tmp_path: Path) -> Iterator[Any]:
+    opened: list[Tab] = []
+
+    def new() -> Tab:
+        opened.append(Tab(browser, tmp_path / "screenshots"))
+        return opened[-1]
+
+    yield new
+    for t in opened:
+        t.close()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Harbor examples with the oracle, and two arithmetic runs (one answer wrong)."""
+    folder = tmp_path_factory.mktemp("runs")
+    if shutil.which("bwrap"):
+        done = run_agentkit("run", f"harbor:{HARBOR}", "oracle", "--out", str(folder / "harbor"))
+        assert done.returncode == 0, done.stderr
+    with ScriptedModelServer(arithmetic_script()) as good:
+        done = run_agentkit(*arithmetic_run_args(folder / "arith-good", good.base_url))
+        assert done.returncode == 0, done.stderr
+    with ScriptedModelServer(arithmetic_script(wrong="6 * 7")) as bad:
+        done = run_agentkit(*arithmetic_run_args(folder / "arith", bad.base_url))
+        assert done.returncode == 0, done.stderr
+    return folder
+
+
+@requires_bwrap
+def test_harbor_runs_tasks_and_rollouts(runs: Path, tab: Any) -> None:
+    from playwright.sync_api import expect
+
+    with view_server(runs) as url:
+        t = tab()
+        page = t.page
+        page.goto(url)
+        expect(page.locator("tr.run-row")).to_have_count(3)
+        expect(page.locator("tr.run-row[data-run=harbor]")).to_contain_text("oracle")
+        expect(page.locator("tr.run-row[data-run=harbor]")).to_contain_text("5/5")
+        t.shot("runs")
+        page.locator("tr.run-row[data-run=harbor] a").click()
+        expect(page.locator("h1")).to_have_text("harbor")
+        expect(page.locator("tr.rollout-row")).to_have_count(5)
+        expect(page.locator(".banner.ok")).to_contain_text("complete")
+        t.shot("run")
+        page.locator("tr.rollout-row a", has_text="harbor:build-a-tool").click()
+        expect(page.locator("#steps")).to_contain_text("implement")
+        expect(page.locator("#verifier")).to_contain_text("PASS: greet.sh prints hello")
+        expect(page.locator("#reward")).to_contain_text("core.reward")
+        expect(page.locator("#timeline")).to_contain_text("harbor.step")
+        expect(page.locator("#files")).to_contain_text("README.md")
+        assert "/run/harbor/rollout/build-a-tool-" in page.url
+        t.shot("rollout-multi-step")
+        # files open in the page; events have deep links
+        page.locator("#files button", has_text="app/README.md").first.click()
+        expect(page.locator(".file-view")).to_contain_text("greet.sh")
+        rollout_url = page.url
+        page.goto(rollout_url + "#event-9")
+        expect(page.locator("#event-9")).to_have_class("event exec target")
+        expect(page.locator("#event-9 + tr.detail")).to_be_visible()
+        expect(page.locator("#event-9 + tr.detail")).to_contain_text("verifier.test")
+        # a failed rollout says why
+        page.locator("#crumbs a").nth(1).click()  # Runs › harbor
+        page.locator("tr.rollout-row a", has_text="harbor:too-slow").click()
+        expect(page.locator(".why")).to_contain_text("agent_timeout")
+        expect(page.locator(".why")).to_contain_text("ran past the agent timeout")
+        expect(page.locator("#verifier")).to_contain_text("no /app/done.txt")
+        t.shot("rollout-failed")
+        page.go_back()
+        expect(page.locator("tr.rollout-row")).to_have_count(5)
+        page.get_by_text("did not pass").click()
+        expect(page.locator("tr.rollout-row")).to_have_count(2)
+        assert "failed=1" in page.url
+
+
+def test_chat_transcript_filters_tasks_rubric_options_compare(runs: Path, tab: Any) -> None:
+    from playwright.sync_api import expect
+
+    with view_server(runs) as url:
+        t = tab()
+        page = t.page
+        page.goto(url + "run/arith")
+        expect(page.locator("tr.rollout-row")).to_have_count(planned_arithmetic())
+        page.locator("tr.rollout-row a", has_text="arithmetic:add-1").click()
+        expect(page.locator("#transcript .msg.user")).to_contain_text("What is 2 + 3?")
+        expect(page.locator("#transcript .msg.assistant")).to_contain_text("5")
+        expect(page.locator("#reward")).to_contain_text("core.correct")
+        expect(page.locator("#timeline")).to_contain_text("model.response")
+        t.shot("rollout-chat")
+        page.goto(url + "run/arith?failed=1")
+        expect(page.locator("tr.rollout-row")).to_have_count(1)
+        page.locator("tr.rollout-row a").click()
+        expect(page.locator(".why")).to_contain_text("scored 0")
+        expect(page.locator("#transcript .msg.assistant")).to_contain_text("41")
+        expect(page.locator(".big-reward").first).to_contain_text("0")
+        t.shot("rollout-wrong-answer")
+        page.goto(url + "run/arith?tab=tasks")
+        expect(page.locator("tr.task-row")).to_have_count(planned_arithmetic())
+        expect(page.locator("tr.task-row[data-task='arithmetic:mul-1'] .cell.bad")).to_have_count(1)
+        t.shot("run-tasks")
+        page.locator("tr.task-row[data-task='arithmetic:mul-1'] td a").first.click()
+        expect(page.locator("tr.rollout-row")).to_have_count(1)
+        page.goto(url + "run/arith?tab=rubric")
+        expect(page.locator(".tab-body")).to_contain_text("core.correct")
+        t.shot("run-rubric")
+        page.goto(url + "run/arith?tab=options")
+        expect(page.locator(".tab-body")).to_contain_text("scripted")
+        t.shot("run-options")
+        page.goto(url)
+        page.locator("tr.run-row[data-run=arith-good] input").check()
+        page.locator("tr.run-row[data-run=arith] input").check()
+        page.get_by_role("button", name="Compare 2 runs").click()
+        expect(page.locator("h1")).to_have_text("Compare two runs")
+        expect(page.locator("button.toggle", has_text="only A passes: 1")).to_be_visible()
+        page.locator("button.toggle", has_text="only A passes").click()
+        expect(page.locator("tr.cmp")).to_have_count(1)
+        expect(page.locator("tr.cmp")).to_contain_text("arithmetic:mul-1")
+        t.shot("compare")
+
+
+def _start_hanging_run(folder: Path, server: ScriptedModelServer) -> subprocess.Popen[str]:
+    args = arithmetic_run_args(folder / "live", server.base_url, "--max-retries", "0")
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentkit", *args],
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _wait_until_only_the_hung_rollout_runs(run_dir: Path, proc: subprocess.Popen[str]) -> str:
+    """Poll the run directory until every rollout but the hung one finished; its id."""
+    planned = planned_arithmetic()
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"agentkit run ended early: {proc.communicate()}")
+        if (run_dir / "manifest.json").exists():
+            run = agentkit.runs.open(run_dir)
+            live = run.live_rollouts()
+            if len(run) == planned - 1 and live and live[0].events >= 2:
+                return live[0].rollout_id
+        time.sleep(0.05)
+
+
+def test_a_run_in_progress_updates_without_reload(tmp_path: Path, tab: Any) -> None:
+    from playwright.sync_api import expect
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    planned = planned_arithmetic()
+    server = ScriptedModelServer(arithmetic_script(hang="apples")).start()
+    proc: subprocess.Popen[str] | None = None
+    try:
+        with view_server(folder) as url:
+            runs_tab = tab()
+            runs_tab.page.goto(url)
+            expect(runs_tab.page.locator("table.runs")).to_contain_text("No runs here yet")
+            runs_tab.keep()
+            proc = _start_hanging_run(folder, server)
+            expect(runs_tab.page.locator("tr.run-row[data-run=live]")).to_contain_text("running")
+            rid = _wait_until_only_the_hung_rollout_runs(folder / "live", proc)
+            run_tab = tab()
+            run_tab.page.goto(url + "run/live")
+            expect(run_tab.page.locator("tr.rollout-row.running")).to_have_count(1)
+            expect(run_tab.page.locator("tr.rollout-row:not(.running)")).to_have_count(planned - 1)
+            expect(run_tab.page.locator(".banner.live")).to_be_visible()
+            run_tab.keep()
+            run_tab.shot("live-run")
+            live_tab = tab()
+            live_tab.page.goto(url + f"run/live/rollout/{rid}")
+            expect(live_tab.page.locator(".badge.live")).to_contain_text("in progress")
+            expect(live_tab.page.locator("#timeline")).to_contain_text("model.request")
+            expect(live_tab.page.locator("#timeline")).not_to_contain_text("harness.end")
+            live_tab.keep()
+            live_tab.shot("live-rollout")
+            server.stop()  # the hung request fails: the rollout ends, and with it the run
+            expect(live_tab.page.locator("#timeline")).to_contain_text("harness.end")
+            expect(live_tab.page.locator(".why")).to_contain_text("model_connection")
+            expect(live_tab.page.locator(".banner.ok")).to_contain_text("just finished")
+            live_tab.shot("live-rollout-finished")
+            expect(run_tab.page.locator("tr.rollout-row")).to_have_count(planned)
+            expect(run_tab.page.locator(".banner.ok")).to_contain_text("complete")
+            expect(runs_tab.page.locator("tr.run-row[data-run=live]")).to_contain_text("complete")
+            run_tab.shot("live-run-finished")
+            assert runs_tab.kept() and run_tab.kept() and live_tab.kept()
+            assert proc.wait(timeout=120) == 0
+    finally:
+        server.stop()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def test_an_interrupted_run_says_so(tmp_path: Path, tab: Any) -> None:
+    from playwright.sync_api import expect
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    proc: subprocess.Popen[str] | None = None
+    with ScriptedModelServer(arithmetic_script(hang="apples")) as server:
+        try:
+            proc = _start_hanging_run(folder, server)
+            with view_server(folder) as url:
+                rid = _wait_until_only_the_hung_rollout_runs(folder / "live", proc)
+                run_tab = tab()
+                run_tab.page.goto(url + "run/live")
+                expect(run_tab.page.locator(".banner.live")).to_be_visible()
+                live_tab = tab()
+                live_tab.page.goto(url + f"run/live/rollout/{rid}")
+                expect(live_tab.page.locator(".badge.live")).to_be_visible()
+                proc.send_signal(signal.SIGTERM)
+                proc.communicate(timeout=120)
+                expect(run_tab.page.locator(".banner.warn")).to_contain_text("interrupted")
+                expect(run_tab.page.locator(".banner.warn")).to_contain_text(
+                    "agentkit run --resume"
+                )
+                expect(run_tab.page.locator("tr.rollout-row.interrupted")).to_have_count(1)
+                expect(live_tab.page.locator(".banner.warn")).to_contain_text("no longer running")
+                run_tab.shot("interrupted-run")
+                live_tab.shot("interrupted-rollout")
+        finally:
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+
+def test_a_crafted_path_is_refused_in_the_browser(runs: Path, tab: Any) -> None:
+    with view_server(runs) as url:
+        t = tab()
+        for path in (
+            "files/arith/..%2F..%2F..%2Fetc%2Fpasswd",
+            "files/arith/%2Fetc%2Fpasswd",
+            "files/..%2Farith/manifest.json",
+        ):
+            response = t.page.goto(url + path)
+            assert response is not None and response.status in (403, 404), path
+            assert "root:" not in t.page.content()
+        response = t.page.goto(url + "files/arith/manifest.json")
+        assert response is not None and response.status == 200
+        assert response.headers["content-type"].startswith("text/plain")
+        assert "sandbox" in response.headers["content-security-policy"]
