@@ -28,9 +28,10 @@ def cli_env() -> dict[str, str]:
 
 
 def run_agentkit(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``agentkit ARGS`` in a fresh process (as a user types it)."""
+    """``agentkit ARGS`` in a fresh process, in the repository (as a user types it)."""
     return subprocess.run(
         [sys.executable, "-m", "agentkit", *args],
+        cwd=ROOT,
         env=cli_env(),
         capture_output=True,
         text=True,
@@ -54,7 +55,7 @@ def arithmetic_run_args(out: Path, base_url: str, *extra: str) -> list[str]:
     """``agentkit run`` of the JSONL arithmetic set with the chat harness on ``base_url``."""
     return [
         "run",
-        f"jsonl:{ARITHMETIC}",
+        f"jsonl:{ARITHMETIC.relative_to(ROOT)}",  # run from ROOT
         "chat",
         "--model",
         "scripted",

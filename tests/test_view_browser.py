@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from _view import (
     HARBOR,
+    ROOT,
     arithmetic_run_args,
     arithmetic_script,
     cli_env,
@@ -91,9 +92,15 @@ class Tab:
         self.errors: list[str] = []
         self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
 
-    def shot(self, name: str) -> None:
+    def shot(self, name: str, *, docs: bool = False) -> None:
+        """Save the whole page under the test's tmp dir; ``docs``: also the visible part
+        under $AGENTKIT_VIEW_DOCS_SHOTS (how docs/images/viewer/ is made)."""
         self.shots.mkdir(exist_ok=True)
         self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
+        target = os.environ.get("AGENTKIT_VIEW_DOCS_SHOTS")
+        if docs and target:
+            Path(target).mkdir(parents=True, exist_ok=True)
+            self.page.screenshot(path=str(Path(target) / f"{name}.png"))
 
     def keep(self) -> None:
         """Mark the loaded document; :meth:`kept` is true while it was not reloaded."""
@@ -125,7 +132,9 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Harbor examples with the oracle, and two arithmetic runs (one answer wrong)."""
     folder = tmp_path_factory.mktemp("runs")
     if shutil.which("bwrap"):
-        done = run_agentkit("run", f"harbor:{HARBOR}", "oracle", "--out", str(folder / "harbor"))
+        done = run_agentkit(
+            "run", f"harbor:{HARBOR.relative_to(ROOT)}", "oracle", "--out", str(folder / "harbor")
+        )
         assert done.returncode == 0, done.stderr
     with ScriptedModelServer(arithmetic_script()) as good:
         done = run_agentkit(*arithmetic_run_args(folder / "arith-good", good.base_url))
@@ -147,12 +156,12 @@ def test_harbor_runs_tasks_and_rollouts(runs: Path, tab: Any) -> None:
         expect(page.locator("tr.run-row")).to_have_count(3)
         expect(page.locator("tr.run-row[data-run=harbor]")).to_contain_text("oracle")
         expect(page.locator("tr.run-row[data-run=harbor]")).to_contain_text("5/5")
-        t.shot("runs")
+        t.shot("runs", docs=True)
         page.locator("tr.run-row[data-run=harbor] a").click()
         expect(page.locator("h1")).to_have_text("harbor")
         expect(page.locator("tr.rollout-row")).to_have_count(5)
         expect(page.locator(".banner.ok")).to_contain_text("complete")
-        t.shot("run")
+        t.shot("run", docs=True)
         page.locator("tr.rollout-row a", has_text="harbor:build-a-tool").click()
         expect(page.locator("#steps")).to_contain_text("implement")
         expect(page.locator("#verifier")).to_contain_text("PASS: greet.sh prints hello")
@@ -160,7 +169,7 @@ def test_harbor_runs_tasks_and_rollouts(runs: Path, tab: Any) -> None:
         expect(page.locator("#timeline")).to_contain_text("harbor.step")
         expect(page.locator("#files")).to_contain_text("README.md")
         assert "/run/harbor/rollout/build-a-tool-" in page.url
-        t.shot("rollout-multi-step")
+        t.shot("rollout-multi-step", docs=True)
         # files open in the page; events have deep links
         page.locator("#files button", has_text="app/README.md").first.click()
         expect(page.locator(".file-view")).to_contain_text("greet.sh")
@@ -175,7 +184,7 @@ def test_harbor_runs_tasks_and_rollouts(runs: Path, tab: Any) -> None:
         expect(page.locator(".why")).to_contain_text("agent_timeout")
         expect(page.locator(".why")).to_contain_text("ran past the agent timeout")
         expect(page.locator("#verifier")).to_contain_text("no /app/done.txt")
-        t.shot("rollout-failed")
+        t.shot("rollout-failed", docs=True)
         page.go_back()
         expect(page.locator("tr.rollout-row")).to_have_count(5)
         page.get_by_text("did not pass").click()
@@ -196,7 +205,7 @@ def test_chat_transcript_filters_tasks_rubric_options_compare(runs: Path, tab: A
         expect(page.locator("#transcript .msg.assistant")).to_contain_text("5")
         expect(page.locator("#reward")).to_contain_text("core.correct")
         expect(page.locator("#timeline")).to_contain_text("model.response")
-        t.shot("rollout-chat")
+        t.shot("rollout-chat", docs=True)
         page.goto(url + "run/arith?failed=1")
         expect(page.locator("tr.rollout-row")).to_have_count(1)
         page.locator("tr.rollout-row a").click()
@@ -207,7 +216,7 @@ def test_chat_transcript_filters_tasks_rubric_options_compare(runs: Path, tab: A
         page.goto(url + "run/arith?tab=tasks")
         expect(page.locator("tr.task-row")).to_have_count(planned_arithmetic())
         expect(page.locator("tr.task-row[data-task='arithmetic:mul-1'] .cell.bad")).to_have_count(1)
-        t.shot("run-tasks")
+        t.shot("run-tasks", docs=True)
         page.locator("tr.task-row[data-task='arithmetic:mul-1'] td a").first.click()
         expect(page.locator("tr.rollout-row")).to_have_count(1)
         page.goto(url + "run/arith?tab=rubric")
@@ -225,13 +234,14 @@ def test_chat_transcript_filters_tasks_rubric_options_compare(runs: Path, tab: A
         page.locator("button.toggle", has_text="only A passes").click()
         expect(page.locator("tr.cmp")).to_have_count(1)
         expect(page.locator("tr.cmp")).to_contain_text("arithmetic:mul-1")
-        t.shot("compare")
+        t.shot("compare", docs=True)
 
 
 def _start_hanging_run(folder: Path, server: ScriptedModelServer) -> subprocess.Popen[str]:
     args = arithmetic_run_args(folder / "live", server.base_url, "--max-retries", "0")
     return subprocess.Popen(
         [sys.executable, "-m", "agentkit", *args],
+        cwd=ROOT,
         env=cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -276,14 +286,14 @@ def test_a_run_in_progress_updates_without_reload(tmp_path: Path, tab: Any) -> N
             expect(run_tab.page.locator("tr.rollout-row:not(.running)")).to_have_count(planned - 1)
             expect(run_tab.page.locator(".banner.live")).to_be_visible()
             run_tab.keep()
-            run_tab.shot("live-run")
+            run_tab.shot("live-run", docs=True)
             live_tab = tab()
             live_tab.page.goto(url + f"run/live/rollout/{rid}")
             expect(live_tab.page.locator(".badge.live")).to_contain_text("in progress")
             expect(live_tab.page.locator("#timeline")).to_contain_text("model.request")
             expect(live_tab.page.locator("#timeline")).not_to_contain_text("harness.end")
             live_tab.keep()
-            live_tab.shot("live-rollout")
+            live_tab.shot("live-rollout", docs=True)
             server.stop()  # the hung request fails: the rollout ends, and with it the run
             expect(live_tab.page.locator("#timeline")).to_contain_text("harness.end")
             expect(live_tab.page.locator(".why")).to_contain_text("model_connection")
@@ -327,7 +337,7 @@ def test_an_interrupted_run_says_so(tmp_path: Path, tab: Any) -> None:
                 )
                 expect(run_tab.page.locator("tr.rollout-row.interrupted")).to_have_count(1)
                 expect(live_tab.page.locator(".banner.warn")).to_contain_text("no longer running")
-                run_tab.shot("interrupted-run")
+                run_tab.shot("interrupted-run", docs=True)
                 live_tab.shot("interrupted-rollout")
         finally:
             if proc is not None and proc.poll() is None:
