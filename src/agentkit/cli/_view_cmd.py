@@ -53,7 +53,8 @@ def view_cmd(directory: Path, host: str, port: int, no_open: bool) -> None:
         )
 
     def ready(url: str) -> None:
-        what = f"run {names[0]}" if viewer.single else f"{len(names)} runs in {directory}"
+        plural = "" if len(names) == 1 else "s"
+        what = f"run {names[0]}" if viewer.single else f"{len(names)} run{plural} in {directory}"
         if not names:
             what = f"{directory} (no runs yet; they appear as they start)"
         click.echo(f"agentkit view: {what}")

@@ -176,7 +176,7 @@
     if (row.infrastructure) return badge("could not run", "err");
     if (row.status !== "completed") return badge(row.status, "err");
     if (!row.ok) return badge("scoring error", "err");
-    return badge(row.passed ? "passed" : "failed", row.passed ? "ok" : "bad");
+    return badge(row.passed ? "passed" : "not passed", row.passed ? "ok" : "bad");
   }
 
   function nav(href, ...children) {
@@ -712,7 +712,7 @@
     let doc = await api(`/api/run/${enc(name)}/rollout/${enc(rid)}`);
     const taskLink = () => doc.task_id ? nav(runUrl(name, new URLSearchParams({ task: doc.task_id }).toString()), doc.task_id) : null;
     setCrumbs(nav("/", "Runs"), nav(runUrl(name), name), taskLink(), rid);
-    const timeline = { body: null, events: [], count: null };
+    const timeline = { body: null, events: [], count: null, attempt: 1, lastDur: null };
 
     function render() {
       setLive(doc.running ? "running" : null);
@@ -741,7 +741,7 @@
       cols.append(main, side);
       app.append(cols);
       if (doc.task) main.append(taskCard(doc.task));
-      if (record) main.append(transcriptCard(record));
+      if (record) main.append(transcriptCard(record, doc.events));
       main.append(timelineCard());
       if (record) {
         side.append(rewardCard(doc));
@@ -770,6 +770,8 @@
       timeline.count = count;
       timeline.body = h("tbody", {});
       timeline.events = [];
+      timeline.attempt = 1;
+      timeline.lastDur = null;
       card.append(h("h2", {}, "Events ", count),
         h("div", { class: "table-wrap" }, h("table", { class: "grid events" },
           h("thead", {}, h("tr", {}, ["#", "Time", "Took", "Type", "What"].map((t) => h("th", { text: t })))), timeline.body)));
@@ -779,29 +781,31 @@
       return card;
     }
 
+    // Append events to the timeline; only the previous last row changes (its duration).
     function addEvents(events) {
       const all = timeline.events;
       for (const e of events) {
         if (e.type === "rollout.start" && all.length) {
           all.length = 0; // the live file was started again
+          timeline.attempt = 1;
+          timeline.lastDur = null;
           clear(timeline.body);
         }
+        if (e.type === "rollout.retry") timeline.attempt = e.data.attempt;
+        const prev = all[all.length - 1];
+        if (prev && timeline.lastDur && !explicitDuration(prev)) timeline.lastDur.textContent = seconds(e.timestamp - prev.timestamp);
         all.push(e);
-      }
-      // re-render the rows (durations depend on the next event)
-      clear(timeline.body);
-      const first = all.length ? all[0].timestamp : 0;
-      all.forEach((e, i) => {
-        const next = all[i + 1];
-        const took = e.data && (e.data.duration_sec ?? e.data.latency_sec);
-        const dur = typeof took === "number" ? took : next ? next.timestamp - e.timestamp : null;
+        const first = all[0].timestamp;
+        const took = explicitDuration(e);
         const marker = e.seq < 0;
-        const id = marker ? `attempt-${e.data.attempt}` : `event-${e.seq}${attemptSuffix(all, i)}`;
+        const suffix = timeline.attempt > 1 ? `-a${timeline.attempt}` : "";
+        const id = marker ? `attempt-${e.data.attempt}` : `event-${e.seq}${suffix}`;
         const detail = h("tr", { class: "detail", hidden: true }, h("td", { colspan: 5 }, jsonBlock(e.data, { lines: 40 })));
+        const durCell = h("td", { class: "nowrap small", text: took === null ? "" : seconds(took) });
         const tr = h("tr", { id, class: `event ${eventClass(e)}` },
           h("td", { class: "num" }, h("a", { href: `#${id}`, class: "anchor", title: "Link to this event", text: marker ? "" : e.seq })),
           h("td", { class: "nowrap small", title: date(e.timestamp), text: `+${(e.timestamp - first).toFixed(3)} s` }),
-          h("td", { class: "nowrap small", text: dur === null ? "" : seconds(dur) }),
+          durCell,
           h("td", { class: "nowrap" }, h("code", { text: e.type })),
           h("td", { class: "what", text: describe(e) }));
         tr.addEventListener("click", (ev) => {
@@ -809,16 +813,15 @@
           detail.hidden = !detail.hidden;
         });
         timeline.body.append(tr, detail);
-      });
+        timeline.lastDur = durCell;
+      }
       const n = all.filter((e) => e.seq >= 0).length;
       timeline.count.textContent = `${n} event${n === 1 ? "" : "s"}`;
     }
 
-    function attemptSuffix(all, i) {
-      // events of earlier attempts (live view) get distinct anchors
-      let attempt = 1;
-      for (let j = 0; j <= i; j++) if (all[j].type === "rollout.retry") attempt = all[j].data.attempt;
-      return attempt > 1 ? `-a${attempt}` : "";
+    function explicitDuration(e) {
+      const took = e.data && (e.data.duration_sec ?? e.data.latency_sec);
+      return typeof took === "number" ? took : null;
     }
 
     function eventClass(e) {
@@ -897,7 +900,9 @@
   function taskCard(task) {
     const input = task.input;
     let body;
-    if (Array.isArray(input) && input.every((m) => m && typeof m === "object" && "role" in m)) body = conversation(input);
+    if (Array.isArray(input) && input.every((m) => m && typeof m === "object" && "role" in m)) {
+      body = details(`${input.length} message${input.length === 1 ? "" : "s"} (the transcript below starts with them)`, conversation(input, "task-message"));
+    }
     else body = textBlock(typeof input === "string" ? input : pretty(input), { lines: 14 });
     return h("div", { class: "card", id: "task" },
       h("h2", { text: "Task" }), body,
@@ -905,8 +910,16 @@
       task.metadata && Object.keys(task.metadata).length ? details("Metadata", jsonBlock(task.metadata)) : null);
   }
 
-  function transcriptCard(record) {
-    const msgs = record.messages || [];
+  function transcriptCard(record, events) {
+    // reasoning the harness recorded on its model.response events, by the reply's text
+    const reasoning = new Map();
+    for (const e of events || []) {
+      const d = e.data || {};
+      if (e.type === "model.response" && d.reasoning && d.message) reasoning.set(textOf(d.message.content), d.reasoning);
+    }
+    const msgs = (record.messages || []).map((m) =>
+      m.role === "assistant" && !m.reasoning_content && !m.reasoning && reasoning.has(textOf(m.content))
+        ? { ...m, reasoning: reasoning.get(textOf(m.content)) } : m);
     const count = msgs.length ? `${msgs.length} message${msgs.length === 1 ? "" : "s"}` : "";
     const card = h("div", { class: "card", id: "transcript" }, h("h2", {}, "Transcript ", h("span", { class: "muted small", text: count })));
     if (msgs.length) card.append(conversation(msgs));
@@ -917,7 +930,7 @@
     return card;
   }
 
-  function conversation(messages) {
+  function conversation(messages, anchor = "message") {
     const names = {};
     for (const m of messages) for (const c of m.tool_calls || []) names[c.id] = (c.function || {}).name || c.name;
     return h("div", { class: "conversation" }, messages.map((m, i) => {
@@ -925,10 +938,10 @@
       const header = h("div", { class: "msg-head" }, h("span", { class: "role", text: role }),
         m.name ? h("span", { class: "muted small", text: ` ${m.name}` }) : null,
         m.tool_call_id ? h("span", { class: "muted small", text: ` result of ${names[m.tool_call_id] || "call"} (${m.tool_call_id})` }) : null,
-        h("a", { class: "anchor small", href: `#message-${i}`, text: "#" }));
+        h("a", { class: "anchor small", href: `#${anchor}-${i}`, text: "#" }));
       const text = textOf(m.content);
       const reasoning = m.reasoning_content || m.reasoning;
-      return h("div", { class: `msg ${role}`, id: `message-${i}` }, header,
+      return h("div", { class: `msg ${role}`, id: `${anchor}-${i}` }, header,
         reasoning ? details("Reasoning", textBlock(textOf(reasoning), { lines: 10 })) : null,
         text ? textBlock(text, { lines: role === "system" ? 6 : 24 }) : null,
         (m.tool_calls || []).map((c) => {
