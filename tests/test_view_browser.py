@@ -9,7 +9,9 @@ saved as a PNG under the test's tmp dir (``screenshots/``).
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -249,9 +251,11 @@ def _start_hanging_run(folder: Path, server: ScriptedModelServer) -> subprocess.
     )
 
 
-def _wait_until_only_the_hung_rollout_runs(run_dir: Path, proc: subprocess.Popen[str]) -> str:
+def _wait_until_only_the_hung_rollout_runs(
+    run_dir: Path, proc: subprocess.Popen[str], planned: int | None = None
+) -> str:
     """Poll the run directory until every rollout but the hung one finished; its id."""
-    planned = planned_arithmetic()
+    planned = planned or planned_arithmetic()
     while True:
         if proc.poll() is not None:
             raise AssertionError(f"agentkit run ended early: {proc.communicate()}")
@@ -312,37 +316,97 @@ def test_a_run_in_progress_updates_without_reload(tmp_path: Path, tab: Any) -> N
             proc.communicate()
 
 
-def test_an_interrupted_run_says_so(tmp_path: Path, tab: Any) -> None:
+TWO_TURNS = [
+    {"id": "quick", "input": "What is 2 + 3? Answer with the number only.", "target": "5"},
+    {
+        "id": "two-turns",
+        "input": [
+            {"role": "user", "content": "First: what is 10 - 4?"},
+            {"role": "user", "content": "Then: what is 6 * 7?"},
+        ],
+        "target": "42",
+    },
+]
+
+
+def test_an_open_rollout_gains_events_then_its_run_is_interrupted(tmp_path: Path, tab: Any) -> None:
+    """A rollout's page follows its events while it runs; a stopped run says so.
+
+    The second task's first call hangs. The model server is then stopped (the
+    call fails: the rollout retries) and started again on the same port
+    answering that call and hanging on the next one, so the open page must
+    show the retry and the new calls while the rollout still runs. Then the
+    run gets SIGTERM.
+    """
     from playwright.sync_api import expect
 
     folder = tmp_path / "runs"
     folder.mkdir()
-    proc: subprocess.Popen[str] | None = None
-    with ScriptedModelServer(arithmetic_script(hang="apples")) as server:
-        try:
-            proc = _start_hanging_run(folder, server)
-            with view_server(folder) as url:
-                rid = _wait_until_only_the_hung_rollout_runs(folder / "live", proc)
-                run_tab = tab()
-                run_tab.page.goto(url + "run/live")
-                expect(run_tab.page.locator(".banner.live")).to_be_visible()
-                live_tab = tab()
-                live_tab.page.goto(url + f"run/live/rollout/{rid}")
-                expect(live_tab.page.locator(".badge.live")).to_be_visible()
-                proc.send_signal(signal.SIGTERM)
-                proc.communicate(timeout=120)
-                expect(run_tab.page.locator(".banner.warn")).to_contain_text("interrupted")
-                expect(run_tab.page.locator(".banner.warn")).to_contain_text(
-                    "agentkit run --resume"
-                )
-                expect(run_tab.page.locator("tr.rollout-row.interrupted")).to_have_count(1)
-                expect(live_tab.page.locator(".banner.warn")).to_contain_text("no longer running")
-                run_tab.shot("interrupted-run", docs=True)
-                live_tab.shot("interrupted-rollout")
-        finally:
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+    tasks = tmp_path / "two-turns.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in TWO_TURNS))
+    first = {
+        "rules": [{"match": {"last_user_contains": "10 - 4"}, "reply": {"fail": "hang"}}],
+        "default": {"content": "5"},
+    }
+    second = {
+        "rules": [
+            {"match": {"last_user_contains": "6 * 7"}, "reply": {"fail": "hang"}},
+            {"match": {"last_user_contains": "10 - 4"}, "reply": {"content": "6"}},
+        ]
+    }
+    server = ScriptedModelServer(first).start()
+    servers = [server]
+    run_dir = folder / "live"
+    args = arithmetic_run_args(run_dir, server.base_url, "--max-retries", "8")
+    args[1] = f"jsonl:{tasks}"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentkit", *args],
+        cwd=ROOT,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with view_server(folder) as url:
+            rid = _wait_until_only_the_hung_rollout_runs(run_dir, proc, planned=2)
+            run_tab = tab()
+            run_tab.page.goto(url + "run/live")
+            expect(run_tab.page.locator(".banner.live")).to_be_visible()
+            expect(run_tab.page.locator("tr.rollout-row.running")).to_have_count(1)
+            run_tab.keep()
+            live_tab = tab()
+            live_tab.page.goto(url + f"run/live/rollout/{rid}")
+            expect(live_tab.page.locator(".badge.live")).to_be_visible()
+            expect(live_tab.page.locator("#timeline tr.event")).to_have_count(3)
+            live_tab.keep()
+            server.stop()  # the hung call fails; the rollout backs off and retries
+            servers.append(ScriptedModelServer(second, port=server.port).start())
+            timeline = live_tab.page.locator("#timeline")
+            expect(timeline).to_contain_text("rollout.retry")
+            expect(timeline).to_contain_text("model_connection")
+            expect(timeline.locator("tr.event", has_text="model.response")).to_have_count(1)
+            expect(timeline.locator("tr.event", has_text="model.request")).to_have_count(3)
+            # still running, on a later attempt
+            expect(live_tab.page.locator("#progress-badge")).to_have_text(
+                re.compile(r"attempt [2-9]")
+            )
+            live_tab.shot("live-rollout-retried", docs=True)
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=120)
+            expect(run_tab.page.locator(".banner.warn")).to_contain_text("interrupted")
+            expect(run_tab.page.locator(".banner.warn")).to_contain_text("agentkit run --resume")
+            expect(run_tab.page.locator("tr.rollout-row.interrupted")).to_have_count(1)
+            expect(live_tab.page.locator(".banner.warn")).to_contain_text("no longer running")
+            assert run_tab.kept() and live_tab.kept()
+            run_tab.shot("interrupted-run")
+            live_tab.shot("interrupted-rollout")
+    finally:
+        for s in servers:
+            s.stop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
 
 
 def test_a_crafted_path_is_refused_in_the_browser(runs: Path, tab: Any) -> None:

@@ -721,7 +721,7 @@
       const row = doc.row || {};
       const head = h("section", { class: "run-head" },
         h("div", { class: "title-row" }, h("h1", { text: rid }),
-          doc.running ? badge(`in progress · attempt ${doc.live.attempt}`, "live")
+          doc.running ? h("span", { id: "progress-badge", class: "badge live", text: `in progress · attempt ${doc.live.attempt}` })
             : doc.interrupted ? badge("interrupted", "warn") : statusBadge(row),
           record ? h("span", { class: `big-reward ${rewardClass(row)}`, text: `reward ${num(record.reward)}` }) : null),
         h("p", { class: "muted" }, `task ${doc.task_id || "?"} · rollout #${record ? record.rollout_index : doc.live.rollout_index}`,
@@ -791,7 +791,11 @@
           timeline.lastDur = null;
           clear(timeline.body);
         }
-        if (e.type === "rollout.retry") timeline.attempt = e.data.attempt;
+        if (e.type === "rollout.retry") {
+          timeline.attempt = e.data.attempt;
+          const progress = document.getElementById("progress-badge");
+          if (progress) progress.textContent = `in progress · attempt ${e.data.attempt}`;
+        }
         const prev = all[all.length - 1];
         if (prev && timeline.lastDur && !explicitDuration(prev)) timeline.lastDur.textContent = seconds(e.timestamp - prev.timestamp);
         all.push(e);
@@ -871,6 +875,7 @@
       case "tool.call": return `${d.name || d.tool || "tool"}(${preview(d.arguments ?? d.args ?? d.input ?? "", 120)})`;
       case "tool.result": return preview(d.output ?? d.result ?? d.content ?? d, 160);
       case "sandbox.exec": return `${d.purpose ? d.purpose + ": " : ""}${preview(d.command, 120)} → exit ${d.exit_code}${d.timed_out ? " (timed out)" : ""}`;
+      case "error": return `${d.kind ? d.kind + ": " : ""}${preview(d.message ?? d.error ?? d, 220)}`;
       case "log": return `${d.level ? d.level + ": " : ""}${preview(d.message ?? d, 200)}`;
       case "harbor.step": return `step ${d.step} ${d.phase}${d.rewards ? " · " + preview(d.rewards, 80) : ""}`;
       default: return preview(d, 160);
