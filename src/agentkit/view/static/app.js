@@ -732,6 +732,7 @@
             text: `#${s.index} ${num(s.reward, 2)}` }))) : null);
       app.append(head);
       if (doc.running) app.append(h("div", { class: "banner live" }, "This rollout is running: its events appear below as they happen."));
+      if (doc.previous) app.append(h("div", { class: "banner warn", text: `It is run again (agentkit run --resume); its earlier result: ${doc.previous.status}, reward ${num(doc.previous.reward)}${doc.previous.reason ? " (" + doc.previous.reason + ")" : ""}.` }));
       if (doc.interrupted) app.append(h("div", { class: "banner warn" }, "This rollout was running when its run was interrupted; ", h("code", { text: "agentkit run --resume" }), " runs it again."));
       const why = record ? whyCard(doc) : null;
       if (why) app.append(why);
