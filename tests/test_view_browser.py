@@ -135,7 +135,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("runs")
     if shutil.which("bwrap"):
         done = run_agentkit(
-            "run", f"harbor:{HARBOR.relative_to(ROOT)}", "oracle", "--out", str(folder / "harbor")
+            "run",
+            f"harbor:{HARBOR.relative_to(ROOT)}",
+            "oracle",
+            "-S",
+            "image=host",  # on the host's /usr: no image to build
+            "--out",
+            str(folder / "harbor"),
         )
         assert done.returncode == 0, done.stderr
     with ScriptedModelServer(arithmetic_script()) as good:
