@@ -169,3 +169,46 @@ def test_errors_name_the_run(tmp_path: Path) -> None:
         agentkit.runs.open(tmp_path)
     with pytest.raises(agentkit.env.RunDirError, match="no such folder of runs"):
         agentkit.runs.list_runs(tmp_path / "missing")
+
+
+class DownForOdd:
+    """Answers even items right; for odd items the model server is unreachable."""
+
+    async def run(self, task: Task, context: Any = None, on_event: Any = None) -> HarnessResult:
+        if int(task.item_id) % 2:
+            return HarnessResult(
+                status="failed",
+                error="connection refused: 127.0.0.1:9",
+                error_kind="model_connection",
+            )
+        return HarnessResult(status="completed", output=str(task.target))
+
+
+async def test_rollouts_that_could_not_run_are_not_answers(tmp_path: Path) -> None:
+    tasks = [Task(task_id=f"ts:{i}", input=f"say {i}", target=str(i)) for i in range(4)]
+    env = AgentEnv(ListTaskset("ts", tasks, default_grading_spec=Rubric([exact])), DownForOdd())
+    run_dir = tmp_path / "run"
+    await env.evaluate(out=run_dir, model="m", max_retries=0)
+    run = agentkit.runs.open(run_dir)
+    down = [r for r in run.rollouts() if r.infrastructure]
+    assert sorted(r.task_id for r in down) == ["ts:1", "ts:3"]
+    assert all(r.reward is None and r.passed is None and not r.ok for r in down)
+    assert all(r.reason.startswith("model_connection: connection refused") for r in down)
+    # every planned rollout has its line, yet the run is not complete: resume runs these
+    assert len(run) == run.info.planned and run.state() == "incomplete"
+    assert run.infra_errors() == 2
+    assert run.summary()["mean_reward"] == 1.0  # the two that ran, both right
+    (listing,) = agentkit.runs.list_runs(tmp_path)
+    assert (listing.infra_errors, listing.complete, listing.mean_reward) == (2, False, 1.0)
+    # without summary.json (a run killed at its end) the lines alone tell the same
+    (run_dir / "summary.json").unlink()
+    again = agentkit.runs.open(run_dir)
+    assert again.infra_errors() == 2 and again.state() == "incomplete"
+    # the record's own marker decides: a line saying it ran is not counted
+    lines = (run_dir / "rollouts.jsonl").read_text().splitlines()
+    marked = [json.loads(line) for line in lines]
+    for data in marked:
+        if data["infra_error"]:
+            data["infra_error"] = False
+    (run_dir / "rollouts.jsonl").write_text("".join(json.dumps(d) + "\n" for d in marked))
+    assert agentkit.runs.open(run_dir).state() == "complete"

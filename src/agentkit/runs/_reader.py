@@ -300,7 +300,9 @@ class Run:
 
     # -- a run in progress --------------------------------------------------------
     def state(self) -> RunState:
-        """``running``, ``complete``, ``stopped`` or ``interrupted`` (see :data:`RunState`).
+        """``running``, ``complete``, ``incomplete``, ``stopped`` or ``interrupted``.
+
+        See :data:`~agentkit.runs.RunState`.
 
         Running means a process holds the run's lock, read from /proc/locks
         without taking it (elsewhere: files changed in the last ten minutes
@@ -311,12 +313,27 @@ class Run:
             held = looks_running(self.path, self.path / SUMMARY)
         if held:
             return "running"
-        if len(self) >= self.info.planned:
-            return "complete"
         stored = self.stored_summary() or {}
+        if len(self) >= self.info.planned:
+            return "incomplete" if self.infra_errors(stored) else "complete"
         if stored.get("stopped") and stored.get("finished") == len(self):
             return "stopped"
         return "interrupted"
+
+    def infra_errors(self, stored: dict[str, Any] | None = None) -> int:
+        """How many finished rollouts could not run (infrastructure failures, no reward).
+
+        Read from summary.json when it counts every line (``stored``: it, read
+        already), else from the rollouts' small fields.
+        """
+        if stored is None:
+            stored = self.stored_summary() or {}
+        counted = stored.get("infra_errors")
+        if isinstance(counted, int) and stored.get("finished") == len(self):
+            return counted
+        ids = self.rollout_ids()
+        self._warm(ids)
+        return sum(1 for rid in ids if self.rollout(rid).infrastructure)
 
     def live_rollouts(self) -> list[LiveRollout]:
         """Rollouts running now, oldest first: their ``live/`` files (see docs/run-directory.md).
@@ -479,6 +496,7 @@ def _listing(run: Run) -> RunListing:
         planned=int(summary.get("planned") or info.planned),
         finished=int(summary.get("finished") or 0),
         errors=int(summary.get("errors") or 0),
+        infra_errors=int(summary.get("infra_errors") or 0),
         mean_reward=summary.get("mean_reward"),
         cost=float(cost) if isinstance(cost, (int, float)) else None,
         complete=bool(summary.get("complete")),
@@ -504,9 +522,18 @@ def _full_line(line: bytes, path: Path) -> dict[str, Any]:
     return data
 
 
-def _rollout(data: dict[str, Any], load: Any) -> Rollout:
+def _could_not_run(data: dict[str, Any]) -> bool:
+    """As is_infrastructure_failure() decides it, without building a RolloutRecord: the
+    line's ``infra_error`` marker, or its kind on lines written before the marker."""
     from agentkit.env._resume import INFRASTRUCTURE_KINDS
 
+    marker = data.get("infra_error")
+    if isinstance(marker, bool):
+        return marker
+    return data.get("status") == "failed" and data.get("error_kind") in INFRASTRUCTURE_KINDS
+
+
+def _rollout(data: dict[str, Any], load: Any) -> Rollout:
     usage = data.get("usage") or {}
     cost = usage.get("cost")
     timings = data.get("timings") or {}
@@ -536,9 +563,7 @@ def _rollout(data: dict[str, Any], load: Any) -> Rollout:
         timings=Timings(**{k: timings.get(k) for k in _TIMING_FIELDS}),
         events=int(data.get("events", 0)),
         events_file=data.get("events_file"),
-        # as is_infrastructure_failure() decides it, without building a RolloutRecord
-        infrastructure=data.get("status") == "failed"
-        and data.get("error_kind") in INFRASTRUCTURE_KINDS,
+        infrastructure=_could_not_run(data),
         data=data,
         load=load,
     )

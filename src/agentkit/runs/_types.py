@@ -23,9 +23,11 @@ __all__ = [
 ]
 
 #: What a run is doing: ``running`` (a process holds its lock), ``complete``
-#: (every planned rollout finished), ``stopped`` (a run limit ended it early),
-#: ``interrupted`` (Ctrl-C, a signal or a kill before its last rollout).
-RunState = Literal["running", "complete", "stopped", "interrupted"]
+#: (every planned rollout finished and ran), ``incomplete`` (every planned
+#: rollout finished, but some could not run: infrastructure failures, which
+#: ``agentkit run --resume`` runs again), ``stopped`` (a run limit ended it
+#: early), ``interrupted`` (Ctrl-C, a signal or a kill before its last rollout).
+RunState = Literal["running", "complete", "incomplete", "stopped", "interrupted"]
 
 
 @attrs.frozen(kw_only=True)
@@ -120,10 +122,13 @@ class RunListing:
     model: str | None
     planned: int
     finished: int
+    #: Rollouts that errored (those that could not run included).
     errors: int
     mean_reward: float | None
     cost: float | None
     complete: bool
+    #: Rollouts that could not run (infrastructure failures: no reward, in no statistic).
+    infra_errors: int = 0
     #: pass@k over the tasks, by k as a string (``{"1": 0.6, "2": 0.7}``).
     pass_at_k: dict[str, float] = attrs.field(factory=dict)
 
@@ -174,6 +179,8 @@ class Rollout:
     timings: Timings
     events: int
     events_file: str | None
+    #: It could not run (an infrastructure failure, the record's ``infra_error``): no
+    #: reward, in no mean or pass@k, and ``agentkit run --resume`` runs it again.
     infrastructure: bool
     _data: dict[str, Any] = attrs.field(repr=False)
     _load: Callable[[], dict[str, Any]] = attrs.field(repr=False)
