@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,17 @@ class Tab:
         self.shots = shots
         self.errors: list[str] = []
         self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        #: Requests that left this machine (the page ships whole: there must be none).
+        self.remote: list[str] = []
+        self.page.on("request", self._request)
+
+    def _request(self, request: Any) -> None:
+        host = urllib.parse.urlsplit(request.url).hostname
+        if request.url.startswith(("http:", "https:", "ws:", "wss:")) and host not in (
+            "127.0.0.1",
+            "localhost",
+        ):
+            self.remote.append(request.url)
 
     def shot(self, name: str, *, docs: bool = False) -> None:
         """Save the whole page under the test's tmp dir; ``docs``: also the visible part
@@ -114,6 +126,7 @@ class Tab:
     def close(self) -> None:
         self.page.close()
         assert self.errors == []
+        assert self.remote == []
 
 
 @pytest.fixture
@@ -131,7 +144,8 @@ def tab(browser: Any, tmp_path: Path) -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Harbor examples with the oracle, and two arithmetic runs (one answer wrong)."""
+    """The Harbor examples with the oracle, and three arithmetic runs: all right, one
+    answer wrong, and one whose model server fails a call (that rollout could not run)."""
     folder = tmp_path_factory.mktemp("runs")
     if shutil.which("bwrap"):
         done = run_agentkit(
@@ -150,6 +164,14 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     with ScriptedModelServer(arithmetic_script(wrong="6 * 7")) as bad:
         done = run_agentkit(*arithmetic_run_args(folder / "arith", bad.base_url))
         assert done.returncode == 0, done.stderr
+    down = arithmetic_script(wrong="6 * 7")
+    down["rules"].insert(
+        0, {"match": {"last_user_contains": "10 - 4"}, "reply": {"fail": "server_error"}}
+    )
+    with ScriptedModelServer(down) as flaky:
+        args = arithmetic_run_args(folder / "arith-down", flaky.base_url, "--max-retries", "0")
+        done = run_agentkit(*args)
+        assert done.returncode == 0, done.stderr
     return folder
 
 
@@ -161,7 +183,7 @@ def test_harbor_runs_tasks_and_rollouts(runs: Path, tab: Any) -> None:
         t = tab()
         page = t.page
         page.goto(url)
-        expect(page.locator("tr.run-row")).to_have_count(3)
+        expect(page.locator("tr.run-row")).to_have_count(4)
         expect(page.locator("tr.run-row[data-run=harbor]")).to_contain_text("oracle")
         expect(page.locator("tr.run-row[data-run=harbor]")).to_contain_text("5/5")
         t.shot("runs", docs=True)
@@ -245,6 +267,146 @@ def test_chat_transcript_filters_tasks_rubric_options_compare(runs: Path, tab: A
         t.shot("compare", docs=True)
 
 
+#: OpenCode on the Harbor hello-world task: a bash tool call whose long output the
+#: transcript folds, then the answer.
+OPENCODE_SCRIPT: dict[str, Any] = {
+    "rules": [
+        {
+            "match": {"after_tool": False, "last_user_contains": "hello.txt"},
+            "reply": {
+                "content": "I will create the file, then count to 60.",
+                "reasoning": "The task wants /app/hello.txt with a greeting.",
+                "tool_calls": [
+                    {
+                        "name": "bash",
+                        "arguments": {
+                            "command": "printf 'Hello, world!\\n' > /app/hello.txt && seq 1 60",
+                            "description": "Write the greeting",
+                        },
+                    }
+                ],
+                "usage": {"prompt_tokens": 900, "completion_tokens": 25},
+            },
+        },
+        {
+            "match": {"after_tool": True},
+            "reply": {
+                "content": "Created /app/hello.txt.",
+                "usage": {"prompt_tokens": 950, "completion_tokens": 8},
+            },
+        },
+    ]
+}
+
+
+def _opencode_env() -> dict[str, str]:
+    """The environment that finds the opencode CLI (nox sets AGENTKIT_OPENCODE_BIN)."""
+    finder = pytest.importorskip("agentkit_opencode", reason="the OpenCode plugin is not installed")
+    from agentkit import HarnessError
+
+    try:
+        found = finder.find_opencode(cwd=ROOT)
+    except HarnessError as exc:
+        pytest.skip(f"the opencode CLI is not installed (nox -s tests installs it): {exc}")
+    return {**cli_env(), finder.BINARY_ENV: str(found.path)}
+
+
+@requires_bwrap
+def test_tool_calls_and_their_results_in_the_transcript(tmp_path: Path, tab: Any) -> None:
+    """A real agent's transcript: OpenCode runs bash in the sandbox on a Harbor task."""
+    from playwright.sync_api import expect
+
+    env = _opencode_env()
+    folder = tmp_path / "runs"
+    with ScriptedModelServer(OPENCODE_SCRIPT) as server:
+        args = [
+            *("run", f"harbor:{HARBOR.relative_to(ROOT)}", "opencode"),
+            *("--task", "harbor:hello-world", "-S", "image=host"),
+            *("--model", "scripted-model", "--base-url", server.base_url),
+            *("--out", str(folder / "opencode"), "--no-progress"),
+        ]
+        done = subprocess.run(
+            [sys.executable, "-m", "agentkit", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert done.returncode == 0, done.stdout + done.stderr
+    (line,) = (folder / "opencode" / "rollouts.jsonl").read_text().splitlines()
+    rid = json.loads(line)["rollout_id"]
+    with view_server(folder) as url:
+        t = tab()
+        page = t.page
+        page.goto(url + f"run/opencode/rollout/{rid}")
+        transcript = page.locator("#transcript")
+        expect(transcript.locator(".msg.user")).to_contain_text("hello.txt")
+        call = transcript.locator(".msg.assistant .tool-call")
+        expect(call.locator("code")).to_have_text("bash")
+        expect(call).to_contain_text('"description": "Write the greeting"')  # arguments, pretty
+        expect(transcript.locator(".msg.assistant details summary").first).to_have_text("Reasoning")
+        result = transcript.locator(".msg.tool")
+        expect(result.locator(".msg-head")).to_contain_text("result of bash")
+        # 60 lines of output: folded, with a button to show them all
+        expect(result.locator("pre.text.folded")).to_have_count(1)
+        expect(
+            result.get_by_role("button", name=re.compile(r"Show all \(6\d lines\)"))
+        ).to_be_visible()
+        t.shot("rollout-tool-calls", docs=True)
+        result.get_by_role("button", name=re.compile("Show all")).click()
+        expect(result.locator("pre.text.folded")).to_have_count(0)
+        expect(result.locator("pre.text")).to_contain_text("60")
+        expect(transcript.locator(".msg.assistant").last).to_contain_text("Created /app/hello.txt.")
+        expect(page.locator("#timeline")).to_contain_text("tool.call")
+        expect(page.locator("#timeline")).to_contain_text("tool.result")
+        expect(page.locator("#reward")).to_contain_text("harness.tool_calls")
+        expect(page.locator("#verifier")).to_be_visible()
+        expect(page.locator(".run-head .big-reward")).to_have_text("reward 1")
+
+
+def test_a_rollout_that_could_not_run_is_no_answer(runs: Path, tab: Any) -> None:
+    """The model server failed sub-1's only call: "could not run", no reward, in no mean."""
+    from playwright.sync_api import expect
+
+    with view_server(runs) as url:
+        t = tab()
+        page = t.page
+        page.goto(url)
+        row = page.locator("tr.run-row[data-run=arith-down]")
+        expect(row).to_contain_text("incomplete")
+        expect(row).to_contain_text("1 could not run")
+        page.goto(url + "run/arith-down")
+        expect(page.locator(".banner.warn")).to_contain_text("1 could not run")
+        expect(page.locator(".banner.warn")).to_contain_text("agentkit run --resume")
+        # the one wrong answer of the others: the mean is over the rollouts that ran
+        expect(page.locator(".stat", has_text="Mean reward")).to_contain_text(
+            f"{(planned_arithmetic() - 2) / (planned_arithmetic() - 1):.3f}"
+        )
+        down = page.locator("tr.rollout-row", has_text="arithmetic:sub-1")
+        expect(down.locator(".badge")).to_have_text("could not run")
+        expect(down.locator("td.reward")).to_have_text("–")
+        expect(down).to_contain_text("model_server_error")
+        t.shot("run-could-not-run", docs=True)
+        page.locator("label.check", has_text="did not pass").click()
+        expect(page.locator("tr.rollout-row")).to_have_count(1)
+        expect(page.locator("tr.rollout-row")).to_contain_text("arithmetic:mul-1")
+        page.locator("label.check", has_text="did not pass").click()
+        page.locator("label.check", has_text="could not run").click()
+        expect(page.locator("tr.rollout-row")).to_have_count(1)
+        assert "could_not_run=1" in page.url
+        page.locator("tr.rollout-row a").click()
+        expect(page.locator(".why h2")).to_have_text("Why it could not run")
+        expect(page.locator(".why")).to_contain_text("model_server_error")
+        expect(page.locator(".run-head .big-reward")).to_have_text("reward –")
+        expect(page.locator(".run-head .badge")).to_have_text("could not run")
+        t.shot("rollout-could-not-run", docs=True)
+        page.goto(url + "run/arith-down?tab=tasks")
+        cell = page.locator("tr.task-row[data-task='arithmetic:sub-1'] .cell")
+        expect(cell).to_have_class("cell infra")
+        expect(cell).to_have_attribute("title", re.compile("could not run"))
+
+
 def _start_hanging_run(folder: Path, server: ScriptedModelServer) -> subprocess.Popen[str]:
     args = arithmetic_run_args(folder / "live", server.base_url, "--max-retries", "0")
     return subprocess.Popen(
@@ -307,11 +469,13 @@ def test_a_run_in_progress_updates_without_reload(tmp_path: Path, tab: Any) -> N
             server.stop()  # the hung request fails: the rollout ends, and with it the run
             expect(live_tab.page.locator("#timeline")).to_contain_text("harness.end")
             expect(live_tab.page.locator(".why")).to_contain_text("model_connection")
+            expect(live_tab.page.locator(".why h2")).to_have_text("Why it could not run")
             expect(live_tab.page.locator(".banner.ok")).to_contain_text("just finished")
             live_tab.shot("live-rollout-finished")
             expect(run_tab.page.locator("tr.rollout-row")).to_have_count(planned)
-            expect(run_tab.page.locator(".banner.ok")).to_contain_text("complete")
-            expect(runs_tab.page.locator("tr.run-row[data-run=live]")).to_contain_text("complete")
+            # that rollout could not run (the server went away): the run ended incomplete
+            expect(run_tab.page.locator(".banner.warn")).to_contain_text("1 could not run")
+            expect(runs_tab.page.locator("tr.run-row[data-run=live]")).to_contain_text("incomplete")
             run_tab.shot("live-run-finished")
             assert runs_tab.kept() and run_tab.kept() and live_tab.kept()
             assert proc.wait(timeout=120) == 0

@@ -194,6 +194,7 @@ class Viewer:
             "planned": int(summary.get("planned") or info.planned),
             "finished": len(e.run),
             "errors": int(summary.get("errors") or 0),
+            "infra_errors": int(summary.get("infra_errors") or 0),
             "mean_reward": summary.get("mean_reward"),
             "pass_at_k": summary.get("pass_at_k") or {},
             "cost": usage.get("cost") if isinstance(usage.get("cost"), (int, float)) else None,
@@ -303,6 +304,7 @@ class Viewer:
         task = (params.get("task") or "").strip()
         failed = params.get("failed") in ("1", "true")
         errored = params.get("errored") in ("1", "true")
+        could_not_run = params.get("could_not_run") in ("1", "true")
         kind = params.get("error_kind") or None
         metric = params.get("metric") or None
         op = params.get("op") or "lt"
@@ -317,9 +319,12 @@ class Viewer:
         for r in rows:
             if status is not None and r.status != status:
                 continue
-            if failed and r.ok and r.passed is not False:
+            # a rollout that could not run is no answer: neither passed nor failed
+            if failed and (r.infrastructure or (r.ok and r.passed is not False)):
                 continue
-            if errored and r.ok:
+            if errored and (r.infrastructure or r.ok):
+                continue
+            if could_not_run and not r.infrastructure:
                 continue
             if kind is not None and r.error_kind != kind:
                 continue
@@ -363,6 +368,7 @@ class Viewer:
                             "reward": r.reward,
                             "passed": r.passed,
                             "ok": r.ok,
+                            "infrastructure": r.infrastructure,
                         }
                     )
                 elif index in running:
@@ -385,6 +391,7 @@ class Viewer:
                     "mean_reward": t.get("mean_reward"),
                     "pass_at_k": t.get("pass_at_k") or {},
                     "errors": t.get("errors", 0),
+                    "infra_errors": t.get("infra_errors", 0),
                     "cells": cells,
                 }
             )
@@ -485,7 +492,13 @@ class Viewer:
         )
         doc["task_id"] = task_of
         doc["siblings"] = [
-            {"rollout_id": s.rollout_id, "index": s.rollout_index, "reward": s.reward, "ok": s.ok}
+            {
+                "rollout_id": s.rollout_id,
+                "index": s.rollout_index,
+                "reward": s.reward,
+                "ok": s.ok,
+                "infrastructure": s.infrastructure,
+            }
             for s in (_task_rollouts(e, task_of) if task_of else [])
         ]
         doc["metrics"] = _metrics(e.run.info.manifest)
@@ -583,7 +596,7 @@ class Viewer:
 
 
 #: Query parameters that filter the rollout table.
-_FILTERS = ("status", "failed", "errored", "error_kind", "task", "metric")
+_FILTERS = ("status", "failed", "errored", "could_not_run", "error_kind", "task", "metric")
 
 
 def _task_rollouts(e: _Entry, task_id: str) -> list[Rollout]:
@@ -614,10 +627,17 @@ def _side(stats: dict[str, Any] | None, e: _Entry, task_id: str) -> dict[str, An
         "mean_reward": stats.get("mean_reward"),
         "pass_at_1": (stats.get("pass_at_k") or {}).get("1"),
         "errors": stats.get("errors", 0),
+        "infra_errors": stats.get("infra_errors", 0),
         # a task passes when its pass@1 is at least one half (most rollouts passed)
         "passed": None if not scored else sum(1 for r in scored if r.passed) * 2 >= len(scored),
         "rollouts": [
-            {"rollout_id": r.rollout_id, "reward": r.reward, "passed": r.passed, "ok": r.ok}
+            {
+                "rollout_id": r.rollout_id,
+                "reward": r.reward,
+                "passed": r.passed,
+                "ok": r.ok,
+                "infrastructure": r.infrastructure,
+            }
             for r in rollouts
         ],
     }
@@ -714,7 +734,7 @@ def _metrics(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 def _live_matches(task_id: str, params: Mapping[str, str]) -> bool:
     if params.get("status") not in (None, "", "running"):
         return False
-    if any(params.get(k) in ("1", "true") for k in ("failed", "errored")):
+    if any(params.get(k) in ("1", "true") for k in ("failed", "errored", "could_not_run")):
         return False
     if params.get("metric") or params.get("error_kind"):
         return False

@@ -156,7 +156,7 @@
   }
 
   function stateBadge(state) {
-    const kinds = { running: "live", complete: "ok", interrupted: "warn", stopped: "warn" };
+    const kinds = { running: "live", complete: "ok", incomplete: "warn", interrupted: "warn", stopped: "warn" };
     return badge(state, kinds[state] || "");
   }
 
@@ -164,6 +164,7 @@
     if (row.status === "running") return "running";
     if (row.status === "interrupted") return "warn";
     if (row.status === "pending") return "pending";
+    if (row.infrastructure) return "infra"; // it could not run: no answer, no reward
     if (!row.ok && row.ok !== undefined) return "err";
     if (row.passed === true) return "ok";
     if (row.passed === false) return "bad";
@@ -173,7 +174,7 @@
   function statusBadge(row) {
     if (row.status === "running") return badge("running", "live");
     if (row.status === "interrupted") return badge("interrupted", "warn");
-    if (row.infrastructure) return badge("could not run", "err");
+    if (row.infrastructure) return badge("could not run", "infra");
     if (row.status !== "completed") return badge(row.status, "err");
     if (!row.ok) return badge("scoring error", "err");
     return badge(row.passed ? "passed" : "not passed", row.passed ? "ok" : "bad");
@@ -384,7 +385,8 @@
             r.running ? h("span", { class: "muted small", text: ` ${r.running} running` }) : null),
           h("td", { class: "num", text: mean(r.mean_reward) }),
           h("td", { class: "nowrap small", text: passK(r.pass_at_k) }),
-          h("td", { class: `num ${r.errors ? "err-text" : ""}`, text: int(r.errors) }),
+          h("td", { class: `num ${r.errors ? "err-text" : ""}` }, int(r.errors),
+            r.infra_errors ? h("div", { class: "small infra-text", text: `${int(r.infra_errors)} could not run` }) : null),
           h("td", { class: "num", text: money(r.cost) }));
       });
       const empty = !runs.length
@@ -432,6 +434,7 @@
           stat("Mean reward", mean(run.mean_reward)),
           stat("pass@k", passK(run.pass_at_k)),
           stat("Errors", int(run.errors), run.errors ? "err-text" : ""),
+          run.infra_errors ? stat("Could not run", int(run.infra_errors), "infra-text") : null,
           stat("Tokens", `${int(usage.input_tokens || 0)} in · ${int(usage.output_tokens || 0)} out`),
           stat("Cost", money(run.cost)),
           run.state === "running" ? stat("Running now", int(run.running)) : null)
@@ -443,6 +446,11 @@
         banner.append(h("div", { class: "banner warn" },
           `This run was interrupted: ${int(run.finished)} of ${int(run.planned)} rollouts finished. `,
           "Continue it with ", h("code", { text: `agentkit run --resume ${run.path}` })));
+      } else if (run.state === "incomplete") {
+        const n = run.infra_errors;
+        banner.append(h("div", { class: "banner warn" },
+          `Every rollout finished, but ${int(n)} could not run (infrastructure failures: no reward, in no mean or pass@k). `,
+          "Run them again with ", h("code", { text: `agentkit run --resume ${run.path}` })));
       } else if (run.state === "stopped") {
         banner.append(h("div", { class: "banner warn", text: `This run stopped early: ${run.stopped}` }));
       } else {
@@ -487,6 +495,7 @@
       status: q.get("status") || "",
       failed: q.get("failed") || "",
       errored: q.get("errored") || "",
+      could_not_run: q.get("could_not_run") || "",
       error_kind: q.get("error_kind") || "",
       task: q.get("task") || "",
       metric: q.get("metric") || "",
@@ -522,11 +531,12 @@
       h("label", {}, "Status ", select("status", [["", "any"], ...statuses.map((s) => [s, s]), ["running", "running now"]])),
       check("failed", "did not pass"),
       check("errored", "errored"),
+      check("could_not_run", "could not run"),
       run.error_kinds.length ? h("label", {}, "Error kind ", select("error_kind", [["", "any"], ...run.error_kinds.map((k) => [k, k])])) : null,
       h("label", {}, "Task ", taskInput),
       h("label", {}, "Metric ", select("metric", [["", "–"], ...run.metrics.map((m) => [m.name, m.name])]),
         select("op", [["lt", "<"], ["le", "≤"], ["eq", "="], ["ge", "≥"], ["gt", ">"]]), valueInput),
-      h("button", { type: "button", class: "link", text: "Clear", onclick: () => update({ status: "", failed: "", errored: "", error_kind: "", task: "", metric: "", value: "" }) })
+      h("button", { type: "button", class: "link", text: "Clear", onclick: () => update({ status: "", failed: "", errored: "", could_not_run: "", error_kind: "", task: "", metric: "", value: "" }) })
     );
     const tableWrap = h("div", { class: "table-wrap" });
     const pager = h("div", { class: "pager" });
@@ -610,7 +620,7 @@
     const wrap = h("div", { class: "table-wrap" });
     const pager = h("div", { class: "pager" });
     fill(body, h("div", { class: "filters" }, h("label", {}, "Task ", search),
-      h("span", { class: "legend" }, legend("ok", "passed"), legend("bad", "failed"), legend("err", "error"), legend("running", "running"), legend("pending", "not yet"))), wrap, pager);
+      h("span", { class: "legend" }, legend("ok", "passed"), legend("bad", "failed"), legend("err", "error"), legend("infra", "could not run"), legend("running", "running"), legend("pending", "not yet"))), wrap, pager);
     let timer = null;
     search.addEventListener("input", () => {
       clearTimeout(timer);
@@ -636,7 +646,7 @@
         ks.map((k) => h("td", { class: "num", text: fixed((t.pass_at_k || {})[k], 2) })),
         h("td", { class: `num ${t.errors ? "err-text" : ""}`, text: int(t.errors) }),
         h("td", { class: "cells" }, t.cells.map((c) => {
-          const title = `#${c.index}: ${c.status}${c.reward !== undefined && c.reward !== null ? " · reward " + num(c.reward) : ""}`;
+          const title = `#${c.index}: ${c.infrastructure ? "could not run" : c.status}${c.reward !== undefined && c.reward !== null ? " · reward " + num(c.reward) : ""}`;
           const cls = `cell ${rewardClass(c)}`;
           return c.rollout_id ? h("a", { class: cls, href: rolloutUrl(name, c.rollout_id), "data-nav": true, title, "aria-label": title })
             : h("span", { class: cls, title });
@@ -728,7 +738,7 @@
           record && record.timings ? ` · ${date(record.timings.started_at)} · ${seconds(record.timings.duration_s)}` : ""),
         doc.siblings.length > 1 ? h("div", { class: "siblings" }, h("span", { class: "muted small", text: "Rollouts of this task: " }),
           doc.siblings.map((s) => h("a", { href: rolloutUrl(name, s.rollout_id), "data-nav": true,
-            class: `chip ${s.rollout_id === rid ? "current" : ""} ${s.ok ? (s.reward !== null && s.reward >= 1 ? "ok" : "bad") : "err"}`,
+            class: `chip ${s.rollout_id === rid ? "current" : ""} ${s.infrastructure ? "infra" : s.ok ? (s.reward !== null && s.reward >= 1 ? "ok" : "bad") : "err"}`,
             text: `#${s.index} ${num(s.reward, 2)}` }))) : null);
       app.append(head);
       if (doc.running) app.append(h("div", { class: "banner live" }, "This rollout is running: its events appear below as they happen."));
@@ -900,7 +910,7 @@
     for (const r of record.retries || []) {
       items.push(h("p", { class: "small muted" }, `Earlier attempt failed (${r.error_kind}): ${preview(r.error || "", 240)}`));
     }
-    return h("div", { class: "card why" }, h("h2", { text: "Why it did not pass" }), items);
+    return h("div", { class: `card why ${doc.infrastructure ? "infra" : ""}` }, h("h2", { text: doc.infrastructure ? "Why it could not run" : "Why it did not pass" }), items);
   }
 
   function taskCard(task) {
@@ -988,7 +998,7 @@
   function verifierCard(doc) {
     const card = h("div", { class: "card", id: "verifier" }, h("h2", { text: "Verifier" }));
     if (!doc.verifier.length) {
-      card.append(h("p", { class: "muted", text: "No verifier output recorded (the reward functions above scored it)." }));
+      card.append(h("p", { class: "muted", text: doc.infrastructure ? "Not scored: it could not run." : "No verifier output recorded (the reward functions above scored it)." }));
       return card;
     }
     for (const v of doc.verifier) {
@@ -1108,7 +1118,7 @@
       return [
         h("td", { class: "num", text: mean(s.mean_reward) }),
         h("td", { class: "num", text: fixed(s.pass_at_1, 2) }),
-        h("td", { class: "cells" }, s.rollouts.map((r) => h("a", { class: `cell ${rewardClass(r)}`, href: rolloutUrl(run, r.rollout_id), "data-nav": true, title: `${r.rollout_id}: reward ${num(r.reward)}` }))),
+        h("td", { class: "cells" }, s.rollouts.map((r) => h("a", { class: `cell ${rewardClass(r)}`, href: rolloutUrl(run, r.rollout_id), "data-nav": true, title: r.infrastructure ? `${r.rollout_id}: could not run` : `${r.rollout_id}: reward ${num(r.reward)}` }))),
       ];
     }
 
