@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,33 @@ def _event(resp: Any) -> tuple[str, Any]:
             data = json.loads(line[len("data: ") :])
         elif line == "" and name is not None:
             return name, data
+
+
+def test_it_opens_the_browser_on_its_url_unless_told_not_to(runs: Path, tmp_path: Path) -> None:
+    """The browser Python's webbrowser finds ($BROWSER here: a script noting the URL)."""
+    opened = tmp_path / "opened.txt"
+    browser = tmp_path / "browser.sh"
+    browser.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" >> {opened}\n')
+    browser.chmod(0o755)
+    env = {**cli_env(), "BROWSER": str(browser)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentkit", "view", str(runs / "good")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline().strip() for _ in range(3)]
+        assert lines[0] == "agentkit view: run good"
+        url, run_url = lines[1], lines[2]
+        assert url.startswith("http://127.0.0.1:") and run_url == url + "run/good"
+        while not opened.exists() or not opened.read_text().endswith("\n"):
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        assert opened.read_text().splitlines() == [url]
+        assert get_json(url, "/api/runs")["single"] is True
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
