@@ -2,7 +2,7 @@
 
 Under ``CI=true`` a skipped test is a failure: CI installs everything the tests need
 (``ensure_system_tools`` in noxfile.py: bubblewrap, util-linux, ripgrep, node, npm,
-opencode), so a skip there would mean a test silently did not run. Elsewhere a skip
+chromium, opencode), so a skip there would mean a test silently did not run. Elsewhere a skip
 says why. The one skip CI allows is that of a test that needs root (marked
 ``needs_root``, or skipped by ``need_docker``: the engine is root's) while the suite
 runs unprivileged on purpose (``AGENTKIT_SECURITY_USER``, set by the ``security``
