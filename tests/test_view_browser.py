@@ -187,6 +187,12 @@ def test_harbor_runs_tasks_and_rollouts(runs: Path, tab: Any) -> None:
         expect(page.locator("tr.run-row[data-run=harbor]")).to_contain_text("oracle")
         expect(page.locator("tr.run-row[data-run=harbor]")).to_contain_text("5/5")
         t.shot("runs", docs=True)
+        # sortable: by mean reward, lowest first, then highest first
+        page.locator("th.sortable", has_text="Mean reward").click()
+        expect(page.locator("tr.run-row").first).to_have_attribute("data-run", "harbor")
+        page.locator("th.sortable", has_text="Mean reward").click()
+        expect(page.locator("tr.run-row").first).to_have_attribute("data-run", "arith-good")
+        assert "sort=mean_reward" in page.url and "desc=1" in page.url
         page.locator("tr.run-row[data-run=harbor] a").click()
         expect(page.locator("h1")).to_have_text("harbor")
         expect(page.locator("tr.rollout-row")).to_have_count(5)
@@ -203,6 +209,11 @@ def test_harbor_runs_tasks_and_rollouts(runs: Path, tab: Any) -> None:
         # files open in the page; events have deep links
         page.locator("#files button", has_text="app/README.md").first.click()
         expect(page.locator(".file-view")).to_contain_text("greet.sh")
+        readme = page.locator("#files li", has_text="app/README.md").first
+        with page.expect_download() as download:
+            readme.get_by_text("download").click()
+        assert download.value.suggested_filename == "README.md"
+        assert "greet.sh" in Path(download.value.path()).read_text()
         rollout_url = page.url
         page.goto(rollout_url + "#event-9")
         expect(page.locator("#event-9")).to_have_class("event exec target")
