@@ -240,7 +240,7 @@ SIGNAL_ROUNDS = 50
 @nox.session
 def signals(session: nox.Session) -> None:
     """Every stop-signal test, SIGNAL_ROUNDS times each (pytest-repeat), with no failure."""
-    ensure_system_tools(session, opencode=False, docker=False)
+    ensure_system_tools(session, opencode=False, docker=False, browser=False)
     install_project(session, "test")
     rounds = ["--count", str(SIGNAL_ROUNDS)]
     session.run("pytest", "-n", "auto", *rounds, *SIGNAL_TESTS, *session.posargs)
