@@ -4,8 +4,9 @@
 packages; as root, bubblewrap, util-linux, ripgrep, node, npm, Docker,
 mmdebstrap and chromium through apt, a Docker engine started with user-namespace
 remapping and offline stand-in base images; the Compose CLI; the pinned
-opencode-ai through npm) and runs the whole suite in parallel. ``python3 -m nox
--s security`` runs tests/security again as an unprivileged user (the tests
+opencode-ai through npm; the pinned mini-swe-agent in a project-local virtual
+environment) and runs the whole suite in parallel. ``python3 -m nox -s
+security`` runs tests/security again as an unprivileged user (the tests
 session runs it as whoever runs nox, root in CI).
 """
 
@@ -27,6 +28,10 @@ nox.options.reuse_existing_virtualenvs = True
 #: The opencode-ai version the tests pin; recorded in every OpenCode result.
 OPENCODE_VERSION = "1.18.33"
 NPM_PREFIX = ROOT / ".cache" / "npm"
+#: The mini-swe-agent version the tests pin, and where it is installed
+#: (``python -m agentkit_mini_swe_agent install``: a virtual environment).
+MINI_SWE_AGENT_VERSION = "2.4.6"
+MINI_SWE_AGENT_VENV = ROOT / ".cache" / "mini-swe-agent" / "venv"
 
 
 def plugin_dirs() -> list[str]:
@@ -184,11 +189,30 @@ def ensure_system_tools(
         session.env["AGENTKIT_OPENCODE_BIN"] = str(binary)
 
 
+def ensure_mini_swe_agent(session: nox.Session) -> None:
+    """The pinned mini-swe-agent in its own virtual environment (kept when current) and
+    its sandbox runtime; ``AGENTKIT_MINI_SWE_AGENT`` points the tests at it."""
+    if not (ROOT / "plugins" / "agentkit-mini-swe-agent").exists():
+        return
+    session.run(
+        "python",
+        "-m",
+        "agentkit_mini_swe_agent",
+        "install",
+        "--dir",
+        str(MINI_SWE_AGENT_VENV),
+        "--version",
+        MINI_SWE_AGENT_VERSION,
+    )
+    session.env["AGENTKIT_MINI_SWE_AGENT"] = str(MINI_SWE_AGENT_VENV)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Install everything the tests need and run them (in parallel)."""
     ensure_system_tools(session)
     install_project(session, "test")
+    ensure_mini_swe_agent(session)
     paths = [
         "tests",
         *[str(Path(d) / "tests") for d in plugin_dirs() if (Path(d) / "tests").exists()],

@@ -245,6 +245,7 @@ def test_unknown_name_notes_installed_plugins_left_out_by_the_environment(site: 
         ("harness", "oracle", "agentkit-harbor"),
         ("harness", "nop", "agentkit-harbor"),
         ("harness", "opencode", "agentkit-opencode"),
+        ("harness", "mini-swe-agent", "agentkit-mini-swe-agent"),
         ("taskset", "fleet", "agentkit-fleet"),
         ("harness", "fleet-tool-call", "agentkit-fleet"),
     ],

@@ -47,6 +47,7 @@ FIRST_PARTY: dict[tuple[str, str], str] = {
     ("harness", "oracle"): "agentkit-harbor",
     ("harness", "nop"): "agentkit-harbor",
     ("harness", "opencode"): "agentkit-opencode",
+    ("harness", "mini-swe-agent"): "agentkit-mini-swe-agent",
     ("taskset", "fleet"): "agentkit-fleet",
     ("harness", "fleet-tool-call"): "agentkit-fleet",
 }

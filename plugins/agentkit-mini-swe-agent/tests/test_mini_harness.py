@@ -265,7 +265,9 @@ async def test_cancelling_a_run_kills_the_commands_mini_started(
     assert not processes_with(marker(task))
 
 
-ENDLESS_TOOLS = {"default": {"tool_calls": [{"name": "bash", "arguments": {"command": "echo again"}}]}}
+ENDLESS_TOOLS = {
+    "default": {"tool_calls": [{"name": "bash", "arguments": {"command": "echo again"}}]}
+}
 
 
 @pytest.mark.model_script(ENDLESS_TOOLS)

@@ -1,7 +1,8 @@
 """agentkit-mini-swe-agent: the ``mini-swe-agent`` harness, which drives the real mini CLI.
 
 >>> from agentkit_mini_swe_agent import MiniSweAgent
->>> result = await MiniSweAgent(model="my-model").run(task, RunContext(base_url=url))  # doctest: +SKIP
+>>> harness = MiniSweAgent(model="my-model")
+>>> result = await harness.run(task, RunContext(base_url=url))  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -76,7 +76,9 @@ class SandboxDir:
         if self._fd is None:
             return None
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self._fd)
+            fd = os.open(
+                name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=self._fd
+            )
         except OSError:
             return None
         with os.fdopen(fd, "rb") as f:

@@ -146,13 +146,13 @@ def _interpreter(found: Path, via: str) -> Path:
         raise HarnessError(f"mini-swe-agent {found} ({via}) does not exist; {_INSTALL}")
     if found.name.startswith("python"):
         return found
-    python = _python_of_script(found)
-    if python is None:
+    interpreter = _python_of_script(found)
+    if interpreter is None:
         raise HarnessError(
             f"{found} ({via}) is not mini-swe-agent's `mini` script (no Python "
             f"interpreter in its first line); {_INSTALL}"
         )
-    return python
+    return interpreter
 
 
 @functools.lru_cache(maxsize=16)
@@ -232,7 +232,9 @@ def find_mini_swe_agent(
             f"imports it whenever tools are used); install it there: {python} -m pip install mcp"
         )
     site_dirs = tuple(str(d) for d in data.get("site_dirs") or [])  # type: ignore[attr-defined]
-    system = [d for d in site_dirs if d == "/" or d.startswith(tuple(s + "/" for s in _SYSTEM_DIRS))]
+    system = [
+        d for d in site_dirs if d == "/" or d.startswith(tuple(s + "/" for s in _SYSTEM_DIRS))
+    ]
     if system:
         raise HarnessError(
             f"{found} ({via}) is installed in system directories ({', '.join(system)}), which "

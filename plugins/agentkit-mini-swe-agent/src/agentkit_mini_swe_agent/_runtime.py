@@ -41,8 +41,8 @@ import stat
 import subprocess
 import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import attrs
@@ -377,7 +377,7 @@ def _check(tmp: Path, meta: dict[str, object], install: MiniSweAgentInstall) -> 
 
 def _open_up(root: Path) -> None:
     """World-readable (a sandbox's root is another uid on the host), never writable."""
-    for dirpath, dirs, files in os.walk(root):
+    for dirpath, _dirs, files in os.walk(root):
         os.chmod(dirpath, 0o755)
         for name in files:
             path = os.path.join(dirpath, name)

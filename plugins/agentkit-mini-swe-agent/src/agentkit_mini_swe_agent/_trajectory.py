@@ -84,9 +84,7 @@ def usage_of(response: dict[str, Any], cost: Any) -> Usage:
         input_tokens=_int(usage.get("prompt_tokens")),
         output_tokens=_int(usage.get("completion_tokens")),
         cached_tokens=_int(_obj(usage.get("prompt_tokens_details")).get("cached_tokens")),
-        reasoning_tokens=_int(
-            _obj(usage.get("completion_tokens_details")).get("reasoning_tokens")
-        ),
+        reasoning_tokens=_int(_obj(usage.get("completion_tokens_details")).get("reasoning_tokens")),
         cost=_float(cost),
         requests=1,
     )
@@ -190,7 +188,9 @@ class TrajectoryState:
                 parsed: Any = json.loads(arguments)
             except ValueError:
                 parsed = arguments
-            await self.recorder.emit("tool.call", turn=turn, id=call_id, name=name, arguments=parsed)
+            await self.recorder.emit(
+                "tool.call", turn=turn, id=call_id, name=name, arguments=parsed
+            )
 
     async def _tool(self, message: dict[str, Any], extra: dict[str, Any]) -> None:
         call_id = str(message.get("tool_call_id") or "")
@@ -210,7 +210,9 @@ class TrajectoryState:
             id=call_id,
             name=self._names.get(call_id, "bash"),
             status=status,
-            output=self.redact(output if isinstance(output, str) else _text(message.get("content"))),
+            output=self.redact(
+                output if isinstance(output, str) else _text(message.get("content"))
+            ),
             exit_code=returncode if isinstance(returncode, int) else None,
             error=self.redact(str(exception)) if exception else None,
         )

@@ -1,6 +1,7 @@
 """The ``mini-swe-agent`` harness: the real mini-swe-agent CLI, run non-interactively in a sandbox.
 
->>> result = await MiniSweAgent(model="my-model").run(task, RunContext(base_url=url))  # doctest: +SKIP
+>>> harness = MiniSweAgent(model="my-model")
+>>> result = await harness.run(task, RunContext(base_url=url))  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -195,7 +196,9 @@ class MiniSweAgent:
             )
         install, runtime = await asyncio.to_thread(self.find_runtime)
         if context.sandbox is not None:
-            return await self._run_in(context.sandbox, task, context, model, install, runtime, on_event)
+            return await self._run_in(
+                context.sandbox, task, context, model, install, runtime, on_event
+            )
         from agentkit.sandbox import open_sandbox
 
         hints = ExecutionHints(ro_binds=list(runtime.mount_dirs))
@@ -315,12 +318,11 @@ class MiniSweAgent:
         try:
             check = await sandbox.exec(runtime.python_argv("-I", "-c", code), timeout=120)
         except Exception as exc:  # the sandbox could not even start it
-            check = None
             detail = f"{type(exc).__name__}: {exc}"
         else:
+            if check.ok:
+                return
             detail = (check.stderr or check.stdout).strip()[-500:]
-        if check is not None and check.ok:
-            return
         raise HarnessError(
             f"mini-swe-agent's runtime cannot run in this sandbox ({detail or 'no output'}): "
             f"the sandbox must show {', '.join(runtime.mount_dirs)} read-only at the same "
@@ -361,7 +363,10 @@ class MiniSweAgent:
             status = "timeout"
             if isinstance(step_limit, int) and 0 < step_limit <= state.api_calls:
                 error_kind = "max_turns"
-                error = f"mini-swe-agent stopped after {state.api_calls} model calls (max_turns={step_limit})"
+                error = (
+                    f"mini-swe-agent stopped after {state.api_calls} model calls "
+                    f"(max_turns={step_limit})"
+                )
             else:
                 error_kind = "cost_limit"
                 error = f"mini-swe-agent stopped at its cost limit (spent ${state.cost:.4f})"

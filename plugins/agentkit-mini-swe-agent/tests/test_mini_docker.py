@@ -1,0 +1,97 @@
+"""mini-swe-agent unchanged in the docker sandbox: a no-network task whose image has
+no Python (nor OpenSSL, libffi or SQLite).
+
+mini runs from its portable runtime (interpreter, libraries and glibc loader,
+bound read-only from the host), reaches the scripted model server through the
+sandbox's relay, runs its bash tool with the image's shell, ENV and WORKDIR,
+and the task's verifier passes. The API key reaches the model server and
+nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentkit_mini_swe_agent import MiniSweAgentInstall
+from mini_helpers import files_containing
+
+from agentkit import AgentEnv, Event
+from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.sandbox_fixtures import requires_docker
+
+pytestmark = [pytest.mark.anyio, requires_docker]
+
+TASKS = Path(__file__).resolve().parent / "data"
+API_KEY = "sk-agentkit-docker-3f7a9c1e5b"
+
+GREET: dict[str, Any] = {
+    "rules": [
+        {
+            "match": {"turn": 0, "last_user_contains": "GREETING"},
+            "reply": {
+                "content": "I will write the greeting.",
+                "tool_calls": [
+                    {
+                        "name": "bash",
+                        "arguments": {
+                            "command": 'echo "$GREETING" > greeting.txt && '
+                            "(command -v python3 || echo none) > python.txt && "
+                            "cat greeting.txt python.txt && pwd"
+                        },
+                    }
+                ],
+            },
+        },
+        {
+            "match": {"turn": 1},
+            "reply": {
+                "content": "Done.",
+                "tool_calls": [
+                    {
+                        "name": "bash",
+                        "arguments": {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"},
+                    }
+                ],
+            },
+        },
+    ]
+}
+
+
+@pytest.mark.model_script(GREET)
+async def test_mini_solves_a_task_in_an_image_without_python(
+    model_server: ScriptedModelServer,
+    mini_install: MiniSweAgentInstall,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
+    monkeypatch.setenv("AGENTKIT_TEST_MINI_KEY", API_KEY)
+    seen: list[Event] = []
+    env = AgentEnv.from_names(
+        f"harbor:{TASKS}",
+        "mini-swe-agent",
+        trace_callback=seen.append,
+        sandbox="docker",
+        retry_attempts=1,
+    )
+    run_dir = tmp_path / "run"
+    results = await env.evaluate(
+        task_ids=["data:no-python"],
+        model="scripted-model",
+        base_url=model_server.base_url,
+        api_key_env="AGENTKIT_TEST_MINI_KEY",
+        out=run_dir,
+    )
+    [rollout] = results.rollouts
+    assert rollout.status == "completed", rollout.error
+    assert rollout.rewards["core.reward"] == 1.0
+    assert rollout.rewards["harness.tool_calls"] == 2.0
+    outputs = [e.data["output"] for e in seen if e.type == "tool.result"]
+    assert outputs[0] == "bonjour\nnone\n/srv/work\n"
+    assert all(r.api_key_sent for r in model_server.chat_requests)
+    assert files_containing(run_dir, API_KEY) == []
+    assert API_KEY not in json.dumps([e.data for e in seen])
