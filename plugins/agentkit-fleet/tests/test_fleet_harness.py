@@ -18,10 +18,17 @@ from fleet_helpers import SOLUTIONS, TASKS_JSON, HttpBookings, script_for
 from agentkit import registry
 from agentkit._context import Limits, RunContext
 from agentkit._events import Event
+from agentkit.testing.conformance import harness_conformance_test
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
 TASKS = fleet_taskset(str(TASKS_JSON))
+
+test_conformance = harness_conformance_test(
+    "fleet-tool-call",
+    task=TASKS.get_task("fleet:book-ada-double-anniversary"),
+    script=script_for(SOLUTIONS["book-ada-double-anniversary"]),
+)
 
 
 def context(server: Any, **kw: Any) -> RunContext:

@@ -8,11 +8,29 @@ import pytest
 from agentkit_harbor import HarborTaskset, NopHarness, OracleHarness, StepwiseHarness, harbor_reward
 from harbor_helpers import EXAMPLES, needs_bwrap, task_sandbox
 
-from agentkit import HarnessResult, RunContext, Task
+from agentkit import ExecutionHints, HarnessResult, RunContext, Task
 from agentkit import registry as agentkit_registry
 from agentkit._harness import check_harness
+from agentkit.testing.conformance import harness_conformance_test
 
 BASE = '[environment]\nworkdir = "/app"\nnetwork_mode = "no-network"\n'
+
+
+def hello_world() -> Task:
+    return HarborTaskset(str(EXAMPLES)).get_task("harbor:hello-world")
+
+
+def hints_of(task: Task) -> ExecutionHints:
+    return HarborTaskset(str(EXAMPLES)).execution_hints(task)
+
+
+# in a local sandbox made from the task's hints, as the runner would
+test_oracle_conforms = harness_conformance_test(
+    "oracle", task=hello_world, sandbox="local", hints=hints_of
+)
+test_nop_conforms = harness_conformance_test(
+    "nop", task=hello_world, sandbox="local", hints=hints_of
+)
 
 
 def test_harnesses_satisfy_the_contract_and_are_registered() -> None:

@@ -17,6 +17,7 @@ from agentkit_mini_swe_agent import MINI_SWE_AGENT_VERSION, MiniSweAgent, MiniSw
 from mini_helpers import files_containing, processes_with
 
 from agentkit import Event, ExecutionHints, Limits, RunContext, Task
+from agentkit.testing.conformance import harness_conformance_test
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.sandbox_fixtures import requires_bwrap
 
@@ -61,6 +62,15 @@ WRITE_THEN_SUBMIT: dict[str, Any] = {
         },
     ]
 }
+
+
+# run on its own: the harness opens a local sandbox with its runtime bound read-only
+test_conformance = harness_conformance_test(
+    "mini-swe-agent",
+    script=WRITE_THEN_SUBMIT,
+    options={"retry_attempts": 1},
+    fixtures=["mini_install"],
+)
 
 
 def unique_task(prefix: str = "mini") -> Task:

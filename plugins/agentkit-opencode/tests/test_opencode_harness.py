@@ -18,6 +18,7 @@ from agentkit_opencode import OPENCODE_VERSION, OpenCode, OpenCodeBinary
 from opencode_helpers import files_containing, processes_with
 
 from agentkit import Event, ExecutionHints, Limits, RunContext, Task
+from agentkit.testing.conformance import harness_conformance_test
 from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
@@ -60,6 +61,12 @@ WRITE_THEN_ANSWER: dict[str, Any] = {
         },
     ]
 }
+
+
+# run on its own: the harness opens a local sandbox with its binary bound read-only
+test_conformance = harness_conformance_test(
+    "opencode", script=WRITE_THEN_ANSWER, fixtures=["opencode_bin", "requires_bwrap"]
+)
 
 
 def unique_task(prefix: str = "oc") -> Task:

@@ -12,12 +12,20 @@ shows it as a test failure) with one message per broken rule::
     async def test_my_harness(model_server):
         context = RunContext(model="m", base_url=model_server.base_url, api_key="k")
         await check_harness(MyHarness(), task, context)
+
+A harness plugin opts in with one line, which makes a pytest test that runs
+the registered harness against the scripted model server (in a sandbox when
+asked) and checks every rule of :func:`check_harness`::
+
+    test_conformance = harness_conformance_test("my-harness", script={...})
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import uuid
+from collections.abc import Callable, Mapping
 from itertools import islice
 from typing import Any
 
@@ -27,10 +35,21 @@ from agentkit._events import Event
 from agentkit._harness import Harness
 from agentkit._harness import check_harness as _harness_shape_problem
 from agentkit._result import HarnessResult
+from agentkit._sandbox import ExecutionHints
 from agentkit._task import Task, check_no_reserved_keys
 from agentkit._taskset import Taskset
 
-__all__ = ["ConformanceError", "check_harness", "check_taskset"]
+__all__ = [
+    "CONFORMANCE_API_KEY",
+    "ConformanceError",
+    "check_harness",
+    "check_taskset",
+    "harness_conformance_test",
+]
+
+#: The API key :func:`harness_conformance_test` runs with (checked to appear nowhere).
+CONFORMANCE_API_KEY = "sk-agentkit-conformance-7b3e9f1a"
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
 
 
 class ConformanceError(AssertionError):
@@ -147,12 +166,17 @@ async def check_harness(
 
     Rules: ``run`` has the right signature; it returns a valid
     :class:`~agentkit.HarnessResult` (JSON round trip included) with the
-    expected status (when ``expect_status`` is given) and an ``error`` when
-    it did not complete; its events are numbered 0..n-1, belong to the task
-    and the rollout, were all delivered to ``on_event`` in that order before
-    ``run`` returned; the API key of ``context`` appears nowhere in the
-    result; and a bare reference ``Task(task_id=...)`` is rejected with
-    :class:`~agentkit.TaskReferenceError`.
+    expected status (when ``expect_status`` is given) and an ``error`` and
+    an ``error_kind`` when it did not complete; its messages are OpenAI-style
+    chat messages (a known ``role``; assistant ``tool_calls`` with an
+    ``id``, ``type: function`` and ``function.name``/``arguments`` text;
+    every ``tool`` message answers an earlier call); its usage has no
+    negative count, cached tokens within the input tokens and reasoning
+    tokens within the output tokens; its events are numbered 0..n-1, belong
+    to the task and the rollout, were all delivered to ``on_event`` in that
+    order before ``run`` returned; the API key of ``context`` appears nowhere
+    in the result; and a bare reference ``Task(task_id=...)`` is rejected
+    with :class:`~agentkit.TaskReferenceError`.
     """
     name = f"harness {type(harness).__name__}"
     shape = _harness_shape_problem(harness)
@@ -179,6 +203,10 @@ async def check_harness(
         )
     if result.status != "completed" and not result.error:
         problems.append(f"status {result.status!r} without an error message")
+    if result.status != "completed" and not result.error_kind:
+        problems.append(f"status {result.status!r} without an error_kind")
+    problems.extend(_message_problems(result.messages))
+    problems.extend(_usage_problems(result))
     try:
         data = json.loads(json.dumps(result.to_json()))
         if HarnessResult.from_json(data) != result:
@@ -229,3 +257,161 @@ async def _check_reference_rejected(
         problems.append(
             f"a bare reference task raised {type(exc).__name__}, expected TaskReferenceError"
         )
+
+
+def _message_problems(messages: Any) -> list[str]:
+    """Rules of the OpenAI-style transcript every harness returns."""
+    problems: list[str] = []
+    calls: set[str] = set()
+    for i, message in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(message, dict):
+            problems.append(f"{where} is {type(message).__name__}, not an object")
+            continue
+        role = message.get("role")
+        if role not in _ROLES:
+            problems.append(f"{where}.role is {role!r}, expected one of {sorted(_ROLES)}")
+        for j, call in enumerate(message.get("tool_calls") or []):
+            at = f"{where}.tool_calls[{j}]"
+            function = call.get("function") if isinstance(call, dict) else None
+            if role != "assistant":
+                problems.append(f"{at}: only assistant messages carry tool calls")
+            if not isinstance(call, dict) or not isinstance(call.get("id"), str):
+                problems.append(f"{at}.id must be a string")
+            elif call.get("type") != "function":
+                problems.append(f"{at}.type is {call.get('type')!r}, expected 'function'")
+            if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+                problems.append(f"{at}.function.name must be a string")
+            elif not isinstance(function.get("arguments"), str):
+                problems.append(f"{at}.function.arguments must be JSON text (a string)")
+            if isinstance(call, dict) and isinstance(call.get("id"), str):
+                calls.add(call["id"])
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or call_id not in calls:
+                problems.append(f"{where}.tool_call_id {call_id!r} answers no earlier tool call")
+    return problems
+
+
+def _usage_problems(result: HarnessResult) -> list[str]:
+    usage = result.usage
+    problems = [
+        f"usage.{name} is negative ({value})"
+        for name, value in (
+            ("input_tokens", usage.input_tokens),
+            ("output_tokens", usage.output_tokens),
+            ("cached_tokens", usage.cached_tokens),
+            ("reasoning_tokens", usage.reasoning_tokens),
+            ("cost", usage.cost),
+            ("requests", usage.requests),
+        )
+        if value < 0
+    ]
+    if usage.cached_tokens > usage.input_tokens:
+        problems.append(
+            f"usage.cached_tokens ({usage.cached_tokens}) exceeds input_tokens "
+            f"({usage.input_tokens}): input_tokens counts every prompt token, cache reads included"
+        )
+    if usage.reasoning_tokens > usage.output_tokens:
+        problems.append(
+            f"usage.reasoning_tokens ({usage.reasoning_tokens}) exceeds output_tokens "
+            f"({usage.output_tokens}): output_tokens counts reasoning tokens too"
+        )
+    return problems
+
+
+def harness_conformance_test(
+    harness: str | Callable[[], Any],
+    *,
+    task: Task | Callable[[], Task] | None = None,
+    script: Any = None,
+    options: Mapping[str, Any] | None = None,
+    sandbox: str | None = None,
+    hints: ExecutionHints | Callable[[Task], ExecutionHints] | None = None,
+    sandbox_options: Mapping[str, Any] | None = None,
+    expect_status: str | None = "completed",
+    model: str = "scripted-model",
+    fixtures: tuple[str, ...] | list[str] = (),
+    check: Callable[[HarnessResult], Any] | None = None,
+) -> Callable[..., Any]:
+    """A pytest test running :func:`check_harness` on a harness; assign it to a ``test_`` name.
+
+    ``harness`` is a registered name (built with ``options``, as ``-H`` would)
+    or a function returning a harness. The test starts agentkit's scripted
+    model server with ``script`` (its default answers "ok"), runs ``task``
+    (default: a one-line text task; a function is called when the test runs)
+    with a context holding the server's URL, ``model``, an API key and a
+    fresh rollout id, and checks the rules and ``expect_status``. With
+    ``sandbox`` (``"local"``, ``"docker"``...) the run gets a sandbox of that
+    kind, made from ``hints`` (or a function of the task giving them) plus
+    the harness's ``sandbox_ro_binds``, as the runner would, with
+    ``sandbox_options`` (``-S``); without it the harness is on its own (agent
+    CLIs open a sandbox themselves). ``fixtures`` are (synchronous) pytest fixtures to
+    set up first (the plugin's own: one that finds its program, or skips saying
+    how to install it). ``check`` is called with the result for
+    harness-specific assertions::
+
+        test_conformance = harness_conformance_test("opencode", script=SCRIPT)
+    """
+    label = harness if isinstance(harness, str) else getattr(harness, "__name__", "harness")
+
+    async def body(model_server: Any, request: Any, factory: Any) -> None:
+        from agentkit import registry
+        from agentkit._context import RunContext
+
+        for name in fixtures:
+            request.getfixturevalue(name)
+        if script is not None:
+            model_server.set_script(script)
+        made = (
+            registry.resolve_harness(harness, **dict(options or {}))
+            if isinstance(harness, str)
+            else harness()
+        )
+        the_task = task() if callable(task) else task
+        if the_task is None:
+            the_task = Task(task_id="conformance:hello", input="Say hello, then stop.")
+        context = RunContext(
+            model=model,
+            base_url=model_server.base_url,
+            api_key=CONFORMANCE_API_KEY,
+            rollout_id=f"conformance-{uuid.uuid4().hex[:12]}",
+        )
+        if sandbox is not None:
+            import attrs
+
+            base = hints(the_task) if callable(hints) else hints
+            base = base or ExecutionHints()
+            binds = [str(b) for b in getattr(made, "sandbox_ro_binds", None) or ()]
+            base = attrs.evolve(base, ro_binds=[*base.ro_binds, *binds])
+            box = await factory(
+                sandbox,
+                hints=base,
+                model_endpoint=model_server.base_url,
+                **dict(sandbox_options or {}),
+            )
+            context = context.evolve(sandbox=box)
+        result = await check_harness(made, the_task, context, expect_status=expect_status)
+        if check is not None:
+            outcome = check(result)
+            if inspect.isawaitable(outcome):
+                await outcome
+
+    if sandbox is None:
+
+        async def test_harness_conformance(model_server: Any, request: Any) -> None:
+            await body(model_server, request, None)
+
+    else:
+
+        async def test_harness_conformance(  # type: ignore[misc]
+            model_server: Any, request: Any, sandbox_factory: Any
+        ) -> None:
+            await body(model_server, request, sandbox_factory)
+
+    test_harness_conformance.__name__ = f"test_{label}_conforms".replace("-", "_")
+    test_harness_conformance.__doc__ = f"The {label} harness passes agentkit's conformance checks."
+    import pytest
+
+    marked: Callable[..., Any] = pytest.mark.anyio(test_harness_conformance)
+    return marked
