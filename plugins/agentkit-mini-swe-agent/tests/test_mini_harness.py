@@ -336,3 +336,31 @@ async def test_config_option_is_merged_over_the_generated_one(
     system = request.body["messages"][0]
     assert system == {"role": "system", "content": "You are MINI-REVIEWER-4411."}
     assert request.body["model"] == "scripted-model"  # our model settings survived the merge
+
+
+RELATIVE_WRITE = {
+    "rules": [
+        {
+            "match": {"turn": 0},
+            # host mode runs agent commands unisolated: stay in the workdir
+            "reply": {
+                "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi > out.txt"}}]
+            },
+        }
+    ],
+    "default": {"content": "Wrote out.txt.", "tool_calls": [SUBMIT]},
+}
+
+
+@pytest.mark.model_script(RELATIVE_WRITE)
+async def test_host_sandbox_keeps_minis_files_in_the_rollout(
+    model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
+) -> None:
+    sandbox = await sandbox_factory("host", model_endpoint=model_server.base_url)
+    context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
+    result = await harness().run(unique_task("host"), context)
+    assert result.status == "completed", result.error
+    assert (sandbox.fs_root / "app" / "out.txt").read_text() == "hi\n"
+    kept = sandbox.fs_root / "logs" / "agent" / "mini-swe-agent"
+    assert {"config.yaml", "trajectory.json", "global"} <= {p.name for p in kept.iterdir()}
+    assert files_containing(sandbox.root, API_KEY) == []
