@@ -364,3 +364,30 @@ async def test_host_sandbox_keeps_minis_files_in_the_rollout(
     kept = sandbox.fs_root / "logs" / "agent" / "mini-swe-agent"
     assert {"config.yaml", "trajectory.json", "global"} <= {p.name for p in kept.iterdir()}
     assert files_containing(sandbox.root, API_KEY) == []
+
+
+@pytest.mark.model_script(ENDLESS_TOOLS)
+async def test_headers_reach_the_model_and_a_token_limit_stops_mini(
+    model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
+) -> None:
+    sandbox = await bound_sandbox(sandbox_factory, mini_runtime, model_server)
+    secret = "hdr-secret-5e1b9c7a3d"
+    task = unique_task("limit")
+    context = RunContext(
+        base_url=model_server.base_url,
+        sandbox=sandbox,
+        headers={"X-Run-Tag": "mini-run-7", "X-Api-Key": secret},
+        limits=Limits(token_limit=50),
+    )
+    result = await harness().run(task, context)
+    # the first step already spent more than 50 tokens: mini is stopped after it
+    assert result.status == "timeout"
+    assert result.error_kind == "token_limit"
+    assert result.raw["turns"] >= 1
+    assert not processes_with(marker(task))
+    headers = model_server.chat_requests[0].headers
+    assert headers["x-run-tag"] == "mini-run-7"
+    assert headers["x-api-key"] == "[redacted]"  # sent (the server's log hides its value)
+    # the secret header is in no file and no part of the result
+    assert secret not in json.dumps(result.to_json())
+    assert files_containing(sandbox.root, secret) == []

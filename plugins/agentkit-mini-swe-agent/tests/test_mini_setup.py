@@ -24,7 +24,13 @@ from agentkit_mini_swe_agent import (
     portable_runtime,
     prompt_of,
 )
-from agentkit_mini_swe_agent._config import API_KEY_ENV, NO_KEY, build_config, build_env
+from agentkit_mini_swe_agent._config import (
+    API_KEY_ENV,
+    HEADERS_ENV,
+    NO_KEY,
+    build_config,
+    build_env,
+)
 from agentkit_mini_swe_agent._trajectory import TrajectoryState, classify_exit
 
 from agentkit import (
@@ -249,7 +255,14 @@ def test_generated_config_points_at_the_endpoint_without_the_key() -> None:
         max_turns=7,
         cost_limit=0.5,
         command_timeout=90,
-        sampling_args={"temperature": 0.2, "seed": 3, "logprobs": True},
+        sampling_args={
+            "temperature": 0.2,
+            "seed": 3,
+            "top_k": 20,
+            "extra_body": {"chat_template_kwargs": {"enable_thinking": False}},
+            "extra_headers": {"Authorization": "Bearer not-in-the-file"},
+            "tools": [],
+        },
         max_tokens=512,
         extra={"agent": {"step_limit": 9}, "environment": {"env": {"FOO": "1"}}},
     )
@@ -261,7 +274,9 @@ def test_generated_config_points_at_the_endpoint_without_the_key() -> None:
         "temperature": 0.2,
         "seed": 3,
         "max_tokens": 512,
+        "extra_body": {"chat_template_kwargs": {"enable_thinking": False}, "top_k": 20},
     }
+    assert "not-in-the-file" not in json.dumps(config)
     assert config["agent"] == {
         "mode": "yolo",
         "confirm_exit": False,
@@ -289,6 +304,8 @@ def test_environment_carries_the_key_in_one_variable() -> None:
     assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
     assert env["MSWEA_GLOBAL_CONFIG_DIR"] == "/logs/agent/mini-swe-agent/global"
     assert build_env(config_dir="/x", api_key=None)[API_KEY_ENV] == NO_KEY
+    with_headers = build_env(config_dir="/x", api_key=None, headers={"X-Api-Key": "h"})
+    assert json.loads(with_headers[HEADERS_ENV]) == {"X-Api-Key": "h"}
 
 
 @pytest.mark.parametrize(

@@ -5,18 +5,21 @@ earlier ones, objects key by key). agentkit passes mini's own ``mini.yaml``
 (or the ``base_config`` option) and then one file it writes per rollout,
 ``/logs/agent/mini-swe-agent/config.yaml``, holding the task, the model and
 endpoint, the limits and the ``config`` option merged over them. The file is
-JSON (a subset of YAML): it never holds the API key, which travels only in
-the environment of mini's process (see :data:`API_KEY_ENV`).
+JSON (a subset of YAML): it never holds the API key or the request headers,
+which travel only in the environment of mini's process (see
+:data:`API_KEY_ENV` and :data:`HEADERS_ENV`).
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
     "API_KEY_ENV",
+    "HEADERS_ENV",
     "NO_KEY",
     "STATIC_ENV",
     "build_config",
@@ -41,22 +44,36 @@ STATIC_ENV: dict[str, str] = {
     "MSWEA_COST_TRACKING": "ignore_errors",
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
 }
-#: Sampling arguments passed to litellm as they are (``model.model_kwargs``).
-_SAMPLING = (
-    "temperature",
-    "top_p",
-    "max_tokens",
-    "max_completion_tokens",
-    "seed",
-    "stop",
-    "presence_penalty",
-    "frequency_penalty",
-    "reasoning_effort",
-    "top_k",
-    "min_p",
-    "repetition_penalty",
-    "extra_body",
+#: Sampling arguments litellm takes as keywords (the OpenAI API's); others are
+#: sent in the request body through ``extra_body``.
+_LITELLM_ARGS = frozenset(
+    {
+        "temperature",
+        "top_p",
+        "max_tokens",
+        "max_completion_tokens",
+        "stop",
+        "seed",
+        "n",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "response_format",
+        "reasoning_effort",
+        "user",
+        "metadata",
+        "service_tier",
+    }
 )
+#: Request fields mini itself sets (its one bash tool), or that carry headers.
+_OWNED = frozenset(
+    {"model", "messages", "stream", "stream_options", "timeout", "tools", "tool_choice"}
+)
+#: The variable carrying the run's extra request headers (JSON) into mini's process;
+#: the bootstrap hands them to litellm (``litellm.headers``) like the key.
+HEADERS_ENV = "AGENTKIT_MINI_SWE_AGENT_HEADERS"
 
 
 def litellm_model(model: str, *, base_url: str | None) -> str:
@@ -94,15 +111,26 @@ def build_config(
     ``max_turns`` becomes ``agent.step_limit`` (mini stops before model call
     ``max_turns + 1``); ``cost_limit`` ``agent.cost_limit``;
     ``command_timeout`` ``environment.timeout`` (seconds per bash command).
+    Sampling arguments of the OpenAI API go to litellm as they are, others
+    (``top_k``, ``min_p``...) in ``extra_body``; request headers never go
+    here (see :func:`build_env`).
     """
     model_kwargs: dict[str, Any] = {"drop_params": True}
     if base_url is not None:
         model_kwargs["api_base"] = base_url
-    for key in _SAMPLING:
-        value = (sampling_args or {}).get(key)
-        if value is not None:
+    extra_body: dict[str, Any] = {}
+    for key, value in (sampling_args or {}).items():
+        if key in _OWNED or key in ("extra_headers", "extra_query") or value is None:
+            continue
+        if key == "extra_body":
+            extra_body = {**dict(value or {}), **extra_body}
+        elif key in _LITELLM_ARGS:
             model_kwargs[key] = value
-    if max_tokens is not None and "max_tokens" not in model_kwargs:
+        else:
+            extra_body[key] = value
+    if extra_body:
+        model_kwargs["extra_body"] = extra_body
+    if max_tokens is not None:
         model_kwargs["max_tokens"] = max_tokens
     agent: dict[str, Any] = {"mode": "yolo", "confirm_exit": False}
     if max_turns is not None:
@@ -132,11 +160,18 @@ def build_env(
     config_dir: str,
     api_key: str | None,
     retry_attempts: int | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment variables mini needs on top of the sandbox's own."""
+    """The environment variables mini needs on top of the sandbox's own.
+
+    The API key and the request ``headers`` (which may hold credentials)
+    travel only here, never in the configuration file.
+    """
     env = dict(STATIC_ENV)
     env["MSWEA_GLOBAL_CONFIG_DIR"] = config_dir
     if retry_attempts is not None:
         env["MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT"] = str(retry_attempts)
     env[API_KEY_ENV] = api_key if api_key else NO_KEY
+    if headers:
+        env[HEADERS_ENV] = json.dumps(dict(headers))
     return env

@@ -28,11 +28,18 @@ MIN_SECRET_LEN = 6
 _MAX_LIVE_BYTES = 256 * 1024 * 1024
 
 
-def redactor(secret: str | None) -> Callable[[str], str]:
-    """A function replacing ``secret`` by ``[redacted]`` in a text."""
-    if not secret or len(secret) < MIN_SECRET_LEN:
+def redactor(*secrets: str | None) -> Callable[[str], str]:
+    """A function replacing each of ``secrets`` by ``[redacted]`` in a text."""
+    wanted = sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
+    if not wanted:
         return lambda text: text
-    return lambda text: text.replace(secret, REDACTED)
+
+    def redact(text: str) -> str:
+        for secret in wanted:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    return redact
 
 
 class SandboxDir:

@@ -48,7 +48,7 @@ from pathlib import Path
 import attrs
 
 from agentkit import HarnessError
-from agentkit_mini_swe_agent._config import API_KEY_ENV
+from agentkit_mini_swe_agent._config import API_KEY_ENV, HEADERS_ENV
 from agentkit_mini_swe_agent._install import MiniSweAgentInstall
 
 __all__ = ["CACHE_ENV", "MiniSweAgentRuntime", "cache_root", "portable_runtime"]
@@ -77,17 +77,22 @@ _lock = threading.Lock()
 _built: dict[str, MiniSweAgentRuntime] = {}
 
 #: Run inside the sandbox with ``python -I -c``: the installation's packages
-#: on sys.path; the API key taken out of the environment (so the commands mini
-#: runs do not inherit it) and given to litellm; then mini's command line
+#: on sys.path; the API key and request headers taken out of the environment
+#: (so the commands mini runs do not inherit them) and given to litellm; then
+#: mini's command line
 #: (what its ``mini`` script does).
-_BOOT = """import os, site, sys
+_BOOT = """import json, os, site, sys
 for d in {site_dirs!r}:
     site.addsitedir(d)
 key = os.environ.pop({key_env!r}, None)
-if key is not None:
+headers = os.environ.pop({headers_env!r}, None)
+if key is not None or headers:
     import litellm
-    litellm.api_key = key
-del key
+    if key is not None:
+        litellm.api_key = key
+    if headers:
+        litellm.headers = json.loads(headers)
+del key, headers
 sys.argv[0] = "mini"
 from minisweagent.run.mini import app
 sys.exit(app())
@@ -122,7 +127,9 @@ class MiniSweAgentRuntime:
             str(self.python),
             "-I",
             "-c",
-            _BOOT.format(site_dirs=list(self.site_dirs), key_env=API_KEY_ENV),
+            _BOOT.format(
+                site_dirs=list(self.site_dirs), key_env=API_KEY_ENV, headers_env=HEADERS_ENV
+            ),
             *mini_args,
         ]
 

@@ -115,6 +115,8 @@ class TrajectoryState:
         self.format_errors = 0
         self.usage = Usage()
         self._names: dict[str, str] = {}
+        #: Set by the harness when a token, cost or message limit stopped mini.
+        self.limit_hit: tuple[str, str] | None = None
 
     async def update(self, data: dict[str, Any]) -> None:
         """Take a fresh read of the whole trajectory; emit events for its new messages."""

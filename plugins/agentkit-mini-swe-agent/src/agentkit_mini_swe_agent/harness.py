@@ -95,6 +95,8 @@ class MiniSweAgent:
     )
     #: The runner gives this harness a sandbox even when the task asks for none.
     requires_sandbox: ClassVar[bool] = True
+    #: It calls the run's model: the preflight checks the endpoint and the API key.
+    uses_model: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -158,6 +160,11 @@ class MiniSweAgent:
             return list(self.find_runtime()[1].mount_dirs)
         except HarnessError:
             return []
+
+    async def preflight(self, context: RunContext) -> None:
+        """Before a run: mini-swe-agent is installed (a HarnessError says how to) and its
+        sandbox runtime is built (the first time, a few seconds)."""
+        await asyncio.to_thread(self.find_runtime)
 
     def find_install(self) -> MiniSweAgentInstall:
         """The mini-swe-agent installation this harness runs (raises HarnessError when missing)."""
@@ -225,7 +232,9 @@ class MiniSweAgent:
         on_event: EventCallback | None,
     ) -> HarnessResult:
         api_key = context.resolved_api_key
-        redact = redactor(api_key)
+        headers = {**context.headers, **dict(context.sampling_args.get("extra_headers") or {})}
+        secrets = [api_key, *(v for k, v in headers.items() if _secret_header(k))]
+        redact = redactor(*secrets)
         recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
         timeout = self._timeout(context)
         started = time.monotonic()
@@ -271,6 +280,7 @@ class MiniSweAgent:
             config_dir=inside(f"{AGENT_DIR}/global"),
             api_key=api_key,
             retry_attempts=self.retry_attempts,
+            headers=headers,
         )
         argv = runtime.argv(
             "-y",
@@ -293,7 +303,7 @@ class MiniSweAgent:
             if timeout is not None:
                 remaining = max(0.001, timeout - (time.monotonic() - started))
             proc = await sandbox.start(argv, env=env)
-            outcome, stdout_tail = await _drive(proc, files, state, remaining)
+            outcome, stdout_tail = await _drive(proc, files, state, remaining, context)
             data = _parse(await files.read(TRAJECTORY_FILE))
             if data is not None:
                 await state.update(data)
@@ -301,8 +311,7 @@ class MiniSweAgent:
             import anyio
 
             with anyio.CancelScope(shield=True):
-                if api_key and len(api_key) >= MIN_SECRET_LEN:
-                    await _scrub(files, api_key, recorder)
+                await _scrub(files, secrets, recorder)
                 files.close()
         return await self._result(
             state, outcome, stdout_tail, recorder, install, runtime, model_name, timeout, redact
@@ -357,6 +366,9 @@ class MiniSweAgent:
                 if timeout is not None
                 else "mini-swe-agent timed out"
             )
+        elif state.limit_hit is not None:
+            status = "timeout"
+            error_kind, error = state.limit_hit
         elif exit_status == "Submitted":
             status = "completed"
         elif exit_status == "LimitsExceeded":
@@ -457,10 +469,15 @@ def _parse(raw: bytes | None) -> dict[str, Any] | None:
 
 
 async def _drive(
-    proc: Process, files: SandboxDir, state: TrajectoryState, timeout: float | None
+    proc: Process,
+    files: SandboxDir,
+    state: TrajectoryState,
+    timeout: float | None,
+    context: RunContext | None = None,
 ) -> tuple[ExecResult, list[str]]:
     """Close stdin, drain stdout, read the trajectory as it grows, wait; kill the tree on
-    any exit path."""
+    any exit path, and when the trajectory shows a token, cost or message limit of the
+    run reached (``context.limit_hit``)."""
     tail: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
     done = asyncio.Event()
 
@@ -484,6 +501,14 @@ async def _drive(
                 data = _parse(raw)
                 if data is not None:
                     await state.update(data)
+                    hit = (
+                        context.limit_hit(state.usage, len(state.messages))
+                        if context is not None and state.limit_hit is None
+                        else None
+                    )
+                    if hit is not None:  # stop mini: the rollout is over its limit
+                        state.limit_hit = hit
+                        await proc.kill()
             except Exception as exc:  # a reader bug must not leave mini running blind
                 await state.recorder.emit(
                     "log",
@@ -517,11 +542,22 @@ async def _shielded_kill(proc: Process) -> None:
         await proc.wait(5)  # reap it and close its pipes
 
 
-async def _scrub(files: SandboxDir, api_key: str, recorder: EventRecorder) -> None:
-    """Remove the API key from mini's files (a server may echo it in an error that mini
-    keeps in its trajectory; a failed rollout's files are kept)."""
+def _secret_header(name: str) -> bool:
+    from agentkit._context import SECRET_HEADER_WORDS
+
+    return any(word in name.lower() for word in SECRET_HEADER_WORDS)
+
+
+async def _scrub(files: SandboxDir, secrets: list[str | None], recorder: EventRecorder) -> None:
+    """Remove the API key and secret header values from mini's files (a server may echo
+    them in an error that mini keeps in its trajectory; a failed rollout's files are kept)."""
+    wanted = [s for s in secrets if s and len(s) >= MIN_SECRET_LEN]
+    if not wanted:
+        return
     try:
-        changed = await asyncio.to_thread(files.scrub, api_key)
+        changed = 0
+        for secret in wanted:
+            changed += await asyncio.to_thread(files.scrub, secret)
         if changed:
             await recorder.emit(
                 "log",
