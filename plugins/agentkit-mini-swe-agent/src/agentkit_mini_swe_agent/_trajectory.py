@@ -35,6 +35,8 @@ __all__ = ["NOT_EXECUTED", "TrajectoryState", "classify_exit"]
 
 #: mini's exception_info for actions it did not run (after the submission).
 NOT_EXECUTED = "action was not executed"
+#: The roles that make the transcript (mini's ``exit`` message does not).
+_CHAT_ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 #: ``error_kind`` of the exceptions (litellm's, by class name) that stop mini.
 _EXCEPTION_KINDS = {
@@ -266,9 +268,14 @@ class TrajectoryState:
                         "content": content,
                     }
                 )
-            elif role in ("system", "user"):
+            elif role in _CHAT_ROLES:
                 out.append({"role": role, "content": content})
         return out
+
+    @property
+    def message_count(self) -> int:
+        """How many messages the conversation has (what :attr:`messages` would hold)."""
+        return sum(1 for m in self._messages if m.get("role") in _CHAT_ROLES)
 
     @property
     def exit_message(self) -> dict[str, Any]:

@@ -493,16 +493,16 @@ async def _drive(
             if done.is_set():
                 return
             try:
-                raw = (
-                    files.read_if_changed(TRAJECTORY_FILE)
-                    if files.on_host
-                    else await files.read(TRAJECTORY_FILE)
-                )
-                data = _parse(raw)
+                if files.on_host:  # read and parse off the event loop: it may be large
+                    data = await asyncio.to_thread(
+                        lambda: _parse(files.read_if_changed(TRAJECTORY_FILE))
+                    )
+                else:
+                    data = _parse(await files.read(TRAJECTORY_FILE))
                 if data is not None:
                     await state.update(data)
                     hit = (
-                        context.limit_hit(state.usage, len(state.messages))
+                        context.limit_hit(state.usage, state.message_count)
                         if context is not None and state.limit_hit is None
                         else None
                     )

@@ -1,0 +1,60 @@
+"""mini-swe-agent in the local sandbox on a task's image root (no Python in the image).
+
+Runs once the local sandbox can run a task on its image's root (the
+``requires_image_tool`` marker and ``image_cache`` fixture of
+``agentkit.testing.sandbox_fixtures``); skipped, saying so, before.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from agentkit_mini_swe_agent import MiniSweAgentInstall
+from mini_helpers import files_containing
+from test_mini_docker import API_KEY, GREET, TASKS
+
+from agentkit import AgentEnv, Event
+from agentkit.testing import sandbox_fixtures
+from agentkit.testing.model_server import ScriptedModelServer
+
+_requires_image_tool = getattr(sandbox_fixtures, "requires_image_tool", None)
+pytestmark = [
+    pytest.mark.anyio,
+    _requires_image_tool
+    or pytest.mark.skip(reason="this agentkit's local sandbox does not run tasks on image roots"),
+]
+
+
+@pytest.mark.model_script(GREET)
+async def test_mini_solves_a_task_on_an_image_root_without_python(
+    model_server: ScriptedModelServer,
+    mini_install: MiniSweAgentInstall,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
+    image_cache = request.getfixturevalue("image_cache")
+    monkeypatch.setenv("AGENTKIT_TEST_MINI_KEY", API_KEY)
+    seen: list[Event] = []
+    env = AgentEnv.from_names(
+        f"harbor:{TASKS}", "mini-swe-agent", trace_callback=seen.append, retry_attempts=1
+    )
+    run_dir = tmp_path / "run"
+    results = await env.evaluate(
+        task_ids=["data:no-python"],
+        model="scripted-model",
+        base_url=model_server.base_url,
+        api_key_env="AGENTKIT_TEST_MINI_KEY",
+        out=run_dir,
+        sandbox_options={"image_cache": str(image_cache)},
+    )
+    [rollout] = results.rollouts
+    assert rollout.status == "completed", rollout.error
+    assert rollout.rewards["core.reward"] == 1.0
+    outputs = [e.data["output"] for e in seen if e.type == "tool.result"]
+    assert outputs[0] == "bonjour\nnone\n/srv/work\n"
+    assert files_containing(run_dir, API_KEY) == []
+    assert API_KEY not in json.dumps([e.data for e in seen])
