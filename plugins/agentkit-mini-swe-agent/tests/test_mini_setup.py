@@ -463,3 +463,17 @@ def test_exit_statuses_map_to_error_kinds() -> None:
     assert classify_exit("AuthenticationError") == "model_auth"
     assert classify_exit("BadRequestError") == "model_request_error"
     assert classify_exit("KeyError") == "agent_error"
+
+
+def test_install_refuses_a_directory_that_is_not_a_virtual_environment(tmp_path: Path) -> None:
+    (tmp_path / "precious.txt").write_text("keep me")
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentkit_mini_swe_agent", "install", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "is not a virtual environment" in proc.stderr
+    assert (tmp_path / "precious.txt").read_text() == "keep me"

@@ -268,7 +268,9 @@ def install_mini_swe_agent(
     Uses ``uv`` when it is on PATH (much faster), else the environment's pip.
     ``extra`` are more requirements (default: :data:`TESTED_WITH` for the
     pinned version, ``mcp`` for any other). Returns the ``mini`` script's path.
-    An existing environment with that version is kept as it is.
+    An existing environment with that version is kept as it is; one with
+    another version is made again; a directory that is not a virtual
+    environment is refused.
     """
     target = Path(target).absolute()
     mini = target / "bin" / "mini"
@@ -286,12 +288,25 @@ def install_mini_swe_agent(
     interpreter = python or sys.executable
     base = getattr(sys, "_base_executable", None) if python is None else None
     interpreter = base or interpreter
+    if target.exists() and any(target.iterdir()) and not (target / "pyvenv.cfg").is_file():
+        raise HarnessError(
+            f"{target} exists and is not a virtual environment: choose another directory"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run([interpreter, "-m", "venv", "--clear", str(target)], check=True)
+    _step([interpreter, "-m", "venv", "--clear", str(target)], "creating the environment")
     uv = shutil.which("uv")
     if uv is not None:
         cmd = [uv, "pip", "install", "--python", str(target / "bin" / "python"), *requirements]
     else:
         cmd = [str(target / "bin" / "python"), "-m", "pip", "install", *requirements]
-    subprocess.run(cmd, check=True)
+    _step(cmd, f"installing {' '.join(requirements)}")
     return mini
+
+
+def _step(cmd: list[str], what: str) -> None:
+    try:
+        proc = subprocess.run(cmd, check=False)
+    except OSError as exc:
+        raise HarnessError(f"{what} failed: cannot run {cmd[0]}: {exc}") from None
+    if proc.returncode != 0:
+        raise HarnessError(f"{what} failed ({' '.join(cmd[:4])}... exited {proc.returncode})")
