@@ -24,12 +24,12 @@ def hints_of(task: Task) -> ExecutionHints:
     return HarborTaskset(str(EXAMPLES)).execution_hints(task)
 
 
-# in a local sandbox made from the task's hints, as the runner would
+# in a local sandbox made from the task's hints (on the host userland), as the runner would
 test_oracle_conforms = harness_conformance_test(
-    "oracle", task=hello_world, sandbox="local", hints=hints_of
+    "oracle", task=hello_world, sandbox="local", hints=hints_of, sandbox_options={"image": "host"}
 )
 test_nop_conforms = harness_conformance_test(
-    "nop", task=hello_world, sandbox="local", hints=hints_of
+    "nop", task=hello_world, sandbox="local", hints=hints_of, sandbox_options={"image": "host"}
 )
 
 

@@ -1,5 +1,6 @@
 """mini-swe-agent by name through AgentEnv and `agentkit run` on a Harbor example task,
-graded by its own verifier, in the local sandbox."""
+graded by its own verifier, in the local sandbox: on the host userland, and on the
+task's image root (the default)."""
 
 from __future__ import annotations
 
@@ -94,6 +95,7 @@ async def test_harbor_task_passes_its_verifier(
         base_url=model_server.base_url,
         api_key_env="AGENTKIT_TEST_MINI_KEY",
         out=run_dir,
+        sandbox_options={"image": "host"},  # the host userland (the CLI test: the image's)
     )
     [rollout] = results.rollouts
     assert rollout.status == "completed", rollout.error

@@ -1,8 +1,8 @@
 """mini-swe-agent in the local sandbox on a task's image root (no Python in the image).
 
-Runs once the local sandbox can run a task on its image's root (the
-``requires_image_tool`` marker and ``image_cache`` fixture of
-``agentkit.testing.sandbox_fixtures``); skipped, saying so, before.
+The runtime (interpreter, libraries, glibc loader) is bound read-only into the
+image's root; the agent's commands use the image's shell, ENV and WORKDIR.
+Needs a tool the local sandbox makes image roots with (``requires_image_tool``).
 """
 
 from __future__ import annotations
