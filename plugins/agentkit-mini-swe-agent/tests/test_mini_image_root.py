@@ -16,15 +16,10 @@ from mini_helpers import files_containing
 from test_mini_docker import API_KEY, GREET, TASKS
 
 from agentkit import AgentEnv, Event
-from agentkit.testing import sandbox_fixtures
 from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.sandbox_fixtures import requires_image_tool
 
-_requires_image_tool = getattr(sandbox_fixtures, "requires_image_tool", None)
-pytestmark = [
-    pytest.mark.anyio,
-    _requires_image_tool
-    or pytest.mark.skip(reason="this agentkit's local sandbox does not run tasks on image roots"),
-]
+pytestmark = [pytest.mark.anyio, requires_image_tool]
 
 
 @pytest.mark.model_script(GREET)
@@ -33,10 +28,9 @@ async def test_mini_solves_a_task_on_an_image_root_without_python(
     mini_install: MiniSweAgentInstall,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    request: pytest.FixtureRequest,
+    image_cache: Path,
 ) -> None:
     pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
-    image_cache = request.getfixturevalue("image_cache")
     monkeypatch.setenv("AGENTKIT_TEST_MINI_KEY", API_KEY)
     seen: list[Event] = []
     env = AgentEnv.from_names(
