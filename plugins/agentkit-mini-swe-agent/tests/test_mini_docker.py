@@ -1,5 +1,5 @@
-"""mini-swe-agent unchanged in the docker sandbox: a no-network task whose image has
-no Python (nor OpenSSL, libffi or SQLite).
+"""mini-swe-agent unchanged in the docker sandbox, through `agentkit run`: a no-network
+task whose image has no Python (nor OpenSSL, libffi or SQLite).
 
 mini runs from its portable runtime (interpreter, libraries and glibc loader,
 bound read-only from the host), reaches the scripted model server through the
@@ -11,6 +11,10 @@ nothing else.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +22,10 @@ import pytest
 from agentkit_mini_swe_agent import MiniSweAgentInstall
 from mini_helpers import files_containing
 
-from agentkit import AgentEnv, Event
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.sandbox_fixtures import requires_docker
 
-pytestmark = [pytest.mark.anyio, requires_docker]
+pytestmark = [requires_docker]
 
 TASKS = Path(__file__).resolve().parent / "data"
 API_KEY = "sk-agentkit-docker-3f7a9c1e5b"
@@ -62,36 +65,50 @@ GREET: dict[str, Any] = {
 
 
 @pytest.mark.model_script(GREET)
-async def test_mini_solves_a_task_in_an_image_without_python(
-    model_server: ScriptedModelServer,
-    mini_install: MiniSweAgentInstall,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+def test_mini_solves_a_task_in_an_image_without_python(
+    model_server: ScriptedModelServer, mini_install: MiniSweAgentInstall, tmp_path: Path
 ) -> None:
     pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
-    monkeypatch.setenv("AGENTKIT_TEST_MINI_KEY", API_KEY)
-    seen: list[Event] = []
-    env = AgentEnv.from_names(
-        f"harbor:{TASKS}",
-        "mini-swe-agent",
-        trace_callback=seen.append,
-        sandbox="docker",
-        retry_attempts=1,
-    )
+    agentkit_cli = shutil.which("agentkit") or f"{sys.executable} -m agentkit"
     run_dir = tmp_path / "run"
-    results = await env.evaluate(
-        task_ids=["data:no-python"],
-        model="scripted-model",
-        base_url=model_server.base_url,
-        api_key_env="AGENTKIT_TEST_MINI_KEY",
-        out=run_dir,
+    proc = subprocess.run(
+        [
+            *agentkit_cli.split(),
+            "run",
+            f"harbor:{TASKS}",
+            "mini-swe-agent",
+            "--task",
+            "data:no-python",
+            "--sandbox",
+            "docker",
+            "--model",
+            "scripted-model",
+            "--base-url",
+            model_server.base_url,
+            "--api-key-env",
+            "AGENTKIT_TEST_MINI_KEY",
+            "-H",
+            "retry_attempts=1",
+            "--out",
+            str(run_dir),
+        ],
+        env={**os.environ, "AGENTKIT_TEST_MINI_KEY": API_KEY},
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
     )
-    [rollout] = results.rollouts
-    assert rollout.status == "completed", rollout.error
-    assert rollout.rewards["core.reward"] == 1.0
-    assert rollout.rewards["harness.tool_calls"] == 2.0
-    outputs = [e.data["output"] for e in seen if e.type == "tool.result"]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [line] = (run_dir / "rollouts.jsonl").read_text().splitlines()
+    rollout = json.loads(line)
+    assert rollout["status"] == "completed", rollout["error"]
+    assert rollout["rewards"]["core.reward"] == 1.0
+    assert rollout["rewards"]["harness.tool_calls"] == 2.0
+    events = [json.loads(x) for x in (run_dir / rollout["events_file"]).read_text().splitlines()]
+    outputs = [e["data"]["output"] for e in events if e["type"] == "tool.result"]
     assert outputs[0] == "bonjour\nnone\n/srv/work\n"
     assert all(r.api_key_sent for r in model_server.chat_requests)
+    # the key reached the model server and nothing else: not the run directory (events
+    # included), not the output
     assert files_containing(run_dir, API_KEY) == []
-    assert API_KEY not in json.dumps([e.data for e in seen])
+    assert API_KEY not in proc.stdout + proc.stderr
