@@ -52,13 +52,29 @@ WRITE_THEN_SUBMIT: dict[str, Any] = {
         },
         {
             "match": {"turn": 1},
-            # the latency keeps mini running while the first events are delivered
             "reply": {
                 "content": "Wrote /app/out.txt.",
-                "latency": 2.0,
                 "tool_calls": [SUBMIT],
                 "usage": {"prompt_tokens": 1650, "completion_tokens": 12},
             },
+        },
+    ]
+}
+#: The same, but the submission waits for /app/.go: the test creates it when it has
+#: seen the first step's events, so mini is surely still running then.
+GATED_SUBMIT = {
+    "name": "bash",
+    "arguments": {
+        "command": "while [ ! -e /app/.go ]; do sleep 0.05; done; "
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+    },
+}
+WRITE_THEN_GATED_SUBMIT: dict[str, Any] = {
+    "rules": [
+        WRITE_THEN_SUBMIT["rules"][0],
+        {
+            "match": {"turn": 1},
+            "reply": {**WRITE_THEN_SUBMIT["rules"][1]["reply"], "tool_calls": [GATED_SUBMIT]},
         },
     ]
 }
@@ -100,7 +116,7 @@ def harness(**options: Any) -> MiniSweAgent:
     return MiniSweAgent(model="scripted-model", **options)
 
 
-@pytest.mark.model_script(WRITE_THEN_SUBMIT)
+@pytest.mark.model_script(WRITE_THEN_GATED_SUBMIT)
 async def test_bash_tool_writes_a_file_then_submits(
     model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
 ) -> None:
@@ -111,6 +127,8 @@ async def test_bash_tool_writes_a_file_then_submits(
     def on_event(event: Event) -> None:
         if event.type in ("tool.result", "harness.end"):
             live.append((event.type, bool(processes_with(marker(task)))))
+        if event.type == "tool.result" and not (gate := sandbox.host_path("/app/.go")).exists():
+            gate.touch()  # let mini submit: its first step reached us while it ran
 
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await harness().run(task, context, on_event=on_event)
