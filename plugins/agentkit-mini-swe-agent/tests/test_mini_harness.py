@@ -169,6 +169,7 @@ async def test_bash_tool_writes_a_file_then_submits(
     assert result.usage.requests == 2
 
     assert result.raw["mini_swe_agent_version"] == MINI_SWE_AGENT_VERSION
+    assert result.raw["session_id"] is None  # mini has none; the trajectory is its record
     assert result.raw["exit_status"] == "Submitted"
     assert (result.raw["turns"], result.raw["tool_calls"]) == (2, 2)
     types = [e.type for e in result.events]
@@ -209,6 +210,12 @@ async def test_model_server_error_fails_with_its_message(
     assert result.raw["exit_status"] == "InternalServerError"
     errors = [e for e in result.events if e.type == "error"]
     assert errors and "upstream exploded (scripted)" in errors[-1].data["message"]
+    # mini's standard error is Python's plain traceback, not Typer's rich one (with locals)
+    [stderr] = [
+        e.data["message"] for e in result.events if e.data.get("source", "").endswith("stderr")
+    ]
+    assert stderr.rstrip().endswith("upstream exploded (scripted)")
+    assert "╭" not in stderr
 
 
 @pytest.mark.model_script({"default": {"fail": "rate_limit"}})

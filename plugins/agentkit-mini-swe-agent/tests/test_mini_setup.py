@@ -349,6 +349,20 @@ def test_registered_under_its_name() -> None:
     assert MiniSweAgent.requires_sandbox is True
 
 
+def test_agentkit_plugins_table_lists_it() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentkit", "plugins", "--table"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    [row] = [line for line in proc.stdout.splitlines() if "agentkit-mini-swe-agent " in line]
+    assert "harnesses: mini-swe-agent" in row
+
+
 def test_prompt_of_each_input_kind() -> None:
     assert prompt_of(Task(task_id="a:1", input="text")) == "text"
     chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Fix it."}]

@@ -37,12 +37,15 @@ API_KEY_ENV = "AGENTKIT_MINI_SWE_AGENT_API_KEY"
 NO_KEY = "agentkit-no-key"
 #: Settings that keep mini non-interactive, quiet and offline: no first-run
 #: setup, no startup banner, no fetch of litellm's cost map from the network,
-#: and no error when litellm cannot price a model (cost is then 0).
+#: no error when litellm cannot price a model (cost is then 0), and Python's
+#: plain traceback when mini fails instead of Typer's rich one (which renders
+#: every frame's local variables and takes seconds to draw).
 STATIC_ENV: dict[str, str] = {
     "MSWEA_CONFIGURED": "true",
     "MSWEA_SILENT_STARTUP": "1",
     "MSWEA_COST_TRACKING": "ignore_errors",
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "_TYPER_STANDARD_TRACEBACK": "1",
 }
 #: Sampling arguments litellm takes as keywords (the OpenAI API's); others are
 #: sent in the request body through ``extra_body``.

@@ -432,6 +432,8 @@ class MiniSweAgent:
             events=list(recorder.events),
             raw={
                 "mini_swe_agent_version": state.mini_version or install.version,
+                # mini has no session id: its trajectory file (below) is the session's record
+                "session_id": None,
                 "python_version": install.python_version,
                 "litellm_version": install.litellm_version,
                 "model": model_name,
