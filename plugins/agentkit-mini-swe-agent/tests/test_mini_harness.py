@@ -89,6 +89,34 @@ test_conformance = harness_conformance_test(
 )
 
 
+def _server_error(result: Any) -> None:
+    assert result.error is not None and "upstream exploded (scripted)" in result.error
+    assert result.error_kind == "model_server_error"
+    assert result.retryable
+    assert result.raw["exit_status"] == "InternalServerError"
+    errors = [e for e in result.events if e.type == "error"]
+    assert errors and "upstream exploded (scripted)" in errors[-1].data["message"]
+    # mini's standard error is Python's plain traceback, not Typer's rich one (with locals)
+    [stderr] = [
+        e.data["message"] for e in result.events if e.data.get("source", "").endswith("stderr")
+    ]
+    assert stderr.rstrip().endswith("upstream exploded (scripted)")
+    assert "╭" not in stderr
+
+
+# the failure path too: a 500 gives a failed, classified, conforming result with its message
+test_conformance_on_a_server_error = harness_conformance_test(
+    "mini-swe-agent",
+    script={
+        "default": {"status": 500, "message": "upstream exploded (scripted)", "retry_after": 0}
+    },
+    options={"retry_attempts": 1},
+    fixtures=["mini_install"],
+    expect_status="failed",
+    check=_server_error,
+)
+
+
 def unique_task(prefix: str = "mini") -> Task:
     return Task(
         task_id=f"demo:{prefix}-{uuid.uuid4().hex[:12]}",
@@ -192,30 +220,6 @@ async def test_bash_tool_writes_a_file_then_submits(
     assert files_containing(sandbox.root, API_KEY) == []
     trajectory = json.loads(sandbox.host_path(result.raw["trajectory"]).read_text())
     assert trajectory["info"]["exit_status"] == "Submitted"
-
-
-@pytest.mark.model_script(
-    {"default": {"status": 500, "message": "upstream exploded (scripted)", "retry_after": 0}}
-)
-async def test_model_server_error_fails_with_its_message(
-    model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
-) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, mini_runtime, model_server)
-    context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
-    result = await harness().run(unique_task("500"), context)
-    assert result.status == "failed"
-    assert result.error is not None and "upstream exploded (scripted)" in result.error
-    assert result.error_kind == "model_server_error"
-    assert result.retryable
-    assert result.raw["exit_status"] == "InternalServerError"
-    errors = [e for e in result.events if e.type == "error"]
-    assert errors and "upstream exploded (scripted)" in errors[-1].data["message"]
-    # mini's standard error is Python's plain traceback, not Typer's rich one (with locals)
-    [stderr] = [
-        e.data["message"] for e in result.events if e.data.get("source", "").endswith("stderr")
-    ]
-    assert stderr.rstrip().endswith("upstream exploded (scripted)")
-    assert "╭" not in stderr
 
 
 @pytest.mark.model_script({"default": {"fail": "rate_limit"}})
