@@ -165,10 +165,23 @@ def _key(install: MiniSweAgentInstall) -> str:
         "python_stat": [exe.st_size, exe.st_mtime_ns],
         "python_version": install.python_version,
         "stdlib": str(install.stdlib),
-        "site_dirs": [[d, Path(d).stat().st_mtime_ns] for d in install.site_dirs],
+        "site_dirs": [[d, _installed(d)] for d in install.site_dirs],
         "version": install.version,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _installed(site_dir: str) -> list[str]:
+    """What is installed in ``site_dir`` (its distributions' metadata directories).
+
+    Not the directory's mtime: running Python writes ``__pycache__`` there, which
+    would give the same installation a new key (and a second runtime) mid-run.
+    """
+    try:
+        names = os.listdir(site_dir)
+    except OSError:
+        return []
+    return sorted(n for n in names if n.endswith((".dist-info", ".egg-info", ".pth")))
 
 
 def _runtime_at(root: Path, install: MiniSweAgentInstall) -> MiniSweAgentRuntime | None:
