@@ -14,7 +14,16 @@ __all__ = ["INFRA_ERROR_KINDS", "RETRYABLE_ERROR_KINDS", "HarnessResult", "Statu
 #: ``error_kind`` values worth retrying: the runner retries these (with
 #: backoff), never agent timeouts or grading failures.
 RETRYABLE_ERROR_KINDS: frozenset[str] = frozenset(
-    {"model_rate_limit", "model_server_error", "model_connection", "sandbox_start"}
+    {
+        "model_rate_limit",
+        "model_server_error",
+        "model_connection",
+        "sandbox_start",
+        # the Ray executor: the node or worker process running the rollout went away
+        "node_died",
+        "worker_died",
+        "worker_oom",
+    }
 )
 
 #: ``error_kind`` values meaning the rollout *could not run* (an infrastructure
@@ -30,6 +39,7 @@ INFRA_ERROR_KINDS: frozenset[str] = RETRYABLE_ERROR_KINDS | frozenset(
         "model_auth",
         "environment_start",
         "harness_setup",
+        "worker_error",
         "sandbox_prepare",
         "image_build",
         "image_pull",

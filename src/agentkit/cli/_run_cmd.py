@@ -294,6 +294,34 @@ def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
     default=True,
     help="Check the endpoint, API key, harness and sandbox before the first rollout.",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where rollouts run: in this process, or as Ray tasks across a cluster "
+    "(pip install 'agentkit[ray]').",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    metavar="ADDR",
+    help="The Ray cluster to join (--executor ray). [default: RAY_ADDRESS, else a cluster "
+    "started on this machine, else a new local one]",
+)
+@click.option(
+    "--ray-cpus",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="CPUs a rollout asks Ray for when its task gives none (--executor ray). [default: 1]",
+)
+@click.option(
+    "--ray-artifacts-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="A directory every node sees at this path: rollouts keep their files there "
+    "instead of sending them to the driver (--executor ray).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the resolved plan and run nothing.")
 @click.option(
     "--progress/--no-progress",
@@ -522,6 +550,7 @@ def _resolve(
     from agentkit._pricing import Price
 
     parsed_price = None if price is None else Price.parse(price, where="--price")
+    executor = _executor(params)
     out = None if resume is not None else (params["out"] or _default_out(harness))
     options: dict[str, Any] = {
         "rollouts_per_task": 1 if rollouts is None else rollouts,
@@ -549,6 +578,7 @@ def _resolve(
         "pass_threshold": 1.0 if pass_threshold is None else pass_threshold,
         "normalize_advantages": normalize,
         "preflight": params["preflight"],
+        "executor": executor,
     }
     return {
         "taskset_spec": taskset_spec,
@@ -558,6 +588,28 @@ def _resolve(
         "sandbox": sb_name,
         "options": options,
     }
+
+
+def _executor(params: dict[str, Any]) -> Any:
+    """``--executor`` and its ``--ray-*`` options: a name, or a configured RayExecutor."""
+    ray_flags = {
+        "--ray-address": params["ray_address"],
+        "--ray-cpus": params["ray_cpus"],
+        "--ray-artifacts-dir": params["ray_artifacts_dir"],
+    }
+    if params["executor"] != "ray":
+        given = [flag for flag, value in ray_flags.items() if value is not None]
+        if given:
+            raise SpecError(f"{', '.join(given)} needs --executor ray")
+        return params["executor"]
+    from agentkit.executors import RayExecutor
+
+    cpus = params["ray_cpus"]
+    return RayExecutor(
+        address=params["ray_address"],
+        cpus_per_rollout=1.0 if cpus is None else cpus,
+        artifacts_dir=params["ray_artifacts_dir"],
+    )
 
 
 def _print_plan(plan: dict[str, Any]) -> None:
@@ -594,6 +646,7 @@ def _print_plan(plan: dict[str, Any]) -> None:
     )
     pricing = plan.get("pricing")
     lines.append(f"Prices: {json.dumps(pricing) if pricing else 'unknown'}")
+    lines.append(f"Executor: {plan['options'].get('executor') or 'local'}")
     tasks = plan["tasks"]
     shown = ", ".join(tasks[:10]) + (f", ... ({len(tasks) - 10} more)" if len(tasks) > 10 else "")
     lines.append(f"Tasks ({len(tasks)}): {shown}")

@@ -24,7 +24,13 @@ import anyio
 from agentkit._context import RunContext
 from agentkit._errors import AgentkitError
 
-__all__ = ["PreflightError", "check_endpoint", "run_preflight"]
+__all__ = [
+    "PreflightError",
+    "check_before_run",
+    "check_endpoint",
+    "run_preflight",
+    "sandbox_kind_preflight",
+]
 
 #: Seconds the endpoint check and the sandbox check may take.
 CHECK_TIMEOUT = 15.0
@@ -154,3 +160,65 @@ def _render(problems: Sequence[str]) -> str:
     if len(problems) == 1:
         return problems[0]
     return "the run cannot start:\n" + "\n".join(f"  - {p}" for p in problems)
+
+
+async def sandbox_kind_preflight(factory: Callable[..., Any] | None) -> str | None:
+    """The sandbox kind's own check, once per run before anything is created (not on a
+    dry run): it may refuse the run, or return a warning (kept in the manifest)."""
+    if factory is None:
+        return None
+    target = getattr(factory, "func", factory)
+    preflight = getattr(target, "preflight", None)
+    if not callable(preflight):
+        return None
+    extra = await preflight(**dict(getattr(factory, "keywords", None) or {}))
+    return extra if isinstance(extra, str) and extra else None
+
+
+async def check_before_run(
+    *,
+    harness: Any,
+    ctx: RunContext,
+    sandbox_name: str,
+    factory: Callable[..., Any] | None,
+    first: Any,
+    preflight: bool,
+) -> tuple[str | None, list[str]]:
+    """Everything checked before a run, where its rollouts run (the executor's ``check``).
+
+    The sandbox kind's own check (always), then, when ``preflight``, the
+    checks of :func:`run_preflight` with ``first`` (the first planned task
+    that has execution hints, else the first). Returns the kind's warning
+    and the preflight's warnings.
+    """
+    import attrs
+
+    from agentkit._sandbox import ExecutionHints
+
+    kind_warning = await sandbox_kind_preflight(factory)
+    if not preflight:
+        return kind_warning, []
+    hints = None
+    if factory is not None:
+        # the sandbox is checked here; the task's image is prepare's, which fails
+        # only the tasks whose image cannot be made
+        hints = attrs.evolve(first.hints or ExecutionHints(), image=None)
+        extra = [
+            str(b)
+            for b in getattr(harness, "sandbox_ro_binds", None) or ()
+            if str(b) not in hints.ro_binds
+        ]
+        if extra:
+            hints = attrs.evolve(hints, ro_binds=[*hints.ro_binds, *extra])
+    # a sandbox kind with its own preflight (docker: the engine) and image builds
+    # (prepare) is checked by those, not by starting one here
+    kind = getattr(factory, "func", factory)
+    own_check = callable(getattr(kind, "preflight", None))
+    warnings = await run_preflight(
+        harness=harness,
+        ctx=ctx,
+        sandbox_name=sandbox_name,
+        factory=None if own_check else factory,
+        hints=hints,
+    )
+    return kind_warning, warnings

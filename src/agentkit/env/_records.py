@@ -48,6 +48,9 @@ class RolloutRecord:
     events_file: str | None = None
     events_dropped: int = 0
     raw: dict[str, Any] = attrs.field(factory=dict)
+    #: Where the rollout ran when not in the driver's process (the Ray executor):
+    #: ``node_ip``, ``node_id`` and ``sandbox_dir`` (its kept sandbox files, on that node).
+    worker: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -82,6 +85,7 @@ class RolloutRecord:
             "events": self.events,
             "events_file": self.events_file,
             "events_dropped": self.events_dropped,
+            "worker": self.worker,
             "output": self.output,
             "messages": self.messages,
             "raw": self.raw,

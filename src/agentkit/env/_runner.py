@@ -1,26 +1,19 @@
-"""Running rollouts: bounded concurrency, timeouts, retries, sandboxes, scoring, recording.
+"""Running rollouts: bounded concurrency, retries, recording; the executor runs the attempts.
 
 ``concurrency`` workers take (task, rollout index) jobs in order. Each job:
 
-1. makes a sandbox when the task has execution hints or the harness says
-   ``requires_sandbox`` (a start failure is error_kind ``sandbox_start``:
-   retried, unless it is permanent: the sandbox refused its options or
-   hints, or its tool is unavailable here); a task whose environment
-   :meth:`Runner.prepare` could not make (a failed image build) fails at
-   once with that error, never retried;
-2. runs the harness under the per-rollout timeout; a raising harness (any
-   exception kind, ``CancelledError`` included, unless the run itself is
-   being stopped) is a failed result (``harness_exception``; ``harness_setup`` for a
-   :class:`~agentkit.HarnessError`, a harness that cannot run here), a
-   timeout a ``timeout`` result;
-3. retries, with exponential backoff and jitter, only results that are
-   ``retryable`` (model rate limit, 5xx, connection, sandbox start);
-4. scores the final result with the compiled rubric (inside the sandbox),
-   unless the rollout could not run (an infrastructure failure,
-   :data:`~agentkit._result.INFRA_ERROR_KINDS`): that one gets no reward and
-   ``infra_error: true``; writes its events and appends its line to
-   rollouts.jsonl (fsynced);
-5. when the task's group is complete, computes GRPO advantages and appends
+1. runs attempts through the run's executor (``agentkit.executors``: in this
+   process, or as Ray tasks on a cluster), each one sandbox, harness and
+   scoring (:mod:`agentkit.env._attempt`), its events passed on live;
+2. retries, with exponential backoff and jitter (or as long as a server's
+   ``Retry-After`` asks), only attempts that ask for it (``retryable``
+   results: model rate limit, 5xx, connection, sandbox start, a lost worker);
+3. records the final attempt: a rollout that could not run (an
+   infrastructure failure, :data:`~agentkit._result.INFRA_ERROR_KINDS`) has
+   no reward and ``infra_error: true``; scrubs the files it kept of secrets,
+   writes its events and appends its line to rollouts.jsonl (fsynced): only
+   this process, the driver, writes the run directory;
+4. when the task's group is complete, computes GRPO advantages and appends
    the group to groups.jsonl.
 
 While a job runs, its events also go to ``live/<rollout_id>.jsonl`` as they
@@ -35,24 +28,25 @@ import random
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio
 import attrs
 
-from agentkit._context import RunContext
-from agentkit._errors import HarnessError
 from agentkit._events import Event
 from agentkit._result import HarnessResult
 from agentkit._sandbox import ExecutionHints
 from agentkit._task import Task
+from agentkit.env._attempt import RolloutWork
 from agentkit.env._live import LiveEvents, RolloutEvents
 from agentkit.env._livelog import LiveLog
 from agentkit.env._records import RolloutRecord
-from agentkit.env._rubric_compile import CompiledRubric, ScoreResult
+from agentkit.env._rubric_compile import ScoreResult
 from agentkit.env._store import RunStore
 from agentkit.env._summary import apply_group
-from agentkit.sandbox._errors import SandboxUnavailableError
+
+if TYPE_CHECKING:
+    from agentkit.executors import Executor
 
 __all__ = [
     "RETRY_AFTER_CAP",
@@ -125,10 +119,6 @@ class ProgressSink(Protocol):
 #: longer), as the openai client does: a longer one is taken as this.
 RETRY_AFTER_CAP = 60.0
 
-#: A final attempt: the result, its scores (None: it could not run, nothing was
-#: scored), harness seconds, scoring seconds.
-_Outcome = tuple[HarnessResult, ScoreResult | None, float, float]
-
 
 def _tap(live_log: LiveLog, rollout_id: str, event: Event) -> None:
     live_log.event(_event_json(event, rollout_id))
@@ -146,33 +136,28 @@ def _event_json(event: Event, rollout_id: str) -> dict[str, Any]:
 
 
 class Runner:
-    """Runs a list of jobs and records each finished rollout."""
+    """Runs a list of jobs through an executor and records each finished rollout."""
 
     def __init__(
         self,
         *,
-        harness: Any,
-        taskset: Any,
-        rubric: CompiledRubric,
+        work: RolloutWork,
+        executor: Executor,
         jobs: Sequence[Job],
         options: RunnerOptions,
-        context: RunContext,
         store: RunStore | None,
         live: LiveEvents,
         progress: ProgressSink | None = None,
         finished: Sequence[RolloutRecord] = (),
-        sandbox_tmp: Any = None,
     ) -> None:
-        self.harness = harness
-        self.taskset = taskset
-        self.rubric = rubric
+        self.work = work
+        self.executor = executor
+        self.context = work.context
         self.jobs = jobs
         self.options = options
-        self.context = context
         self.store = store
         self.live = live
         self.progress = progress
-        self.sandbox_tmp = sandbox_tmp
         self.records: list[RolloutRecord] = list(finished)
         self.groups: list[Any] = []
         self._by_task: dict[str, list[RolloutRecord]] = {}
@@ -185,52 +170,17 @@ class Runner:
         self.spent_cost = 0.0
         for rec in finished:
             self._spend(rec)
-        self._requires_sandbox = bool(getattr(harness, "requires_sandbox", False))
-        self._needed = self._needed_arguments()
-        self._prepare_errors: dict[str, BaseException] = {}
         #: The live event files of the rollouts running now (see _livelog.py).
         self._live_logs: dict[str, LiveLog] = {}
 
-    def _needed_arguments(self) -> frozenset[str]:
-        from agentkit._rubric import REWARD_ARGUMENTS
-
-        names: set[str] = set()
-        for m in self.rubric.metrics:
-            if m.takes_all:
-                return frozenset(REWARD_ARGUMENTS)
-            names.update(m.arguments)
-        return frozenset(names)
-
     async def prepare(self, on_progress: Callable[[str], None] | None = None) -> None:
-        """Let the sandbox kind prepare every task's environment before any rollout.
+        """Let the executor prepare every task's environment before any rollout.
 
-        Calls the factory's optional ``prepare(hints, log_dir=, on_progress=,
-        **options)`` once with the hints of every task still to run (see
-        ``docs/sandboxes.md``); a task whose entry is an exception fails all its
-        rollouts with it (``error_kind`` from the exception, not retried).
+        With the local executor: the sandbox kind's optional ``prepare``
+        (image builds; see ``docs/sandboxes.md``), once with every task to run.
         """
-        factory = self.options.sandbox_factory
-        prepare = getattr(getattr(factory, "func", factory), "prepare", None)
-        if factory is None or not callable(prepare):
-            return
-        tasks: dict[str, PlannedTask] = {}
-        for job in self.jobs:
-            if job.planned.hints is not None or self._requires_sandbox:
-                tasks.setdefault(job.planned.task.task_id, job.planned)
-        if not tasks:
-            return
-        planned = list(tasks.values())
         log_dir = None if self.store is None else self.store.run_dir / "images"
-        options = dict(getattr(factory, "keywords", None) or {})
-        results = await prepare(
-            [self._hints_for(p) for p in planned],
-            log_dir=log_dir,
-            on_progress=on_progress,
-            **options,
-        )
-        for p, outcome in zip(planned, results, strict=True):
-            if isinstance(outcome, BaseException):
-                self._prepare_errors[p.task.task_id] = outcome
+        await self.executor.prepare(self.jobs, log_dir=log_dir, on_progress=on_progress)
 
     async def run(self) -> list[RolloutRecord]:
         """Run every job; returns every record, including those finished before.
@@ -300,11 +250,12 @@ class Runner:
         attempt = 0
         while True:
             last = attempt >= self.options.max_retries
-            outcome = await self._attempt(job, events, last_attempt=last)
-            if outcome is not None:
+            outcome = await self.executor.attempt(job, events, last_attempt=last, store=self.store)
+            if not outcome.retry:
                 break
+            await self._backoff(events, outcome.result)
             attempt += 1
-        result, score, harness_s, scoring_s = outcome
+        result, score = outcome.result, outcome.score
         events.close()
         if score is None:  # it could not run: no reward, not a zero
             score = ScoreResult({}, None, [])
@@ -335,11 +286,12 @@ class Runner:
                 "started_at": started_at,
                 "finished_at": time.time(),
                 "duration_s": time.perf_counter() - t0,
-                "harness_s": harness_s,
-                "scoring_s": scoring_s,
+                "harness_s": outcome.harness_s,
+                "scoring_s": outcome.scoring_s,
             },
             raw=result.raw,
             events_dropped=events.dropped,
+            worker=outcome.worker,
         )
         stored = result.events or events.events
         rec.events = len(stored)
@@ -353,136 +305,6 @@ class Runner:
                 job.rollout_id, [_event_json(e, job.rollout_id) for e in stored]
             )
         return rec
-
-    async def _attempt(
-        self, job: Job, events: RolloutEvents, *, last_attempt: bool
-    ) -> _Outcome | None:
-        """One attempt; None means 'retry' (after the backoff sleep)."""
-        planned = job.planned
-        needs_sandbox = planned.hints is not None or self._requires_sandbox
-        if not needs_sandbox:
-            t = time.perf_counter()
-            result = await self._run_harness(planned.task, job, events, None)
-            harness_s = time.perf_counter() - t
-            if result.retryable and not last_attempt:
-                await self._backoff(events, result)
-                return None
-            if result.infra_error:
-                return result, None, harness_s, 0.0
-            t = time.perf_counter()
-            score = await self._score(planned, job, result, None)
-            return result, score, harness_s, time.perf_counter() - t
-        return await self._attempt_in_sandbox(job, events, last_attempt=last_attempt)
-
-    async def _attempt_in_sandbox(
-        self, job: Job, events: RolloutEvents, *, last_attempt: bool
-    ) -> _Outcome | None:
-        planned = job.planned
-        factory = self.options.sandbox_factory
-        assert factory is not None
-        unprepared = self._prepare_errors.get(planned.task.task_id)
-        if unprepared is not None:
-            result = HarnessResult(
-                status="failed",
-                error=f"the task's environment could not be prepared: {unprepared}",
-                error_kind=str(getattr(unprepared, "error_kind", None) or "sandbox_prepare"),
-            )
-            if result.infra_error:  # the rollout could not run: nothing to score
-                return result, None, 0.0, 0.0
-            t = time.perf_counter()
-            scored = await self._score(planned, job, result, None)
-            return result, scored, 0.0, time.perf_counter() - t
-        root = self._sandbox_root(job.rollout_id)
-        if root.exists():
-            import shutil
-
-            shutil.rmtree(root, ignore_errors=True)
-        sandbox: Any = None
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            sandbox = factory(
-                root=root,
-                hints=self._hints_for(planned),
-                rollout_id=job.rollout_id,
-                model_endpoint=self.context.base_url,
-            )
-            await sandbox.__aenter__()
-        except Exception as exc:
-            # permanent: the sandbox refused its options or hints (it was never
-            # made), or its tool is unavailable here; retrying cannot help
-            permanent = isinstance(exc, SandboxUnavailableError) or (
-                sandbox is None and not isinstance(exc, OSError)
-            )
-            if sandbox is not None:
-                await self._close_sandbox(sandbox)
-            result = HarnessResult(
-                status="failed",
-                error=f"sandbox failed to start: {type(exc).__name__}: {exc}",
-                error_kind="sandbox_start",
-            )
-            if not last_attempt and not permanent:
-                await self._backoff(events, result)
-                return None
-            return result, None, 0.0, 0.0
-        score: ScoreResult | None = None
-        scoring_s = 0.0
-        try:
-            t = time.perf_counter()
-            result = await self._run_harness(planned.task, job, events, sandbox)
-            harness_s = time.perf_counter() - t
-            if result.retryable and not last_attempt:
-                retry = True
-            else:
-                retry = False
-                if not result.infra_error:
-                    t = time.perf_counter()
-                    score = await self._score(planned, job, result, sandbox)
-                    scoring_s = time.perf_counter() - t
-        finally:
-            await self._close_sandbox(sandbox)
-        if retry:
-            await self._backoff(events, result)
-            return None
-        return result, score, harness_s, scoring_s
-
-    def _hints_for(self, planned: PlannedTask) -> ExecutionHints:
-        """The task's hints plus what the harness needs to see (``sandbox_ro_binds``)."""
-        hints = planned.hints or ExecutionHints()
-        extra = [b for b in self._harness_ro_binds if b not in hints.ro_binds]
-        if extra:
-            hints = attrs.evolve(hints, ro_binds=[*hints.ro_binds, *extra])
-        return hints
-
-    @functools.cached_property
-    def _harness_ro_binds(self) -> list[str]:
-        """Host paths the harness asks to see read-only (its binary, say); read once."""
-        return [str(b) for b in getattr(self.harness, "sandbox_ro_binds", None) or ()]
-
-    def _rollout_context(self, job: Job, sandbox: Any) -> RunContext:
-        """The run's context for one rollout: its id, sandbox and kept-files directory."""
-        artifacts = None if self.store is None else str(self.store.artifacts_dir(job.rollout_id))
-        return self.context.evolve(
-            rollout_id=job.rollout_id, sandbox=sandbox, artifacts_dir=artifacts
-        )
-
-    def _sandbox_root(self, rollout_id: str) -> Any:
-        if self.store is not None:
-            return self.store.sandbox_root(rollout_id)
-        from pathlib import Path
-
-        assert self.sandbox_tmp is not None
-        return Path(self.sandbox_tmp) / rollout_id
-
-    async def _close_sandbox(self, sandbox: Any) -> None:
-        with anyio.move_on_after(self.options.sandbox_close_timeout, shield=True):
-            try:
-                await sandbox.__aexit__(None, None, None)
-            except Exception as exc:  # closing must not lose the rollout
-                import logging
-
-                logging.getLogger("agentkit").warning(
-                    "agentkit: closing a sandbox failed: %s: %s", type(exc).__name__, exc
-                )
 
     async def _backoff(self, events: RolloutEvents, result: HarnessResult) -> None:
         attempt = len(events.retries)
@@ -506,93 +328,6 @@ class Runner:
             )
         events.reset()
         await anyio.sleep(delay)
-
-    async def _run_harness(
-        self, task: Task, job: Job, events: RolloutEvents, sandbox: Any
-    ) -> HarnessResult:
-        context = self._rollout_context(job, sandbox)
-        timeout = self.options.timeout
-        result: Any = None
-        try:
-            if timeout is None:
-                result = await self.harness.run(task, context, events.on_event)
-            else:
-                with anyio.move_on_after(timeout) as scope:
-                    result = await self.harness.run(task, context, events.on_event)
-                if scope.cancelled_caught or (scope.cancel_called and result is None):
-                    return HarnessResult(
-                        status="timeout",
-                        error=f"the rollout exceeded its timeout of {timeout:g}s",
-                        error_kind="timeout",
-                        events=list(events.events),
-                    )
-        except KeyboardInterrupt:
-            raise
-        except HarnessError as exc:  # the harness cannot run here: not the agent's doing
-            return HarnessResult(
-                status="failed",
-                error=str(exc),
-                error_kind="harness_setup",
-                events=list(events.events),
-            )
-        except BaseException as exc:
-            # Any kind, CancelledError and SystemExit too, is this rollout's error;
-            # only a real stop of the run (its scope or task cancelled) goes on up.
-            if _is_stop(exc):
-                raise
-            return HarnessResult(
-                status="failed",
-                error=f"{type(exc).__name__}: {exc}",
-                error_kind="harness_exception",
-                events=list(events.events),
-            )
-        if not isinstance(result, HarnessResult):
-            return HarnessResult(
-                status="failed",
-                error=f"{type(self.harness).__name__}.run() returned {type(result).__name__}, "
-                "not a HarnessResult",
-                error_kind="invalid_result",
-                events=list(events.events),
-            )
-        return result
-
-    async def _score(
-        self, planned: PlannedTask, job: Job, result: HarnessResult, sandbox: Any
-    ) -> ScoreResult:
-        task = planned.task
-        needed = self._needed
-        available: dict[str, Any] = {}
-        if "task" in needed:
-            available["task"] = task
-        if "result" in needed:
-            available["result"] = result
-        if "output" in needed:
-            available["output"] = result.output
-        if "target" in needed:
-            available["target"] = task.target
-        if "messages" in needed:
-            available["messages"] = result.messages
-        if "sandbox" in needed:
-            available["sandbox"] = sandbox
-        if "context" in needed:
-            available["context"] = self._rollout_context(job, sandbox)
-        if "grading_spec" in needed:
-            available["grading_spec"] = task.grading_spec
-        if "state" in needed:
-            state = result.to_state_patch()
-            state.update(
-                {
-                    "task_id": task.task_id,
-                    "example_id": planned.example_id,
-                    "rollout_id": job.rollout_id,
-                    "rollout_index": job.rollout_index,
-                    "prompt": task.input,
-                    "answer": task.target,
-                    "info": task.metadata,
-                }
-            )
-            available["state"] = state
-        return await self.rubric.score(available)
 
     # -- recording -----------------------------------------------------------
     def _spend(self, rec: RolloutRecord) -> None:
@@ -636,34 +371,6 @@ class Runner:
             await self.store.commit_rollout(rec, None if stats is None else group_json(stats))
         if self.progress is not None:
             self.progress.finished(rec)
-
-
-def _is_stop(exc: BaseException) -> bool:
-    """True when ``exc`` stops the run: Ctrl-C, or a cancellation of this rollout's task.
-
-    A ``CancelledError`` the harness raised by itself (a future it awaited was
-    cancelled elsewhere, say) is not one: neither an enclosing cancel scope
-    nor the task itself was cancelled.
-    """
-    if isinstance(exc, BaseExceptionGroup):
-        return any(_is_stop(sub) for sub in exc.exceptions)
-    if isinstance(exc, KeyboardInterrupt):
-        return True
-    return isinstance(exc, anyio.get_cancelled_exc_class()) and _cancelled_here()
-
-
-def _cancelled_here() -> bool:
-    """True when the current task is being cancelled (a cancel scope or ``task.cancel()``)."""
-    import asyncio
-    import math
-
-    if anyio.current_effective_deadline() == -math.inf:
-        return True
-    try:
-        task = asyncio.current_task()
-    except RuntimeError:  # another event loop library (trio): the scopes said it all
-        return False
-    return task is not None and task.cancelling() > 0
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:

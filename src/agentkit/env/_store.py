@@ -430,6 +430,47 @@ class RunStore:
             raise self._failed(path, exc) from None
         return rel
 
+    def write_artifact_chunk(
+        self,
+        rollout_id: str,
+        rel_path: str,
+        data: bytes,
+        *,
+        offset: int,
+        mode: int = 0o644,
+        is_dir: bool = False,
+    ) -> None:
+        """Write a piece of a file a rollout kept elsewhere (a worker node) into its
+        ``artifacts/<rollout_id>/``; offset 0 starts the file. Paths stay inside it."""
+        top = self.artifacts_dir(rollout_id)
+        parts = Path(rel_path).parts
+        if not parts or Path(rel_path).is_absolute() or ".." in parts:
+            raise RunDirError(f"refusing the artifact path {rel_path!r} of {rollout_id}")
+        target = top.joinpath(*parts)
+        if is_dir:
+            target.mkdir(parents=True, exist_ok=True)
+            return
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if offset == 0 and target.is_symlink():
+            target.unlink()
+        with open(target, "wb" if offset == 0 else "r+b") as fh:
+            fh.seek(offset)
+            fh.write(data)
+        if offset == 0:
+            os.chmod(target, mode & 0o777)
+
+    def link_artifacts(self, rollout_id: str, target: str) -> None:
+        """Make ``artifacts/<rollout_id>`` a link to where a worker wrote them (a shared path)."""
+        link = self.artifacts_dir(rollout_id)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink():
+            if os.readlink(link) == target:
+                return
+            link.unlink()
+        elif link.is_dir():
+            shutil.rmtree(link, ignore_errors=True)
+        os.symlink(target, link)
+
     def remove_sandbox_dir(self, rollout_id: str) -> None:
         """Delete a rollout's sandbox files (after a successful rollout)."""
         path = self.sandbox_root(rollout_id)

@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -19,11 +19,11 @@ from agentkit._events import Event
 from agentkit._pricing import Price, resolve_pricing
 from agentkit._redact import Redactor
 from agentkit._rubric import RewardFunction, Rubric
-from agentkit._sandbox import ExecutionHints
 from agentkit._taskset import Taskset
+from agentkit.env._attempt import RolloutWork
 from agentkit.env._live import LiveEvents
 from agentkit.env._manifest import build_manifest, public_options, qualname
-from agentkit.env._preflight import run_preflight
+from agentkit.env._preflight import check_before_run
 from agentkit.env._records import EvalResults, RolloutGroup, RolloutRecord
 from agentkit.env._resume import diff_identity, rerun_on_resume
 from agentkit.env._rubric_compile import CompiledRubric, compile_rubric
@@ -39,6 +39,9 @@ from agentkit.env._scripted import SCRIPTED_PREFIX, script_path, scripted_endpoi
 from agentkit.env._stats import DEFAULT_PASS_THRESHOLD
 from agentkit.env._store import ResumeError, RunDirError, RunStore
 from agentkit.env._summary import build_groups, summarize
+
+if TYPE_CHECKING:
+    from agentkit.executors import Executor
 
 __all__ = ["AgentEnv"]
 
@@ -68,6 +71,7 @@ class _Prepared:
     runner_options: RunnerOptions
     event_buffer: int
     callback_drain_timeout: float
+    executor: Executor
 
 
 class AgentEnv:
@@ -327,6 +331,8 @@ class AgentEnv:
         preflight: bool = True,
         check_model_server: bool | None = None,
         on_start: Callable[[dict[str, Any]], None] | None = None,
+        executor: str | Executor = "local",
+        ray_address: str | None = None,
     ) -> _Prepared:
         if rollouts_per_task < 1:
             raise SpecError(f"rollouts_per_task must be at least 1, got {rollouts_per_task}")
@@ -366,6 +372,9 @@ class AgentEnv:
             raise SpecError("give either resume= (an existing run) or out= (a new run), not both")
         if check_model_server is not None:  # the earlier name of ``preflight``
             preflight = check_model_server
+        from agentkit.executors import resolve_executor
+
+        run_executor = resolve_executor(executor, ray_address=ray_address)
         if isinstance(price, Mapping):
             price = Price.parse(price)
         ctx = self._context(
@@ -417,6 +426,7 @@ class AgentEnv:
                 "retry_base_delay": retry_base_delay,
                 "run_token_limit": run_token_limit,
                 "run_cost_limit": run_cost_limit,
+                "executor": run_executor.name,
             },
         )
         manifest["pricing"] = None if pricing is None else pricing.describe()
@@ -484,9 +494,33 @@ class AgentEnv:
             ),
             event_buffer=event_buffer,
             callback_drain_timeout=callback_drain_timeout,
+            executor=run_executor,
         )
 
     async def _execute(self, prep: _Prepared, ctx: RunContext) -> EvalResults:
+        import anyio
+
+        opts = prep.runner_options
+        work = RolloutWork(
+            harness=self.harness,
+            rubric=self._rubric,
+            context=ctx,
+            timeout=opts.timeout,
+            sandbox_factory=prep.factory,
+            sandbox_close_timeout=opts.sandbox_close_timeout,
+            keep_sandboxes=opts.keep_sandboxes,
+        )
+        executor = prep.executor
+        await executor.open(work, run_dir=prep.resume or prep.target)
+        try:
+            return await self._execute_on(prep, ctx, executor, work)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await executor.close()
+
+    async def _execute_on(
+        self, prep: _Prepared, ctx: RunContext, executor: Executor, work: RolloutWork
+    ) -> EvalResults:
         # the API key, secret-looking host variables and headers, values plugins register
         secret_headers = [
             v for k, v in ctx.headers.items() if any(w in k.lower() for w in SECRET_HEADER_WORDS)
@@ -494,36 +528,19 @@ class AgentEnv:
         redactor = Redactor.for_run(ctx.resolved_api_key, extra=secret_headers)
         opts = prep.runner_options
         planned = prep.planned
-        warnings: list[str] = []
-        kind_warning = await _sandbox_kind_preflight(prep.factory)
+        check = functools.partial(
+            check_before_run,
+            harness=self.harness,
+            ctx=ctx,
+            sandbox_name=prep.sandbox_name,
+            factory=prep.factory,
+            first=next((p for p in planned if p.hints is not None), planned[0]),
+            preflight=prep.preflight and bool(prep.jobs),
+        )
+        kind_warning, warnings = await executor.check(check, sandboxed=prep.factory is not None)
         if kind_warning:
             prep.sandbox_warning = "; ".join(w for w in (prep.sandbox_warning, kind_warning) if w)
             prep.manifest["sandbox_warning"] = prep.sandbox_warning
-        if prep.preflight and prep.jobs:
-            first = next((p for p in planned if p.hints is not None), planned[0])
-            hints = None
-            if prep.factory is not None:
-                # the sandbox is checked here; the task's image is prepare's (below),
-                # which fails only the tasks whose image cannot be made
-                hints = attrs.evolve(first.hints or ExecutionHints(), image=None)
-                extra = [
-                    str(b)
-                    for b in getattr(self.harness, "sandbox_ro_binds", None) or ()
-                    if str(b) not in hints.ro_binds
-                ]
-                if extra:
-                    hints = attrs.evolve(hints, ro_binds=[*hints.ro_binds, *extra])
-            # a sandbox kind with its own preflight (docker: the engine) and image
-            # builds (prepare) is checked by those, not by starting one here
-            kind = getattr(prep.factory, "func", prep.factory)
-            own_check = callable(getattr(kind, "preflight", None))
-            warnings = await run_preflight(
-                harness=self.harness,
-                ctx=ctx,
-                sandbox_name=prep.sandbox_name,
-                factory=None if own_check else prep.factory,
-                hints=hints,
-            )
         manifest = prep.manifest
         store, repair_note = _open_store(prep, redactor)
         finished = prep.finished
@@ -570,28 +587,20 @@ class AgentEnv:
                 buffer=prep.event_buffer,
                 drain_timeout=prep.callback_drain_timeout,
             )
-            tmp = None
-            if prep.factory is not None and store is None:
-                import tempfile
-
-                tmp = tempfile.TemporaryDirectory(prefix="agentkit-run-")
             bar = None
             if prep.progress:
                 from agentkit.env._progress import ProgressBar
 
                 bar = ProgressBar(wanted, done=len(finished))
             runner = Runner(
-                harness=self.harness,
-                taskset=self.taskset,
-                rubric=self._rubric,
+                work=work,
+                executor=executor,
                 jobs=prep.jobs,
                 options=opts,
-                context=ctx,
                 store=store,
                 live=live,
                 progress=bar,
                 finished=finished,
-                sandbox_tmp=None if tmp is None else tmp.name,
             )
         except BaseException:
             if store is not None:
@@ -631,6 +640,7 @@ class AgentEnv:
                         "resumed_from": len(finished),
                         "rerun": len(prep.rerun),
                         "duration_s": elapsed,
+                        "executor": executor.describe(),
                     },
                     "trace_callback": live.report(),
                     "sandbox_warning": prep.sandbox_warning,
@@ -658,8 +668,6 @@ class AgentEnv:
                         raise
                 finally:
                     store.close()
-            if tmp is not None:
-                tmp.cleanup()
         return EvalResults(
             rollouts=records,
             groups=groups,
@@ -770,19 +778,6 @@ class AgentEnv:
         target = getattr(factory, "func", factory)
         warning = getattr(target, "warning", None) or getattr(target, "WARNING", None)
         return factory, warning if isinstance(warning, str) else None
-
-
-async def _sandbox_kind_preflight(factory: Callable[..., Any] | None) -> str | None:
-    """The sandbox kind's own check, once per run before anything is created (not on a
-    dry run): it may refuse the run, or return a warning (kept in the manifest)."""
-    if factory is None:
-        return None
-    target = getattr(factory, "func", factory)
-    preflight = getattr(target, "preflight", None)
-    if not callable(preflight):
-        return None
-    extra = await preflight(**dict(getattr(factory, "keywords", None) or {}))
-    return extra if isinstance(extra, str) and extra else None
 
 
 async def _prepare_environments(runner: Runner, progress: bool) -> None:

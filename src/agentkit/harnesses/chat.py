@@ -168,6 +168,17 @@ class ChatHarness:
     def __repr__(self) -> str:
         return f"ChatHarness(model={self.model!r}, stream={self.stream!r})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its clients (they belong to this process's event loops):
+        the Ray executor sends the harness to worker processes, which open their own."""
+        state = dict(self.__dict__)
+        state.pop("_clients", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._clients = weakref.WeakKeyDictionary()
+
     async def aclose(self) -> None:
         """Close the HTTP clients this harness opened on the running event loop.
 

@@ -69,6 +69,9 @@ class DockerSandbox:
     """
 
     name: ClassVar[str] = "docker"
+    #: The Ray node label (value ``true``) of nodes that have a Docker engine: the Ray
+    #: executor runs this sandbox's rollouts only there (docs/distributed.md).
+    node_label: ClassVar[str] = "agentkit/docker"
     #: Printed by the runner and recorded in manifest.json when not None.
     warning: ClassVar[str | None] = None
 

@@ -104,6 +104,9 @@ class LocalSandbox(BaseSandbox):
         "max_cpu_seconds",
         "max_open_files",
     )
+    #: The Ray node label (value ``true``) of nodes that have bubblewrap: the Ray
+    #: executor runs this sandbox's rollouts only there (docs/distributed.md).
+    node_label: ClassVar[str] = "agentkit/bwrap"
 
     def __init__(
         self,

@@ -1,0 +1,375 @@
+"""One attempt of one rollout: its sandbox, the harness under the timeout, and scoring.
+
+This is the part of a rollout that runs where the rollouts run: in the
+driver's process with the local executor, in a worker process on a cluster
+node with the Ray executor. The runner's retry loop (with backoff) calls it
+once per attempt; everything else about a rollout (its record, events file,
+group, the run directory) is the runner's, on the driver.
+
+An attempt:
+
+1. makes a sandbox when the task has execution hints or the harness says
+   ``requires_sandbox`` (a start failure is error_kind ``sandbox_start``:
+   retried, unless it is permanent: the sandbox refused its options or
+   hints, or its tool is unavailable here); a task whose environment could
+   not be prepared (a failed image build) fails at once with that error,
+   never retried;
+2. runs the harness under the per-rollout timeout; a raising harness (any
+   exception kind, ``CancelledError`` included, unless the run itself is
+   being stopped) is a failed result (``harness_exception``;
+   ``harness_setup`` for a :class:`~agentkit.HarnessError`, a harness that
+   cannot run here), a timeout a ``timeout`` result;
+3. asks for a retry when the result is ``retryable`` (model rate limit, 5xx,
+   connection, sandbox start) and this is not the last attempt;
+4. otherwise scores the result with the compiled rubric (inside the sandbox),
+   unless the rollout could not run (an infrastructure failure,
+   :data:`~agentkit._result.INFRA_ERROR_KINDS`: no score, no reward), and
+   closes the sandbox.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import anyio
+import attrs
+
+from agentkit._context import RunContext
+from agentkit._errors import HarnessError
+from agentkit._events import Event
+from agentkit._result import HarnessResult
+from agentkit._sandbox import ExecutionHints
+from agentkit._task import Task
+from agentkit.env._rubric_compile import CompiledRubric, ScoreResult
+from agentkit.sandbox._errors import SandboxUnavailableError
+
+if TYPE_CHECKING:
+    from agentkit.env._runner import Job, PlannedTask
+
+__all__ = ["Attempt", "EventSink", "RolloutWork", "is_stop"]
+
+
+class EventSink(Protocol):
+    """Where an attempt's harness events go: kept in ``events``, passed on live."""
+
+    events: list[Event]
+
+    def on_event(self, event: Event) -> None:
+        """The harness's ``on_event``: never blocks, never raises."""
+        ...
+
+
+@attrs.define(slots=True)
+class Attempt:
+    """What one attempt came to: a final result and its scores, or a failure to retry.
+
+    ``retry`` is True when the runner should back off and try again
+    (``result`` says why). ``score`` is None when nothing was scored: the
+    rollout could not run (an infrastructure failure: no reward, not a zero)
+    or it is retried. ``harness_s`` and ``scoring_s`` are the seconds the
+    harness and the rubric took.
+    """
+
+    result: HarnessResult
+    score: ScoreResult | None
+    harness_s: float = 0.0
+    scoring_s: float = 0.0
+    retry: bool = False
+    #: Where it ran, when not in the driver's process (the record's ``worker``).
+    worker: dict[str, Any] | None = None
+
+
+class RolloutWork:
+    """What an attempt needs, and runs: the harness, the rubric, the context, the sandbox kind.
+
+    Picklable (with a picklable harness, rubric and sandbox options), so the
+    Ray executor can send it to worker processes once per run.
+    """
+
+    def __init__(
+        self,
+        *,
+        harness: Any,
+        rubric: CompiledRubric,
+        context: RunContext,
+        timeout: float | None = None,
+        sandbox_factory: Callable[..., Any] | None = None,
+        sandbox_close_timeout: float = 30.0,
+        keep_sandboxes: bool = False,
+    ) -> None:
+        self.harness = harness
+        self.keep_sandboxes = keep_sandboxes
+        self.rubric = rubric
+        self.context = context
+        self.timeout = timeout
+        self.sandbox_factory = sandbox_factory
+        self.sandbox_close_timeout = sandbox_close_timeout
+        self.requires_sandbox = bool(getattr(harness, "requires_sandbox", False))
+        self.needed = self._needed_arguments()
+        #: Tasks whose environment could not be prepared, by task id.
+        self.prepare_errors: dict[str, BaseException] = {}
+
+    def _needed_arguments(self) -> frozenset[str]:
+        from agentkit._rubric import REWARD_ARGUMENTS
+
+        names: set[str] = set()
+        for m in self.rubric.metrics:
+            if m.takes_all:
+                return frozenset(REWARD_ARGUMENTS)
+            names.update(m.arguments)
+        return frozenset(names)
+
+    def needs_sandbox(self, planned: PlannedTask) -> bool:
+        """Whether rollouts of this task run in a sandbox."""
+        return planned.hints is not None or self.requires_sandbox
+
+    def hints_for(self, planned: PlannedTask) -> ExecutionHints:
+        """The task's hints plus what the harness needs to see (``sandbox_ro_binds``)."""
+        hints = planned.hints or ExecutionHints()
+        extra = [b for b in self.harness_ro_binds if b not in hints.ro_binds]
+        if extra:
+            hints = attrs.evolve(hints, ro_binds=[*hints.ro_binds, *extra])
+        return hints
+
+    @functools.cached_property
+    def harness_ro_binds(self) -> list[str]:
+        """Host paths the harness asks to see read-only (its binary, say); read once."""
+        return [str(b) for b in getattr(self.harness, "sandbox_ro_binds", None) or ()]
+
+    # -- one attempt ---------------------------------------------------------
+    async def attempt(
+        self,
+        job: Job,
+        events: EventSink,
+        *,
+        last_attempt: bool,
+        root: Path | None,
+        artifacts_dir: str | None,
+    ) -> Attempt:
+        """Run one attempt of ``job``; ``root`` is its sandbox directory (when it needs one)."""
+        planned = job.planned
+        if not self.needs_sandbox(planned):
+            t = time.perf_counter()
+            result = await self.run_harness(planned.task, job, events, None, artifacts_dir)
+            harness_s = time.perf_counter() - t
+            if result.retryable and not last_attempt:
+                return Attempt(result, None, retry=True)
+            if result.infra_error:
+                return Attempt(result, None, harness_s)
+            t = time.perf_counter()
+            score = await self.score(planned, job, result, None, artifacts_dir)
+            return Attempt(result, score, harness_s, time.perf_counter() - t)
+        assert root is not None
+        return await self._attempt_in_sandbox(
+            job, events, last_attempt=last_attempt, root=root, artifacts_dir=artifacts_dir
+        )
+
+    async def _attempt_in_sandbox(
+        self,
+        job: Job,
+        events: EventSink,
+        *,
+        last_attempt: bool,
+        root: Path,
+        artifacts_dir: str | None,
+    ) -> Attempt:
+        planned = job.planned
+        factory = self.sandbox_factory
+        assert factory is not None
+        unprepared = self.prepare_errors.get(planned.task.task_id)
+        if unprepared is not None:
+            result = HarnessResult(
+                status="failed",
+                error=f"the task's environment could not be prepared: {unprepared}",
+                error_kind=str(getattr(unprepared, "error_kind", None) or "sandbox_prepare"),
+            )
+            if result.infra_error:  # the rollout could not run: nothing to score
+                return Attempt(result, None)
+            t = time.perf_counter()
+            score = await self.score(planned, job, result, None, artifacts_dir)
+            return Attempt(result, score, 0.0, time.perf_counter() - t)
+        if root.exists():
+            shutil.rmtree(root, ignore_errors=True)
+        sandbox: Any = None
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            sandbox = factory(
+                root=root,
+                hints=self.hints_for(planned),
+                rollout_id=job.rollout_id,
+                model_endpoint=self.context.base_url,
+            )
+            await sandbox.__aenter__()
+        except Exception as exc:
+            # permanent: the sandbox refused its options or hints (it was never
+            # made), or its tool is unavailable here; retrying cannot help
+            permanent = isinstance(exc, SandboxUnavailableError) or (
+                sandbox is None and not isinstance(exc, OSError)
+            )
+            if sandbox is not None:
+                await self.close_sandbox(sandbox)
+            result = HarnessResult(
+                status="failed",
+                error=f"sandbox failed to start: {type(exc).__name__}: {exc}",
+                error_kind="sandbox_start",
+            )
+            return Attempt(result, None, retry=not last_attempt and not permanent)
+        score: ScoreResult | None = None
+        scoring_s = 0.0
+        try:
+            t = time.perf_counter()
+            result = await self.run_harness(planned.task, job, events, sandbox, artifacts_dir)
+            harness_s = time.perf_counter() - t
+            retry = result.retryable and not last_attempt
+            if not retry and not result.infra_error:
+                t = time.perf_counter()
+                score = await self.score(planned, job, result, sandbox, artifacts_dir)
+                scoring_s = time.perf_counter() - t
+        finally:
+            await self.close_sandbox(sandbox)
+        return Attempt(result, score, harness_s, scoring_s, retry=retry)
+
+    def rollout_context(self, job: Job, sandbox: Any, artifacts_dir: str | None) -> RunContext:
+        """The run's context for one rollout: its id, sandbox and kept-files directory."""
+        return self.context.evolve(
+            rollout_id=job.rollout_id, sandbox=sandbox, artifacts_dir=artifacts_dir
+        )
+
+    async def close_sandbox(self, sandbox: Any) -> None:
+        """Close a sandbox within ``sandbox_close_timeout``; a failure is logged, not raised."""
+        with anyio.move_on_after(self.sandbox_close_timeout, shield=True):
+            try:
+                await sandbox.__aexit__(None, None, None)
+            except Exception as exc:  # closing must not lose the rollout
+                import logging
+
+                logging.getLogger("agentkit").warning(
+                    "agentkit: closing a sandbox failed: %s: %s", type(exc).__name__, exc
+                )
+
+    async def run_harness(
+        self, task: Task, job: Job, events: EventSink, sandbox: Any, artifacts_dir: str | None
+    ) -> HarnessResult:
+        """The harness's run under the timeout; exceptions and odd returns become results."""
+        context = self.rollout_context(job, sandbox, artifacts_dir)
+        timeout = self.timeout
+        result: Any = None
+        try:
+            if timeout is None:
+                result = await self.harness.run(task, context, events.on_event)
+            else:
+                with anyio.move_on_after(timeout) as scope:
+                    result = await self.harness.run(task, context, events.on_event)
+                if scope.cancelled_caught or (scope.cancel_called and result is None):
+                    return HarnessResult(
+                        status="timeout",
+                        error=f"the rollout exceeded its timeout of {timeout:g}s",
+                        error_kind="timeout",
+                        events=list(events.events),
+                    )
+        except KeyboardInterrupt:
+            raise
+        except HarnessError as exc:  # the harness cannot run here: not the agent's doing
+            return HarnessResult(
+                status="failed",
+                error=str(exc),
+                error_kind="harness_setup",
+                events=list(events.events),
+            )
+        except BaseException as exc:
+            # Any kind, CancelledError and SystemExit too, is this rollout's error;
+            # only a real stop of the run (its scope or task cancelled) goes on up.
+            if is_stop(exc):
+                raise
+            return HarnessResult(
+                status="failed",
+                error=f"{type(exc).__name__}: {exc}",
+                error_kind="harness_exception",
+                events=list(events.events),
+            )
+        if not isinstance(result, HarnessResult):
+            return HarnessResult(
+                status="failed",
+                error=f"{type(self.harness).__name__}.run() returned {type(result).__name__}, "
+                "not a HarnessResult",
+                error_kind="invalid_result",
+                events=list(events.events),
+            )
+        return result
+
+    async def score(
+        self,
+        planned: PlannedTask,
+        job: Job,
+        result: HarnessResult,
+        sandbox: Any,
+        artifacts_dir: str | None = None,
+    ) -> ScoreResult:
+        """Score ``result`` with the compiled rubric, passing only the arguments it takes."""
+        task = planned.task
+        needed = self.needed
+        available: dict[str, Any] = {}
+        if "task" in needed:
+            available["task"] = task
+        if "result" in needed:
+            available["result"] = result
+        if "output" in needed:
+            available["output"] = result.output
+        if "target" in needed:
+            available["target"] = task.target
+        if "messages" in needed:
+            available["messages"] = result.messages
+        if "sandbox" in needed:
+            available["sandbox"] = sandbox
+        if "context" in needed:
+            available["context"] = self.rollout_context(job, sandbox, artifacts_dir)
+        if "grading_spec" in needed:
+            available["grading_spec"] = task.grading_spec
+        if "state" in needed:
+            state = result.to_state_patch()
+            state.update(
+                {
+                    "task_id": task.task_id,
+                    "example_id": planned.example_id,
+                    "rollout_id": job.rollout_id,
+                    "rollout_index": job.rollout_index,
+                    "prompt": task.input,
+                    "answer": task.target,
+                    "info": task.metadata,
+                }
+            )
+            available["state"] = state
+        return await self.rubric.score(available)
+
+
+def is_stop(exc: BaseException) -> bool:
+    """True when ``exc`` stops the run: Ctrl-C, or a cancellation of this rollout's task.
+
+    A ``CancelledError`` the harness raised by itself (a future it awaited was
+    cancelled elsewhere, say) is not one: neither an enclosing cancel scope
+    nor the task itself was cancelled.
+    """
+    if isinstance(exc, BaseExceptionGroup):
+        return any(is_stop(sub) for sub in exc.exceptions)
+    if isinstance(exc, KeyboardInterrupt):
+        return True
+    return isinstance(exc, anyio.get_cancelled_exc_class()) and _cancelled_here()
+
+
+def _cancelled_here() -> bool:
+    """True when the current task is being cancelled (a cancel scope or ``task.cancel()``)."""
+    import asyncio
+    import math
+
+    if anyio.current_effective_deadline() == -math.inf:
+        return True
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # another event loop library (trio): the scopes said it all
+        return False
+    return task is not None and task.cancelling() > 0

@@ -1,0 +1,390 @@
+"""The Ray executor: every attempt runs as a Ray task on a cluster node.
+
+The driver (this process) plans, retries, persists and summarises exactly as
+with the local executor; each attempt is a Ray streaming-generator task
+(:mod:`agentkit.executors._ray_worker`) whose harness, sandbox and grading
+run on a worker node. Placement: the run's ``concurrency`` bounds the tasks
+in flight; each asks Ray for its task's ``cpus`` hint (else
+``cpus_per_rollout``), ``memory_mb`` and ``gpus``, and a rollout that needs
+a sandbox only goes to nodes labelled for that sandbox kind (its class's
+``node_label``, e.g. ``agentkit/bwrap=true`` for the local sandbox). A node
+or worker process that dies mid-attempt makes the attempt fail with
+``node_died``, ``worker_died`` or ``worker_oom``, which the runner retries
+(on another node, when Ray places it there).
+
+Ray is imported only when a run uses this executor (``pip install
+'agentkit[ray]'``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agentkit._errors import AgentkitError
+from agentkit._result import HarnessResult
+from agentkit.executors._base import ExecutorError
+
+if TYPE_CHECKING:
+    from agentkit.env._attempt import Attempt, EventSink, RolloutWork
+    from agentkit.env._runner import Job
+    from agentkit.env._store import RunStore
+
+__all__ = ["LABEL_VALUE", "RayExecutor", "local_node_labels", "sandbox_node_label"]
+
+T = TypeVar("T")
+
+#: The value a node's label must have for a sandbox kind's ``node_label``.
+LABEL_VALUE = "true"
+#: Seconds the run's preflight may take on a node (scheduling included).
+CHECK_TIMEOUT = 180.0
+#: Unconsumed stream items a worker may run ahead of the driver (events, file chunks).
+STREAM_BACKPRESSURE = 64
+
+_INSTALL_HINT = (
+    "the ray executor needs Ray: pip install 'agentkit[ray]' (on the driver and every node)"
+)
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ExecutorError(_INSTALL_HINT) from None
+    return ray
+
+
+def sandbox_node_label(factory: Callable[..., Any] | None) -> str | None:
+    """The node label a sandbox kind needs (its ``node_label`` attribute), or None."""
+    if factory is None:
+        return None
+    kind = getattr(factory, "func", factory)
+    label = getattr(kind, "node_label", None)
+    return label if isinstance(label, str) and label else None
+
+
+def local_node_labels() -> dict[str, str]:
+    """The sandbox labels this machine qualifies for (for a Ray instance started here)."""
+    labels: dict[str, str] = {}
+    if shutil.which("bwrap"):
+        labels["agentkit/bwrap"] = LABEL_VALUE
+    docker_host = os.environ.get("DOCKER_HOST", "")
+    if docker_host or os.path.exists("/var/run/docker.sock"):
+        labels["agentkit/docker"] = LABEL_VALUE
+    return labels
+
+
+class RayExecutor:
+    """Run every rollout as a Ray task on a cluster: ``env.run(executor=RayExecutor(...))``.
+
+    ``address`` is the cluster to join (``ray://…`` or ``HOST:PORT``; None:
+    the cluster in ``RAY_ADDRESS`` or one started with ``ray start`` on this
+    machine, else a new local Ray instance, labelled for the sandboxes this
+    machine has). A Ray already initialised in this process is used as it is.
+
+    ``cpus_per_rollout``: the CPUs a rollout asks Ray for when its task has
+    no ``cpus`` hint. ``artifacts_dir``: a directory every node sees at that
+    path: rollouts write their kept files there (``<artifacts_dir>/<rollout
+    id>``, linked from the run directory) instead of sending them back to the
+    driver. ``node_dir``: where runs keep their files on each node (default
+    ``<temp dir>/agentkit-ray``). ``init_options`` go to ``ray.init``.
+    """
+
+    name = "ray"
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        cpus_per_rollout: float = 1.0,
+        artifacts_dir: str | os.PathLike[str] | None = None,
+        node_dir: str | os.PathLike[str] | None = None,
+        init_options: dict[str, Any] | None = None,
+    ) -> None:
+        if not cpus_per_rollout >= 0:
+            from agentkit._errors import SpecError
+
+            raise SpecError(f"cpus_per_rollout must be 0 or more, got {cpus_per_rollout:g}")
+        self.address = address
+        self.cpus_per_rollout = float(cpus_per_rollout)
+        self.artifacts_dir = None if artifacts_dir is None else os.path.abspath(artifacts_dir)
+        self.node_dir = None if node_dir is None else os.path.abspath(node_dir)
+        self.init_options = dict(init_options or {})
+        self._ray: Any = None
+        self._work: RolloutWork | None = None
+        self._box: list[Any] = []
+        self._label: str | None = None
+        self._started = False
+        self._options: dict[str, dict[str, Any]] = {}
+        self._nodes: list[dict[str, Any]] = []
+        self._by_node: dict[str, int] = {}
+        self._lost: tuple[type[BaseException], ...] = ()
+
+    # -- lifecycle -------------------------------------------------------------
+    async def open(self, work: RolloutWork, *, run_dir: Path | None) -> None:
+        """Join (or start) the cluster, check it has nodes for the sandbox, send ``work`` once."""
+        import sniffio
+
+        if sniffio.current_async_library() != "asyncio":
+            raise ExecutorError("the ray executor runs on asyncio (anyio's default backend)")
+        ray = _import_ray()
+        self._ray = ray
+        self._work = work
+        self._by_node = {}
+        self._options = {}
+        if not ray.is_initialized():
+            self._connect(ray)
+        self._nodes = [n for n in ray.nodes() if n.get("Alive")]
+        self._label = sandbox_node_label(work.sandbox_factory)
+        if self._label is not None and not any(
+            (n.get("Labels") or {}).get(self._label) == LABEL_VALUE for n in self._nodes
+        ):
+            raise ExecutorError(
+                f"no node of the Ray cluster has the label {self._label}={LABEL_VALUE}, which "
+                "rollouts in this sandbox need: start the nodes that can run it with "
+                f"'ray start ... --labels {self._label}={LABEL_VALUE}' (see docs/distributed.md)"
+            )
+        self._lost = _lost_errors(ray)
+        from agentkit import __version__
+        from agentkit.executors._ray_worker import Shipment
+
+        stem = "run" if run_dir is None else Path(run_dir).name
+        shipment = Shipment(
+            work=work,
+            run_key=f"{stem}-{uuid.uuid4().hex[:8]}",
+            version=__version__,
+            ship_artifacts=run_dir is not None and self.artifacts_dir is None,
+            artifacts_dir=None if run_dir is None else self.artifacts_dir,
+            node_dir=self.node_dir,
+            keep_sandboxes=work.keep_sandboxes,
+        )
+        try:
+            self._box = [ray.put(shipment)]
+        except Exception as exc:
+            raise ExecutorError(_unpicklable(work, exc)) from None
+
+    def _connect(self, ray: Any) -> None:
+        options: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
+        options.update(self.init_options)
+        try:
+            if self.address is not None:
+                ray.init(address=self.address, **options)
+            else:
+                try:
+                    ray.init(address="auto", **options)
+                except ConnectionError:
+                    options.setdefault("labels", local_node_labels())
+                    options.setdefault("include_dashboard", False)
+                    ray.init(**options)
+        except ConnectionError as exc:
+            raise ExecutorError(f"cannot join the Ray cluster at {self.address}: {exc}") from None
+        self._started = True
+
+    async def close(self) -> None:
+        """Forget the run's shipment; disconnect when this executor connected."""
+        self._box = []
+        if self._started and self._ray is not None:
+            self._ray.shutdown()
+            self._started = False
+
+    def describe(self) -> dict[str, Any]:
+        """``name``, the cluster's ``nodes`` at the start, and the attempts that ended on
+        each node (``IP/node id``; attempts lost with their node are not counted)."""
+        return {
+            "name": self.name,
+            "address": self.address,
+            "nodes": len(self._nodes),
+            "attempts_by_node": dict(sorted(self._by_node.items())),
+        }
+
+    # -- before the rollouts ---------------------------------------------------
+    async def check(self, fn: Callable[[], Awaitable[T]], *, sandboxed: bool) -> T:
+        """Run ``fn`` on a node (one labelled for the sandbox when ``sandboxed``)."""
+        import anyio
+
+        ray = self._ray
+        from agentkit.executors._ray_worker import run_check
+
+        remote = _remote(ray, run_check, streaming=False)
+        options: dict[str, Any] = {"num_cpus": 0}
+        if sandboxed and self._label is not None:
+            options["label_selector"] = {self._label: LABEL_VALUE}
+        ref = remote.options(**options).remote(fn)
+        try:
+            with anyio.fail_after(CHECK_TIMEOUT):
+                value, version, node = await ref
+        except TimeoutError:
+            ray.cancel(ref, force=True)
+            raise ExecutorError(
+                f"no node ran the run's preflight within {CHECK_TIMEOUT:g} s "
+                "(is every node busy, or none fit?)"
+            ) from None
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, AgentkitError):
+                raise cause from None
+            raise ExecutorError(f"the run's preflight failed on a node: {exc}") from None
+        from agentkit import __version__
+
+        if version != __version__:
+            raise ExecutorError(
+                f"node {node} runs agentkit {version}, the driver {__version__}: install the "
+                "same agentkit (and plugins) on every node"
+            )
+        result: T = value
+        return result
+
+    async def prepare(
+        self,
+        jobs: Sequence[Job],
+        *,
+        log_dir: Path | None,
+        on_progress: Callable[[str], None] | None,
+    ) -> None:
+        """Nothing ahead: each node prepares a task's environment before its first rollout
+        of it there (image builds stay on the node that uses them)."""
+
+    # -- one attempt -----------------------------------------------------------
+    def _task_options(self, job: Job) -> dict[str, Any]:
+        planned = job.planned
+        key = planned.task.task_id
+        found = self._options.get(key)
+        if found is not None:
+            return found
+        hints = planned.hints
+        options: dict[str, Any] = {
+            "num_cpus": hints.cpus if hints is not None and hints.cpus else self.cpus_per_rollout,
+            "_generator_backpressure_num_objects": STREAM_BACKPRESSURE,
+        }
+        if hints is not None and hints.memory_mb:
+            options["memory"] = int(hints.memory_mb) * 1024 * 1024
+        if hints is not None and hints.gpus:
+            options["num_gpus"] = hints.gpus
+        assert self._work is not None
+        if self._label is not None and self._work.needs_sandbox(planned):
+            options["label_selector"] = {self._label: LABEL_VALUE}
+        self._options[key] = options
+        return options
+
+    async def attempt(
+        self, job: Job, events: EventSink, *, last_attempt: bool, store: RunStore | None
+    ) -> Attempt:
+        """One attempt as a Ray task; its events are passed on as they arrive."""
+        from agentkit.env._attempt import Attempt
+        from agentkit.executors._ray_worker import EventBatch, FileChunk, run_attempt
+
+        ray = self._ray
+        work = self._work
+        assert work is not None, "RayExecutor.open() first"
+        remote = _remote(ray, run_attempt, streaming=True)
+        stream = remote.options(**self._task_options(job)).remote(self._box, job, last_attempt)
+        outcome: Attempt | None = None
+        try:
+            async for ref in stream:
+                item = await ref
+                if isinstance(item, EventBatch):
+                    for event in item.events:
+                        events.on_event(event)
+                elif isinstance(item, FileChunk):
+                    if store is not None:
+                        store.write_artifact_chunk(
+                            job.rollout_id,
+                            item.path,
+                            item.data,
+                            offset=item.offset,
+                            mode=item.mode,
+                            is_dir=item.is_dir,
+                        )
+                else:
+                    outcome = item
+        except self._lost as exc:
+            kind, why = _loss(ray, exc)
+            # the rollout could not run (no reward); the runner retries it elsewhere
+            result = HarnessResult(status="failed", error=why, error_kind=kind)
+            return Attempt(result, None, retry=not last_attempt)
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+            result = HarnessResult(
+                status="failed",
+                error=f"the attempt failed on its worker: {detail}",
+                error_kind="worker_error",
+            )
+            return Attempt(result, None)  # it could not run there: no reward
+        finally:
+            if outcome is None:
+                with contextlib.suppress(Exception):  # it may have ended meanwhile
+                    ray.cancel(stream)
+        worker = outcome.worker or {}
+        node = f"{worker.get('node_ip') or '?'}/{str(worker.get('node_id') or '?')[:8]}"
+        self._by_node[node] = self._by_node.get(node, 0) + 1
+        shared = worker.get("artifacts_dir")
+        if shared and store is not None:
+            store.link_artifacts(job.rollout_id, str(shared))
+        return outcome
+
+
+@functools.cache
+def _remote_cached(ray: Any, fn: Callable[..., Any], streaming: bool) -> Any:
+    if streaming:
+        return ray.remote(num_returns="streaming", max_retries=0)(fn)
+    return ray.remote(max_retries=0)(fn)
+
+
+def _remote(ray: Any, fn: Callable[..., Any], *, streaming: bool) -> Any:
+    return _remote_cached(ray, fn, streaming)
+
+
+def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
+    """Ray's errors for an attempt whose worker went away (the attempt is retried)."""
+    names = (
+        "NodeDiedError",
+        "WorkerCrashedError",
+        "LocalRayletDiedError",
+        "OutOfMemoryError",
+        "ObjectLostError",
+        "OwnerDiedError",
+        "ObjectFetchTimedOutError",
+        "RaySystemError",
+    )
+    found = [getattr(ray.exceptions, n, None) for n in names]
+    return tuple(e for e in found if isinstance(e, type) and issubclass(e, BaseException))
+
+
+def _loss(ray: Any, exc: BaseException) -> tuple[str, str]:
+    """``(error_kind, error)`` of a lost attempt."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    oom = getattr(ray.exceptions, "OutOfMemoryError", None)
+    if oom is not None and isinstance(exc, oom):
+        return "worker_oom", f"Ray killed the worker running this rollout (node memory): {first}"
+    if isinstance(exc, ray.exceptions.NodeDiedError):
+        return "node_died", f"the node running this rollout died: {first}"
+    return "worker_died", f"the worker running this rollout died ({type(exc).__name__}): {first}"
+
+
+def _unpicklable(work: RolloutWork, exc: BaseException) -> str:
+    """Which part of the run could not be sent to the workers, and why."""
+    import ray.cloudpickle as cloudpickle
+
+    parts = {
+        "the harness": work.harness,
+        "the rubric": work.rubric,
+        "the sandbox options": work.sandbox_factory,
+        "the run context": work.context,
+    }
+    for name, value in parts.items():
+        try:
+            cloudpickle.dumps(value)
+        except Exception as inner:
+            return (
+                f"the ray executor sends {name} to every node, but it cannot be pickled: "
+                f"{type(inner).__name__}: {inner}"
+            )
+    return f"the run cannot be sent to the Ray cluster: {type(exc).__name__}: {exc}"

@@ -1,0 +1,365 @@
+"""The Ray executor on a real multi-node Ray cluster on this machine.
+
+One cluster for the module (Ray's own ``ray.cluster_utils.Cluster``: a head
+node and two worker nodes, each its own raylet and worker processes): the
+chat harness on a JSONL taskset against the scripted model server, and the
+Harbor examples with the oracle, run across both nodes with the same results
+as the local executor; a node killed mid-run loses nothing; resume works
+across executors in both directions, also after the driver was killed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agentkit import AgentEnv, Event
+from agentkit.testing.model_server import ScriptedModelServer
+
+pytestmark = [pytest.mark.xdist_group("ray-cluster"), pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[1]
+HARBOR = ROOT / "examples" / "harbor"
+#: Both worker nodes can run the local sandbox (bubblewrap).
+LABELS = {"agentkit/bwrap": "true"}
+CPUS_PER_NODE = 2
+
+
+def _need(module: str, why: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the Ray executor tests, but {why}")
+        pytest.skip(why)
+
+
+def _need_bwrap() -> None:
+    if shutil.which("bwrap") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI must run the Ray executor's sandbox tests, but bwrap is missing")
+        pytest.skip("bubblewrap (bwrap) is not installed")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A head node (no CPUs: it only drives) and two worker nodes of 2 CPUs each."""
+    _need("ray", "Ray is not installed (pip install 'agentkit[ray]')")
+    import ray
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    for _ in range(2):
+        c.add_node(num_cpus=CPUS_PER_NODE, labels=LABELS)
+    ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+def ray_executor(tmp_path: Path, **options: Any) -> Any:
+    from agentkit.executors import RayExecutor
+
+    return RayExecutor(node_dir=tmp_path / "nodes", **options)
+
+
+def arithmetic(tmp_path: Path, n: int = 6) -> Path:
+    path = tmp_path / "arith.jsonl"
+    rows = [{"id": str(i), "input": f"What is {i} + {i}?", "target": str(2 * i)} for i in range(n)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def arithmetic_script(latency: float = 0.0, right: int = 4) -> dict[str, Any]:
+    """Right answers for the first ``right`` tasks, a wrong one for the others."""
+    rules = [
+        {
+            "match": {"last_user_contains": f"{i} + {i}"},
+            "reply": {"content": str(2 * i), "latency": latency},
+        }
+        for i in range(right)
+    ]
+    return {"rules": rules, "default": {"content": "no idea", "latency": latency}}
+
+
+def lines(run: Path) -> list[dict[str, Any]]:
+    text = (run / "rollouts.jsonl").read_text()
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def essentials(results: Any) -> dict[str, tuple[Any, ...]]:
+    """What must not depend on the executor: per rollout id."""
+    return {
+        r.rollout_id: (r.status, r.reward, r.rewards, r.output, r.error_kind, r.events)
+        for r in results.rollouts
+    }
+
+
+@pytest.mark.anyio
+async def test_chat_on_jsonl_across_two_nodes_matches_the_local_executor(
+    cluster: Any, tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    # each reply takes a while, so the four rollouts in flight need both nodes' CPUs
+    model_server.set_script(arithmetic_script(latency=0.3))
+    received: list[Event] = []
+    env = AgentEnv.from_names(
+        f"jsonl:{arithmetic(tmp_path)}", "chat", trace_callback=received.append
+    )
+    options: dict[str, Any] = {
+        "rollouts_per_task": 2,
+        "concurrency": 2 * CPUS_PER_NODE,
+        "model": "scripted-model",
+        "base_url": model_server.base_url,
+    }
+    local = await env.evaluate(**options, out=tmp_path / "local")
+    local_events = len(received)
+    received.clear()
+    remote = await env.evaluate(**options, out=tmp_path / "ray", executor=ray_executor(tmp_path))
+
+    assert essentials(remote) == essentials(local)
+    assert remote.mean_reward == local.mean_reward == 4 / 6
+    for key in ("finished", "scored", "errors", "pass_at_k", "metrics", "complete"):
+        assert remote.summary[key] == local.summary[key], key
+    assert {r.worker for r in local.rollouts} == {None}
+    nodes = {r.worker["node_id"] for r in remote.rollouts}
+    assert len(nodes) == 2, nodes  # four rollouts at once do not fit on one node
+    described = remote.summary["this_session"]["executor"]
+    assert described["name"] == "ray" and sum(described["attempts_by_node"].values()) == 12
+    # every rollout recorded exactly once, with its events file
+    written = lines(tmp_path / "ray")
+    assert sorted(x["rollout_id"] for x in written) == sorted(essentials(local))
+    for line in written:
+        assert line["worker"]["node_id"] in nodes
+        events = (tmp_path / "ray" / line["events_file"]).read_text().splitlines()
+        assert len(events) == line["events"] > 0
+    # the harness's events reached the trace callback live, in order per rollout
+    assert len(received) == local_events == sum(r.events for r in remote.rollouts)
+    by_rollout: dict[str, list[int]] = {}
+    for event in received:
+        by_rollout.setdefault(event.rollout_id or "", []).append(event.seq)
+    assert set(by_rollout) == set(essentials(local))
+    assert all(seqs == sorted(seqs) for seqs in by_rollout.values())
+    manifest = json.loads((tmp_path / "ray" / "manifest.json").read_text())
+    assert manifest["options"]["executor"] == "ray"
+
+
+@pytest.mark.anyio
+async def test_harbor_oracle_across_nodes_matches_the_local_executor(
+    cluster: Any, tmp_path: Path
+) -> None:
+    _need("agentkit_harbor", "the Harbor plugin is not installed")
+    _need_bwrap()
+    env = AgentEnv.from_names(f"harbor:{HARBOR}", "oracle")
+    options: dict[str, Any] = {
+        "rollouts_per_task": 1,
+        "concurrency": 2 * CPUS_PER_NODE,
+        "sandbox_options": {"image": "host"},
+    }
+    local = await env.evaluate(**options, out=tmp_path / "local")
+    run = tmp_path / "ray"
+    remote = await env.evaluate(**options, out=run, executor=ray_executor(tmp_path))
+
+    assert essentials(remote) == essentials(local)
+    by_task = {r.task_id: r for r in remote.rollouts}
+    assert by_task["harbor:hello-world"].reward == 1.0
+    assert by_task["harbor:too-slow"].error_kind == "agent_timeout"
+    # what Harbor keeps came back to the driver's run directory
+    hello = by_task["harbor:hello-world"]
+    kept = run / "artifacts" / hello.rollout_id / "harbor" / "verifier" / "test-stdout.txt"
+    assert "PASS" in kept.read_text()
+    steps = run / "artifacts" / by_task["harbor:build-a-tool"].rollout_id / "harbor" / "steps"
+    assert sorted(p.name for p in steps.iterdir()) == ["document", "implement", "scaffold"]
+    # sandboxes stay on their node: removed after a pass, kept after a failure
+    assert hello.worker is not None and hello.worker["sandbox_dir"] is None
+    slow = by_task["harbor:too-slow"].worker
+    assert slow is not None and Path(slow["sandbox_dir"]).is_dir()
+    assert Path(slow["sandbox_dir"]).is_relative_to(tmp_path / "nodes")
+    assert not (run / "rollouts").exists()
+    assert not list((tmp_path / "nodes").glob("*/artifacts/*"))  # sent, then removed
+
+
+@pytest.mark.anyio
+async def test_artifacts_go_to_a_shared_directory_when_named(cluster: Any, tmp_path: Path) -> None:
+    _need("agentkit_harbor", "the Harbor plugin is not installed")
+    _need_bwrap()
+    env = AgentEnv.from_names(f"harbor:{HARBOR}", "oracle")
+    shared = tmp_path / "shared"
+    results = await env.evaluate(
+        task_ids=["harbor:hello-world"],
+        out=tmp_path / "run",
+        sandbox_options={"image": "host"},
+        executor=ray_executor(tmp_path, artifacts_dir=shared),
+    )
+    (rollout,) = results.rollouts
+    assert rollout.reward == 1.0
+    link = tmp_path / "run" / "artifacts" / rollout.rollout_id
+    assert link.is_symlink() and link.resolve() == (shared / rollout.rollout_id).resolve()
+    assert "PASS" in (link / "harbor" / "verifier" / "test-stdout.txt").read_text()
+
+
+@pytest.mark.anyio
+async def test_a_node_killed_mid_run_loses_nothing(
+    cluster: Any, tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+
+    victim = cluster.add_node(num_cpus=CPUS_PER_NODE, labels=LABELS)
+    cluster.wait_for_nodes()
+    victim_id = victim.node_id
+    model_server.set_script(arithmetic_script(latency=2.0))
+    slots = 3 * CPUS_PER_NODE
+    env = AgentEnv.from_names(f"jsonl:{arithmetic(tmp_path, n=slots)}", "chat")
+    run = tmp_path / "run"
+
+    async def kill_when_every_node_is_busy() -> None:
+        # as many rollouts in flight as the three nodes have CPUs: two on the victim
+        while len(model_server.chat_requests) < slots:
+            await anyio.sleep(0.05)
+        await anyio.to_thread.run_sync(lambda: cluster.remove_node(victim, allow_graceful=False))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(kill_when_every_node_is_busy)
+        results = await env.evaluate(
+            rollouts_per_task=1,
+            concurrency=slots,
+            model="scripted-model",
+            base_url=model_server.base_url,
+            out=run,
+            retry_base_delay=0.05,
+            executor=ray_executor(tmp_path),
+        )
+    assert len(results.rollouts) == slots and results.summary["complete"]
+    assert results.summary["errors"] == 0 and results.mean_reward == 4 / slots
+    retried = [r for r in results.rollouts if r.attempts > 1]
+    assert len(retried) == CPUS_PER_NODE, [(r.rollout_id, r.attempts) for r in retried]
+    for r in retried:
+        assert r.retries[0]["error_kind"] in ("node_died", "worker_died"), r.retries
+        assert r.worker is not None and r.worker["node_id"] != victim_id
+    assert sorted(x["rollout_id"] for x in lines(run)) == sorted(
+        r.rollout_id for r in results.rollouts
+    )
+
+
+@pytest.mark.anyio
+async def test_resume_a_local_run_on_ray_with_more_rollouts(
+    cluster: Any, tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.set_script(arithmetic_script())
+    env = AgentEnv.from_names(f"jsonl:{arithmetic(tmp_path, n=4)}", "chat")
+    options: dict[str, Any] = {"model": "scripted-model", "base_url": model_server.base_url}
+    run = tmp_path / "run"
+    first = await env.evaluate(**options, rollouts_per_task=1, out=run)
+    assert len(first.rollouts) == 4
+    resumed = await env.evaluate(
+        **options, rollouts_per_task=2, resume=run, executor=ray_executor(tmp_path)
+    )
+    assert resumed.summary["this_session"]["ran"] == 4 and resumed.summary["complete"]
+    written = lines(run)
+    assert len(written) == 8 == len({(x["task_id"], x["rollout_index"]) for x in written})
+    assert [x["worker"] is None for x in written] == [True] * 4 + [False] * 4
+    assert resumed.mean_reward == 1.0
+
+
+def test_a_killed_ray_driver_is_resumed_by_the_local_executor(
+    cluster: Any, tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.set_script(arithmetic_script(latency=0.5, right=8))
+    tasks = arithmetic(tmp_path, n=8)
+    run = tmp_path / "run"
+    argv = [
+        sys.executable,
+        "-m",
+        "agentkit",
+        "run",
+        f"jsonl:{tasks}",
+        "chat",
+        "-n",
+        "2",
+        "-c",
+        "2",
+        "--model",
+        "scripted-model",
+        "--base-url",
+        model_server.base_url,
+        "--out",
+        str(run),
+        "--executor",
+        "ray",
+        "--ray-address",
+        cluster.address,
+        "--json",
+    ]
+    env = {**os.environ, "NO_COLOR": "1"}
+    driver = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while not (run / "rollouts.jsonl").exists() or len(lines(run)) < 3:
+            assert driver.poll() is None, driver.communicate()
+            assert time.monotonic() < deadline, "the Ray run recorded nothing"
+            time.sleep(0.05)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.communicate()
+    done_before = {x["rollout_id"] for x in lines(run)}
+    assert 3 <= len(done_before) < 16
+    assert all(x["worker"] is not None for x in lines(run))
+    resumed = subprocess.run(
+        [sys.executable, "-m", "agentkit", "run", "--resume", str(run), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    assert summary["complete"] and summary["finished"] == 16 and summary["mean_reward"] == 1.0
+    assert summary["this_session"]["executor"] == {"name": "local"}
+    assert summary["this_session"]["resumed_from"] == len(done_before)
+    written = lines(run)
+    keys = [(x["task_id"], x["rollout_index"]) for x in written]
+    assert len(keys) == 16 == len(set(keys))  # every (task, rollout) recorded exactly once
+
+
+@pytest.mark.anyio
+async def test_a_harness_that_cannot_be_sent_is_refused_before_running(
+    cluster: Any, tmp_path: Path
+) -> None:
+    import threading
+
+    from agentkit import HarnessResult, ListTaskset, Task
+    from agentkit.executors import ExecutorError
+
+    class LockedHarness:
+        def __init__(self) -> None:
+            self.lock = threading.Lock()
+
+        async def run(self, task: Task, context: Any = None, on_event: Any = None) -> Any:
+            return HarnessResult(status="completed", output="x")
+
+    env = AgentEnv(ListTaskset("t", [Task(task_id="t:1", input="q")]), LockedHarness())
+    with pytest.raises(ExecutorError, match="sends the harness to every node, but it cannot be"):
+        await env.evaluate(out=tmp_path / "run", executor=ray_executor(tmp_path))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.anyio
+async def test_a_sandbox_no_node_is_labelled_for_is_refused(cluster: Any, tmp_path: Path) -> None:
+    _need("agentkit_harbor", "the Harbor plugin is not installed")
+    from agentkit.executors import ExecutorError
+
+    env = AgentEnv.from_names(f"harbor:{HARBOR}", "oracle", sandbox="docker")
+    with pytest.raises(ExecutorError, match=r"agentkit/docker=true"):
+        await env.evaluate(out=tmp_path / "run", executor=ray_executor(tmp_path))
