@@ -446,18 +446,30 @@ class RunStore:
         parts = Path(rel_path).parts
         if not parts or Path(rel_path).is_absolute() or ".." in parts:
             raise RunDirError(f"refusing the artifact path {rel_path!r} of {rollout_id}")
+        self._check_writable()
         target = top.joinpath(*parts)
-        if is_dir:
-            target.mkdir(parents=True, exist_ok=True)
-            return
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if offset == 0 and target.is_symlink():
-            target.unlink()
-        with open(target, "wb" if offset == 0 else "r+b") as fh:
-            fh.seek(offset)
-            fh.write(data)
-        if offset == 0:
-            os.chmod(target, mode & 0o777)
+        try:
+            if is_dir:
+                target.mkdir(parents=True, exist_ok=True)
+                return
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if offset == 0 and target.is_symlink():
+                target.unlink()
+            with open(target, "wb" if offset == 0 else "r+b") as fh:
+                fh.seek(offset)
+                fh.write(data)
+            if offset == 0:
+                os.chmod(target, mode & 0o777)
+        except OSError as exc:  # a full disk: the run stops with one clear message
+            raise self._failed(target, exc) from None
+
+    def clear_artifacts(self, rollout_id: str) -> None:
+        """Remove what an earlier attempt of a rollout kept (before a new attempt's files)."""
+        top = self.artifacts_dir(rollout_id)
+        if top.is_symlink():
+            top.unlink()
+        elif top.exists():
+            shutil.rmtree(top, ignore_errors=True)
 
     def link_artifacts(self, rollout_id: str, target: str) -> None:
         """Make ``artifacts/<rollout_id>`` a link to where a worker wrote them (a shared path)."""
@@ -469,7 +481,10 @@ class RunStore:
             link.unlink()
         elif link.is_dir():
             shutil.rmtree(link, ignore_errors=True)
-        os.symlink(target, link)
+        try:
+            os.symlink(target, link)
+        except OSError as exc:
+            raise self._failed(link, exc) from None
 
     def remove_sandbox_dir(self, rollout_id: str) -> None:
         """Delete a rollout's sandbox files (after a successful rollout)."""

@@ -286,6 +286,7 @@ class RayExecutor:
         remote = _remote(ray, run_attempt, streaming=True)
         stream = remote.options(**self._task_options(job)).remote(self._box, job, last_attempt)
         outcome: Attempt | None = None
+        files_started = False
         try:
             async for ref in stream:
                 item = await ref
@@ -294,6 +295,9 @@ class RayExecutor:
                         events.on_event(event)
                 elif isinstance(item, FileChunk):
                     if store is not None:
+                        if not files_started:  # an earlier attempt's files, if any, go
+                            files_started = True
+                            store.clear_artifacts(job.rollout_id)
                         store.write_artifact_chunk(
                             job.rollout_id,
                             item.path,
