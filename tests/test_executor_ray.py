@@ -363,3 +363,46 @@ async def test_a_sandbox_no_node_is_labelled_for_is_refused(cluster: Any, tmp_pa
     env = AgentEnv.from_names(f"harbor:{HARBOR}", "oracle", sandbox="docker")
     with pytest.raises(ExecutorError, match=r"agentkit/docker=true"):
         await env.evaluate(out=tmp_path / "run", executor=ray_executor(tmp_path))
+
+
+@pytest.mark.anyio
+async def test_no_secret_in_the_clusters_logs_or_the_run_directory(
+    cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uuid
+
+    from agentkit import HarnessResult, ListTaskset, Task
+
+    secret = f"sk-ray-{uuid.uuid4().hex}"
+    monkeypatch.setenv("AGENTKIT_RAY_TEST_KEY", secret)
+
+    class TellingHarness:
+        """Logs the key on the worker, then fails with it in the error."""
+
+        async def run(self, task: Task, context: Any = None, on_event: Any = None) -> Any:
+            logging.getLogger("agentkit").warning("telling harness: key %s", context.api_key)
+            if task.task_id.endswith("1"):
+                raise RuntimeError(f"refused with key {context.api_key}")
+            return HarnessResult(status="completed", output=f"the key is {context.api_key}")
+
+    tasks = [Task(task_id=f"t:{i}", input="q") for i in range(2)]
+    env = AgentEnv(ListTaskset("t", tasks), TellingHarness())
+    run = tmp_path / "run"
+    results = await env.evaluate(
+        out=run,
+        api_key_env="AGENTKIT_RAY_TEST_KEY",
+        preflight=False,
+        executor=ray_executor(tmp_path),
+    )
+    by_task = {r.task_id: r for r in results.rollouts}
+    assert by_task["t:1"].error_kind == "harness_exception"
+    assert secret not in json.dumps(results.summary)
+    assert {r.worker is not None for r in results.rollouts} == {True}
+    logs = Path(cluster.head_node.get_session_dir_path()) / "logs"
+    told = 0
+    for path in [*logs.rglob("*"), *run.rglob("*")]:
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            assert secret.encode() not in data, path
+            told += data.count(b"telling harness: key ***")
+    assert told == 2  # the workers' log lines are there, redacted

@@ -41,6 +41,7 @@ from agentkit._result import HarnessResult
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
 
+    from agentkit._redact import Redactor
     from agentkit.env._attempt import Attempt, RolloutWork
     from agentkit.env._runner import Job, PlannedTask
 
@@ -150,7 +151,42 @@ def _load(ref: Any) -> _NodeRun:
         _runs[key] = run
         while len(_runs) > _KEEP_RUNS:
             _runs.pop(next(iter(_runs)))
+        _redact_logs()
     return run
+
+
+_plain_factory: Any = None
+
+
+def _redact_logs() -> None:
+    """Keep the runs' secrets out of this worker process's log lines (Ray keeps them in
+    its session's ``logs/``): every log record's message is redacted as it is made."""
+    import logging
+
+    global _plain_factory
+    if _plain_factory is None:
+        _plain_factory = logging.getLogRecordFactory()
+        plain = _plain_factory
+
+        def factory(*args: Any, **kwargs: Any) -> logging.LogRecord:
+            record: logging.LogRecord = plain(*args, **kwargs)
+            try:
+                message = record.getMessage()
+            except Exception:  # a broken format: logging reports it as it would
+                return record
+            redacted = message
+            for run in list(_runs.values()):
+                redacted = run.redactor().text(redacted)
+            if redacted != message:
+                record.msg, record.args = redacted, None
+            if record.exc_info and not record.exc_text:
+                text = logging.Formatter().formatException(record.exc_info)
+                for run in list(_runs.values()):
+                    text = run.redactor().text(text)
+                record.exc_text = text
+            return record
+
+        logging.setLogRecordFactory(factory)
 
 
 def _node_ip() -> str:
@@ -238,6 +274,7 @@ class _NodeRun:
         self._kind_problem: str | None = None
         self._kind_checked = False
         self._prepared: set[str] = set()
+        self._redactor: Redactor | None = None
 
     # -- before a sandboxed attempt -------------------------------------------
     async def _ready(self, planned: PlannedTask) -> str | None:
@@ -326,13 +363,31 @@ class _NodeRun:
             )
             if attempt.retry or (ok and not self.shipment.keep_sandboxes):
                 shutil.rmtree(root, ignore_errors=True)
-            else:
+            else:  # kept on this node: without the run's secrets, as in a run directory
+                import anyio
+
+                await anyio.to_thread.run_sync(self.redactor().tree, root)
                 kept = str(root)
         attempt.worker = self._where(kept)
         shared = self.shipment.artifacts_dir
         if shared is not None and artifacts is not None and artifacts.exists():
             attempt.worker["artifacts_dir"] = str(artifacts)
         return attempt
+
+    def redactor(self) -> Redactor:
+        """The run's secrets (API key, secret headers) and this node's secret-looking ones."""
+        if self._redactor is None:
+            from agentkit._context import SECRET_HEADER_WORDS
+            from agentkit._redact import Redactor
+
+            ctx = self.work.context
+            headers = [
+                v
+                for k, v in ctx.headers.items()
+                if any(w in k.lower() for w in SECRET_HEADER_WORDS)
+            ]
+            self._redactor = Redactor.for_run(ctx.resolved_api_key, extra=headers)
+        return self._redactor
 
     def _artifacts_dir(self, rollout_id: str) -> Path | None:
         if self.shipment.artifacts_dir is not None:
