@@ -406,3 +406,28 @@ async def test_no_secret_in_the_clusters_logs_or_the_run_directory(
             assert secret.encode() not in data, path
             told += data.count(b"telling harness: key ***")
     assert told == 2  # the workers' log lines are there, redacted
+
+
+@pytest.mark.anyio
+async def test_a_harness_the_nodes_cannot_import_is_refused_in_one_line(
+    cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentkit import ListTaskset, Task
+    from agentkit.executors import ExecutorError
+
+    (tmp_path / "agentkit_only_on_the_driver.py").write_text(
+        "from agentkit import HarnessResult\n\n"
+        "class Harness:\n"
+        "    async def run(self, task, context=None, on_event=None):\n"
+        "        return HarnessResult(status='completed', output='x')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import agentkit_only_on_the_driver as only_here  # type: ignore[import-not-found]
+
+    env = AgentEnv(ListTaskset("t", [Task(task_id="t:1", input="q")]), only_here.Harness())
+    with pytest.raises(ExecutorError) as caught:
+        await env.evaluate(out=tmp_path / "run", executor=ray_executor(tmp_path))
+    message = str(caught.value)
+    assert "No module named 'agentkit_only_on_the_driver' there: every node needs" in message
+    assert "\n" not in message and "Traceback" not in message
+    assert not (tmp_path / "run").exists()

@@ -230,7 +230,9 @@ class RayExecutor:
             cause = getattr(exc, "cause", None)
             if isinstance(cause, AgentkitError):
                 raise cause from None
-            raise ExecutorError(f"the run's preflight failed on a node: {exc}") from None
+            raise ExecutorError(f"the run's preflight failed on a node: {_why(exc)}") from None
+        except ray.exceptions.RaySystemError as exc:  # the run could not be loaded there
+            raise ExecutorError(f"a node cannot load the run: {_why(exc)}") from None
         from agentkit import __version__
 
         if version != __version__:
@@ -314,11 +316,9 @@ class RayExecutor:
             result = HarnessResult(status="failed", error=why, error_kind=kind)
             return Attempt(result, None, retry=not last_attempt)
         except ray.exceptions.RayTaskError as exc:
-            cause = getattr(exc, "cause", None)
-            detail = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
             result = HarnessResult(
                 status="failed",
-                error=f"the attempt failed on its worker: {detail}",
+                error=f"the attempt failed on its worker: {_why(exc)}",
                 error_kind="worker_error",
             )
             return Attempt(result, None)  # it could not run there: no reward
@@ -360,6 +360,24 @@ def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
     )
     found = [getattr(ray.exceptions, n, None) for n in names]
     return tuple(e for e in found if isinstance(e, type) and issubclass(e, BaseException))
+
+
+def _why(exc: BaseException) -> str:
+    """One line for a Ray task's failure: its cause, or what a node could not import."""
+    import re
+
+    text = str(exc)
+    missing = re.search(r"No module named '([^']+)'", text)
+    if missing:
+        return (
+            f"No module named {missing.group(1)!r} there: every node needs the same agentkit, "
+            "plugins and the modules the harness and rubric are defined in"
+        )
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        return f"{type(cause).__name__}: {cause}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def _loss(ray: Any, exc: BaseException) -> tuple[str, str]:
