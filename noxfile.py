@@ -426,7 +426,7 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Run every benchmark in bench/ and print its figures."""
     ensure_system_tools(session)
-    install_project(session, "view")
+    install_project(session, "view", "ray")
     session.install("playwright>=1.40")  # bench/view.py times the page in Chromium too
     for script in sorted((ROOT / "bench").glob("[!_]*.py")):
         session.run("python", str(script))
