@@ -333,6 +333,47 @@ def test_a_killed_ray_driver_is_resumed_by_the_local_executor(
     assert len(keys) == 16 == len(set(keys))  # every (task, rollout) recorded exactly once
 
 
+def test_a_stopped_ray_run_exits_cleanly_and_resumes_on_ray(
+    cluster: Any, tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    model_server.set_script(arithmetic_script(latency=0.5, right=6))
+    run = tmp_path / "run"
+    argv = [
+        sys.executable, "-m", "agentkit", "run", f"jsonl:{arithmetic(tmp_path)}", "chat",
+        "-c", "2", "--model", "scripted-model", "--base-url", model_server.base_url,
+        "--no-progress", "--executor", "ray", "--ray-address", cluster.address,
+    ]  # fmt: skip
+    env = {**os.environ, "NO_COLOR": "1"}
+    driver = subprocess.Popen(
+        [*argv, "--out", str(run)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        while not (run / "rollouts.jsonl").exists() or len(lines(run)) < 2:
+            assert driver.poll() is None, driver.communicate()
+            time.sleep(0.05)
+        driver.send_signal(signal.SIGTERM)
+        _, err = driver.communicate(timeout=120)  # a hang guard, not a measurement
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 128 + signal.SIGTERM, err
+    assert b"Traceback" not in err and f"agentkit run --resume {run}".encode() in err
+    stopped = json.loads((run / "summary.json").read_text())
+    assert stopped["interrupted"] is True and 2 <= stopped["finished"] < 6
+    resumed = subprocess.run(
+        [*argv[:4], "--resume", str(run), "--executor", "ray", "--ray-address", cluster.address,
+         "--json"],
+        env=env, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    assert summary["complete"] and summary["finished"] == 6 and summary["mean_reward"] == 1.0
+    assert summary["this_session"]["executor"]["name"] == "ray"
+    keys = [(x["task_id"], x["rollout_index"]) for x in lines(run)]
+    assert len(keys) == 6 == len(set(keys))
+
+
 @pytest.mark.anyio
 async def test_a_harness_that_cannot_be_sent_is_refused_before_running(
     cluster: Any, tmp_path: Path

@@ -24,7 +24,7 @@ import logging
 import os
 import shutil
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -173,6 +173,11 @@ class RayExecutor:
     def _connect(self, ray: Any) -> None:
         options: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
         options.update(self.init_options)
+        with _keep_stop_signals():
+            self._init(ray, options)
+        self._started = True
+
+    def _init(self, ray: Any, options: dict[str, Any]) -> None:
         try:
             if self.address is not None:
                 ray.init(address=self.address, **options)
@@ -185,7 +190,6 @@ class RayExecutor:
                     ray.init(**options)
         except ConnectionError as exc:
             raise ExecutorError(f"cannot join the Ray cluster at {self.address}: {exc}") from None
-        self._started = True
 
     async def close(self) -> None:
         """Forget the run's shipment; disconnect when this executor connected."""
@@ -326,6 +330,13 @@ class RayExecutor:
             if outcome is None:
                 with contextlib.suppress(Exception):  # it may have ended meanwhile
                     ray.cancel(stream)
+        if outcome is None:  # the stream ended without its result
+            result = HarnessResult(
+                status="failed",
+                error="the attempt's worker ended without a result",
+                error_kind="worker_error",
+            )
+            return Attempt(result, None)
         worker = outcome.worker or {}
         node = f"{worker.get('node_ip') or '?'}/{str(worker.get('node_id') or '?')[:8]}"
         self._by_node[node] = self._by_node.get(node, 0) + 1
@@ -333,6 +344,27 @@ class RayExecutor:
         if shared and store is not None:
             store.link_artifacts(job.rollout_id, str(shared))
         return outcome
+
+
+@contextlib.contextmanager
+def _keep_stop_signals() -> Iterator[None]:
+    """Put back this process's stop-signal handlers after ``ray.init``, which installs
+    its own (SIGTERM would exit at once instead of stopping the run through its
+    event loop and leaving it resumable)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stops = [signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)]
+    saved = {sig: signal.getsignal(sig) for sig in stops if sig is not None}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            if handler is not None:
+                signal.signal(sig, handler)
 
 
 @functools.cache
