@@ -191,8 +191,8 @@ class RolloutWork:
             if result.infra_error:  # the rollout could not run: nothing to score
                 return Attempt(result, None)
             t = time.perf_counter()
-            score = await self.score(planned, job, result, None, artifacts_dir)
-            return Attempt(result, score, 0.0, time.perf_counter() - t)
+            scored = await self.score(planned, job, result, None, artifacts_dir)
+            return Attempt(result, scored, 0.0, time.perf_counter() - t)
         if root.exists():
             shutil.rmtree(root, ignore_errors=True)
         sandbox: Any = None

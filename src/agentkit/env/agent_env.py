@@ -250,8 +250,10 @@ class AgentEnv:
         one (only missing rollouts run, and rollouts that could not run are
         run again). Without either, nothing is written. Before the first
         rollout a preflight checks the model endpoint, the API key, the
-        harness and the sandbox (``preflight=False`` skips it). See
-        docs/agentenv.md for every option.
+        harness and the sandbox (``preflight=False`` skips it). ``executor``
+        says where the rollouts run (``"local"``, ``"ray"`` with
+        ``ray_address``, or an :class:`agentkit.executors.Executor`; see
+        docs/distributed.md). See docs/agentenv.md for every option.
         """
         prep = self._prepare(**options)
         async with contextlib.AsyncExitStack() as stack:
