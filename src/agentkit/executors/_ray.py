@@ -84,7 +84,7 @@ def local_node_labels() -> dict[str, str]:
 class RayExecutor:
     """Run every rollout as a Ray task on a cluster: ``env.run(executor=RayExecutor(...))``.
 
-    ``address`` is the cluster to join (``ray://…`` or ``HOST:PORT``; None:
+    ``address`` is the cluster to join (its head's ``HOST:PORT``; None:
     the cluster in ``RAY_ADDRESS`` or one started with ``ray start`` on this
     machine, else a new local Ray instance, labelled for the sandboxes this
     machine has). A Ray already initialised in this process is used as it is.
