@@ -1,0 +1,55 @@
+"""Helpers for harnesses that run an agent's own program (a CLI such as
+``codex`` or ``claude``) inside the rollout's sandbox.
+
+- :func:`find_program` locates the executable (an option, an environment
+  variable, PATH, or a project-local npm install) and reads its version;
+  :class:`ProgramBinary` says what to run and which host directories a
+  sandbox must show read-only.
+- :func:`executable_in` runs it in place when the sandbox shows it, or copies
+  it in; :func:`write_text` and :func:`read_text` move configuration and
+  session files.
+- :func:`drive` feeds the prompt, hands each output line to a reader live and
+  kills the whole process tree on timeout, error or cancellation.
+- :func:`redactor` and :func:`scrub_sandbox_dir` keep the API key out of
+  recorded text and out of the files the program leaves.
+- :func:`prompt_text` is the task's text; :func:`telemetry_rubric` the
+  weight-0 ``harness.*`` metrics.
+
+The ``codex`` and ``claude-code`` plugins are built on these.
+"""
+
+from __future__ import annotations
+
+from agentkit.programs._binary import ProgramBinary, Resolver, find_program, is_elf, local_npm_bins
+from agentkit.programs._drive import drive, kill_shielded
+from agentkit.programs._files import executable_in, read_text, remove_staged, write_text
+from agentkit.programs._prompt import prompt_text
+from agentkit.programs._secrets import (
+    MIN_SECRET_LEN,
+    REDACTED,
+    redactor,
+    scrub_sandbox_dir,
+    scrub_tree,
+)
+from agentkit.programs._telemetry import telemetry_rubric
+
+__all__ = [
+    "MIN_SECRET_LEN",
+    "REDACTED",
+    "ProgramBinary",
+    "Resolver",
+    "drive",
+    "executable_in",
+    "find_program",
+    "is_elf",
+    "kill_shielded",
+    "local_npm_bins",
+    "prompt_text",
+    "read_text",
+    "redactor",
+    "remove_staged",
+    "scrub_sandbox_dir",
+    "scrub_tree",
+    "telemetry_rubric",
+    "write_text",
+]

@@ -1,0 +1,214 @@
+"""agentkit.programs: the helpers harnesses use to run an agent's own program."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from agentkit import EventRecorder, HarnessError, HarnessResult, Task, Usage
+from agentkit.programs import (
+    drive,
+    executable_in,
+    find_program,
+    prompt_text,
+    read_text,
+    redactor,
+    scrub_sandbox_dir,
+    scrub_tree,
+    telemetry_rubric,
+    write_text,
+)
+from agentkit.testing.sandbox_fixtures import host_pids_with_arg, unique_sleep_arg
+
+pytestmark = pytest.mark.anyio
+HINT = "install it with `npm install demo-agent@1.2.3`"
+
+
+def fake_program(path: Path, output: str = "demo 1.2.3", code: int = 0) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho '{output}'\nexit {code}\n")
+    path.chmod(0o755)
+    return path
+
+
+def find(tmp_path: Path, **kwargs: Any) -> Any:
+    kwargs.setdefault("env", {"PATH": str(tmp_path / "empty")})
+    return find_program("demo", env_var="DEMO_BIN", install_hint=HINT, cwd=tmp_path, **kwargs)
+
+
+def test_missing_program_gives_the_install_hint(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError) as info:
+        find(tmp_path)
+    assert str(info.value) == f"the demo program was not found; {HINT}"
+    with pytest.raises(HarnessError, match="was not found"):
+        find(tmp_path, binary="not-on-path")
+
+
+def test_option_then_variable_then_path_then_npm_install(tmp_path: Path) -> None:
+    npm = fake_program(tmp_path / "node_modules" / "demo" / "bin" / "demo.js", "demo 4.0.0")
+    bin_dir = tmp_path / "node_modules" / ".bin"
+    bin_dir.mkdir()
+    (bin_dir / "demo").symlink_to(os.path.relpath(npm, bin_dir))
+    on_path = fake_program(tmp_path / "path" / "demo", "demo 3.0.0")
+    from_env = fake_program(tmp_path / "env" / "demo", "demo 2.0.0")
+    option = fake_program(tmp_path / "opt" / "demo", "demo 1.0.0")
+    env = {"PATH": str(on_path.parent), "DEMO_BIN": str(from_env)}
+    parse = {"parse_version": lambda line: line.split()[-1]}
+    assert find(tmp_path, binary=str(option), env=env, **parse).version == "1.0.0"
+    assert find(tmp_path, env=env, **parse).found_via == "$DEMO_BIN"
+    assert find(tmp_path, env={"PATH": env["PATH"]}, **parse).version == "3.0.0"
+    found = find(
+        tmp_path / "deeper" if (tmp_path / "deeper").mkdir() is None else tmp_path, **parse
+    )
+    assert (found.version, found.path) == ("4.0.0", npm.resolve())
+    # a script shows its package to the sandbox, not just its directory
+    assert found.mount_dirs == (str(npm.resolve().parent.parent),)
+
+
+def test_a_program_whose_version_fails_is_reported(tmp_path: Path) -> None:
+    broken = fake_program(tmp_path / "demo", "cannot start", code=3)
+    with pytest.raises(HarnessError, match=r"--version failed \(exit 3\).*npm install demo"):
+        find(tmp_path, binary=str(broken))
+    plain = tmp_path / "plain"
+    plain.write_text("not executable")
+    with pytest.raises(HarnessError, match="not an executable file"):
+        find(tmp_path, binary=str(plain))
+
+
+def test_redactor_and_scrub_tree(tmp_path: Path) -> None:
+    secret = "sk-demo-1234567"
+    assert redactor(secret)(f"key={secret}") == "key=[redacted]"
+    assert redactor("abc")("abc") == "abc"  # too short to look for
+    assert redactor(None)("x") == "x"
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "log.db").write_bytes(b"\x00" + secret.encode() + b"\x00tail")
+    (tmp_path / "home" / "clean.txt").write_text("nothing")
+    outside = tmp_path / "outside.txt"
+    outside.write_text(secret)
+    (tmp_path / "home" / "link").symlink_to(outside)  # planted: never followed
+    assert scrub_tree(tmp_path / "home", secret.encode()) == 1
+    assert (tmp_path / "home" / "log.db").read_bytes() == b"\x00" + b"*" * len(secret) + b"\x00tail"
+    assert outside.read_text() == secret
+
+
+def test_prompt_text_of_each_input_kind() -> None:
+    assert prompt_text(Task(task_id="t:1", input="Fix the bug.")) == "Fix the bug."
+    chat = Task(
+        task_id="t:2",
+        input=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": [{"type": "text", "text": "Fix "}, {"text": "it."}]},
+            {"role": "assistant", "content": "ok"},
+        ],
+    )
+    assert prompt_text(chat) == "Be brief.\n\nFix it."
+    assert prompt_text(Task(task_id="t:3", input={"a": 1})) == '{\n  "a": 1\n}'
+
+
+def test_telemetry_rubric_reads_raw_counters_or_the_transcript() -> None:
+    rubric = telemetry_rubric("demo")
+    by_name = {f.name: f for f in rubric.functions}
+    assert sorted(by_name) == ["tokens", "tool_calls", "tool_errors", "turns"]
+    assert all(f.weight == 0.0 for f in rubric.functions)
+    counted = HarnessResult(
+        status="completed",
+        raw={"turns": 3, "tool_calls": 2, "tool_errors": 1},
+        usage=Usage(input_tokens=10, output_tokens=5),
+    )
+    assert [by_name[n].fn(counted) for n in ("turns", "tool_calls", "tool_errors", "tokens")] == [
+        3.0,
+        2.0,
+        1.0,
+        15.0,
+    ]
+    transcript = HarnessResult(
+        status="completed",
+        messages=[
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "a"}, {"id": "b"}]},
+            {"role": "assistant", "content": "done"},
+        ],
+    )
+    assert by_name["turns"].fn(transcript) == 2.0
+    assert by_name["tool_calls"].fn(transcript) == 2.0
+
+
+@pytest.mark.usefixtures("requires_bwrap_here")
+async def test_drive_feeds_lines_live_and_kills_the_tree_when_cancelled(
+    sandbox_factory: Any, tmp_path: Path
+) -> None:
+    sandbox = await sandbox_factory("local")
+    recorder = EventRecorder("t:1")
+    sleep = unique_sleep_arg()
+    script = f"read line; echo got $line; sh -c 'sleep {sleep}' & echo started; wait"
+    proc = await sandbox.start(["/bin/sh", "-c", script])
+    lines: list[str] = []
+    started = anyio.Event()
+
+    async def on_line(line: str) -> None:
+        lines.append(line)
+        if line == "started":
+            started.set()
+        if line == "boom":
+            raise ValueError("reader bug")
+
+    async with anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            await drive(proc, on_line=on_line, timeout=None, stdin=b"hello\n", recorder=recorder)
+
+        tg.start_soon(run)
+        await started.wait()
+        while not host_pids_with_arg(sleep):  # forked, maybe not yet exec'd
+            await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()
+    assert lines == ["got hello", "started"]
+    assert not host_pids_with_arg(sleep)
+
+
+@pytest.mark.usefixtures("requires_bwrap_here")
+async def test_drive_times_out_and_reports_a_failing_reader(sandbox_factory: Any) -> None:
+    sandbox = await sandbox_factory("local")
+    recorder = EventRecorder("t:1")
+    proc = await sandbox.start(["/bin/sh", "-c", "echo boom; exec sleep 1000"])
+
+    async def on_line(line: str) -> None:
+        raise ValueError(f"cannot read {line}")
+
+    outcome = await drive(proc, on_line=on_line, timeout=0.5, recorder=recorder)
+    assert outcome.timed_out
+    [warning] = [e for e in recorder.events if e.type == "log"]
+    assert "ValueError: cannot read boom" in warning.data["message"]
+
+
+@pytest.mark.usefixtures("requires_bwrap_here")
+async def test_files_in_and_out_of_a_sandbox(sandbox_factory: Any, tmp_path: Path) -> None:
+    exe = fake_program(tmp_path / "tools" / "demo")
+    program = find(tmp_path, binary=str(exe))
+    recorder = EventRecorder("t:1")
+    bound = await sandbox_factory("local", ro_binds=[str(exe.parent)])
+    assert await executable_in(bound, program, "/tmp/.demo/demo", recorder) == (str(exe), False)
+    unbound = await sandbox_factory("local")
+    path, staged = await executable_in(unbound, program, "/tmp/.demo/demo", recorder)
+    assert (path, staged) == ("/tmp/.demo/demo", True)
+    assert (await unbound.exec([path, "--version"])).stdout.strip() == "demo 1.2.3"
+    assert "not visible in the sandbox" in recorder.events[-1].data["message"]
+
+    secret = "sk-demo-7654321"
+    await write_text(unbound, "/logs/agent/demo/config.toml", f'key = "{secret}"\n')
+    assert await read_text(unbound, "/logs/agent/demo/config.toml") == f'key = "{secret}"\n'
+    assert await read_text(unbound, "/logs/agent/demo/missing") is None
+    assert await scrub_sandbox_dir(unbound, "/logs/agent/demo", secret, recorder) == 1
+    assert secret not in (await unbound.exec(["cat", "/logs/agent/demo/config.toml"])).stdout
+
+
+@pytest.fixture
+def requires_bwrap_here() -> None:
+    import shutil
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap (bwrap) is not installed")
