@@ -3,20 +3,24 @@
 ``python3 -m nox -s tests`` installs everything the tests need (Python
 packages; as root, bubblewrap, util-linux, ripgrep, node, npm, Docker,
 mmdebstrap and chromium through apt, a Docker engine started with user-namespace
-remapping and offline stand-in base images; the Compose CLI; the pinned
-opencode-ai through npm; the pinned mini-swe-agent in a project-local virtual
-environment) and runs the whole suite in parallel. ``python3 -m nox -s
-security`` runs tests/security again as an unprivileged user (the tests
-session runs it as whoever runs nox, root in CI).
+remapping and offline stand-in base images; the Compose CLI; the pinned agent
+programs through npm: opencode-ai, @openai/codex and @anthropic-ai/claude-code;
+the pinned mini-swe-agent in a project-local virtual environment) and runs the
+whole suite in parallel. ``python3 -m nox -s security`` runs tests/security
+again as an unprivileged user (the tests session runs it as whoever runs nox,
+root in CI).
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import nox
 
@@ -25,13 +29,89 @@ nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["tests", "security", "signals", "lint", "types", "docs"]
 nox.options.reuse_existing_virtualenvs = True
 
-#: The opencode-ai version the tests pin; recorded in every OpenCode result.
-OPENCODE_VERSION = "1.18.33"
 NPM_PREFIX = ROOT / ".cache" / "npm"
 #: The mini-swe-agent version the tests pin, and where it is installed
 #: (``python -m agentkit_mini_swe_agent install``: a virtual environment).
 MINI_SWE_AGENT_VERSION = "2.4.6"
 MINI_SWE_AGENT_VENV = ROOT / ".cache" / "mini-swe-agent" / "venv"
+
+
+class NpmProgram(NamedTuple):
+    """An agent program a plugin drives, installed from npm for the tests.
+
+    Its pinned version lives in one place, the plugin's own constant
+    (``constant`` in ``plugins/<plugin>/src/<module>``), read here.
+    """
+
+    plugin: str
+    package: str
+    module: str
+    constant: str
+    executable: str
+    env_var: str
+
+
+NPM_PROGRAMS = (
+    NpmProgram(
+        "agentkit-opencode", "opencode-ai", "agentkit_opencode/_binary.py",
+        "OPENCODE_VERSION", "opencode", "AGENTKIT_OPENCODE_BIN",
+    ),
+    NpmProgram(
+        "agentkit-codex", "@openai/codex", "agentkit_codex/_binary.py",
+        "CODEX_VERSION", "codex", "AGENTKIT_CODEX_BIN",
+    ),
+    NpmProgram(
+        "agentkit-claude-code", "@anthropic-ai/claude-code", "agentkit_claude_code/_binary.py",
+        "CLAUDE_CODE_VERSION", "claude", "AGENTKIT_CLAUDE_CODE_BIN",
+    ),
+)  # fmt: skip
+
+
+def pinned_version(program: NpmProgram) -> str:
+    """The version ``program``'s plugin pins (its module-level string constant)."""
+    source = ROOT / "plugins" / program.plugin / "src" / program.module
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == program.constant for t in node.targets
+        ):
+            value = ast.literal_eval(node.value)
+            if isinstance(value, str):
+                return value
+    raise ValueError(f"{source}: no string constant {program.constant}")
+
+
+def _installed_version(package: str) -> str | None:
+    manifest = NPM_PREFIX / "node_modules" / package / "package.json"
+    try:
+        version = json.loads(manifest.read_text()).get("version")
+    except (OSError, ValueError):
+        return None
+    return version if isinstance(version, str) else None
+
+
+def ensure_npm_programs(session: nox.Session) -> None:
+    """Install the pinned agent programs into ``.cache/npm`` (one ``npm install`` for
+    whatever is missing or at another version) and point the plugins at them."""
+    programs = [p for p in NPM_PROGRAMS if (ROOT / "plugins" / p.plugin).exists()]
+    wanted = {p: pinned_version(p) for p in programs}
+    missing = [
+        f"{p.package}@{version}"
+        for p, version in wanted.items()
+        if _installed_version(p.package) != version
+        or not (NPM_PREFIX / "node_modules" / ".bin" / p.executable).exists()
+    ]
+    if missing:
+        session.log(f"installing {' '.join(missing)} with npm")
+        NPM_PREFIX.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["npm", "install", "--no-audit", "--no-fund", "--save-exact", "--prefix",
+             str(NPM_PREFIX), *missing],
+            check=True,
+        )  # fmt: skip
+    for program in programs:
+        session.env[program.env_var] = str(
+            NPM_PREFIX / "node_modules" / ".bin" / program.executable
+        )
 
 
 def plugin_dirs() -> list[str]:
@@ -54,7 +134,7 @@ def install_project(session: nox.Session, *extras: str) -> None:
 #: Debian packages the tests use, by the program they provide: the local sandbox
 #: (bubblewrap; nsenter, setpriv, prlimit and unshare from util-linux), ripgrep for
 #: OpenCode's grep and glob tools (offline, OpenCode cannot download it), node and
-#: npm to install OpenCode itself; the Docker engine and CLI for the docker sandbox,
+#: npm to install the agent programs; the Docker engine and CLI for the docker sandbox,
 #: mmdebstrap for its offline base images, and Podman and Buildah (the other tools the
 #: local sandbox can make task images with).
 APT_PACKAGES = {
@@ -141,14 +221,15 @@ def ensure_docker(session: nox.Session) -> None:
 
 
 def ensure_system_tools(
-    session: nox.Session, *, opencode: bool = True, docker: bool = True, browser: bool = True
+    session: nox.Session, *, npm: bool = True, docker: bool = True, browser: bool = True
 ) -> None:
     """bubblewrap, util-linux, ripgrep, node, npm, Docker, mmdebstrap and chromium
     through apt (as root), a Docker engine and base images (:func:`ensure_docker`),
-    opencode-ai through npm. Under ``CI=true`` anything still missing stops the
-    session: CI must not pass by skipping the tests that need it."""
+    the agent programs through npm (:func:`ensure_npm_programs`). Under ``CI=true``
+    anything still missing stops the session: CI must not pass by skipping the
+    tests that need it."""
     wanted = dict(APT_PACKAGES)
-    if not opencode:
+    if not npm:
         wanted = {b: p for b, p in wanted.items() if p not in ("nodejs", "npm")}
     if docker:
         wanted.update(DOCKER_APT_PACKAGES)
@@ -169,24 +250,8 @@ def ensure_system_tools(
         session.error(f"CI=true: {', '.join(still)} still missing after installing")
     if docker:
         ensure_docker(session)
-    if opencode and (ROOT / "plugins" / "agentkit-opencode").exists() and shutil.which("npm"):
-        binary = NPM_PREFIX / "node_modules" / ".bin" / "opencode"
-        if not binary.exists():
-            session.log(f"installing opencode-ai@{OPENCODE_VERSION} with npm")
-            NPM_PREFIX.mkdir(parents=True, exist_ok=True)
-            subprocess.run(
-                [
-                    "npm",
-                    "install",
-                    "--no-audit",
-                    "--no-fund",
-                    "--prefix",
-                    str(NPM_PREFIX),
-                    f"opencode-ai@{OPENCODE_VERSION}",
-                ],
-                check=True,
-            )
-        session.env["AGENTKIT_OPENCODE_BIN"] = str(binary)
+    if npm and shutil.which("npm"):
+        ensure_npm_programs(session)
 
 
 def ensure_mini_swe_agent(session: nox.Session) -> None:
@@ -264,7 +329,7 @@ SIGNAL_ROUNDS = 50
 @nox.session
 def signals(session: nox.Session) -> None:
     """Every stop-signal test, SIGNAL_ROUNDS times each (pytest-repeat), with no failure."""
-    ensure_system_tools(session, opencode=False, docker=False, browser=False)
+    ensure_system_tools(session, npm=False, docker=False, browser=False)
     install_project(session, "test")
     rounds = ["--count", str(SIGNAL_ROUNDS)]
     session.run("pytest", "-n", "auto", *rounds, *SIGNAL_TESTS, *session.posargs)
@@ -320,7 +385,7 @@ def security(session: nox.Session) -> None:
     built from a Python it can run. Run as a non-root user, this session
     simply runs the suite as that user.
     """
-    ensure_system_tools(session, opencode=False, docker=False, browser=False)  # root engine
+    ensure_system_tools(session, npm=False, docker=False, browser=False)  # root engine
     args = session.posargs or ["-n", "2", "tests/security"]
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         install_project(session, "test")
@@ -416,7 +481,7 @@ def demo(session: nox.Session) -> None:
     make their images): a progress bar, the results table and a run
     directory under runs/.
     """
-    ensure_system_tools(session, opencode=False, docker=False, browser=False)
+    ensure_system_tools(session, npm=False, docker=False, browser=False)
     install_project(session)
     args = session.posargs or ["harbor:examples/harbor", "oracle", "-n", "2", "-S", "image=host"]
     session.run("agentkit", "run", *args)
