@@ -1,0 +1,433 @@
+"""The ``codex`` harness: the real Codex CLI, run non-interactively in a sandbox.
+
+>>> result = await Codex(model="my-model").run(task, RunContext(base_url=url))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from agentkit import EventRecorder, ExecutionHints, HarnessError, HarnessResult, RunContext, Task
+from agentkit.programs import (
+    ProgramBinary,
+    drive,
+    executable_in,
+    kill_shielded,
+    prompt_text,
+    redactor,
+    remove_staged,
+    scrub_sandbox_dir,
+    telemetry_rubric,
+    write_text,
+)
+from agentkit_codex._binary import find_codex
+from agentkit_codex._config import (
+    CODEX_HOME,
+    SAMPLING_KEYS,
+    build_config,
+    build_env,
+    render_config,
+)
+from agentkit_codex._rollout import Rollout
+from agentkit_codex._stream import CodexStream, classify_error, clean_error
+
+if TYPE_CHECKING:
+    from agentkit import Rubric, Sandbox
+    from agentkit._events import EventCallback
+    from agentkit._sandbox import ExecResult, Process
+
+__all__ = ["Codex"]
+
+#: Where the binary is copied when the sandbox cannot see it at its host path.
+STAGED_BINARY = "/tmp/.agentkit-codex/codex"
+_STDERR_TAIL = 4000
+#: Follows codex's session file from inside the sandbox (for ``max_turns``):
+#: waits for ``rollout-*<thread id>.jsonl`` under ``$1``, then prints it as it grows.
+_FOLLOW = (
+    'while :; do f=$(find "$1" -name "rollout-*$2.jsonl" 2>/dev/null | head -n 1); '
+    'if [ -n "$f" ]; then exec tail -n +1 -F -s 0.1 "$f"; fi; sleep 0.1; done'
+)
+
+
+class Codex:
+    """Runs the ``codex`` CLI (``codex exec --json``) on a task, in its sandbox.
+
+    Options (``-H name=value`` on the command line):
+
+    - ``model``: the model served by the run's endpoint; overrides
+      ``RunContext.model``.
+    - ``config``: codex configuration (``config.toml`` keys) merged over the
+      generated one; unknown keys are errors (``--strict-config``).
+    - ``max_retries``: codex's ``request_max_retries`` and
+      ``stream_max_retries`` for the endpoint (None: codex's defaults).
+    - ``timeout``: seconds before codex's process tree is killed (the smaller
+      of this and ``RunContext.limits.timeout_sec`` applies).
+    - ``binary``: the codex executable (else ``$AGENTKIT_CODEX_BIN``, PATH,
+      or ``node_modules/.bin`` in the working directory or a parent).
+    """
+
+    name: ClassVar[str] = "codex"
+    description: ClassVar[str] = (
+        "The real Codex CLI (codex exec), run non-interactively in the rollout's sandbox."
+    )
+    #: The runner gives this harness a sandbox even when the task asks for none.
+    requires_sandbox: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        model: str | None = None,
+        config: dict[str, Any] | None = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        binary: str | None = None,
+    ) -> None:
+        if config is not None and not isinstance(config, dict):
+            raise HarnessError(
+                f"codex option config: expected an object, got {type(config).__name__}"
+            )
+        if max_retries is not None and (isinstance(max_retries, bool) or max_retries < 0):
+            raise HarnessError(
+                f"codex option max_retries: expected an integer >= 0, got {max_retries!r}"
+            )
+        if timeout is not None and not timeout > 0:
+            raise HarnessError(f"codex option timeout: expected seconds > 0, got {timeout!r}")
+        self.model = model
+        self.config = dict(config) if config else None
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.binary = binary
+
+    def __repr__(self) -> str:
+        return f"Codex(model={self.model!r})"
+
+    # -- optional Harness members -------------------------------------------
+
+    def supports(self, task: Task) -> bool:
+        """Tasks with a payload (its text is what codex is asked to do)."""
+        return task.input is not None
+
+    def compile_rubric(self, taskset: Any) -> Rubric:
+        """Telemetry (weight 0): ``turns``, ``tool_calls``, ``tool_errors``, ``tokens``."""
+        return telemetry_rubric("codex")
+
+    @property
+    def sandbox_ro_binds(self) -> list[str]:
+        """Host directories a sandbox must show read-only (at the same path) to run codex."""
+        try:
+            return list(find_codex(self.binary).mount_dirs)
+        except HarnessError:
+            return []
+
+    def find_binary(self) -> ProgramBinary:
+        """The codex executable this harness runs (raises HarnessError when missing)."""
+        return find_codex(self.binary)
+
+    # -- running ------------------------------------------------------------
+
+    async def run(
+        self,
+        task: Task,
+        context: RunContext | None = None,
+        on_event: EventCallback | None = None,
+    ) -> HarnessResult:
+        """Run codex on ``task``; events reach ``on_event`` while it runs."""
+        task.require_payload()
+        context = context or RunContext()
+        model = self.model or context.model
+        if not model:
+            raise HarnessError(
+                "the codex harness needs a model: pass RunContext(model=...), "
+                "Codex(model=...) or -H model=NAME"
+            )
+        binary = await asyncio.to_thread(find_codex, self.binary)
+        if context.sandbox is not None:
+            return await self._run_in(context.sandbox, task, context, model, binary, on_event)
+        from agentkit.sandbox import open_sandbox
+
+        hints = ExecutionHints(ro_binds=list(binary.mount_dirs))
+        async with open_sandbox(
+            "local",
+            hints=hints,
+            model_endpoint=context.base_url,
+            rollout_id=context.rollout_id or "codex",
+        ) as sandbox:
+            return await self._run_in(sandbox, task, context, model, binary, on_event)
+
+    def _timeout(self, context: RunContext) -> float | None:
+        limits = [t for t in (self.timeout, context.limits.timeout_sec) if t is not None]
+        return min(limits) if limits else None
+
+    async def _run_in(
+        self,
+        sandbox: Sandbox,
+        task: Task,
+        context: RunContext,
+        model: str,
+        binary: ProgramBinary,
+        on_event: EventCallback | None,
+    ) -> HarnessResult:
+        api_key = context.resolved_api_key
+        redact = redactor(api_key)
+        recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
+        config = build_config(
+            model=model,
+            base_url=context.base_url,
+            has_api_key=bool(api_key),
+            max_retries=self.max_retries,
+            sampling_args=context.sampling_args,
+            extra=self.config,
+        )
+        translate = getattr(sandbox, "translate", None)  # host mode: in-sandbox -> host paths
+        home = translate(CODEX_HOME) if callable(translate) else CODEX_HOME
+        env = build_env(codex_home=home, api_key=api_key, has_endpoint=context.base_url is not None)
+        timeout = self._timeout(context)
+        max_turns = context.limits.max_turns
+        await recorder.emit(
+            "harness.start",
+            harness="codex",
+            model=model,
+            codex_version=binary.version,
+            timeout_sec=timeout,
+            max_turns=max_turns,
+        )
+        await _note_ignored(recorder, context)
+        started = time.monotonic()
+        executable, staged = await executable_in(sandbox, binary, STAGED_BINARY, recorder)
+        await write_text(sandbox, f"{CODEX_HOME}/config.toml", render_config(config))
+        argv = [executable, "exec", "--json", "--strict-config", "--skip-git-repo-check", "-"]
+        stream = CodexStream(recorder, redact)
+        limit: _TurnLimit | None = None
+        try:
+            remaining = None
+            if timeout is not None:
+                remaining = max(0.001, timeout - (time.monotonic() - started))
+            proc = await sandbox.start(argv, env=env)
+            if max_turns is not None:
+                limit = _TurnLimit(sandbox, proc, max_turns)
+                stream.on_thread = limit.start
+            outcome = await drive(
+                proc,
+                on_line=stream.feed,
+                timeout=remaining,
+                stdin=prompt_text(task).encode("utf-8"),
+                recorder=recorder,
+            )
+            # read before the key is masked in codex's files: the transcript says [redacted]
+            rollout, rollout_file = await _read_rollout(sandbox, stream.session_id, redact)
+        finally:
+            import anyio
+
+            with anyio.CancelScope(shield=True):
+                if limit is not None:
+                    await limit.stop()
+                if staged:
+                    await remove_staged(sandbox, STAGED_BINARY)
+                await scrub_sandbox_dir(sandbox, CODEX_HOME, api_key, recorder)
+        return await self._result(
+            task, stream, rollout, rollout_file, outcome, limit, recorder, binary, model, timeout,
+            redact, staged,
+        )  # fmt: skip
+
+    async def _result(
+        self,
+        task: Task,
+        stream: CodexStream,
+        rollout: Rollout,
+        rollout_file: str | None,
+        outcome: ExecResult,
+        limit: _TurnLimit | None,
+        recorder: EventRecorder,
+        binary: ProgramBinary,
+        model: str,
+        timeout: float | None,
+        redact: Callable[[str], str],
+        staged: bool,
+    ) -> HarnessResult:
+        stderr = redact(outcome.stderr.strip())[-_STDERR_TAIL:]
+        if stderr:
+            await recorder.emit("log", level="info", source="codex.stderr", message=stderr)
+        has_rollout = rollout.lines > 0
+        turns = len(rollout.all_calls()) if has_rollout else 0
+        error: str | None = None
+        error_kind: str | None = None
+        if outcome.timed_out:
+            status, error_kind = "timeout", "timeout"
+            error = (
+                f"codex did not finish within {timeout:g} s; its process tree was killed"
+                if timeout is not None
+                else "codex timed out"
+            )
+        elif limit is not None and limit.hit:
+            status, error_kind = "timeout", "max_turns"
+            error = (
+                f"stopped codex as it began model call {limit.max_turns + 1} "
+                f"(max_turns={limit.max_turns})"
+            )
+        elif stream.failure is not None:
+            status = "failed"
+            error = clean_error(stream.failure)
+            error_kind = classify_error(stream.failure)
+        elif outcome.exit_code != 0:
+            status, error_kind = "failed", "agent_error"
+            detail = clean_error(stream.errors[-1]) if stream.errors else _stderr_summary(stderr)
+            error = f"codex exited with status {outcome.exit_code}: {detail}"
+        else:
+            status = "completed"
+        if status != "completed" and stream.failure is None:
+            await recorder.emit("error", source="harness", kind=error_kind, message=error)
+        usage = rollout.usage if rollout.calls else (stream.usage or rollout.usage)
+        if usage.requests == 0 and turns:
+            usage = attrs.evolve(usage, requests=turns)
+        tool_calls = rollout.tool_calls if has_rollout else stream.tool_calls
+        await recorder.emit(
+            "harness.end",
+            status=status,
+            exit_code=outcome.exit_code,
+            turns=turns,
+            tool_calls=tool_calls,
+            usage=usage.to_json(),
+        )
+        messages = (
+            rollout.messages(prompt_text(task))
+            if has_rollout
+            else _stream_messages(stream, redact(prompt_text(task)))
+        )
+        return HarnessResult(
+            status=status,  # type: ignore[arg-type]
+            output=stream.output if stream.output is not None else rollout.output,
+            messages=messages,
+            error=error,
+            error_kind=error_kind,
+            usage=usage,
+            events=list(recorder.events),
+            raw={
+                "codex_version": binary.version,
+                "session_id": stream.session_id or rollout.session_id,
+                "model": model,
+                "exit_code": outcome.exit_code,
+                "binary": str(binary.path),
+                "binary_staged": staged,
+                "rollout_file": rollout_file,
+                "turns": turns,
+                "tool_calls": tool_calls,
+                "tool_errors": stream.tool_errors,
+                "retries": stream.retries,
+            },
+        )
+
+
+class _TurnLimit:
+    """Stops codex as model call ``max_turns + 1`` begins, reading its session file
+    as it grows (``tail -F`` inside the sandbox): codex itself has no turn limit."""
+
+    def __init__(self, sandbox: Sandbox, proc: Process, max_turns: int) -> None:
+        self.sandbox = sandbox
+        self.proc = proc
+        self.max_turns = max_turns
+        self.hit = False
+        self._follower: Process | None = None
+        self._task: asyncio.Future[None] | None = None
+
+    async def start(self, thread_id: str) -> None:
+        if self._follower is not None:
+            return
+        self._follower = await self.sandbox.start(
+            ["/bin/sh", "-c", _FOLLOW, "sh", f"{CODEX_HOME}/sessions", thread_id]
+        )
+        self._task = asyncio.ensure_future(self._read(self._follower))
+
+    async def _read(self, follower: Process) -> None:
+        rollout = Rollout()
+        async for line in follower.stdout_lines():
+            rollout.feed(line)
+            if not self.hit and rollout.turn_limit_reached(self.max_turns):
+                self.hit = True
+                await self.proc.kill()
+                return
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+        if self._follower is not None:
+            await kill_shielded(self._follower)
+
+
+async def _note_ignored(recorder: EventRecorder, context: RunContext) -> None:
+    ignored = sorted(k for k in context.sampling_args if k not in SAMPLING_KEYS)
+    if context.limits.max_tokens is not None:
+        ignored.append("max_tokens")
+    if ignored:
+        await recorder.emit(
+            "log",
+            level="warning",
+            message=f"codex does not take {', '.join(ignored)}: not applied "
+            f"(it takes {', '.join(SAMPLING_KEYS)})",
+        )
+
+
+async def _read_rollout(
+    sandbox: Sandbox, session_id: str | None, redact: Callable[[str], str]
+) -> tuple[Rollout, str | None]:
+    """codex's session file for ``session_id`` (copied out of the sandbox), parsed."""
+    rollout = Rollout(redact)
+    if not session_id:
+        return rollout, None
+    with tempfile.TemporaryDirectory(prefix="agentkit-codex-") as tmp:
+        try:
+            await sandbox.download(f"{CODEX_HOME}/sessions", tmp)
+        except Exception:
+            return rollout, None
+        found = sorted(Path(tmp).rglob(f"rollout-*{session_id}.jsonl"))
+        if not found:
+            return rollout, None
+        rollout.feed_text(found[-1].read_text(encoding="utf-8", errors="replace"))
+        relative = found[-1].relative_to(tmp).as_posix()
+    return rollout, f"{CODEX_HOME}/sessions/{relative}"
+
+
+def _stderr_summary(stderr: str) -> str:
+    """The useful part of codex's standard error: a configuration error and where it
+    is, else the last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if line.startswith("Error loading config"):
+            return " ".join(lines[i : i + 2])
+    return lines[-1] if lines else "no error message"
+
+
+def _stream_messages(stream: CodexStream, prompt: str) -> list[dict[str, Any]]:
+    """A transcript from the live stream, when the session file cannot be read."""
+    out: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    for item in stream.items:
+        if item["kind"] == "text":
+            out.append({"role": "assistant", "content": item["text"]})
+        elif item["kind"] == "tool":
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": item["id"],
+                            "type": "function",
+                            "function": {
+                                "name": item["name"],
+                                "arguments": json.dumps(item["arguments"]),
+                            },
+                        }
+                    ],
+                }
+            )
+            out.append({"role": "tool", "tool_call_id": item["id"], "content": item["output"]})
+    return out
