@@ -1,0 +1,340 @@
+"""The ``claude-code`` harness: the real Claude Code CLI, run non-interactively in a sandbox.
+
+>>> harness = ClaudeCode(model="my-model")
+>>> result = await harness.run(task, RunContext(base_url=url))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from agentkit import EventRecorder, ExecutionHints, HarnessError, HarnessResult, RunContext, Task
+from agentkit.programs import (
+    ProgramBinary,
+    drive,
+    executable_in,
+    prompt_text,
+    redactor,
+    remove_staged,
+    scrub_sandbox_dir,
+    telemetry_rubric,
+    write_text,
+)
+from agentkit_claude_code._binary import find_claude
+from agentkit_claude_code._settings import (
+    CONFIG_DIR,
+    build_env,
+    build_settings,
+    render_settings,
+)
+from agentkit_claude_code._stream import ClaudeStream, classify_error
+
+if TYPE_CHECKING:
+    from agentkit import Rubric, Sandbox
+    from agentkit._events import EventCallback
+    from agentkit._sandbox import ExecResult
+
+__all__ = ["ClaudeCode"]
+
+#: Where the binary is copied when the sandbox cannot see it at its host path.
+STAGED_BINARY = "/tmp/.agentkit-claude-code/claude"
+_STDERR_TAIL = 4000
+
+
+class ClaudeCode:
+    """Runs the ``claude`` CLI (``claude -p --output-format stream-json``) on a task,
+    in its sandbox.
+
+    Options (``-H name=value`` on the command line):
+
+    - ``model``: the model served by the run's endpoint; overrides
+      ``RunContext.model``.
+    - ``settings``: Claude Code settings (``settings.json`` keys) merged over
+      the generated ones.
+    - ``append_system_prompt``: text added to the end of Claude Code's system
+      prompt (``--append-system-prompt``).
+    - ``max_retries``: ``CLAUDE_CODE_MAX_RETRIES``, how often Claude Code
+      retries a failed model call (None: its default, 10, with backoff).
+    - ``timeout``: seconds before Claude Code's process tree is killed (the
+      smaller of this and ``RunContext.limits.timeout_sec`` applies).
+    - ``binary``: the claude executable (else ``$AGENTKIT_CLAUDE_CODE_BIN``,
+      PATH, or ``node_modules/.bin`` in the working directory or a parent).
+    """
+
+    name: ClassVar[str] = "claude-code"
+    description: ClassVar[str] = (
+        "The real Claude Code CLI (claude -p), run non-interactively in the rollout's sandbox."
+    )
+    #: The runner gives this harness a sandbox even when the task asks for none.
+    requires_sandbox: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        model: str | None = None,
+        settings: dict[str, Any] | None = None,
+        append_system_prompt: str | None = None,
+        max_retries: int | None = None,
+        timeout: float | None = None,
+        binary: str | None = None,
+    ) -> None:
+        if settings is not None and not isinstance(settings, dict):
+            raise HarnessError(
+                f"claude-code option settings: expected an object, got {type(settings).__name__}"
+            )
+        if max_retries is not None and (isinstance(max_retries, bool) or max_retries < 0):
+            raise HarnessError(
+                f"claude-code option max_retries: expected an integer >= 0, got {max_retries!r}"
+            )
+        if timeout is not None and not timeout > 0:
+            raise HarnessError(f"claude-code option timeout: expected seconds > 0, got {timeout!r}")
+        self.model = model
+        self.settings = dict(settings) if settings else None
+        self.append_system_prompt = append_system_prompt
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.binary = binary
+
+    def __repr__(self) -> str:
+        return f"ClaudeCode(model={self.model!r})"
+
+    # -- optional Harness members -------------------------------------------
+
+    def supports(self, task: Task) -> bool:
+        """Tasks with a payload (its text is what Claude Code is asked to do)."""
+        return task.input is not None
+
+    def compile_rubric(self, taskset: Any) -> Rubric:
+        """Telemetry (weight 0): ``turns``, ``tool_calls``, ``tool_errors``, ``tokens``."""
+        return telemetry_rubric("claude-code")
+
+    @property
+    def sandbox_ro_binds(self) -> list[str]:
+        """Host directories a sandbox must show read-only (at the same path) to run claude."""
+        try:
+            return list(find_claude(self.binary).mount_dirs)
+        except HarnessError:
+            return []
+
+    def find_binary(self) -> ProgramBinary:
+        """The claude executable this harness runs (raises HarnessError when missing)."""
+        return find_claude(self.binary)
+
+    # -- running ------------------------------------------------------------
+
+    async def run(
+        self,
+        task: Task,
+        context: RunContext | None = None,
+        on_event: EventCallback | None = None,
+    ) -> HarnessResult:
+        """Run Claude Code on ``task``; events reach ``on_event`` while it runs."""
+        task.require_payload()
+        context = context or RunContext()
+        model = self.model or context.model
+        if not model:
+            raise HarnessError(
+                "the claude-code harness needs a model: pass RunContext(model=...), "
+                "ClaudeCode(model=...) or -H model=NAME"
+            )
+        binary = await asyncio.to_thread(find_claude, self.binary)
+        if context.sandbox is not None:
+            return await self._run_in(context.sandbox, task, context, model, binary, on_event)
+        from agentkit.sandbox import open_sandbox
+
+        hints = ExecutionHints(ro_binds=list(binary.mount_dirs))
+        async with open_sandbox(
+            "local",
+            hints=hints,
+            model_endpoint=context.base_url,
+            rollout_id=context.rollout_id or "claude-code",
+        ) as sandbox:
+            return await self._run_in(sandbox, task, context, model, binary, on_event)
+
+    def _timeout(self, context: RunContext) -> float | None:
+        limits = [t for t in (self.timeout, context.limits.timeout_sec) if t is not None]
+        return min(limits) if limits else None
+
+    async def _run_in(
+        self,
+        sandbox: Sandbox,
+        task: Task,
+        context: RunContext,
+        model: str,
+        binary: ProgramBinary,
+        on_event: EventCallback | None,
+    ) -> HarnessResult:
+        api_key = context.resolved_api_key
+        redact = redactor(api_key)
+        recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
+        prompt = prompt_text(task)
+        translate = getattr(sandbox, "translate", None)  # host mode: in-sandbox -> host paths
+        config_dir = translate(CONFIG_DIR) if callable(translate) else CONFIG_DIR
+        env = build_env(
+            config_dir=config_dir,
+            model=model,
+            base_url=context.base_url,
+            api_key=api_key,
+            max_retries=self.max_retries,
+            max_output_tokens=context.limits.max_tokens,
+        )
+        session_id = str(uuid.uuid4())
+        timeout = self._timeout(context)
+        max_turns = context.limits.max_turns
+        await recorder.emit(
+            "harness.start",
+            harness="claude-code",
+            model=model,
+            claude_code_version=binary.version,
+            session_id=session_id,
+            timeout_sec=timeout,
+            max_turns=max_turns,
+        )
+        if context.sampling_args:
+            await recorder.emit(
+                "log",
+                level="warning",
+                message="Claude Code does not take sampling arguments: "
+                f"{', '.join(sorted(context.sampling_args))} not applied",
+            )
+        started = time.monotonic()
+        executable, staged = await executable_in(sandbox, binary, STAGED_BINARY, recorder)
+        settings = build_settings(model=model, extra=self.settings)
+        await write_text(sandbox, f"{CONFIG_DIR}/settings.json", render_settings(settings))
+        argv = [
+            executable,
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--include-partial-messages",
+            "--session-id",
+            session_id,
+        ]
+        if max_turns is not None:
+            argv += ["--max-turns", str(max_turns)]
+        if self.append_system_prompt:
+            argv += ["--append-system-prompt", self.append_system_prompt]
+        stream = ClaudeStream(recorder, prompt, redact)
+        try:
+            remaining = None
+            if timeout is not None:
+                remaining = max(0.001, timeout - (time.monotonic() - started))
+            proc = await sandbox.start(argv, env=env)
+            outcome = await drive(
+                proc,
+                on_line=stream.feed,
+                timeout=remaining,
+                stdin=prompt.encode("utf-8"),
+                recorder=recorder,
+            )
+        finally:
+            import anyio
+
+            with anyio.CancelScope(shield=True):
+                if staged:
+                    await remove_staged(sandbox, STAGED_BINARY)
+                await scrub_sandbox_dir(sandbox, CONFIG_DIR, api_key, recorder)
+        return await self._result(
+            stream, outcome, recorder, binary, model, session_id, timeout, max_turns, redact,
+            staged,
+        )  # fmt: skip
+
+    async def _result(
+        self,
+        stream: ClaudeStream,
+        outcome: ExecResult,
+        recorder: EventRecorder,
+        binary: ProgramBinary,
+        model: str,
+        session_id: str,
+        timeout: float | None,
+        max_turns: int | None,
+        redact: Callable[[str], str],
+        staged: bool,
+    ) -> HarnessResult:
+        stderr = redact(outcome.stderr.strip())[-_STDERR_TAIL:]
+        if stderr:
+            await recorder.emit("log", level="info", source="claude-code.stderr", message=stderr)
+        result = stream.result or {}
+        error: str | None = None
+        error_kind: str | None = None
+        reported = False
+        if outcome.timed_out:
+            status, error_kind = "timeout", "timeout"
+            error = (
+                f"Claude Code did not finish within {timeout:g} s; its process tree was killed"
+                if timeout is not None
+                else "Claude Code timed out"
+            )
+        elif result.get("subtype") == "error_max_turns" or result.get("terminal_reason") == (
+            "max_turns"
+        ):
+            status, error_kind = "timeout", "max_turns"
+            error = f"Claude Code stopped after {stream.turns} model calls (max_turns={max_turns})"
+        elif result.get("is_error") or (not result and stream.api_error is not None):
+            status = "failed"
+            api_error = stream.api_error or {}
+            texts = [t for t in (result.get("result"), api_error.get("message")) if t]
+            errors = [str(e) for e in result.get("errors") or []]
+            error = (
+                redact(str(texts[0]))
+                if texts
+                else redact("; ".join(errors))
+                or (f"Claude Code failed ({result.get('subtype') or 'error'})")
+            )
+            http = result.get("api_error_status") or api_error.get("status")
+            error_kind = classify_error(http, api_error.get("error"), error)
+            await recorder.emit(
+                "error", source="claude-code", kind=error_kind, message=error, status_code=http
+            )
+            reported = True
+        elif outcome.exit_code != 0:
+            status, error_kind = "failed", "agent_error"
+            lines = [line for line in stderr.splitlines() if line.strip()]
+            error = (
+                f"Claude Code exited with status {outcome.exit_code}: "
+                f"{lines[-1].strip() if lines else 'no error message'}"
+            )
+        else:
+            status = "completed"
+        if status != "completed" and not reported:
+            await recorder.emit("error", source="harness", kind=error_kind, message=error)
+        usage = stream.usage
+        await recorder.emit(
+            "harness.end",
+            status=status,
+            exit_code=outcome.exit_code,
+            turns=stream.turns,
+            tool_calls=stream.tool_calls,
+            usage=usage.to_json(),
+        )
+        return HarnessResult(
+            status=status,  # type: ignore[arg-type]
+            output=stream.output,
+            messages=stream.messages,
+            error=error,
+            error_kind=error_kind,
+            usage=usage,
+            events=list(recorder.events),
+            raw={
+                "claude_code_version": stream.version or binary.version,
+                "session_id": stream.session_id or session_id,
+                "model": model,
+                "exit_code": outcome.exit_code,
+                "binary": str(binary.path),
+                "binary_staged": staged,
+                "turns": stream.turns,
+                "tool_calls": stream.tool_calls,
+                "tool_errors": stream.tool_errors,
+                "retries": stream.retries,
+                "num_turns": result.get("num_turns"),
+                "subtype": result.get("subtype"),
+                "terminal_reason": result.get("terminal_reason"),
+                "stop_reason": result.get("stop_reason"),
+                "duration_api_ms": result.get("duration_api_ms"),
+            },
+        )

@@ -1,0 +1,83 @@
+"""Claude Code unchanged in the docker sandbox: a no-network Harbor task in its own image.
+
+The container has no network, yet Claude Code (its binary bound read-only
+from the host, never copied; it runs on the image's glibc) reaches the
+scripted model server through the sandbox's relay, runs its Bash tool with
+the image's tools and ENV, and the task's verifier passes. The API key
+reaches the model server and nothing else."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from claude_helpers import files_containing
+
+from agentkit import AgentEnv, Event
+from agentkit.programs import ProgramBinary
+from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.sandbox_fixtures import requires_docker
+
+pytestmark = [pytest.mark.anyio, requires_docker]
+
+TASKS = Path(__file__).resolve().parents[3] / "examples" / "harbor-docker"
+API_KEY = "sk-agentkit-claude-docker-8f2a6c1d4e"
+
+TOTAL: dict[str, Any] = {
+    "rules": [
+        {
+            "match": {"after_tool": False, "last_user_contains": "prices.json"},
+            "reply": {
+                "content": "I will add the prices with jq.",
+                "tool_calls": [
+                    {
+                        "name": "Bash",
+                        "arguments": {
+                            "command": "cd /srv/work && echo \"$(jq '[.items[].price] | add' "
+                            '/srv/data/prices.json) $CURRENCY" > total.txt && cat total.txt',
+                            "description": "Add up the prices",
+                        },
+                    }
+                ],
+            },
+        },
+        {"match": {"after_tool": True}, "reply": {"content": "Wrote total.txt."}},
+    ]
+}
+
+
+@pytest.mark.model_script(TOTAL)
+async def test_claude_code_solves_a_no_network_task_in_its_image(
+    model_server: ScriptedModelServer,
+    claude_bin: ProgramBinary,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
+    monkeypatch.setenv("AGENTKIT_TEST_CLAUDE_KEY", API_KEY)
+    seen: list[Event] = []
+    env = AgentEnv.from_names(
+        f"harbor:{TASKS}", "claude-code", trace_callback=seen.append, sandbox="docker"
+    )
+    run_dir = tmp_path / "run"
+    results = await env.evaluate(
+        task_ids=["harbor-docker:tools-in-image"],
+        model="scripted-model",
+        base_url=model_server.base_url,
+        api_key_env="AGENTKIT_TEST_CLAUDE_KEY",
+        out=run_dir,
+    )
+    [rollout] = results.rollouts
+    assert rollout.status == "completed", rollout.error
+    assert rollout.rewards["core.reward"] == 1.0
+    assert rollout.rewards["harness.tool_calls"] == 1.0
+    assert rollout.rewards["harness.turns"] == 2.0
+    results_text = json.dumps([e.data for e in seen if e.type == "tool.result"])
+    assert "12 EUR" in results_text
+    # read-only bind of the binary's directory: never copied in
+    assert not [e for e in seen if "is not visible in the sandbox" in str(e.data)]
+    assert all(r.api_key_sent for r in model_server.model_requests)
+    assert files_containing(run_dir, API_KEY) == []
+    assert API_KEY not in json.dumps([e.data for e in seen])

@@ -1,0 +1,371 @@
+"""The real claude binary, offline, against agentkit's scripted model server.
+
+Each test runs Claude Code inside a real sandbox whose only way out is the
+forwarded model endpoint (the scripted server speaks the Anthropic Messages API).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from agentkit_claude_code import CLAUDE_CODE_VERSION, ClaudeCode
+from claude_helpers import files_containing, host_processes_with, sandbox_processes
+
+from agentkit import Event, ExecutionHints, Limits, RunContext, Task
+from agentkit.programs import ProgramBinary
+from agentkit.testing.conformance import check_harness
+from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.sandbox_fixtures import unique_sleep_arg
+
+pytestmark = pytest.mark.anyio
+
+API_KEY = "sk-agentkit-claude-7d2b5f9e1a"
+
+#: The first call writes a file with the Bash tool and then waits for /app/release,
+#: which only the test's on_event callback creates: the run can only finish if
+#: events arrive while Claude Code runs.
+WRITE_THEN_ANSWER: dict[str, Any] = {
+    "rules": [
+        {
+            "match": {"after_tool": False, "has_tools": True},
+            "reply": {
+                "reasoning": "A shell command can write the file.",
+                "content": "I will write the file.",
+                "tool_calls": [
+                    {
+                        "name": "Bash",
+                        "arguments": {
+                            "command": "printf 'hello from claude\\n' > /app/out.txt && cat out.txt"
+                            " && while [ ! -e /app/release ]; do sleep 0.05; done",
+                            "description": "Write out.txt",
+                        },
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": 1500,
+                    "completion_tokens": 40,
+                    "cached_tokens": 300,
+                    "cache_creation_tokens": 200,
+                },
+            },
+        },
+        {
+            "match": {"after_tool": True},
+            "reply": {
+                "content": "Wrote /app/out.txt.",
+                "usage": {"prompt_tokens": 1650, "completion_tokens": 12, "cached_tokens": 1500},
+            },
+        },
+    ]
+}
+
+
+def unique_task(prefix: str = "cc") -> Task:
+    return Task(
+        task_id=f"demo:{prefix}-{uuid.uuid4().hex[:12]}",
+        input="Write 'hello from claude' into /app/out.txt, then say what you did.",
+    )
+
+
+async def bound_sandbox(
+    sandbox_factory: Any, claude_bin: ProgramBinary, server: ScriptedModelServer
+) -> Any:
+    return await sandbox_factory(
+        "local",
+        hints=ExecutionHints(workdir="/app", ro_binds=list(claude_bin.mount_dirs)),
+        model_endpoint=server.base_url,
+    )
+
+
+@pytest.mark.model_script(WRITE_THEN_ANSWER)
+async def test_bash_tool_writes_a_file_then_answers(
+    model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
+) -> None:
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    task = unique_task()
+    seen: list[Event] = []
+    running: list[bool] = []
+
+    async def on_event(event: Event) -> None:
+        seen.append(event)
+        if event.type == "tool.call":
+            # Claude Code waits for this tool, which waits for this file
+            running.append(bool(await sandbox_processes(sandbox, str(claude_bin.path))))
+            await sandbox.exec(["touch", "/app/release"])
+
+    context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
+    result = await ClaudeCode(model="scripted-model").run(task, context, on_event=on_event)
+
+    assert result.status == "completed", result.error
+    assert running == [True]
+    assert Path(sandbox.host_path("/app/out.txt")).read_text() == "hello from claude\n"
+    assert result.output == "Wrote /app/out.txt."
+    assert [e.seq for e in seen] == [e.seq for e in result.events]
+    assert not await sandbox_processes(sandbox, str(claude_bin.path))
+
+    messages = result.messages
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[0]["content"] == task.input
+    call = messages[1]["tool_calls"][0]
+    assert call["function"]["name"] == "Bash"
+    assert json.loads(call["function"]["arguments"])["description"] == "Write out.txt"
+    assert messages[1]["content"] == "I will write the file."
+    assert messages[1]["reasoning_content"] == "A shell command can write the file."
+    assert messages[2] == {
+        "role": "tool",
+        "tool_call_id": call["id"],
+        "content": "hello from claude",
+    }
+    assert messages[3] == {"role": "assistant", "content": "Wrote /app/out.txt."}
+
+    # usage is exactly what the scripted server reported (cache reads and writes included)
+    assert result.usage.input_tokens == 1500 + 1650
+    assert result.usage.cached_tokens == 300 + 1500
+    assert result.usage.output_tokens == 40 + 12
+    assert result.usage.requests == 2
+    assert result.usage.cost > 0  # Claude Code's own estimate
+    ends = [e.data["usage"] for e in result.events if e.data.get("kind") == "message_end"]
+    assert ends == [
+        {"input_tokens": 1500, "output_tokens": 40, "cached_tokens": 300},
+        {"input_tokens": 1650, "output_tokens": 12, "cached_tokens": 1500},
+    ]
+
+    assert result.raw["claude_code_version"] == CLAUDE_CODE_VERSION
+    assert result.raw["session_id"] == next(
+        e.data["session_id"] for e in result.events if e.type == "harness.start"
+    )
+    assert result.raw["turns"] == 2 and result.raw["binary_staged"] is False
+    types = [e.type for e in result.events]
+    assert types[0] == "harness.start" and types[-1] == "harness.end"
+    assert {"model.request", "model.response", "tool.call", "tool.result"} <= set(types)
+    tool_result = next(e for e in result.events if e.type == "tool.result")
+    assert (tool_result.data["status"], tool_result.data["exit_code"]) == ("completed", 0)
+
+    # the model got the prompt and the key, on the Messages API, asking for the run's model
+    requests = model_server.model_requests
+    assert len(requests) == 2 and all(r.api == "messages" and r.api_key_sent for r in requests)
+    assert all(r.body["model"] == "scripted-model" for r in requests)
+    assert task.input in json.dumps(requests[0].body)
+
+    # the key is nowhere: not in the result, not in the sandbox's files (Claude Code's)
+    assert API_KEY not in json.dumps(result.to_json())
+    assert files_containing(sandbox.root, API_KEY) == []
+    config_dir = Path(sandbox.host_path("/logs/agent/claude-code"))
+    assert json.loads((config_dir / "settings.json").read_text())["model"] == "scripted-model"
+    assert list(config_dir.rglob(f"{result.raw['session_id']}.jsonl"))  # its transcript
+
+
+@pytest.mark.model_script({"default": {"content": "Hi from the scripted model."}})
+async def test_conformance(model_server: ScriptedModelServer, claude_bin: ProgramBinary) -> None:
+    """The harness contract, on a standalone run (it opens its own local sandbox)."""
+    context = RunContext(
+        model="scripted-model", base_url=model_server.base_url, api_key=API_KEY, rollout_id="r-1"
+    )
+    harness = ClaudeCode(binary=str(claude_bin.path))
+    result = await check_harness(harness, unique_task("conf"), context, expect_status="completed")
+    assert result.output == "Hi from the scripted model."
+    assert result.raw["claude_code_version"] == CLAUDE_CODE_VERSION
+
+
+@pytest.mark.model_script(
+    {"default": {"status": 500, "message": "upstream exploded (scripted)", "retry_after": 0}}
+)
+async def test_server_error_fails_with_the_message(
+    model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
+) -> None:
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
+    result = await ClaudeCode(model="scripted-model", max_retries=1).run(unique_task(), context)
+    assert result.status == "failed"
+    assert result.error_kind == "model_server_error"
+    assert result.retryable
+    assert result.error is not None and "upstream exploded (scripted)" in result.error
+    [error] = [e for e in result.events if e.type == "error"]
+    assert error.data["status_code"] == 500
+    # Claude Code retried once on its own before giving up
+    assert result.raw["retries"] == 1
+    assert len(model_server.model_requests) == 2
+
+
+@pytest.mark.model_script({"default": {"fail": "rate_limit", "message": "slow down (scripted)"}})
+async def test_rate_limit_fails_with_the_message(
+    model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
+) -> None:
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
+    result = await ClaudeCode(model="scripted-model", max_retries=0).run(unique_task(), context)
+    assert result.status == "failed"
+    assert result.error_kind == "model_rate_limit"
+    assert result.retryable
+    assert result.error is not None and "slow down (scripted)" in result.error
+
+
+@pytest.mark.model_script({"default": {"fail": "hang"}})
+async def test_hanging_model_times_out_and_nothing_is_left(
+    model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
+) -> None:
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    context = RunContext(
+        base_url=model_server.base_url, sandbox=sandbox, limits=Limits(timeout_sec=60)
+    )
+    result = await ClaudeCode(model="scripted-model", timeout=8).run(unique_task("hang"), context)
+    assert result.status == "timeout"
+    assert result.error_kind == "timeout"
+    assert "within 8 s" in (result.error or "")
+    # the sandbox is still open: the harness itself killed Claude Code's whole tree
+    assert not await sandbox_processes(sandbox, str(claude_bin.path))
+    assert not host_processes_with(result.raw["session_id"])
+    assert result.events[-1].type == "harness.end"
+
+
+SLEEP = unique_sleep_arg()
+SLEEPING_TOOL = {
+    "rules": [
+        {
+            "match": {"after_tool": False, "has_tools": True},
+            "reply": {
+                "tool_calls": [
+                    {
+                        "name": "Bash",
+                        # Claude Code refuses a standalone long sleep
+                        "arguments": {
+                            "command": f"echo waiting; sleep {SLEEP}",
+                            "description": "wait",
+                        },
+                    }
+                ]
+            },
+        }
+    ],
+    "default": {"content": "done"},
+}
+
+
+@pytest.mark.model_script(SLEEPING_TOOL)
+async def test_cancelling_a_run_kills_the_commands_claude_started(
+    model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
+) -> None:
+    """A runner timeout cancels run(): Claude Code and the commands it started are killed."""
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
+    sleeping = anyio.Event()
+
+    async def on_event(event: Event) -> None:
+        if event.type == "tool.call":
+            while not host_processes_with(f"sleep {SLEEP}"):
+                await anyio.sleep(0.05)
+            sleeping.set()
+
+    finished: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def run() -> None:
+            harness = ClaudeCode(model="scripted-model")
+            finished.append(await harness.run(unique_task(), context, on_event))
+
+        tg.start_soon(run)
+        await sleeping.wait()  # the Bash tool's sleep is running inside Claude Code
+        tg.cancel_scope.cancel()
+    assert finished == []
+    assert not host_processes_with(f"sleep {SLEEP}")
+    assert not await sandbox_processes(sandbox, str(claude_bin.path))
+
+
+ENDLESS_TOOLS = {
+    "rules": [
+        {
+            "match": {"has_tools": True},
+            "reply": {
+                "content": "Once more.",
+                "tool_calls": [
+                    {
+                        "name": "Bash",
+                        "arguments": {"command": "echo again >> /app/log", "description": "loop"},
+                    }
+                ],
+            },
+        }
+    ]
+}
+
+
+@pytest.mark.model_script(ENDLESS_TOOLS)
+async def test_max_turns_is_claude_codes_own_limit(
+    model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
+) -> None:
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    context = RunContext(
+        base_url=model_server.base_url,
+        sandbox=sandbox,
+        limits=Limits(max_turns=2, max_tokens=777),
+        sampling_args={"temperature": 0.3},
+    )
+    result = await ClaudeCode(model="scripted-model", timeout=120).run(unique_task("loop"), context)
+    # the model never stops calling tools: Claude Code stops after its second call's tools
+    assert result.status == "timeout", result.error
+    assert result.error_kind == "max_turns"
+    assert result.raw["turns"] == 2 and result.raw["tool_calls"] == 2
+    assert result.raw["subtype"] == "error_max_turns"
+    assert Path(sandbox.host_path("/app/log")).read_text() == "again\nagain\n"
+    assert len(model_server.model_requests) == 2
+    assert all(r.body["max_tokens"] == 777 for r in model_server.model_requests)
+    assert [e for e in result.events if e.type == "log" and "temperature" in str(e.data)]
+
+
+@pytest.mark.model_script({"default": {"content": "Reviewed."}})
+async def test_settings_and_system_prompt_reach_claude_code(
+    model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
+) -> None:
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
+    harness = ClaudeCode(
+        model="scripted-model",
+        append_system_prompt="You are REVIEWER-7731.",
+        settings={"permissions": {"deny": ["WebFetch"]}},
+    )
+    result = await harness.run(unique_task("cfg"), context)
+    assert result.status == "completed", result.error
+    assert result.output == "Reviewed."
+    [request] = model_server.model_requests
+    assert "You are REVIEWER-7731." in json.dumps(request.body["system"])
+    settings = json.loads(
+        Path(sandbox.host_path("/logs/agent/claude-code/settings.json")).read_text()
+    )
+    assert settings["permissions"] == {"defaultMode": "bypassPermissions", "deny": ["WebFetch"]}
+
+
+RELATIVE_WRITE = {
+    "rules": [
+        {
+            "match": {"after_tool": False, "has_tools": True},
+            "reply": {
+                "tool_calls": [
+                    {
+                        "name": "Bash",
+                        "arguments": {"command": "printf 'hi\\n' > out.txt", "description": "w"},
+                    }
+                ]
+            },
+        }
+    ],
+    "default": {"content": "Wrote out.txt."},
+}
+
+
+@pytest.mark.model_script(RELATIVE_WRITE)
+async def test_host_sandbox_keeps_claude_files_in_the_rollout(
+    model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
+) -> None:
+    sandbox = await sandbox_factory("host", model_endpoint=model_server.base_url)
+    context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
+    result = await ClaudeCode(model="scripted-model").run(unique_task("host"), context)
+    assert result.status == "completed", result.error
+    assert (sandbox.fs_root / "app" / "out.txt").read_text() == "hi\n"
+    config_dir = sandbox.fs_root / "logs" / "agent" / "claude-code"
+    assert list(config_dir.rglob(f"{result.raw['session_id']}.jsonl"))
+    assert files_containing(sandbox.root, API_KEY) == []
