@@ -246,6 +246,8 @@ def test_unknown_name_notes_installed_plugins_left_out_by_the_environment(site: 
         ("harness", "nop", "agentkit-harbor"),
         ("harness", "opencode", "agentkit-opencode"),
         ("harness", "mini-swe-agent", "agentkit-mini-swe-agent"),
+        ("harness", "codex", "agentkit-codex"),
+        ("harness", "claude-code", "agentkit-claude-code"),
         ("taskset", "fleet", "agentkit-fleet"),
         ("harness", "fleet-tool-call", "agentkit-fleet"),
     ],

@@ -48,6 +48,8 @@ FIRST_PARTY: dict[tuple[str, str], str] = {
     ("harness", "nop"): "agentkit-harbor",
     ("harness", "opencode"): "agentkit-opencode",
     ("harness", "mini-swe-agent"): "agentkit-mini-swe-agent",
+    ("harness", "codex"): "agentkit-codex",
+    ("harness", "claude-code"): "agentkit-claude-code",
     ("taskset", "fleet"): "agentkit-fleet",
     ("harness", "fleet-tool-call"): "agentkit-fleet",
 }

@@ -300,3 +300,20 @@ async def test_run_needs_a_model_and_the_binary(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match=f"npm install {NPM_PACKAGE}@{CODEX_VERSION}"):
         await harness.run(task, RunContext(base_url="http://127.0.0.1:1/v1"))
     assert harness.sandbox_ro_binds == []
+
+
+def test_agentkit_plugins_table_lists_it() -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentkit", "plugins", "--table"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    [row] = [line for line in proc.stdout.splitlines() if "agentkit-codex " in line]
+    assert "harnesses: codex" in row
