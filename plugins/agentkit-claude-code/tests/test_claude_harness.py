@@ -305,7 +305,7 @@ async def test_max_turns_is_claude_codes_own_limit(
         limits=Limits(max_turns=2, max_tokens=777),
         sampling_args={"temperature": 0.3},
     )
-    result = await ClaudeCode(model="scripted-model", timeout=120).run(unique_task("loop"), context)
+    result = await ClaudeCode(model="scripted-model").run(unique_task("loop"), context)
     # the model never stops calling tools: Claude Code stops after its second call's tools
     assert result.status == "timeout", result.error
     assert result.error_kind == "max_turns"

@@ -310,7 +310,7 @@ async def test_max_turns_stops_codex_as_the_next_call_begins(
         limits=Limits(max_turns=2),
         sampling_args={"reasoning_effort": "high", "temperature": 0.3},
     )
-    result = await Codex(model="scripted-model", timeout=120).run(unique_task("loop"), context)
+    result = await Codex(model="scripted-model").run(unique_task("loop"), context)
     # the model never stops calling tools: codex is stopped once both calls' tools ran
     assert result.status == "timeout", result.error
     assert result.error_kind == "max_turns"

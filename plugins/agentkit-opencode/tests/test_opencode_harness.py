@@ -376,7 +376,7 @@ async def test_max_turns_and_sampling_arguments_reach_opencode(
         sampling_args={"temperature": 0.3, "top_p": 0.9, "seed": 11, "top_k": 5},
         headers={"X-Team": "evals"},
     )
-    result = await OpenCode(model="scripted-model", timeout=60).run(unique_task("loop"), context)
+    result = await OpenCode(model="scripted-model").run(unique_task("loop"), context)
     # the model never stops calling tools: opencode is stopped as its third call begins
     assert result.status == "timeout"
     assert result.error_kind == "max_turns"
@@ -406,9 +406,7 @@ async def test_agent_variant_and_extra_config_reach_opencode(
             }
         },
     }
-    harness = OpenCode(
-        model="scripted-model", timeout=60, agent="reviewer", variant="high", config=extra
-    )
+    harness = OpenCode(model="scripted-model", agent="reviewer", variant="high", config=extra)
     result = await harness.run(unique_task("agent"), context)
     assert result.status == "completed", result.error
     assert result.output == "Reviewed."
