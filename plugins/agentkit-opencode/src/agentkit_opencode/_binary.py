@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import platform
-import shutil
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-import attrs
-
-from agentkit import HarnessError
+from agentkit.programs import ProgramBinary, find_program, is_elf
 
 __all__ = ["BINARY_ENV", "OPENCODE_VERSION", "OpenCodeBinary", "find_opencode"]
 
-#: The opencode-ai release the tests pin (``npm install opencode-ai@1.18.33``).
+#: The opencode-ai release the tests pin (``npm install opencode-ai@1.18.33``);
+#: the noxfile reads it here.
 OPENCODE_VERSION = "1.18.33"
 #: Environment variable naming the binary to use (the noxfile sets it).
 BINARY_ENV = "AGENTKIT_OPENCODE_BIN"
@@ -25,31 +21,9 @@ _INSTALL = (
     f"./node_modules/.bin), put `opencode` on PATH, set {BINARY_ENV}=/path/to/opencode, "
     "or pass OpenCode(binary=...)"
 )
-#: Where, below the working directory and each of its parents, an npm install may be.
-_LOCAL_BINS = ("node_modules/.bin/opencode", ".cache/npm/node_modules/.bin/opencode")
 
-
-@attrs.frozen
-class OpenCodeBinary:
-    """A usable opencode executable.
-
-    ``path`` is what to run (symlinks resolved, so it works at the same path
-    inside a sandbox that binds ``mount_dirs`` read-only); ``version`` is what
-    ``opencode --version`` printed.
-    """
-
-    path: Path
-    version: str
-    found_via: str
-    mount_dirs: tuple[str, ...]
-
-
-def _is_elf(path: Path) -> bool:
-    try:
-        with path.open("rb") as f:
-            return f.read(4) == b"\x7fELF"
-    except OSError:
-        return False
+OpenCodeBinary = ProgramBinary
+"""A usable opencode executable (an :class:`agentkit.programs.ProgramBinary`)."""
 
 
 def _native_beside(script: Path) -> Path | None:
@@ -62,60 +36,20 @@ def _native_beside(script: Path) -> Path | None:
     node_modules = script.parent.parent.parent
     for suffix in ("", "-baseline", "-musl", "-baseline-musl"):
         candidate = node_modules / f"opencode-{system}-{machine}{suffix}" / "bin" / "opencode"
-        if _is_elf(candidate) and os.access(candidate, os.X_OK):
+        if is_elf(candidate) and os.access(candidate, os.X_OK):
             return candidate
     return None
 
 
-def _resolve(found: Path, via: str) -> tuple[Path, tuple[str, ...]]:
-    real = found.resolve()
-    if not (real.is_file() and os.access(real, os.X_OK)):
-        raise HarnessError(f"opencode binary {found} ({via}) is not an executable file; {_INSTALL}")
-    if not _is_elf(real):
+def _resolve(real: Path) -> tuple[Path, tuple[str, ...]]:
+    """The native binary (and its directory); a node wrapper without one runs as it is,
+    its package directory visible too."""
+    if not is_elf(real):
         native = _native_beside(real)
-        if native is not None:
-            real = native.resolve()
-        else:  # a node wrapper script: its package directory must be visible too
+        if native is None:
             return real, (str(real.parent.parent),)
+        real = native.resolve()
     return real, (str(real.parent),)
-
-
-@functools.lru_cache(maxsize=16)
-def _version_of(path: str, mtime_ns: int) -> str:
-    try:
-        proc = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=60, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise HarnessError(f"cannot run {path} --version: {exc}; {_INSTALL}") from None
-    version = proc.stdout.strip().splitlines()[-1].strip() if proc.stdout.strip() else ""
-    if proc.returncode != 0 or not version:
-        detail = (proc.stderr or proc.stdout).strip()[-500:]
-        raise HarnessError(
-            f"{path} --version failed (exit {proc.returncode}): {detail}; {_INSTALL}"
-        )
-    return version
-
-
-def _candidates(binary: str | None, env: Mapping[str, str], cwd: Path) -> list[tuple[Path, str]]:
-    if binary:
-        if os.sep in binary:
-            return [(Path(binary).expanduser(), "the binary option")]
-        on_path = shutil.which(binary, path=env.get("PATH"))
-        return [(Path(on_path), "the binary option")] if on_path else []
-    from_env = env.get(BINARY_ENV)
-    if from_env:
-        return [(Path(from_env).expanduser(), f"${BINARY_ENV}")]
-    found: list[tuple[Path, str]] = []
-    on_path = shutil.which("opencode", path=env.get("PATH"))
-    if on_path:
-        found.append((Path(on_path), "PATH"))
-    for folder in (cwd, *cwd.parents):
-        for rel in _LOCAL_BINS:
-            candidate = folder / rel
-            if candidate.exists():
-                found.append((candidate, str(candidate.parent)))
-    return found
 
 
 def find_opencode(
@@ -123,22 +57,18 @@ def find_opencode(
     *,
     env: Mapping[str, str] | None = None,
     cwd: str | Path | None = None,
-) -> OpenCodeBinary:
+) -> ProgramBinary:
     """Locate opencode: ``binary``, else ``$AGENTKIT_OPENCODE_BIN``, else PATH, else
     ``node_modules/.bin`` (or ``.cache/npm/node_modules/.bin``) in ``cwd`` or a parent.
 
     Raises :class:`~agentkit.HarnessError` saying how to install it when none works.
     """
-    env = os.environ if env is None else env
-    where = Path(cwd) if cwd is not None else Path.cwd()
-    candidates = _candidates(binary, env, where.absolute())
-    if not candidates:
-        if binary:
-            raise HarnessError(f"opencode binary {binary!r} was not found; {_INSTALL}")
-        raise HarnessError(f"the opencode CLI was not found; {_INSTALL}")
-    path, via = candidates[0]
-    if not path.exists():
-        raise HarnessError(f"opencode binary {path} (from {via}) does not exist; {_INSTALL}")
-    real, mounts = _resolve(path, via)
-    version = _version_of(str(real), real.stat().st_mtime_ns)
-    return OpenCodeBinary(path=real, version=version, found_via=via, mount_dirs=mounts)
+    return find_program(
+        "opencode",
+        env_var=BINARY_ENV,
+        install_hint=_INSTALL,
+        binary=binary,
+        resolve=_resolve,
+        env=env,
+        cwd=cwd,
+    )

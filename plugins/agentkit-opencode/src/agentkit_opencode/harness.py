@@ -6,14 +6,9 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import os
 import shutil
-import stat
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentkit import (
@@ -23,6 +18,15 @@ from agentkit import (
     HarnessResult,
     RunContext,
     Task,
+)
+from agentkit.programs import (
+    MIN_SECRET_LEN,
+    drive,
+    executable_in,
+    prompt_text,
+    redactor,
+    remove_staged,
+    scrub_sandbox_dir,
 )
 from agentkit_opencode._binary import OpenCodeBinary, find_opencode
 from agentkit_opencode._config import (
@@ -46,34 +50,12 @@ __all__ = ["OpenCode", "prompt_of"]
 XDG_ROOT = "/logs/agent/opencode"
 #: Where the binary is copied when the sandbox cannot see it at its host path.
 STAGED_BINARY = "/tmp/.agentkit-opencode/opencode"
-_REDACTED = "[redacted]"
-#: Keys shorter than this are not searched for (a one-letter test key would
-#: otherwise blank out every occurrence of that letter).
-_MIN_SECRET_LEN = 6
 _STDERR_TAIL = 4000
 
 
 def prompt_of(task: Task) -> str:
     """The text opencode receives: text input as is, chat messages' text joined, data as JSON."""
-    value = task.input
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        parts: list[str] = []
-        for message in value:
-            content = message.get("content")
-            if isinstance(content, list):
-                content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-            if isinstance(content, str) and content and message.get("role") in ("system", "user"):
-                parts.append(content)
-        return "\n\n".join(parts)
-    return json.dumps(value, ensure_ascii=False, indent=2)
-
-
-def _redactor(secret: str | None) -> Callable[[str], str]:
-    if not secret or len(secret) < _MIN_SECRET_LEN:
-        return lambda text: text
-    return lambda text: text.replace(secret, _REDACTED)
+    return prompt_text(task)
 
 
 class OpenCode:
@@ -204,7 +186,7 @@ class OpenCode:
         on_event: EventCallback | None,
     ) -> HarnessResult:
         api_key = context.resolved_api_key
-        redact = _redactor(api_key)
+        redact = redactor(api_key)
         recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
         prompt = prompt_of(task)
         ref = model_reference(model, generated_provider=context.base_url is not None)
@@ -233,7 +215,7 @@ class OpenCode:
             timeout_sec=timeout,
         )
         started = time.monotonic()
-        executable, staged = await self._executable_in(sandbox, binary, recorder)
+        executable, staged = await executable_in(sandbox, binary, STAGED_BINARY, recorder)
         await _provide_ripgrep(sandbox, recorder)
         argv = [executable, "run", "--format", "json", "--thinking", "--model", ref]
         argv += ["--title", f"agentkit {task.task_id}"]
@@ -255,34 +237,11 @@ class OpenCode:
 
             with anyio.CancelScope(shield=True):
                 if staged:  # even when cancelled: the copy is large
-                    with contextlib.suppress(Exception):
-                        await sandbox.exec(["rm", "-f", STAGED_BINARY], timeout=30)
-                if api_key and len(api_key) >= _MIN_SECRET_LEN:
-                    await _scrub_files(sandbox, api_key, recorder)
+                    await remove_staged(sandbox, STAGED_BINARY)
+                if api_key and len(api_key) >= MIN_SECRET_LEN:
+                    # opencode's database keeps error bodies, and some servers echo the key
+                    await scrub_sandbox_dir(sandbox, XDG_ROOT, api_key, recorder)
         return await self._result(state, outcome, recorder, binary, ref, timeout, redact, staged)
-
-    async def _executable_in(
-        self, sandbox: Sandbox, binary: OpenCodeBinary, recorder: EventRecorder
-    ) -> tuple[str, bool]:
-        """The path to run inside ``sandbox``; a copy is staged when it cannot see the binary."""
-        exe = str(binary.path)
-        check = await sandbox.exec(["test", "-x", exe], timeout=60)
-        if check.ok:
-            return exe, False
-        await recorder.emit(
-            "log",
-            level="info",
-            message=f"{exe} is not visible in the sandbox; copying it to {STAGED_BINARY} "
-            f"(a sandbox with ro_binds={list(binary.mount_dirs)} avoids the copy)",
-        )
-        await sandbox.upload(binary.path, STAGED_BINARY)
-        check = await sandbox.exec(["chmod", "0755", STAGED_BINARY], timeout=60)
-        if not check.ok:
-            raise HarnessError(
-                f"cannot copy opencode ({exe}) into the sandbox: "
-                f"{(check.stderr or check.stdout).strip()[-500:]}"
-            )
-        return STAGED_BINARY, True
 
     async def _result(
         self,
@@ -362,56 +321,6 @@ class OpenCode:
         )
 
 
-def _scrub_tree(root: Path, secret: bytes) -> int:
-    """Overwrite ``secret`` (same length, so file layouts hold) in every regular file
-    under ``root``; never following a link the agent may have planted. Returns how many."""
-    mask = b"*" * len(secret)
-    changed = 0
-    for _, _, files, dir_fd in os.fwalk(root, follow_symlinks=False):
-        for name in files:
-            flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-            try:
-                fd = os.open(name, flags, dir_fd=dir_fd)
-            except OSError:
-                continue  # a link, a FIFO nobody reads, gone
-            with os.fdopen(fd, "r+b") as f:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    continue
-                data = f.read()
-                if secret in data:
-                    f.seek(0)
-                    f.write(data.replace(secret, mask))
-                    changed += 1
-    return changed
-
-
-async def _scrub_files(sandbox: Sandbox, api_key: str, recorder: EventRecorder) -> None:
-    """Remove the API key from opencode's data directories (its database keeps error
-    bodies, and some servers echo the key): a failed rollout's files are kept.
-
-    Done for sandboxes whose files the host can reach (``host_path``: local, host).
-    """
-    host_path = getattr(sandbox, "host_path", None)
-    if not callable(host_path):
-        return
-    try:
-        root = Path(host_path(XDG_ROOT))
-        if root.is_dir() and not root.is_symlink():
-            changed = await asyncio.to_thread(_scrub_tree, root, api_key.encode())
-            if changed:
-                await recorder.emit(
-                    "log",
-                    level="info",
-                    message=f"removed the API key from {changed} file(s) opencode wrote",
-                )
-    except Exception as exc:  # never fail a finished run over the clean-up
-        await recorder.emit(
-            "log",
-            level="warning",
-            message=f"could not check opencode's files for the API key: {type(exc).__name__}",
-        )
-
-
 async def _provide_ripgrep(sandbox: Sandbox, recorder: EventRecorder) -> None:
     """Make ``rg`` available: opencode's grep and glob tools need it, and offline
     opencode cannot download it. A host ``rg`` the sandbox cannot see is copied
@@ -441,23 +350,18 @@ async def _drive(
     max_turns: int | None = None,
     context: RunContext | None = None,
 ) -> ExecResult:
-    """Send the prompt, feed stdout to ``state`` live, wait; kill the tree on any exit path.
+    """Send the prompt, feed stdout to ``state`` live, wait; the tree is killed on any
+    exit path (:func:`agentkit.programs.drive`).
 
     opencode's own ``steps`` limit only asks the model to stop; with
     ``max_turns`` the process is killed when model call ``max_turns + 1`` begins.
     """
     state.max_turns = max_turns
 
-    async def pump() -> None:
-        async for line in proc.stdout_lines():
-            try:
-                await state.feed(line)
-            except Exception as exc:  # a reader bug must not leave opencode running blind
-                await state.recorder.emit(
-                    "log",
-                    level="warning",
-                    message=f"could not read an opencode event: {type(exc).__name__}: {exc}",
-                )
+    async def on_line(line: str) -> None:
+        try:
+            await state.feed(line)
+        finally:
             if max_turns is not None and state.turns > max_turns and not state.turn_limit_hit:
                 state.turn_limit_hit = True
                 await proc.kill()
@@ -467,22 +371,10 @@ async def _drive(
                     state.limit_hit = hit
                     await proc.kill()
 
-    reader = asyncio.ensure_future(pump())
-    try:
-        await proc.write_stdin(prompt.encode("utf-8"), close=True)
-        outcome = await proc.wait(timeout)
-        await reader
-        return outcome
-    except BaseException:
-        reader.cancel()
-        await _shielded_kill(proc)
-        raise
-
-
-async def _shielded_kill(proc: Process) -> None:
-    """Kill ``proc``'s tree even while the surrounding task is being cancelled."""
-    import anyio
-
-    with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
-        await proc.kill()
-        await proc.wait(5)  # reap it and close its pipes
+    return await drive(
+        proc,
+        on_line=on_line,
+        timeout=timeout,
+        stdin=prompt.encode("utf-8"),
+        recorder=state.recorder,
+    )
