@@ -9,7 +9,11 @@ from agentkit import hookimpl
 
 @hookimpl
 def agentkit_register_harnesses(register: Any) -> None:
-    """The ``codex`` harness: the real Codex CLI against the run's endpoint."""
-    from agentkit_codex.harness import Codex
-
-    register(Codex, name="codex", description=Codex.description)
+    """The ``codex`` harness: the real program against the run's endpoint."""
+    register(
+        "agentkit_codex.harness:Codex",  # imported when a run uses it
+        name="codex",
+        description=(
+            "The real Codex CLI (codex exec), run non-interactively in the rollout's sandbox."
+        ),
+    )
