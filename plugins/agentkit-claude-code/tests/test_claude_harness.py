@@ -369,3 +369,43 @@ async def test_host_sandbox_keeps_claude_files_in_the_rollout(
     config_dir = sandbox.fs_root / "logs" / "agent" / "claude-code"
     assert list(config_dir.rglob(f"{result.raw['session_id']}.jsonl"))
     assert files_containing(sandbox.root, API_KEY) == []
+
+
+COSTLY_TOOLS = {
+    "rules": [
+        {
+            "match": {"has_tools": True},
+            "reply": {
+                "tool_calls": [
+                    {"name": "Bash", "arguments": {"command": "echo again", "description": "x"}}
+                ],
+                "usage": {"prompt_tokens": 1000, "completion_tokens": 10},
+            },
+        }
+    ]
+}
+
+
+@pytest.mark.model_script(COSTLY_TOOLS)
+async def test_token_limit_stops_claude_code_and_headers_reach_the_endpoint(
+    model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
+) -> None:
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    secret = "gw-secret-9c3d1b6e"
+    context = RunContext(
+        base_url=model_server.base_url,
+        sandbox=sandbox,
+        limits=Limits(token_limit=2500),
+        headers={"X-Team": "evals", "X-Gateway-Key": secret},
+    )
+    result = await ClaudeCode(model="scripted-model").run(unique_task("tokens"), context)
+    assert result.status == "timeout", result.error
+    assert result.error_kind == "token_limit"
+    # stopped as the third call began: its input and message_start's one output token
+    assert result.usage.total_tokens == 2 * 1010 + 1001
+    requests = model_server.model_requests
+    assert 3 <= len(requests) <= 4
+    assert all(r.headers.get("x-team") == "evals" for r in requests)
+    assert all(r.headers.get("x-gateway-key") == secret for r in requests)
+    assert files_containing(sandbox.root, secret) == []
+    assert secret not in json.dumps(result.to_json())

@@ -95,7 +95,9 @@ def test_generated_settings_and_environment() -> None:
         api_key="sk-live-1234567",
         max_retries=2,
         max_output_tokens=4096,
+        headers={"X-Team": "evals", "X-Gateway-Key": "gw-1"},
     )
+    assert env["ANTHROPIC_CUSTOM_HEADERS"] == "X-Team: evals\nX-Gateway-Key: gw-1"
     assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8000"
     assert env["ANTHROPIC_API_KEY"] == "sk-live-1234567"
     assert env["CLAUDE_CONFIG_DIR"] == "/logs/agent/claude-code"
@@ -111,7 +113,7 @@ def test_environment_without_a_key_or_an_endpoint() -> None:
     env = build_env(config_dir="/c", model="claude-sonnet-4-5", base_url=None, api_key=None)
     assert env["ANTHROPIC_API_KEY"] == NO_KEY
     assert "ANTHROPIC_BASE_URL" not in env and "CLAUDE_CODE_SUBAGENT_MODEL" not in env
-    assert "CLAUDE_CODE_MAX_RETRIES" not in env
+    assert "CLAUDE_CODE_MAX_RETRIES" not in env and "ANTHROPIC_CUSTOM_HEADERS" not in env
 
 
 @pytest.mark.parametrize(

@@ -394,3 +394,41 @@ async def test_binary_is_copied_into_a_sandbox_that_cannot_see_it(
     assert result.status == "completed", result.error
     assert result.raw["binary_staged"] is True
     assert not sandbox.host_path("/tmp/.agentkit-codex/codex").exists()
+
+
+COSTLY_TOOLS = {
+    "rules": [
+        {
+            "match": {"has_tools": True},
+            "reply": {
+                "tool_calls": [{"name": "exec_command", "arguments": {"cmd": "env"}}],
+                "usage": {"prompt_tokens": 1000, "completion_tokens": 10},
+            },
+        }
+    ]
+}
+
+
+@pytest.mark.model_script(COSTLY_TOOLS)
+async def test_token_limit_stops_codex_and_headers_reach_the_endpoint(
+    model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
+) -> None:
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin, model_server)
+    secret = "gw-secret-5f8e2a7c"
+    context = RunContext(
+        base_url=model_server.base_url,
+        sandbox=sandbox,
+        limits=Limits(token_limit=2500),
+        headers={"X-Team": "evals", "X-Gateway-Key": secret},
+    )
+    result = await Codex(model="scripted-model").run(unique_task("tokens"), context)
+    assert result.status == "timeout", result.error
+    assert result.error_kind == "token_limit"
+    assert result.usage.total_tokens == 3 * 1010  # stopped once the third call was counted
+    requests = model_server.model_requests
+    assert 3 <= len(requests) <= 4
+    assert all(r.headers.get("x-team") == "evals" for r in requests)
+    assert all(r.headers.get("x-gateway-key") == secret for r in requests)
+    # the header's value went through the environment only
+    assert files_containing(sandbox.root, secret) == []
+    assert secret not in json.dumps(result.to_json())

@@ -108,6 +108,21 @@ def test_generated_config_points_at_the_endpoint_without_the_key() -> None:
     assert "sk-live" not in render_config(config)
 
 
+def test_headers_travel_in_the_environment() -> None:
+    headers = {"X-Team": "evals", "Authorization-Extra": "secret-1"}
+    config = build_config(
+        model="m", base_url="http://127.0.0.1:1/v1", has_api_key=False, headers=headers
+    )
+    assert config["model_providers"]["agentkit"]["env_http_headers"] == {
+        "Authorization-Extra": "AGENTKIT_CODEX_HEADER_0",
+        "X-Team": "AGENTKIT_CODEX_HEADER_1",
+    }
+    assert "secret-1" not in render_config(config)
+    env = build_env(codex_home="/h", api_key=None, has_endpoint=True, headers=headers)
+    assert env["AGENTKIT_CODEX_HEADER_0"] == "secret-1"
+    assert env["AGENTKIT_CODEX_HEADER_1"] == "evals"
+
+
 def test_config_without_a_key_or_an_endpoint() -> None:
     no_key = build_config(model="m", base_url="http://127.0.0.1:1/v1", has_api_key=False)
     assert "env_key" not in no_key["model_providers"]["agentkit"]

@@ -93,8 +93,10 @@ def build_env(
     api_key: str | None,
     max_retries: int | None = None,
     max_output_tokens: int | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The environment variables Claude Code needs on top of the sandbox's own."""
+    """The environment variables Claude Code needs on top of the sandbox's own
+    (``headers``, sent with every request, as ``ANTHROPIC_CUSTOM_HEADERS``)."""
     env = dict(STATIC_ENV)
     env["CLAUDE_CONFIG_DIR"] = config_dir
     env["ANTHROPIC_API_KEY"] = api_key or NO_KEY
@@ -106,4 +108,6 @@ def build_env(
         env["CLAUDE_CODE_MAX_RETRIES"] = str(max_retries)
     if max_output_tokens is not None:
         env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] = str(max_output_tokens)
+    if headers:
+        env["ANTHROPIC_CUSTOM_HEADERS"] = "\n".join(f"{k}: {v}" for k, v in headers.items())
     return env

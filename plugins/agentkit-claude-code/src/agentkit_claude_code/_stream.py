@@ -148,6 +148,8 @@ class ClaudeStream:
         self.api_error: dict[str, Any] | None = None
         self.result: dict[str, Any] | None = None
         self.unparsed: list[str] = []
+        #: Set by the harness when a token, cost or message limit stopped Claude Code.
+        self.limit_hit: tuple[str, str] | None = None
 
     # -- feeding ------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentkit import EventRecorder, ExecutionHints, HarnessError, HarnessResult, RunContext, Task
@@ -36,7 +36,7 @@ from agentkit_claude_code._stream import ClaudeStream, classify_error
 if TYPE_CHECKING:
     from agentkit import Rubric, Sandbox
     from agentkit._events import EventCallback
-    from agentkit._sandbox import ExecResult
+    from agentkit._sandbox import ExecResult, Process
 
 __all__ = ["ClaudeCode"]
 
@@ -71,6 +71,8 @@ class ClaudeCode:
     )
     #: The runner gives this harness a sandbox even when the task asks for none.
     requires_sandbox: ClassVar[bool] = True
+    #: It calls the run's model: the preflight checks the endpoint and the API key.
+    uses_model: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -118,6 +120,10 @@ class ClaudeCode:
             return list(find_claude(self.binary).mount_dirs)
         except HarnessError:
             return []
+
+    async def preflight(self, context: RunContext) -> None:
+        """Before a run: the claude program is installed (a HarnessError says how to)."""
+        await asyncio.to_thread(find_claude, self.binary)
 
     def find_binary(self) -> ProgramBinary:
         """The claude executable this harness runs (raises HarnessError when missing)."""
@@ -180,6 +186,7 @@ class ClaudeCode:
             api_key=api_key,
             max_retries=self.max_retries,
             max_output_tokens=context.limits.max_tokens,
+            headers=context.headers,
         )
         session_id = str(uuid.uuid4())
         timeout = self._timeout(context)
@@ -226,7 +233,7 @@ class ClaudeCode:
             proc = await sandbox.start(argv, env=env)
             outcome = await drive(
                 proc,
-                on_line=stream.feed,
+                on_line=_with_limits(stream, proc, context),
                 timeout=remaining,
                 stdin=prompt.encode("utf-8"),
                 recorder=recorder,
@@ -270,6 +277,9 @@ class ClaudeCode:
                 if timeout is not None
                 else "Claude Code timed out"
             )
+        elif stream.limit_hit is not None:
+            status = "timeout"
+            error_kind, error = stream.limit_hit
         elif result.get("subtype") == "error_max_turns" or result.get("terminal_reason") == (
             "max_turns"
         ):
@@ -338,3 +348,31 @@ class ClaudeCode:
                 "duration_api_ms": result.get("duration_api_ms"),
             },
         )
+
+
+def _with_limits(
+    stream: ClaudeStream, proc: Process, context: RunContext
+) -> Callable[[str], Awaitable[None]]:
+    """``stream.feed``, then Claude Code stopped when a token, cost or message limit of
+    the run is reached (``max_turns`` is Claude Code's own ``--max-turns``).
+
+    The limits are checked after every line, so a model call's input counts as soon
+    as it begins (``message_start``); lines after the stop are not read, so the
+    usage is what had been counted when the limit was reached."""
+    limits = context.limits
+    if (limits.token_limit, limits.cost_limit, limits.message_limit) == (None, None, None):
+        return stream.feed
+
+    async def on_line(line: str) -> None:
+        if stream.limit_hit is not None:
+            return  # stopped: what was already on its way is not counted
+        try:
+            await stream.feed(line)
+        finally:
+            messages = len(stream.messages) if limits.message_limit is not None else None
+            hit = context.limit_hit(stream.usage, messages)
+            if hit is not None:
+                stream.limit_hit = hit
+                await proc.kill()
+
+    return on_line

@@ -17,10 +17,13 @@ import tomli_w
 __all__ = [
     "API_KEY_ENV",
     "CODEX_HOME",
+    "HEADER_ENV_PREFIX",
+    "HIDDEN_ENV",
     "PROVIDER_ID",
     "SAMPLING_KEYS",
     "build_config",
     "build_env",
+    "header_variables",
     "merge_config",
     "render_config",
 ]
@@ -32,8 +35,18 @@ API_KEY_ENV = "AGENTKIT_CODEX_API_KEY"
 #: codex's home inside the sandbox: its configuration, session files and logs
 #: stay with the rollout.
 CODEX_HOME = "/logs/agent/codex"
+#: Variables carrying the run's extra request headers (``env_http_headers``): their
+#: values, credentials among them, are never written to a file.
+HEADER_ENV_PREFIX = "AGENTKIT_CODEX_HEADER_"
+#: codex's shell tool never sees (and its shell snapshots never record) these.
+HIDDEN_ENV = "AGENTKIT_CODEX_*"
 #: Sampling arguments codex takes (as configuration keys); others are not applied.
 SAMPLING_KEYS = {"reasoning_effort": "model_reasoning_effort"}
+
+
+def header_variables(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """Header name -> the environment variable that carries its value."""
+    return {name: f"{HEADER_ENV_PREFIX}{i}" for i, name in enumerate(sorted(headers or {}))}
 
 
 def merge_config(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -56,13 +69,15 @@ def build_config(
     max_retries: int | None = None,
     sampling_args: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """codex's configuration for one run (``extra`` merged over the generated one).
 
     With ``base_url`` the provider ``agentkit`` (``wire_api = "responses"``) is
     declared and chosen; without it codex's own default provider is used.
     Approvals are off and codex's own sandbox is not used: the rollout's
-    sandbox is the boundary.
+    sandbox is the boundary. ``headers`` go with every request, their values
+    read from the environment (``env_http_headers``).
     """
     config: dict[str, Any] = {
         "model": model,
@@ -84,6 +99,8 @@ def build_config(
         }
         if has_api_key:
             provider["env_key"] = API_KEY_ENV
+        if headers:
+            provider["env_http_headers"] = header_variables(headers)
         if max_retries is not None:
             provider["request_max_retries"] = max_retries
             provider["stream_max_retries"] = max_retries
@@ -91,6 +108,13 @@ def build_config(
         config["model_providers"] = {PROVIDER_ID: provider}
     if extra:
         config = merge_config(config, extra)
+    # codex hands its environment to the shell tool and records it in shell
+    # snapshots under CODEX_HOME; the variables carrying header values stay out
+    # of both (the API key's name already matches codex's default ``*KEY*``).
+    policy = config.setdefault("shell_environment_policy", {})
+    exclude = list(policy.get("exclude") or [])
+    if HIDDEN_ENV not in exclude:
+        policy["exclude"] = [*exclude, HIDDEN_ENV]
     return config
 
 
@@ -99,14 +123,24 @@ def render_config(config: Mapping[str, Any]) -> str:
     return tomli_w.dumps(dict(config))
 
 
-def build_env(*, codex_home: str, api_key: str | None, has_endpoint: bool) -> dict[str, str]:
+def build_env(
+    *,
+    codex_home: str,
+    api_key: str | None,
+    has_endpoint: bool,
+    headers: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The environment variables codex needs on top of the sandbox's own.
 
-    With the generated provider the key goes in ``AGENTKIT_CODEX_API_KEY``;
-    with codex's default provider in ``CODEX_API_KEY`` (what ``codex exec``
-    reads for API-key sign-in).
+    With the generated provider the key goes in ``AGENTKIT_CODEX_API_KEY``
+    and each header's value in its ``AGENTKIT_CODEX_HEADER_<n>``; with
+    codex's default provider the key goes in ``CODEX_API_KEY`` (what
+    ``codex exec`` reads for API-key sign-in).
     """
     env = {"CODEX_HOME": codex_home}
     if api_key:
         env[API_KEY_ENV if has_endpoint else "CODEX_API_KEY"] = api_key
+    if has_endpoint:
+        for name, variable in header_variables(headers).items():
+            env[variable] = (headers or {})[name]
     return env

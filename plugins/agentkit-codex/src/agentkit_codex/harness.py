@@ -50,7 +50,7 @@ __all__ = ["Codex"]
 #: Where the binary is copied when the sandbox cannot see it at its host path.
 STAGED_BINARY = "/tmp/.agentkit-codex/codex"
 _STDERR_TAIL = 4000
-#: Follows codex's session file from inside the sandbox (for ``max_turns``):
+#: Follows codex's session file from inside the sandbox (for the run's limits):
 #: waits for ``rollout-*<thread id>.jsonl`` under ``$1``, then prints it as it grows.
 _FOLLOW = (
     'while :; do f=$(find "$1" -name "rollout-*$2.jsonl" 2>/dev/null | head -n 1); '
@@ -81,6 +81,8 @@ class Codex:
     )
     #: The runner gives this harness a sandbox even when the task asks for none.
     requires_sandbox: ClassVar[bool] = True
+    #: It calls the run's model: the preflight checks the endpoint and the API key.
+    uses_model: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -126,6 +128,10 @@ class Codex:
             return list(find_codex(self.binary).mount_dirs)
         except HarnessError:
             return []
+
+    async def preflight(self, context: RunContext) -> None:
+        """Before a run: the codex program is installed (a HarnessError says how to)."""
+        await asyncio.to_thread(find_codex, self.binary)
 
     def find_binary(self) -> ProgramBinary:
         """The codex executable this harness runs (raises HarnessError when missing)."""
@@ -185,10 +191,16 @@ class Codex:
             max_retries=self.max_retries,
             sampling_args=context.sampling_args,
             extra=self.config,
+            headers=context.headers,
         )
         translate = getattr(sandbox, "translate", None)  # host mode: in-sandbox -> host paths
         home = translate(CODEX_HOME) if callable(translate) else CODEX_HOME
-        env = build_env(codex_home=home, api_key=api_key, has_endpoint=context.base_url is not None)
+        env = build_env(
+            codex_home=home,
+            api_key=api_key,
+            has_endpoint=context.base_url is not None,
+            headers=context.headers,
+        )
         timeout = self._timeout(context)
         max_turns = context.limits.max_turns
         await recorder.emit(
@@ -205,14 +217,14 @@ class Codex:
         await write_text(sandbox, f"{CODEX_HOME}/config.toml", render_config(config))
         argv = [executable, "exec", "--json", "--strict-config", "--skip-git-repo-check", "-"]
         stream = CodexStream(recorder, redact)
-        limit: _TurnLimit | None = None
+        limit: _LimitWatcher | None = None
         try:
             remaining = None
             if timeout is not None:
                 remaining = max(0.001, timeout - (time.monotonic() - started))
             proc = await sandbox.start(argv, env=env)
-            if max_turns is not None:
-                limit = _TurnLimit(sandbox, proc, max_turns)
+            if _has_limits(context):
+                limit = _LimitWatcher(sandbox, proc, context, prompt_text(task))
                 stream.on_thread = limit.start
             outcome = await drive(
                 proc,
@@ -244,7 +256,7 @@ class Codex:
         rollout: Rollout,
         rollout_file: str | None,
         outcome: ExecResult,
-        limit: _TurnLimit | None,
+        limit: _LimitWatcher | None,
         recorder: EventRecorder,
         binary: ProgramBinary,
         model: str,
@@ -266,12 +278,9 @@ class Codex:
                 if timeout is not None
                 else "codex timed out"
             )
-        elif limit is not None and limit.hit:
-            status, error_kind = "timeout", "max_turns"
-            error = (
-                f"stopped codex as it began model call {limit.max_turns + 1} "
-                f"(max_turns={limit.max_turns})"
-            )
+        elif limit is not None and limit.hit is not None:
+            status = "timeout"
+            error_kind, error = limit.hit
         elif stream.failure is not None:
             status = "failed"
             error = clean_error(stream.failure)
@@ -325,15 +334,30 @@ class Codex:
         )
 
 
-class _TurnLimit:
-    """Stops codex as model call ``max_turns + 1`` begins, reading its session file
-    as it grows (``tail -F`` inside the sandbox): codex itself has no turn limit."""
+def _has_limits(context: RunContext) -> bool:
+    limits = context.limits
+    return any(
+        v is not None
+        for v in (limits.max_turns, limits.token_limit, limits.cost_limit, limits.message_limit)
+    )
 
-    def __init__(self, sandbox: Sandbox, proc: Process, max_turns: int) -> None:
+
+class _LimitWatcher:
+    """Stops codex when a limit of the run is reached, reading its session file as
+    it grows (``tail -F`` inside the sandbox): codex itself has none of them.
+
+    ``max_turns``: as model call ``max_turns + 1`` is about to begin; the token,
+    cost and message limits: as soon as the finished calls reach them.
+    """
+
+    def __init__(self, sandbox: Sandbox, proc: Process, context: RunContext, prompt: str) -> None:
         self.sandbox = sandbox
         self.proc = proc
-        self.max_turns = max_turns
-        self.hit = False
+        self.context = context
+        self.prompt = prompt
+        self.max_turns = context.limits.max_turns
+        #: ``(error_kind, message)`` of the limit that stopped codex.
+        self.hit: tuple[str, str] | None = None
         self._follower: Process | None = None
         self._task: asyncio.Future[None] | None = None
 
@@ -345,12 +369,26 @@ class _TurnLimit:
         )
         self._task = asyncio.ensure_future(self._read(self._follower))
 
+    def _check(self, rollout: Rollout) -> tuple[str, str] | None:
+        if self.max_turns is not None and rollout.turn_limit_reached(self.max_turns):
+            return (
+                "max_turns",
+                f"stopped codex as it began model call {self.max_turns + 1} "
+                f"(max_turns={self.max_turns})",
+            )
+        limits = self.context.limits
+        if (limits.token_limit, limits.cost_limit, limits.message_limit) == (None, None, None):
+            return None
+        messages = len(rollout.messages(self.prompt)) if limits.message_limit is not None else None
+        return self.context.limit_hit(rollout.usage, messages)
+
     async def _read(self, follower: Process) -> None:
         rollout = Rollout()
         async for line in follower.stdout_lines():
             rollout.feed(line)
-            if not self.hit and rollout.turn_limit_reached(self.max_turns):
-                self.hit = True
+            hit = self._check(rollout)
+            if hit is not None and self.hit is None:
+                self.hit = hit
                 await self.proc.kill()
                 return
 
