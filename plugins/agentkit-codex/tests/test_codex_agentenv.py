@@ -89,6 +89,7 @@ async def test_harbor_task_passes_its_verifier(
         base_url=model_server.base_url,
         api_key_env="AGENTKIT_TEST_CODEX_KEY",
         out=run_dir,
+        sandbox_options={"image": "host"},
     )
     [rollout] = results.rollouts
     assert rollout.status == "completed", rollout.error

@@ -1,10 +1,11 @@
-"""Codex unchanged in the docker sandbox: a no-network Harbor task in its own image.
+"""Claude Code unchanged in a task's own image: a no-network Harbor task in the docker
+sandbox and in the local sandbox on the image's root.
 
-The container has no network, yet codex (its static binary bound read-only
-from the host, never copied) reaches the scripted model server through the
-sandbox's relay, runs its shell tool with the image's tools and ENV, and the
-task's verifier passes. The API key reaches the model server and nothing else.
-"""
+The sandbox has no network, yet Claude Code (its binary bound read-only
+from the host, never copied; it runs on the image's glibc) reaches the
+scripted model server through the sandbox's relay, runs its Bash tool with
+the image's tools and ENV, and the task's verifier passes. The API key
+reaches the model server and nothing else."""
 
 from __future__ import annotations
 
@@ -13,17 +14,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from codex_helpers import files_containing
+from claude_helpers import files_containing
 
 from agentkit import AgentEnv, Event
 from agentkit.programs import ProgramBinary
 from agentkit.testing.model_server import ScriptedModelServer
-from agentkit.testing.sandbox_fixtures import requires_docker
+from agentkit.testing.sandbox_fixtures import need_docker, need_image_tool
 
-pytestmark = [pytest.mark.anyio, requires_docker]
+pytestmark = pytest.mark.anyio
 
 TASKS = Path(__file__).resolve().parents[3] / "examples" / "harbor-docker"
-API_KEY = "sk-agentkit-codex-docker-5d3a8e1f7c"
+API_KEY = "sk-agentkit-claude-docker-8f2a6c1d4e"
 
 TOTAL: dict[str, Any] = {
     "rules": [
@@ -33,10 +34,11 @@ TOTAL: dict[str, Any] = {
                 "content": "I will add the prices with jq.",
                 "tool_calls": [
                     {
-                        "name": "exec_command",
+                        "name": "Bash",
                         "arguments": {
-                            "cmd": "cd /srv/work && echo \"$(jq '[.items[].price] | add' "
-                            '/srv/data/prices.json) $CURRENCY" > total.txt && cat total.txt'
+                            "command": "cd /srv/work && echo \"$(jq '[.items[].price] | add' "
+                            '/srv/data/prices.json) $CURRENCY" > total.txt && cat total.txt',
+                            "description": "Add up the prices",
                         },
                     }
                 ],
@@ -48,25 +50,33 @@ TOTAL: dict[str, Any] = {
 
 
 @pytest.mark.model_script(TOTAL)
-async def test_codex_solves_a_no_network_task_in_its_image(
+@pytest.mark.parametrize("sandbox", ["docker", "local"], ids=["docker", "image-root"])
+async def test_claude_code_solves_a_no_network_task_in_its_image(
+    sandbox: str,
     model_server: ScriptedModelServer,
-    codex_bin: ProgramBinary,
+    claude_bin: ProgramBinary,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    image_cache: Path,
 ) -> None:
+    if sandbox == "docker":
+        need_docker()
+    else:
+        need_image_tool()
     pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
-    monkeypatch.setenv("AGENTKIT_TEST_CODEX_KEY", API_KEY)
+    monkeypatch.setenv("AGENTKIT_TEST_CLAUDE_KEY", API_KEY)
     seen: list[Event] = []
     env = AgentEnv.from_names(
-        f"harbor:{TASKS}", "codex", trace_callback=seen.append, sandbox="docker"
+        f"harbor:{TASKS}", "claude-code", trace_callback=seen.append, sandbox=sandbox
     )
     run_dir = tmp_path / "run"
     results = await env.evaluate(
         task_ids=["harbor-docker:tools-in-image"],
         model="scripted-model",
         base_url=model_server.base_url,
-        api_key_env="AGENTKIT_TEST_CODEX_KEY",
+        api_key_env="AGENTKIT_TEST_CLAUDE_KEY",
         out=run_dir,
+        sandbox_options={"image_cache": str(image_cache)} if sandbox == "local" else None,
     )
     [rollout] = results.rollouts
     assert rollout.status == "completed", rollout.error
