@@ -377,7 +377,7 @@ COSTLY_TOOLS = {
             "match": {"has_tools": True},
             "reply": {
                 "tool_calls": [
-                    {"name": "Bash", "arguments": {"command": "echo again", "description": "x"}}
+                    {"name": "Bash", "arguments": {"command": "env", "description": "x"}}
                 ],
                 "usage": {"prompt_tokens": 1000, "completion_tokens": 10},
             },
@@ -407,5 +407,9 @@ async def test_token_limit_stops_claude_code_and_headers_reach_the_endpoint(
     assert 3 <= len(requests) <= 4
     assert all(r.headers.get("x-team") == "evals" for r in requests)
     assert all(r.headers.get("x-gateway-key") == secret for r in requests)
+    # the Bash tool's env printed neither the header's value nor the key
+    tool_output = json.dumps([m for m in result.messages if m["role"] == "tool"])
+    assert "CLAUDE_CONFIG_DIR=" in tool_output
+    assert "ANTHROPIC_API_KEY" not in tool_output and secret not in tool_output
     assert files_containing(sandbox.root, secret) == []
     assert secret not in json.dumps(result.to_json())

@@ -17,6 +17,7 @@ from agentkit_claude_code import (
 from agentkit_claude_code._settings import (
     NO_KEY,
     anthropic_base_url,
+    bash_env_script,
     build_env,
     build_settings,
     render_settings,
@@ -101,6 +102,11 @@ def test_generated_settings_and_environment() -> None:
     assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8000"
     assert env["ANTHROPIC_API_KEY"] == "sk-live-1234567"
     assert env["CLAUDE_CONFIG_DIR"] == "/logs/agent/claude-code"
+    # the Bash tool sources a script that unsets the credentials (and holds none)
+    assert env["CLAUDE_ENV_FILE"] == "/logs/agent/claude-code/bash-env.sh"
+    assert bash_env_script() == (
+        "unset ANTHROPIC_API_KEY ANTHROPIC_AUTH_TOKEN ANTHROPIC_CUSTOM_HEADERS\n"
+    )
     assert env["CLAUDE_CODE_MAX_RETRIES"] == "2"
     assert env["CLAUDE_CODE_MAX_OUTPUT_TOKENS"] == "4096"
     assert env["ANTHROPIC_DEFAULT_HAIKU_MODEL"] == "Qwen/Qwen3-8B"

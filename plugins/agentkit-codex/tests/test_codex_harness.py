@@ -429,6 +429,9 @@ async def test_token_limit_stops_codex_and_headers_reach_the_endpoint(
     assert 3 <= len(requests) <= 4
     assert all(r.headers.get("x-team") == "evals" for r in requests)
     assert all(r.headers.get("x-gateway-key") == secret for r in requests)
-    # the header's value went through the environment only
+    # the header's value went through the environment only, and not the shell tool's
+    tool_output = json.dumps([m for m in result.messages if m["role"] == "tool"])
+    assert "CODEX_HOME=" in tool_output
+    assert "AGENTKIT_CODEX_" not in tool_output and secret not in tool_output
     assert files_containing(sandbox.root, secret) == []
     assert secret not in json.dumps(result.to_json())

@@ -15,9 +15,12 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = [
+    "BASH_ENV_FILE",
     "CONFIG_DIR",
+    "HIDDEN_FROM_TOOLS",
     "NO_KEY",
     "anthropic_base_url",
+    "bash_env_script",
     "build_env",
     "build_settings",
     "merge_settings",
@@ -27,6 +30,12 @@ __all__ = [
 #: Claude Code's configuration directory inside the sandbox: its settings,
 #: session transcripts and state stay with the rollout.
 CONFIG_DIR = "/logs/agent/claude-code"
+#: The script Claude Code sources before each Bash command (``CLAUDE_ENV_FILE``),
+#: in its configuration directory.
+BASH_ENV_FILE = "bash-env.sh"
+#: Variables carrying credentials, unset before each Bash command: a command the
+#: model runs (``env``, say) cannot print them into the transcript or a kept file.
+HIDDEN_FROM_TOOLS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_CUSTOM_HEADERS")
 #: Sent as the key when the run has none: Claude Code refuses to start without
 #: one, and an endpoint that checks keys answers 401 to it.
 NO_KEY = "agentkit-no-api-key"
@@ -78,6 +87,11 @@ def render_settings(settings: Mapping[str, Any]) -> str:
     return json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
 
 
+def bash_env_script() -> str:
+    """What ``CLAUDE_ENV_FILE`` holds: the credentials unset for the Bash tool (no secret)."""
+    return f"unset {' '.join(HIDDEN_FROM_TOOLS)}\n"
+
+
 def anthropic_base_url(base_url: str) -> str:
     """``ANTHROPIC_BASE_URL`` for an endpoint: without a trailing ``/v1`` (Claude
     Code appends ``/v1/messages``)."""
@@ -96,9 +110,11 @@ def build_env(
     headers: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The environment variables Claude Code needs on top of the sandbox's own
-    (``headers``, sent with every request, as ``ANTHROPIC_CUSTOM_HEADERS``)."""
+    (``headers``, sent with every request, as ``ANTHROPIC_CUSTOM_HEADERS``; the
+    credentials are unset for the Bash tool by :func:`bash_env_script`)."""
     env = dict(STATIC_ENV)
     env["CLAUDE_CONFIG_DIR"] = config_dir
+    env["CLAUDE_ENV_FILE"] = f"{config_dir}/{BASH_ENV_FILE}"
     env["ANTHROPIC_API_KEY"] = api_key or NO_KEY
     if base_url is not None:
         env["ANTHROPIC_BASE_URL"] = anthropic_base_url(base_url)

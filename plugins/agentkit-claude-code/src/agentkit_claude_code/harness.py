@@ -26,7 +26,9 @@ from agentkit.programs import (
 )
 from agentkit_claude_code._binary import find_claude
 from agentkit_claude_code._settings import (
+    BASH_ENV_FILE,
     CONFIG_DIR,
+    bash_env_script,
     build_env,
     build_settings,
     render_settings,
@@ -211,6 +213,7 @@ class ClaudeCode:
         executable, staged = await executable_in(sandbox, binary, STAGED_BINARY, recorder)
         settings = build_settings(model=model, extra=self.settings)
         await write_text(sandbox, f"{CONFIG_DIR}/settings.json", render_settings(settings))
+        await write_text(sandbox, f"{CONFIG_DIR}/{BASH_ENV_FILE}", bash_env_script())
         argv = [
             executable,
             "-p",
