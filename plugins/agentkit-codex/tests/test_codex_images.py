@@ -1,5 +1,5 @@
 """Codex unchanged in a task's own image: a no-network Harbor task in the docker
-sandbox and in the local sandbox on the image's root.
+sandbox through `agentkit run`, and in the local sandbox on the image's root.
 
 The sandbox has no network, yet codex (its static binary bound read-only
 from the host, never copied) reaches the scripted model server through the
@@ -10,6 +10,10 @@ task's verifier passes. The API key reaches the model server and nothing else.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +24,6 @@ from agentkit import AgentEnv, Event
 from agentkit.programs import ProgramBinary
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.sandbox_fixtures import need_docker, need_image_tool
-
-pytestmark = pytest.mark.anyio
 
 TASKS = Path(__file__).resolve().parents[3] / "examples" / "harbor-docker"
 API_KEY = "sk-agentkit-codex-docker-5d3a8e1f7c"
@@ -48,26 +50,20 @@ TOTAL: dict[str, Any] = {
 }
 
 
+@pytest.mark.anyio
 @pytest.mark.model_script(TOTAL)
-@pytest.mark.parametrize("sandbox", ["docker", "local"], ids=["docker", "image-root"])
-async def test_codex_solves_a_no_network_task_in_its_image(
-    sandbox: str,
+async def test_codex_solves_a_no_network_task_on_its_image_root(
     model_server: ScriptedModelServer,
     codex_bin: ProgramBinary,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     image_cache: Path,
 ) -> None:
-    if sandbox == "docker":
-        need_docker()
-    else:
-        need_image_tool()
+    need_image_tool()
     pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
     monkeypatch.setenv("AGENTKIT_TEST_CODEX_KEY", API_KEY)
     seen: list[Event] = []
-    env = AgentEnv.from_names(
-        f"harbor:{TASKS}", "codex", trace_callback=seen.append, sandbox=sandbox
-    )
+    env = AgentEnv.from_names(f"harbor:{TASKS}", "codex", trace_callback=seen.append)
     run_dir = tmp_path / "run"
     results = await env.evaluate(
         task_ids=["harbor-docker:tools-in-image"],
@@ -75,7 +71,7 @@ async def test_codex_solves_a_no_network_task_in_its_image(
         base_url=model_server.base_url,
         api_key_env="AGENTKIT_TEST_CODEX_KEY",
         out=run_dir,
-        sandbox_options={"image_cache": str(image_cache)} if sandbox == "local" else None,
+        sandbox_options={"image_cache": str(image_cache)},
     )
     [rollout] = results.rollouts
     assert rollout.status == "completed", rollout.error
@@ -89,3 +85,54 @@ async def test_codex_solves_a_no_network_task_in_its_image(
     assert all(r.api_key_sent for r in model_server.model_requests)
     assert files_containing(run_dir, API_KEY) == []
     assert API_KEY not in json.dumps([e.data for e in seen])
+
+
+@pytest.mark.model_script(TOTAL)
+def test_codex_solves_a_no_network_task_in_docker_through_agentkit_run(
+    model_server: ScriptedModelServer, codex_bin: ProgramBinary, tmp_path: Path
+) -> None:
+    need_docker()
+    pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
+    agentkit_cli = shutil.which("agentkit") or f"{sys.executable} -m agentkit"
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            *agentkit_cli.split(),
+            "run",
+            f"harbor:{TASKS}",
+            "codex",
+            "--task",
+            "harbor-docker:tools-in-image",
+            "--sandbox",
+            "docker",
+            "--model",
+            "scripted-model",
+            "--base-url",
+            model_server.base_url,
+            "--api-key-env",
+            "AGENTKIT_TEST_CODEX_KEY",
+            "--out",
+            str(run_dir),
+        ],
+        env={**os.environ, "AGENTKIT_TEST_CODEX_KEY": API_KEY},
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [line] = (run_dir / "rollouts.jsonl").read_text().splitlines()
+    rollout = json.loads(line)
+    assert rollout["status"] == "completed", rollout["error"]
+    assert rollout["rewards"]["core.reward"] == 1.0
+    assert rollout["rewards"]["harness.tool_calls"] == 1.0
+    assert rollout["rewards"]["harness.turns"] == 2.0
+    events = [json.loads(x) for x in (run_dir / rollout["events_file"]).read_text().splitlines()]
+    assert "12 EUR" in json.dumps([e["data"] for e in events if e["type"] == "tool.result"])
+    # read-only bind of the binary's directory: never copied in
+    assert not [e for e in events if "is not visible in the sandbox" in json.dumps(e["data"])]
+    assert all(r.api_key_sent for r in model_server.model_requests)
+    # the key reached the model server and nothing else: not the run directory (events
+    # included), not the output
+    assert files_containing(run_dir, API_KEY) == []
+    assert API_KEY not in proc.stdout + proc.stderr
