@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agentkit import EventRecorder, HarnessError, HarnessResult, Task, Usage
+from agentkit import EventRecorder, HarnessError, HarnessResult, RunContext, Task, Usage
 from agentkit.programs import (
     drive,
     executable_in,
@@ -17,6 +17,7 @@ from agentkit.programs import (
     prompt_text,
     read_text,
     redactor,
+    run_secrets,
     scrub_sandbox_dir,
     scrub_tree,
     telemetry_rubric,
@@ -93,6 +94,20 @@ def test_redactor_and_scrub_tree(tmp_path: Path) -> None:
     assert scrub_tree(tmp_path / "home", secret.encode()) == 1
     assert (tmp_path / "home" / "log.db").read_bytes() == b"\x00" + b"*" * len(secret) + b"\x00tail"
     assert outside.read_text() == secret
+
+
+def test_run_secrets_are_the_key_and_secret_looking_header_values() -> None:
+    context = RunContext(
+        api_key="sk-demo-1234567",
+        headers={"X-Team": "evals-team", "X-Gateway-Key": "gw-1234567890", "Cookie": "c"},
+    )
+    # longest first; a public header's value and a too-short one are not secrets
+    assert run_secrets(context) == ["sk-demo-1234567", "gw-1234567890"]
+    assert run_secrets(RunContext()) == []
+    redact = redactor(run_secrets(context))
+    assert redact("sk-demo-1234567 gw-1234567890 evals-team") == (
+        "[redacted] [redacted] evals-team"
+    )
 
 
 def test_prompt_text_of_each_input_kind() -> None:

@@ -10,8 +10,9 @@
   session files.
 - :func:`drive` feeds the prompt, hands each output line to a reader live and
   kills the whole process tree on timeout, error or cancellation.
-- :func:`redactor` and :func:`scrub_sandbox_dir` keep the API key out of
-  recorded text and out of the files the program leaves.
+- :func:`run_secrets` lists the run's secrets (its API key, secret-looking
+  header values); :func:`redactor` and :func:`scrub_sandbox_dir` keep them
+  out of recorded text and out of the files the program leaves.
 - :func:`prompt_text` is the task's text; :func:`telemetry_rubric` the
   weight-0 ``harness.*`` metrics.
 
@@ -27,7 +28,9 @@ from agentkit.programs._prompt import prompt_text
 from agentkit.programs._secrets import (
     MIN_SECRET_LEN,
     REDACTED,
+    Secrets,
     redactor,
+    run_secrets,
     scrub_sandbox_dir,
     scrub_tree,
 )
@@ -38,6 +41,7 @@ __all__ = [
     "REDACTED",
     "ProgramBinary",
     "Resolver",
+    "Secrets",
     "drive",
     "executable_in",
     "find_program",
@@ -48,6 +52,7 @@ __all__ = [
     "read_text",
     "redactor",
     "remove_staged",
+    "run_secrets",
     "scrub_sandbox_dir",
     "scrub_tree",
     "telemetry_rubric",

@@ -20,6 +20,7 @@ from agentkit.programs import (
     prompt_text,
     redactor,
     remove_staged,
+    run_secrets,
     scrub_sandbox_dir,
     telemetry_rubric,
     write_text,
@@ -176,7 +177,8 @@ class ClaudeCode:
         on_event: EventCallback | None,
     ) -> HarnessResult:
         api_key = context.resolved_api_key
-        redact = redactor(api_key)
+        secrets = run_secrets(context)
+        redact = redactor(secrets)
         recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
         prompt = prompt_text(task)
         translate = getattr(sandbox, "translate", None)  # host mode: in-sandbox -> host paths
@@ -247,7 +249,7 @@ class ClaudeCode:
             with anyio.CancelScope(shield=True):
                 if staged:
                     await remove_staged(sandbox, STAGED_BINARY)
-                await scrub_sandbox_dir(sandbox, CONFIG_DIR, api_key, recorder)
+                await scrub_sandbox_dir(sandbox, CONFIG_DIR, secrets, recorder)
         return await self._result(
             stream, outcome, recorder, binary, model, session_id, timeout, max_turns, redact,
             staged,

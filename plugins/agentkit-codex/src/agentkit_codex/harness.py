@@ -25,6 +25,7 @@ from agentkit.programs import (
     prompt_text,
     redactor,
     remove_staged,
+    run_secrets,
     scrub_sandbox_dir,
     telemetry_rubric,
     write_text,
@@ -182,7 +183,8 @@ class Codex:
         on_event: EventCallback | None,
     ) -> HarnessResult:
         api_key = context.resolved_api_key
-        redact = redactor(api_key)
+        secrets = run_secrets(context)
+        redact = redactor(secrets)
         recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
         config = build_config(
             model=model,
@@ -243,7 +245,7 @@ class Codex:
                     await limit.stop()
                 if staged:
                     await remove_staged(sandbox, STAGED_BINARY)
-                await scrub_sandbox_dir(sandbox, CODEX_HOME, api_key, recorder)
+                await scrub_sandbox_dir(sandbox, CODEX_HOME, secrets, recorder)
         return await self._result(
             task, stream, rollout, rollout_file, outcome, limit, recorder, binary, model, timeout,
             redact, staged,

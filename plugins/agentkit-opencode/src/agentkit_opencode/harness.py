@@ -20,12 +20,12 @@ from agentkit import (
     Task,
 )
 from agentkit.programs import (
-    MIN_SECRET_LEN,
     drive,
     executable_in,
     prompt_text,
     redactor,
     remove_staged,
+    run_secrets,
     scrub_sandbox_dir,
 )
 from agentkit_opencode._binary import OpenCodeBinary, find_opencode
@@ -186,7 +186,8 @@ class OpenCode:
         on_event: EventCallback | None,
     ) -> HarnessResult:
         api_key = context.resolved_api_key
-        redact = redactor(api_key)
+        secrets = run_secrets(context)
+        redact = redactor(secrets)
         recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
         prompt = prompt_of(task)
         ref = model_reference(model, generated_provider=context.base_url is not None)
@@ -238,9 +239,9 @@ class OpenCode:
             with anyio.CancelScope(shield=True):
                 if staged:  # even when cancelled: the copy is large
                     await remove_staged(sandbox, STAGED_BINARY)
-                if api_key and len(api_key) >= MIN_SECRET_LEN:
+                if secrets:
                     # opencode's database keeps error bodies, and some servers echo the key
-                    await scrub_sandbox_dir(sandbox, XDG_ROOT, api_key, recorder)
+                    await scrub_sandbox_dir(sandbox, XDG_ROOT, secrets, recorder)
         return await self._result(state, outcome, recorder, binary, ref, timeout, redact, staged)
 
     async def _result(
