@@ -16,9 +16,9 @@ import pytest
 from agentkit_claude_code import CLAUDE_CODE_VERSION, ClaudeCode
 from claude_helpers import files_containing, host_processes_with, sandbox_processes
 
-from agentkit import Event, ExecutionHints, Limits, RunContext, Task
+from agentkit import Event, ExecutionHints, HarnessResult, Limits, RunContext, Task
 from agentkit.programs import ProgramBinary
-from agentkit.testing.conformance import check_harness
+from agentkit.testing.conformance import harness_conformance_test
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.sandbox_fixtures import unique_sleep_arg
 
@@ -160,16 +160,57 @@ async def test_bash_tool_writes_a_file_then_answers(
     assert list(config_dir.rglob(f"{result.raw['session_id']}.jsonl"))  # its transcript
 
 
-@pytest.mark.model_script({"default": {"content": "Hi from the scripted model."}})
-async def test_conformance(model_server: ScriptedModelServer, claude_bin: ProgramBinary) -> None:
-    """The harness contract, on a standalone run (it opens its own local sandbox)."""
-    context = RunContext(
-        model="scripted-model", base_url=model_server.base_url, api_key=API_KEY, rollout_id="r-1"
-    )
-    harness = ClaudeCode(binary=str(claude_bin.path))
-    result = await check_harness(harness, unique_task("conf"), context, expect_status="completed")
+#: One Bash command, then an answer: the transcript has a tool call and its result.
+LOOK_THEN_ANSWER: dict[str, Any] = {
+    "rules": [
+        {
+            "match": {"after_tool": False, "has_tools": True},
+            "reply": {
+                "content": "I will look.",
+                "tool_calls": [
+                    {
+                        "name": "Bash",
+                        "arguments": {"command": "echo conformance", "description": "Look"},
+                    }
+                ],
+                "usage": {"prompt_tokens": 900, "completion_tokens": 20, "cached_tokens": 100},
+            },
+        },
+        {"match": {"after_tool": True}, "reply": {"content": "Hi from the scripted model."}},
+    ]
+}
+
+
+def _answered_after_its_tool(result: HarnessResult) -> None:
     assert result.output == "Hi from the scripted model."
-    assert result.raw["claude_code_version"] == CLAUDE_CODE_VERSION
+    assert result.raw["claude_code_version"] == CLAUDE_CODE_VERSION and result.raw["session_id"]
+    [tool] = [m for m in result.messages if m["role"] == "tool"]
+    assert "conformance" in tool["content"]
+    assert result.usage.cached_tokens == 100
+
+
+# run on its own: the harness opens a local sandbox with its binary bound read-only
+test_conformance = harness_conformance_test(
+    "claude-code", script=LOOK_THEN_ANSWER, fixtures=["claude_bin"], check=_answered_after_its_tool
+)
+
+
+def _server_error(result: HarnessResult) -> None:
+    assert result.error_kind == "model_server_error" and result.retryable
+    assert result.error is not None and "upstream exploded (scripted)" in result.error
+
+
+# the failure path too: a 500 gives a failed, classified, conforming result with its message
+test_conformance_on_a_server_error = harness_conformance_test(
+    "claude-code",
+    script={
+        "default": {"status": 500, "message": "upstream exploded (scripted)", "retry_after": 0}
+    },
+    options={"max_retries": 0},
+    fixtures=["claude_bin"],
+    expect_status="failed",
+    check=_server_error,
+)
 
 
 @pytest.mark.model_script(
