@@ -15,8 +15,11 @@
   out of recorded text and out of the files the program leaves.
 - :func:`prompt_text` is the task's text; :func:`telemetry_rubric` the
   weight-0 ``harness.*`` metrics.
+- :class:`ProgramHarness` is the base of such a harness: its options checked,
+  the optional Harness members, the model check, the timeout rule and a
+  local sandbox when the run gives none.
 
-The ``codex`` and ``claude-code`` plugins are built on these.
+The ``codex``, ``claude-code`` and ``opencode`` plugins are built on these.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 from agentkit.programs._binary import ProgramBinary, Resolver, find_program, is_elf, local_npm_bins
 from agentkit.programs._drive import drive, kill_shielded
 from agentkit.programs._files import executable_in, read_text, remove_staged, write_text
+from agentkit.programs._harness import ProgramHarness
 from agentkit.programs._prompt import prompt_text
 from agentkit.programs._secrets import (
     MIN_SECRET_LEN,
@@ -40,6 +44,7 @@ __all__ = [
     "MIN_SECRET_LEN",
     "REDACTED",
     "ProgramBinary",
+    "ProgramHarness",
     "Resolver",
     "Secrets",
     "drive",

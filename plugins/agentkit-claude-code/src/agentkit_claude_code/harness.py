@@ -6,15 +6,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentkit import EventRecorder, ExecutionHints, HarnessError, HarnessResult, RunContext, Task
+from agentkit import EventRecorder, HarnessResult, RunContext, Task
 from agentkit.programs import (
     ProgramBinary,
+    ProgramHarness,
     drive,
     executable_in,
     prompt_text,
@@ -22,7 +22,6 @@ from agentkit.programs import (
     remove_staged,
     run_secrets,
     scrub_sandbox_dir,
-    telemetry_rubric,
     write_text,
 )
 from agentkit_claude_code._binary import find_claude
@@ -37,7 +36,7 @@ from agentkit_claude_code._settings import (
 from agentkit_claude_code._stream import ClaudeStream, classify_error
 
 if TYPE_CHECKING:
-    from agentkit import Rubric, Sandbox
+    from agentkit import Sandbox
     from agentkit._events import EventCallback
     from agentkit._sandbox import ExecResult, Process
 
@@ -48,7 +47,7 @@ STAGED_BINARY = "/tmp/.agentkit-claude-code/claude"
 _STDERR_TAIL = 4000
 
 
-class ClaudeCode:
+class ClaudeCode(ProgramHarness):
     """Runs the ``claude`` CLI (``claude -p --output-format stream-json``) on a task,
     in its sandbox.
 
@@ -72,10 +71,6 @@ class ClaudeCode:
     description: ClassVar[str] = (
         "The real Claude Code CLI (claude -p), run non-interactively in the rollout's sandbox."
     )
-    #: The runner gives this harness a sandbox even when the task asks for none.
-    requires_sandbox: ClassVar[bool] = True
-    #: It calls the run's model: the preflight checks the endpoint and the API key.
-    uses_model: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -86,16 +81,7 @@ class ClaudeCode:
         timeout: float | None = None,
         binary: str | None = None,
     ) -> None:
-        if settings is not None and not isinstance(settings, dict):
-            raise HarnessError(
-                f"claude-code option settings: expected an object, got {type(settings).__name__}"
-            )
-        if max_retries is not None and (isinstance(max_retries, bool) or max_retries < 0):
-            raise HarnessError(
-                f"claude-code option max_retries: expected an integer >= 0, got {max_retries!r}"
-            )
-        if timeout is not None and not timeout > 0:
-            raise HarnessError(f"claude-code option timeout: expected seconds > 0, got {timeout!r}")
+        self.check_options(timeout=timeout, max_retries=max_retries, settings=settings)
         self.model = model
         self.settings = dict(settings) if settings else None
         self.append_system_prompt = append_system_prompt
@@ -103,71 +89,11 @@ class ClaudeCode:
         self.timeout = timeout
         self.binary = binary
 
-    def __repr__(self) -> str:
-        return f"ClaudeCode(model={self.model!r})"
-
-    # -- optional Harness members -------------------------------------------
-
-    def supports(self, task: Task) -> bool:
-        """Tasks with a payload (its text is what Claude Code is asked to do)."""
-        return task.input is not None
-
-    def compile_rubric(self, taskset: Any) -> Rubric:
-        """Telemetry (weight 0): ``turns``, ``tool_calls``, ``tool_errors``, ``tokens``."""
-        return telemetry_rubric("claude-code")
-
-    @property
-    def sandbox_ro_binds(self) -> list[str]:
-        """Host directories a sandbox must show read-only (at the same path) to run claude."""
-        try:
-            return list(find_claude(self.binary).mount_dirs)
-        except HarnessError:
-            return []
-
-    async def preflight(self, context: RunContext) -> None:
-        """Before a run: the claude program is installed (a HarnessError says how to)."""
-        await asyncio.to_thread(find_claude, self.binary)
-
-    def find_binary(self) -> ProgramBinary:
+    def find_program(self) -> ProgramBinary:
         """The claude executable this harness runs (raises HarnessError when missing)."""
         return find_claude(self.binary)
 
-    # -- running ------------------------------------------------------------
-
-    async def run(
-        self,
-        task: Task,
-        context: RunContext | None = None,
-        on_event: EventCallback | None = None,
-    ) -> HarnessResult:
-        """Run Claude Code on ``task``; events reach ``on_event`` while it runs."""
-        task.require_payload()
-        context = context or RunContext()
-        model = self.model or context.model
-        if not model:
-            raise HarnessError(
-                "the claude-code harness needs a model: pass RunContext(model=...), "
-                "ClaudeCode(model=...) or -H model=NAME"
-            )
-        binary = await asyncio.to_thread(find_claude, self.binary)
-        if context.sandbox is not None:
-            return await self._run_in(context.sandbox, task, context, model, binary, on_event)
-        from agentkit.sandbox import open_sandbox
-
-        hints = ExecutionHints(ro_binds=list(binary.mount_dirs))
-        async with open_sandbox(
-            "local",
-            hints=hints,
-            model_endpoint=context.base_url,
-            rollout_id=context.rollout_id or "claude-code",
-        ) as sandbox:
-            return await self._run_in(sandbox, task, context, model, binary, on_event)
-
-    def _timeout(self, context: RunContext) -> float | None:
-        limits = [t for t in (self.timeout, context.limits.timeout_sec) if t is not None]
-        return min(limits) if limits else None
-
-    async def _run_in(
+    async def run_in(
         self,
         sandbox: Sandbox,
         task: Task,
@@ -193,7 +119,7 @@ class ClaudeCode:
             headers=context.headers,
         )
         session_id = str(uuid.uuid4())
-        timeout = self._timeout(context)
+        timeout = self.timeout_for(context)
         max_turns = context.limits.max_turns
         await recorder.emit(
             "harness.start",

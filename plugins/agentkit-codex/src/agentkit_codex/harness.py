@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
-from agentkit import EventRecorder, ExecutionHints, HarnessError, HarnessResult, RunContext, Task
+from agentkit import EventRecorder, HarnessResult, RunContext, Task
 from agentkit.programs import (
     ProgramBinary,
+    ProgramHarness,
     drive,
     executable_in,
     kill_shielded,
@@ -27,7 +28,6 @@ from agentkit.programs import (
     remove_staged,
     run_secrets,
     scrub_sandbox_dir,
-    telemetry_rubric,
     write_text,
 )
 from agentkit_codex._binary import find_codex
@@ -42,7 +42,7 @@ from agentkit_codex._rollout import Rollout
 from agentkit_codex._stream import CodexStream, classify_error, clean_error
 
 if TYPE_CHECKING:
-    from agentkit import Rubric, Sandbox
+    from agentkit import Sandbox
     from agentkit._events import EventCallback
     from agentkit._sandbox import ExecResult, Process
 
@@ -59,7 +59,7 @@ _FOLLOW = (
 )
 
 
-class Codex:
+class Codex(ProgramHarness):
     """Runs the ``codex`` CLI (``codex exec --json``) on a task, in its sandbox.
 
     Options (``-H name=value`` on the command line):
@@ -80,10 +80,6 @@ class Codex:
     description: ClassVar[str] = (
         "The real Codex CLI (codex exec), run non-interactively in the rollout's sandbox."
     )
-    #: The runner gives this harness a sandbox even when the task asks for none.
-    requires_sandbox: ClassVar[bool] = True
-    #: It calls the run's model: the preflight checks the endpoint and the API key.
-    uses_model: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -93,87 +89,18 @@ class Codex:
         timeout: float | None = None,
         binary: str | None = None,
     ) -> None:
-        if config is not None and not isinstance(config, dict):
-            raise HarnessError(
-                f"codex option config: expected an object, got {type(config).__name__}"
-            )
-        if max_retries is not None and (isinstance(max_retries, bool) or max_retries < 0):
-            raise HarnessError(
-                f"codex option max_retries: expected an integer >= 0, got {max_retries!r}"
-            )
-        if timeout is not None and not timeout > 0:
-            raise HarnessError(f"codex option timeout: expected seconds > 0, got {timeout!r}")
+        self.check_options(timeout=timeout, max_retries=max_retries, config=config)
         self.model = model
         self.config = dict(config) if config else None
         self.max_retries = max_retries
         self.timeout = timeout
         self.binary = binary
 
-    def __repr__(self) -> str:
-        return f"Codex(model={self.model!r})"
-
-    # -- optional Harness members -------------------------------------------
-
-    def supports(self, task: Task) -> bool:
-        """Tasks with a payload (its text is what codex is asked to do)."""
-        return task.input is not None
-
-    def compile_rubric(self, taskset: Any) -> Rubric:
-        """Telemetry (weight 0): ``turns``, ``tool_calls``, ``tool_errors``, ``tokens``."""
-        return telemetry_rubric("codex")
-
-    @property
-    def sandbox_ro_binds(self) -> list[str]:
-        """Host directories a sandbox must show read-only (at the same path) to run codex."""
-        try:
-            return list(find_codex(self.binary).mount_dirs)
-        except HarnessError:
-            return []
-
-    async def preflight(self, context: RunContext) -> None:
-        """Before a run: the codex program is installed (a HarnessError says how to)."""
-        await asyncio.to_thread(find_codex, self.binary)
-
-    def find_binary(self) -> ProgramBinary:
+    def find_program(self) -> ProgramBinary:
         """The codex executable this harness runs (raises HarnessError when missing)."""
         return find_codex(self.binary)
 
-    # -- running ------------------------------------------------------------
-
-    async def run(
-        self,
-        task: Task,
-        context: RunContext | None = None,
-        on_event: EventCallback | None = None,
-    ) -> HarnessResult:
-        """Run codex on ``task``; events reach ``on_event`` while it runs."""
-        task.require_payload()
-        context = context or RunContext()
-        model = self.model or context.model
-        if not model:
-            raise HarnessError(
-                "the codex harness needs a model: pass RunContext(model=...), "
-                "Codex(model=...) or -H model=NAME"
-            )
-        binary = await asyncio.to_thread(find_codex, self.binary)
-        if context.sandbox is not None:
-            return await self._run_in(context.sandbox, task, context, model, binary, on_event)
-        from agentkit.sandbox import open_sandbox
-
-        hints = ExecutionHints(ro_binds=list(binary.mount_dirs))
-        async with open_sandbox(
-            "local",
-            hints=hints,
-            model_endpoint=context.base_url,
-            rollout_id=context.rollout_id or "codex",
-        ) as sandbox:
-            return await self._run_in(sandbox, task, context, model, binary, on_event)
-
-    def _timeout(self, context: RunContext) -> float | None:
-        limits = [t for t in (self.timeout, context.limits.timeout_sec) if t is not None]
-        return min(limits) if limits else None
-
-    async def _run_in(
+    async def run_in(
         self,
         sandbox: Sandbox,
         task: Task,
@@ -203,7 +130,7 @@ class Codex:
             has_endpoint=context.base_url is not None,
             headers=context.headers,
         )
-        timeout = self._timeout(context)
+        timeout = self.timeout_for(context)
         max_turns = context.limits.max_turns
         await recorder.emit(
             "harness.start",

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import shutil
 import time
 from collections.abc import Callable
@@ -13,13 +12,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentkit import (
     EventRecorder,
-    ExecutionHints,
     HarnessError,
     HarnessResult,
     RunContext,
     Task,
 )
 from agentkit.programs import (
+    ProgramHarness,
     drive,
     executable_in,
     prompt_text,
@@ -58,7 +57,7 @@ def prompt_of(task: Task) -> str:
     return prompt_text(task)
 
 
-class OpenCode:
+class OpenCode(ProgramHarness):
     """Runs the ``opencode`` CLI (``opencode run --format json``) on a task, in its sandbox.
 
     Options (``-H name=value`` on the command line):
@@ -79,10 +78,6 @@ class OpenCode:
     description: ClassVar[str] = (
         "The real opencode CLI, run non-interactively in the rollout's sandbox."
     )
-    #: The runner gives this harness a sandbox even when the task asks for none.
-    requires_sandbox: ClassVar[bool] = True
-    #: It calls the run's model: the preflight checks the endpoint and the API key.
-    uses_model: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -93,12 +88,7 @@ class OpenCode:
         timeout: float | None = None,
         binary: str | None = None,
     ) -> None:
-        if config is not None and not isinstance(config, dict):
-            raise HarnessError(
-                f"opencode option config: expected an object, got {type(config).__name__}"
-            )
-        if timeout is not None and not timeout > 0:
-            raise HarnessError(f"opencode option timeout: expected seconds > 0, got {timeout!r}")
+        self.check_options(timeout=timeout, config=config)
         self.model = model
         self.agent = agent
         self.variant = variant
@@ -109,74 +99,24 @@ class OpenCode:
     def __repr__(self) -> str:
         return f"OpenCode(model={self.model!r}, agent={self.agent!r})"
 
-    # -- optional Harness members -------------------------------------------
-
-    def supports(self, task: Task) -> bool:
-        """Tasks with a payload (its text is what opencode is asked to do)."""
-        return task.input is not None
-
     def compile_rubric(self, taskset: Any) -> Rubric:
         """Telemetry (weight 0): ``turns``, ``tool_calls``, ``tool_errors``, ``tokens``."""
         return telemetry_rubric()
 
-    @property
-    def sandbox_ro_binds(self) -> list[str]:
-        """Host directories a sandbox must show read-only (at the same path) to run opencode."""
-        try:
-            return list(find_opencode(self.binary).mount_dirs)
-        except HarnessError:
-            return []
-
-    async def preflight(self, context: RunContext) -> None:
-        """Before a run: the opencode program is installed (a HarnessError says how to)."""
-        await asyncio.to_thread(find_opencode, self.binary)
-
-    def find_binary(self) -> OpenCodeBinary:
+    def find_program(self) -> OpenCodeBinary:
         """The opencode executable this harness runs (raises HarnessError when missing)."""
         return find_opencode(self.binary)
 
-    # -- running ------------------------------------------------------------
-
-    async def run(
-        self,
-        task: Task,
-        context: RunContext | None = None,
-        on_event: EventCallback | None = None,
-    ) -> HarnessResult:
-        """Run opencode on ``task``; events reach ``on_event`` while it runs."""
-        task.require_payload()
-        context = context or RunContext()
-        model = self.model or context.model
-        if not model:
-            raise HarnessError(
-                "the opencode harness needs a model: pass RunContext(model=...), "
-                "OpenCode(model=...) or -H model=NAME"
-            )
+    def check_context(self, model: str, context: RunContext) -> None:
+        """Without a base URL the model must be ``provider/model`` (configured)."""
         if context.base_url is None and "/" not in model:
             raise HarnessError(
                 "the opencode harness needs the model endpoint: pass "
                 "RunContext(base_url='http://.../v1'), or a 'provider/model' model "
                 "with that provider in the config option"
             )
-        binary = await asyncio.to_thread(find_opencode, self.binary)
-        if context.sandbox is not None:
-            return await self._run_in(context.sandbox, task, context, model, binary, on_event)
-        from agentkit.sandbox import open_sandbox
 
-        hints = ExecutionHints(ro_binds=list(binary.mount_dirs))
-        async with open_sandbox(
-            "local",
-            hints=hints,
-            model_endpoint=context.base_url,
-            rollout_id=context.rollout_id or "opencode",
-        ) as sandbox:
-            return await self._run_in(sandbox, task, context, model, binary, on_event)
-
-    def _timeout(self, context: RunContext) -> float | None:
-        limits = [t for t in (self.timeout, context.limits.timeout_sec) if t is not None]
-        return min(limits) if limits else None
-
-    async def _run_in(
+    async def run_in(
         self,
         sandbox: Sandbox,
         task: Task,
@@ -205,7 +145,7 @@ class OpenCode:
         translate = getattr(sandbox, "translate", None)  # host mode: in-sandbox -> host paths
         xdg_root = translate(XDG_ROOT) if callable(translate) else XDG_ROOT
         env = build_env(config, xdg_root=xdg_root, api_key=api_key)
-        timeout = self._timeout(context)
+        timeout = self.timeout_for(context)
         await recorder.emit(
             "harness.start",
             harness="opencode",
