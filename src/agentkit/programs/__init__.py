@@ -13,8 +13,9 @@
 - :func:`run_secrets` lists the run's secrets (its API key, secret-looking
   header values); :func:`redactor` and :func:`scrub_sandbox_dir` keep them
   out of recorded text and out of the files the program leaves.
-- :func:`prompt_text` is the task's text; :func:`telemetry_rubric` the
-  weight-0 ``harness.*`` metrics.
+- :func:`prompt_text` is the task's text; :func:`assistant_message` one
+  model call as a transcript message; :func:`telemetry_rubric` the weight-0
+  ``harness.*`` metrics.
 - :class:`ProgramHarness` is the base of such a harness: its options checked,
   the optional Harness members, the model check, the timeout rule and a
   local sandbox when the run gives none.
@@ -39,6 +40,7 @@ from agentkit.programs._secrets import (
     scrub_tree,
 )
 from agentkit.programs._telemetry import telemetry_rubric
+from agentkit.programs._transcript import assistant_message
 
 __all__ = [
     "MIN_SECRET_LEN",
@@ -47,6 +49,7 @@ __all__ = [
     "ProgramHarness",
     "Resolver",
     "Secrets",
+    "assistant_message",
     "drive",
     "executable_in",
     "find_program",

@@ -34,6 +34,7 @@ from typing import Any
 import attrs
 
 from agentkit import EventRecorder, Usage
+from agentkit.programs import assistant_message
 
 __all__ = ["ClaudeStream", "classify_error"]
 
@@ -377,17 +378,7 @@ class ClaudeStream:
         for call in self.calls:
             if not (call.texts or call.tool_calls or call.reasoning):
                 continue
-            message: dict[str, Any] = {
-                "role": "assistant",
-                "content": "".join(call.texts) if call.texts else None,
-            }
-            if call.reasoning:
-                message["reasoning_content"] = "".join(call.reasoning)
-            if call.tool_calls:
-                message["tool_calls"] = list(call.tool_calls)
-            elif message["content"] is None:
-                message["content"] = ""
-            out.append(message)
+            out.append(assistant_message(call.texts, call.reasoning, call.tool_calls))
             out.extend(call.tool_messages)
         return out
 

@@ -27,6 +27,7 @@ from typing import Any
 import attrs
 
 from agentkit import Usage
+from agentkit.programs import assistant_message
 
 __all__ = ["Rollout", "RolloutCall"]
 
@@ -168,17 +169,9 @@ class Rollout:
         message and a ``tool`` message per answered tool call."""
         out: list[dict[str, Any]] = [{"role": "user", "content": self.redact(prompt)}]
         for call in self.all_calls():
-            message: dict[str, Any] = {
-                "role": "assistant",
-                "content": "\n\n".join(call.texts) if call.texts else None,
-            }
-            if call.reasoning:
-                message["reasoning_content"] = "\n\n".join(call.reasoning)
-            if call.tool_calls:
-                message["tool_calls"] = list(call.tool_calls)
-            elif message["content"] is None:
-                message["content"] = ""
-            out.append(message)
+            out.append(
+                assistant_message(call.texts, call.reasoning, call.tool_calls, joiner="\n\n")
+            )
             for tool_call in call.tool_calls:
                 if tool_call["id"] in self.outputs:
                     out.append(

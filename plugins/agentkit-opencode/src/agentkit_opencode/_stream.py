@@ -33,6 +33,7 @@ from typing import Any
 import attrs
 
 from agentkit import EventRecorder, Usage
+from agentkit.programs import assistant_message
 
 __all__ = ["StreamState", "classify_error"]
 
@@ -311,17 +312,7 @@ class StreamState:
         for step in self.steps:
             if not (step.texts or step.tool_calls or step.reasoning):
                 continue
-            message: dict[str, Any] = {
-                "role": "assistant",
-                "content": "".join(step.texts) if step.texts else None,
-            }
-            if step.reasoning:
-                message["reasoning_content"] = "".join(step.reasoning)
-            if step.tool_calls:
-                message["tool_calls"] = list(step.tool_calls)
-            elif message["content"] is None:
-                message["content"] = ""
-            out.append(message)
+            out.append(assistant_message(step.texts, step.reasoning, step.tool_calls))
             out.extend(step.tool_messages)
         return out
 
