@@ -10,6 +10,7 @@ across executors in both directions, also after the driver was killed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -69,6 +70,26 @@ def cluster() -> Iterator[Any]:
     finally:
         ray.shutdown()
         c.shutdown()
+
+
+def kill_node(cluster: Any, node: Any) -> None:
+    """The node dies as a machine does: its raylet and every process under it at once
+    (``remove_node`` alone leaves its worker processes running until they next hear
+    from the raylet, so a rollout there could still finish)."""
+    import psutil
+
+    raylets = node.all_processes.get("raylet", [])
+    procs = []
+    for info in raylets:
+        try:
+            procs += psutil.Process(info.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            pass
+    cluster.remove_node(node, allow_graceful=False)
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(procs, timeout=30)
 
 
 def ray_executor(tmp_path: Path, **options: Any) -> Any:
@@ -219,16 +240,23 @@ async def test_a_node_killed_mid_run_loses_nothing(
     victim = cluster.add_node(num_cpus=CPUS_PER_NODE, labels=LABELS)
     cluster.wait_for_nodes()
     victim_id = victim.node_id
-    model_server.set_script(arithmetic_script(latency=2.0))
+    model_server.set_script(arithmetic_script())
+    # No answer until the victim is gone: with every slot's request in flight at once,
+    # exactly CPUS_PER_NODE of them run on the victim (a latency instead let a rollout
+    # finish before the last one started, or one on the victim finish after its kill).
+    model_server.hold()
     slots = 3 * CPUS_PER_NODE
     env = AgentEnv.from_names(f"jsonl:{arithmetic(tmp_path, n=slots)}", "chat")
     run = tmp_path / "run"
 
     async def kill_when_every_node_is_busy() -> None:
         # as many rollouts in flight as the three nodes have CPUs: two on the victim
-        while len(model_server.chat_requests) < slots:
-            await anyio.sleep(0.05)
-        await anyio.to_thread.run_sync(lambda: cluster.remove_node(victim, allow_graceful=False))
+        try:
+            while len(model_server.chat_requests) < slots:
+                await anyio.sleep(0.05)
+            await anyio.to_thread.run_sync(lambda: kill_node(cluster, victim))
+        finally:
+            model_server.release()
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(kill_when_every_node_is_busy)
