@@ -162,10 +162,15 @@ class BaseSandbox:
         async with self._lock:
             if self._state != "closed":
                 self._state = "closed"
-                for proc in list(self._procs):
+                procs = list(self._procs)
+                for proc in procs:
                     await proc.kill()
                 self._procs.clear()
                 await self._stop_backend()
+                for proc in procs:
+                    # Everything inside is gone: read their output to the end and
+                    # close their pipes in this event loop.
+                    await proc.wait()
         if remove is None:
             remove = self.owns_root
         if remove and not self.keep and self.root.exists():
@@ -252,7 +257,7 @@ class BaseSandbox:
         who = self._resolve_user(user)
         wd = self.fs.absolute(cwd) if cwd else self.workdir
         argv, host_env, host_cwd = self._spawn_args(self._argv(cmd), wd, self._env(env, who), who)
-        proc, exited = await spawn(
+        proc, exited, transport = await spawn(
             argv, stdin=stdin, env=host_env, cwd=host_cwd, pass_fds=self._spawn_fds()
         )
         pid = proc.pid
@@ -263,6 +268,7 @@ class BaseSandbox:
             lambda: self._kill_process_tree(pid),
             max_output=self._max_output,
             on_exit=self._procs.discard,
+            transport=transport,
         )
         self._procs.add(sp)
         return sp

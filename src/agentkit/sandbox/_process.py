@@ -74,8 +74,9 @@ async def spawn(
     env: dict[str, str],
     cwd: str | None,
     pass_fds: tuple[int, ...] = (),
-) -> tuple[asyncio.subprocess.Process, asyncio.Event]:
-    """Start ``argv`` in a new session with piped output; return it and its exit event."""
+) -> tuple[asyncio.subprocess.Process, asyncio.Event, asyncio.SubprocessTransport]:
+    """Start ``argv`` in a new session with piped output; return it, its exit event
+    and its transport (for :class:`SandboxProcess` to close once it is done)."""
     loop = asyncio.get_running_loop()
     transport, protocol = await loop.subprocess_exec(
         lambda: _ExitAwareProtocol(loop),
@@ -88,7 +89,7 @@ async def spawn(
         start_new_session=True,
         pass_fds=pass_fds,
     )
-    return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited
+    return asyncio.subprocess.Process(transport, protocol, loop), protocol.exited, transport
 
 
 class _Stream:
@@ -152,8 +153,10 @@ class SandboxProcess:
         *,
         max_output: int,
         on_exit: Callable[[SandboxProcess], None] | None = None,
+        transport: asyncio.SubprocessTransport | None = None,
     ) -> None:
         self._proc = proc
+        self._transport = transport
         self._exited = exited
         self._kill_tree = kill_tree
         self._on_exit = on_exit
@@ -229,6 +232,10 @@ class SandboxProcess:
                 await task
         if self._proc.stdin is not None:
             self._proc.stdin.close()
+        if self._transport is not None:
+            # Pipes a background child still holds are closed now, in this event
+            # loop: left to the garbage collector, they would be closed after it.
+            self._transport.close()
         code = self._proc.returncode
         self._result = ExecResult(
             exit_code=code if code is not None else -1,
