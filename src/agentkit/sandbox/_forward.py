@@ -31,7 +31,7 @@ __all__ = ["HOLDER_SCRIPT", "Endpoint", "Relay", "parse_endpoint", "python_for_h
 #: Runs inside the sandbox: argv = host, port, fd of the Unix socket to the host,
 #: the shell line to wait with afterwards (the lifeline, see ``_bwrap.LIFELINE``).
 HOLDER_SCRIPT = """\
-import array, os, socket, sys
+import array, os, _socket as socket, sys  # not socket: it imports enum (milliseconds)
 host, port, chan_fd = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 family = socket.AF_INET6 if ":" in host else socket.AF_INET
 lo = socket.socket(family, socket.SOCK_STREAM)

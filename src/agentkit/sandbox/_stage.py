@@ -62,7 +62,9 @@ DOCKER_CAPS = (
 )
 
 STAGE_SCRIPT = r"""
-import ctypes, marshal, os, signal, sys
+# _signal and _socket, not signal and socket: those import enum, which takes
+# milliseconds of every sandbox start.
+import ctypes, marshal, os, _signal as signal, sys
 
 cfg = marshal.loads(bytes.fromhex(sys.argv[1]))
 libc = ctypes.CDLL(None, use_errno=True)
@@ -177,7 +179,7 @@ mount(None, "/proc/sys", None, MS_REMOUNT | MS_BIND | MS_RDONLY | keep)
 
 relay = cfg["relay"]
 if relay:
-    import array, socket
+    import array, _socket as socket
 
     family = socket.AF_INET6 if ":" in relay["host"] else socket.AF_INET
     lo = socket.socket(family, socket.SOCK_STREAM)
