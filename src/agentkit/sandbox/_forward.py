@@ -26,7 +26,15 @@ import attrs
 
 from agentkit.sandbox._errors import SandboxError
 
-__all__ = ["HOLDER_SCRIPT", "Endpoint", "Relay", "parse_endpoint", "python_for_holder", "recv_fd"]
+__all__ = [
+    "HOLDER_SCRIPT",
+    "Endpoint",
+    "Relay",
+    "loopback_endpoint",
+    "parse_endpoint",
+    "python_for_holder",
+    "recv_fd",
+]
 
 #: Runs inside the sandbox: argv = host, port, fd of the Unix socket to the host,
 #: the shell line to wait with afterwards (the lifeline, see ``_bwrap.LIFELINE``).
@@ -83,6 +91,19 @@ def parse_endpoint(url: str) -> Endpoint:
             "use a loopback address or a hostname, or allow the network"
         )
     return Endpoint(url, host, port, str(ip), None)
+
+
+def loopback_endpoint(url: str) -> Endpoint | None:
+    """The endpoint when a sandbox *with* network still needs the relay to reach it
+    (a loopback address: the sandbox's loopback is its own), else None (a hostname
+    or another address: reachable over its network)."""
+    try:
+        ep = parse_endpoint(url)
+    except SandboxError:
+        return None
+    if ep.hosts_entry is not None:
+        return None
+    return ep
 
 
 def python_for_holder() -> tuple[str, str]:

@@ -37,7 +37,7 @@ from agentkit.sandbox._docker_engine import (
 from agentkit.sandbox._docker_files import extract_download, upload_tar
 from agentkit.sandbox._docker_process import DockerProcess
 from agentkit.sandbox._errors import SandboxError, SandboxPathError
-from agentkit.sandbox._forward import Endpoint, Relay, parse_endpoint
+from agentkit.sandbox._forward import Endpoint, Relay, loopback_endpoint, parse_endpoint
 
 __all__ = ["DEFAULT_IMAGE", "DockerSandbox"]
 
@@ -114,7 +114,7 @@ class DockerSandbox:
         self._endpoint: Endpoint | None = None
         if model_endpoint:
             if self.network:
-                self._endpoint = _loopback_endpoint(model_endpoint)
+                self._endpoint = loopback_endpoint(model_endpoint)
             else:
                 self._endpoint = parse_endpoint(model_endpoint)
         self.image: str | None = None
@@ -367,6 +367,7 @@ class DockerSandbox:
             if health == "unhealthy" or not state.get("Running"):
                 raise SandboxError(
                     f"sandbox 'docker': the container's healthcheck failed ({health or 'exited'})"
+                    + _last_check(state)
                 )
             if loop.time() > deadline:
                 raise SandboxError("sandbox 'docker': the container did not become healthy in time")
@@ -624,15 +625,14 @@ def _container_name(rollout_id: str) -> str:
     return f"agentkit-{slug}-{uuid.uuid4().hex[:6]}"
 
 
-def _loopback_endpoint(url: str) -> Endpoint | None:
-    """With network, only a loopback endpoint needs the relay (the container has its own)."""
-    try:
-        ep = parse_endpoint(url)
-    except SandboxError:
-        return None
-    if ep.hosts_entry is not None:
-        return None  # a hostname: reachable over the container's network
-    return ep
+def _last_check(state: dict[str, Any]) -> str:
+    """The last healthcheck's exit code and output, for an error message."""
+    log = (state.get("Health") or {}).get("Log") or []
+    if not log:
+        return ""
+    last = log[-1]
+    output = " ".join(str(last.get("Output") or "").split())[:300]
+    return f": its last check exited {last.get('ExitCode')}" + (f" ({output})" if output else "")
 
 
 def _in_container(pid: int, container_id: str) -> bool:
