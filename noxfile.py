@@ -132,7 +132,8 @@ def install_project(session: nox.Session, *extras: str) -> None:
 
 
 #: Debian packages the tests use, by the program they provide: the local sandbox
-#: (bubblewrap; nsenter, setpriv, prlimit and unshare from util-linux), ripgrep for
+#: (bubblewrap; nsenter, setpriv, prlimit and unshare from util-linux; slirp4netns for
+#: the network of tasks allowed it), ripgrep for
 #: OpenCode's grep and glob tools (offline, OpenCode cannot download it), node and
 #: npm to install the agent programs; the Docker engine and CLI for the docker sandbox,
 #: mmdebstrap for its offline base images, and Podman and Buildah (the other tools the
@@ -143,6 +144,7 @@ APT_PACKAGES = {
     "setpriv": "util-linux",
     "prlimit": "util-linux",
     "unshare": "util-linux",
+    "slirp4netns": "slirp4netns",
     "rg": "ripgrep",
     "node": "nodejs",
     "npm": "npm",

@@ -12,6 +12,8 @@ import asyncio
 import http.server
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -170,9 +172,9 @@ async def test_the_images_entrypoint_starts_its_service(on_image) -> None:
 
 
 class _Server:
-    """An HTTP server on the host's loopback answering 'model'."""
+    """An HTTP server on the host's loopback (or ``address``) answering 'model'."""
 
-    def __init__(self) -> None:
+    def __init__(self, address: str = "127.0.0.1") -> None:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 self.send_response(200)
@@ -182,7 +184,7 @@ class _Server:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = http.server.ThreadingHTTPServer((address, 0), Handler)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
@@ -218,6 +220,42 @@ async def test_model_endpoint_reaches_inside_and_nothing_else(
         other.httpd.shutdown()
     r = await box.exec(f"cat {shared}/tool.txt; touch {shared}/new 2>/dev/null || echo read-only")
     assert r.stdout == "from the host\nread-only\n"
+
+
+async def test_allowed_network_is_the_rollouts_own(on_image, host_server: _Server) -> None:
+    """Network allowed: its own namespace through slirp4netns (as a container has):
+    a service on port 80, outbound traffic, the model endpoint, not the host's loopback."""
+    if shutil.which("slirp4netns") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true: slirp4netns is not installed")
+        pytest.skip("slirp4netns is not installed (apt-get install slirp4netns)")
+    outward = _Server("0.0.0.0")
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    probe.connect(("192.0.2.1", 9))
+    address = probe.getsockname()[0]
+    probe.close()
+    url = f"http://127.0.0.1:{host_server.port}/v1"
+    box = await on_image(PYTHON, network=True, allow_network=True, model_endpoint=url)
+    try:
+        await box.start("cd /srv && echo own > index.html && exec python3 -m http.server 80")
+        code = (
+            "import sys, time, urllib.request\n"
+            "for url in sys.argv[1:]:\n"
+            "    for _ in range(100):\n"
+            "        try:\n"
+            "            print(urllib.request.urlopen(url, timeout=5).read().decode().strip())\n"
+            "            break\n"
+            "        except OSError:\n"
+            "            time.sleep(0.1)\n"
+            "    else:\n"
+            "        print('error')\n"
+        )
+        urls = ["http://127.0.0.1/", url, f"http://{address}:{outward.port}/"]
+        r = await box.exec(["python3", "-c", code, *urls], timeout=60)
+        assert r.stdout.split() == ["own", "model", "model"], r.stderr
+        assert (await box.exec("cat /etc/resolv.conf")).stdout == "nameserver 10.0.2.3\n"
+    finally:
+        outward.httpd.shutdown()
 
 
 async def test_uploads_and_downloads_see_the_image_and_the_rollouts_files(

@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import http.server
+import os
+import shutil
+import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from agentkit._sandbox import ExecutionHints
-from agentkit.sandbox import SandboxError
+from agentkit.sandbox import SandboxError, SandboxUnavailableError
 from agentkit.sandbox._forward import parse_endpoint
+from agentkit.sandbox.local import LocalSandbox
 from agentkit.testing.sandbox_fixtures import requires_bwrap
 
 pytestmark = [pytest.mark.anyio, requires_bwrap]
@@ -22,6 +30,18 @@ try:
         print(r.status, r.read().decode())
 except Exception as exc:
     print("error", type(exc).__name__)
+"""
+
+
+#: Fetch a URL once its server is up (a bound: 200 tries), printing the body.
+FETCH_WHEN_UP = """
+import sys, time, urllib.request
+for _ in range(200):
+    try:
+        print(urllib.request.urlopen(sys.argv[1], timeout=3).read().decode(), end="")
+        break
+    except OSError:
+        time.sleep(0.05)
 """
 
 
@@ -37,8 +57,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def _serve() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+def _serve(address: str = "127.0.0.1") -> Iterator[int]:
+    server = http.server.ThreadingHTTPServer((address, 0), _Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -56,6 +76,34 @@ def model_port() -> Iterator[int]:
 @pytest.fixture
 def other_port() -> Iterator[int]:
     yield from _serve()
+
+
+@pytest.fixture
+def host_address() -> str:
+    """This machine's address on its outward interface (not a loopback one)."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a route
+        return str(probe.getsockname()[0])
+    except OSError as exc:
+        pytest.skip(f"no outward network interface here ({exc})")
+    finally:
+        probe.close()
+
+
+@pytest.fixture
+def outward_port(host_address: str) -> Iterator[int]:
+    """A server on every address of the host, its loopback and its outward one."""
+    yield from _serve("0.0.0.0")
+
+
+def need_slirp4netns() -> None:
+    """Skip, saying why, without slirp4netns; under ``CI=true`` fail instead."""
+    if shutil.which("slirp4netns") is None:
+        reason = "slirp4netns is not installed (apt-get install slirp4netns)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true: {reason}")
+        pytest.skip(reason)
 
 
 async def fetch(sb, url: str) -> str:  # type: ignore[no-untyped-def]
@@ -88,16 +136,131 @@ async def test_localhost_endpoint(sandbox_factory, model_port: int) -> None:
 
 
 async def test_network_only_when_task_asks_and_user_allows(
-    sandbox_factory, other_port: int
+    sandbox_factory, outward_port: int, host_address: str
 ) -> None:
-    url = f"http://127.0.0.1:{other_port}/open"
+    need_slirp4netns()
+    url = f"http://{host_address}:{outward_port}/open"
     asks = ExecutionHints(network=True)
     refused = await sandbox_factory("local", hints=asks)
     assert (await fetch(refused, url)).startswith("error")
     not_asked = await sandbox_factory("local", allow_network=True)
     assert (await fetch(not_asked, url)).startswith("error")
     allowed = await sandbox_factory("local", hints=asks, allow_network=True)
-    assert await fetch(allowed, url) == f"200 hello from {other_port}/open"
+    assert await fetch(allowed, url) == f"200 hello from {outward_port}/open"
+
+
+async def test_allowed_network_is_the_sandboxs_own(
+    sandbox_factory, outward_port: int, host_address: str
+) -> None:
+    """As in a Docker container: traffic goes out, the host's loopback is out of
+    reach, and what a task serves is its own (two rollouts on one port)."""
+    need_slirp4netns()
+    asks = ExecutionHints(network=True)
+    a = await sandbox_factory("local", hints=asks, allow_network=True)
+    b = await sandbox_factory("local", hints=asks, allow_network=True)
+    assert a.host_network is False
+    assert (await fetch(a, f"http://{host_address}:{outward_port}/out")).startswith("200")
+    assert (await fetch(a, f"http://127.0.0.1:{outward_port}/lo")).startswith("error")
+    assert (await fetch(a, f"http://10.0.2.2:{outward_port}/gw")).startswith("error")
+    assert (await a.exec("cat /etc/resolv.conf")).stdout == "nameserver 10.0.2.3\n"
+    for sb, text in ((a, "from a"), (b, "from b")):
+        # Port 80, as root without capabilities: allowed in its own namespace.
+        await sb.exec(f"mkdir -p /srv/www && echo {text} > /srv/www/index.html")
+        await sb.start("cd /srv/www && exec python3 -m http.server 80")
+    for sb, text in ((a, "from a"), (b, "from b")):
+        got = await sb.exec(["python3", "-c", FETCH_WHEN_UP, "http://127.0.0.1/"], timeout=30)
+        assert got.stdout.strip() == text
+
+
+async def test_host_network_mode_shares_the_hosts(sandbox_factory, other_port: int) -> None:
+    asks = ExecutionHints(network=True)
+    sb = await sandbox_factory("local", hints=asks, allow_network=True, network_mode="host")
+    assert sb.host_network is True
+    url = f"http://127.0.0.1:{other_port}/shared"
+    assert await fetch(sb, url) == f"200 hello from {other_port}/shared"
+
+
+async def test_model_endpoint_with_network_allowed(
+    sandbox_factory, model_port: int, outward_port: int, host_address: str
+) -> None:
+    """The host's loopback is out of reach, yet the endpoint there works at its URL."""
+    need_slirp4netns()
+    endpoint = f"http://127.0.0.1:{model_port}/v1"
+    sb = await sandbox_factory(
+        "local", hints=ExecutionHints(network=True), allow_network=True, model_endpoint=endpoint
+    )
+    assert await fetch(sb, f"{endpoint}/models") == f"200 hello from {model_port}/v1/models"
+    assert (await fetch(sb, f"http://{host_address}:{outward_port}/x")).startswith("200")
+
+
+async def test_network_mode_private_needs_slirp4netns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name in ("bwrap", "nsenter", "setpriv", "prlimit"):
+        found = shutil.which(name)
+        assert found is not None
+        (tools / name).symlink_to(found)
+    monkeypatch.setenv("PATH", str(tools))
+    asks = ExecutionHints(network=True)
+    with pytest.raises(SandboxUnavailableError, match="apt-get install slirp4netns"):
+        LocalSandbox(root=tmp_path / "r", hints=asks, allow_network=True, network_mode="private")
+    # auto: the host's network then, as documented.
+    sb = LocalSandbox(root=tmp_path / "r", hints=asks, allow_network=True)
+    assert sb.host_network is True
+    with pytest.raises(SandboxError, match="network_mode='open': expected auto, private or host"):
+        LocalSandbox(root=tmp_path / "r", network_mode="open")  # type: ignore[arg-type]
+
+
+async def test_slirp4netns_goes_with_the_sandbox(sandbox_factory) -> None:  # type: ignore[no-untyped-def]
+    need_slirp4netns()
+    sb = await sandbox_factory("local", hints=ExecutionHints(network=True), allow_network=True)
+    slirp = sb._slirp.pid
+    assert os.path.exists(f"/proc/{slirp}")
+    await sb.close()
+    assert not os.path.exists(f"/proc/{slirp}") or _is_zombie_or_gone(slirp)
+
+
+def _is_zombie_or_gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_slirp4netns_dies_with_a_killed_orchestrator(tmp_path: Path) -> None:
+    """SIGKILL the process that started a sandbox with network: its slirp4netns ends."""
+    need_slirp4netns()
+    script = f"""
+import asyncio, sys
+from pathlib import Path
+from agentkit._sandbox import ExecutionHints
+from agentkit.sandbox.local import LocalSandbox
+
+async def main():
+    sb = LocalSandbox(root=Path({str(tmp_path / "r")!r}), hints=ExecutionHints(network=True),
+                      allow_network=True, network_mode="private")
+    await sb.setup()
+    print(sb._slirp.pid, flush=True)
+    await asyncio.sleep(600)
+
+asyncio.run(main())
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        slirp = int(proc.stdout.readline())
+        assert os.path.exists(f"/proc/{slirp}")
+    finally:
+        proc.kill()
+        proc.wait()
+    for _ in range(500):  # a bound, not a timing check
+        if _is_zombie_or_gone(slirp):
+            break
+        time.sleep(0.02)
+    assert _is_zombie_or_gone(slirp), "slirp4netns outlived its orchestrator"
 
 
 def test_endpoint_parsing() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from agentkit._sandbox import ExecResult
 
-__all__ = ["SandboxProcess", "read_json_fd", "spawn"]
+__all__ = ["SandboxProcess", "read_json_fd", "spawn", "wait_readable"]
 
 #: After the command exits, how long to keep reading output that background
 #: children (``server &``) may still hold open.
@@ -33,27 +33,32 @@ class _ExitAwareProtocol(asyncio.subprocess.SubprocessStreamProtocol):
         self.exited.set()
 
 
+async def wait_readable(fd: int) -> None:
+    """Wait until ``fd`` can be read (or is at EOF) without blocking the event loop."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    loop.add_reader(fd, wake)
+    try:
+        await ready
+    finally:
+        loop.remove_reader(fd)
+
+
 async def read_json_fd(fd: int) -> Any:
     """Read one JSON document from pipe ``fd`` without blocking the event loop.
 
     Reads until the text parses; raises ``ValueError`` when the writer closes
     its end before that.
     """
-    loop = asyncio.get_running_loop()
     os.set_blocking(fd, False)
     data = b""
     while True:
-        ready: asyncio.Future[None] = loop.create_future()
-
-        def wake(fut: asyncio.Future[None] = ready) -> None:
-            if not fut.done():
-                fut.set_result(None)
-
-        loop.add_reader(fd, wake)
-        try:
-            await ready
-        finally:
-            loop.remove_reader(fd)
+        await wait_readable(fd)
         try:
             chunk = os.read(fd, 4096)
         except BlockingIOError:

@@ -33,6 +33,7 @@ from agentkit.sandbox._forward import (
     HOLDER_SCRIPT,
     Endpoint,
     Relay,
+    loopback_endpoint,
     parse_endpoint,
     python_for_holder,
     recv_fd,
@@ -50,6 +51,7 @@ from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._process import read_json_fd
 from agentkit.sandbox._proctree import kill_tree
 from agentkit.sandbox._reaper import OWNER_ENV, owner_token, reap_orphans_once, reaped
+from agentkit.sandbox._slirp import RESOLV_CONF, Slirp, find_slirp4netns, require_slirp4netns
 from agentkit.sandbox._stage import DOCKER_CAPS, STAGE, StagePlan, stage_argv
 from agentkit.sandbox._users import User, resolve_user
 
@@ -72,7 +74,12 @@ class LocalSandbox(BaseSandbox):
 
     Options (``-S name=value`` on the command line):
 
-    - ``allow_network``: give full network to tasks whose hints ask for it.
+    - ``allow_network``: give network to tasks whose hints ask for it.
+    - ``network_mode``: how such a task gets it: ``private`` (its own network
+      namespace, as a Docker container has, with outbound traffic carried by
+      slirp4netns; the host's loopback is out of reach), ``host`` (the host's
+      network namespace, shared), or ``auto`` (default: ``private`` when
+      slirp4netns is installed, else ``host``).
     - ``keep``: never delete the rollout's files on close.
     - ``ro_binds``: extra host paths visible read-only at the same path.
     - ``max_processes``, ``max_memory_mb`` (address space), ``max_file_size_mb``,
@@ -116,6 +123,7 @@ class LocalSandbox(BaseSandbox):
         rollout_id: str = "",
         model_endpoint: str | None = None,
         allow_network: bool = False,
+        network_mode: Literal["auto", "private", "host"] = "auto",
         keep: bool = False,
         ro_binds: list[str] | None = None,
         max_processes: int | None = None,
@@ -141,6 +149,18 @@ class LocalSandbox(BaseSandbox):
         )
         self._tools: Tools = find_tools(bwrap)
         self.network = bool(self.hints.network and allow_network)
+        if network_mode not in ("auto", "private", "host"):
+            raise SandboxError(
+                f"option network_mode={network_mode!r}: expected auto, private or host"
+            )
+        #: slirp4netns, when the sandbox has network in a namespace of its own.
+        self._slirp_program: str | None = None
+        if self.network and network_mode == "private":
+            self._slirp_program = require_slirp4netns()
+        elif self.network and network_mode == "auto":
+            self._slirp_program = find_slirp4netns()
+        #: True when the sandbox shares the host's network namespace.
+        self.host_network = self.network and self._slirp_program is None
         if image not in ("auto", "host"):
             raise SandboxError(f"option image={image!r}: expected auto or host")
         #: The task's image this sandbox runs on (None: the host's userland).
@@ -179,8 +199,12 @@ class LocalSandbox(BaseSandbox):
         if self.image is not None:
             # The holder on an image root is the orchestrator's Python (on the stage only).
             self._python, self._python_prefix = python_for_holder()
-        if model_endpoint and not self.network:
-            self._endpoint = parse_endpoint(model_endpoint)
+        if model_endpoint and not self.host_network:
+            # In its own network namespace: relayed in; with network, only a
+            # loopback endpoint (a hostname is reachable over it, as from a container).
+            relayed = loopback_endpoint if self.network else parse_endpoint
+            self._endpoint = relayed(model_endpoint)
+        if self._endpoint is not None:
             exe, prefix = python_for_holder()
             self._python = exe
             if self.image is None and prefix and prefix not in binds:
@@ -199,6 +223,7 @@ class LocalSandbox(BaseSandbox):
         #: The process whose working directory is the workdir (image roots: the holder).
         self._cwd_pid = 0
         self._relay: Relay | None = None
+        self._slirp: Slirp | None = None
         self._userns_fd: int | None = None
         self._shell = ""
 
@@ -281,6 +306,13 @@ class LocalSandbox(BaseSandbox):
             hosts += f"127.0.0.1 {self._endpoint.hosts_entry}\n"
         return hosts
 
+    def _net_files(self) -> list[tuple[str, str, int]]:
+        """(path, text, mode) of the network files written in the sandbox's /etc."""
+        files = [("/etc/hosts", self._hosts(), 0o644), ("/etc/hostname", "sandbox\n", 0o644)]
+        if self._slirp_program is not None:
+            files.append(("/etc/resolv.conf", RESOLV_CONF, 0o644))
+        return files
+
     def _etc_files(self) -> list[tuple[str, str, int]]:
         """(path, text, mode) of the files generated in the tmpfs /etc."""
         return [
@@ -288,8 +320,7 @@ class LocalSandbox(BaseSandbox):
             ("/etc/group", _GROUP, 0o644),
             ("/etc/shadow", _SHADOW, 0o640),
             ("/etc/gshadow", _GSHADOW, 0o640),
-            ("/etc/hosts", self._hosts(), 0o644),
-            ("/etc/hostname", "sandbox\n", 0o644),
+            *self._net_files(),
         ]
 
     @staticmethod
@@ -416,7 +447,7 @@ class LocalSandbox(BaseSandbox):
         argv = holder_argv(
             self._tools,
             fs_root=self.fs_root,
-            network=self.network,
+            network=self.host_network,
             ro_binds=self.ro_binds,
             info_fd=info_w,
             holder=holder,
@@ -444,14 +475,14 @@ class LocalSandbox(BaseSandbox):
             }
         plan = StagePlan(
             nested_ids=IMAGE_ID_COUNT if self.host_id is not None else 0,
-            private_net=not self.network,
+            private_net=not self.host_network,
             workdir=self.workdir,
             binds=[
                 (f"{STAGE}/tools{TOOLS_DIR}", TOOLS_DIR),
                 *((f"{STAGE}/binds/{i}", path) for i, path in enumerate(self.ro_binds)),
             ],
             dirs=dirs,
-            files=[("/etc/hosts", self._hosts(), 0o644), ("/etc/hostname", "sandbox\n", 0o644)],
+            files=self._net_files(),
             relay=relay,
         )
         return stage_argv(
@@ -460,7 +491,7 @@ class LocalSandbox(BaseSandbox):
             python_prefix=self._python_prefix,
             rootfs=image_root.rootfs,
             rollout_dir=self.root,
-            network=self.network,
+            network=self.host_network,
             host_files=tools.files,
             ro_binds=self.ro_binds,
             info_fd=info_w,
@@ -554,6 +585,10 @@ class LocalSandbox(BaseSandbox):
         forbid = asyncio.ensure_future(
             self._forbid_user_namespaces() if self.image is None else asyncio.sleep(0)
         )
+        # The network namespace exists: slirp4netns attaches while bubblewrap sets up.
+        net = None
+        if self._slirp_program is not None:
+            net = asyncio.ensure_future(Slirp.start(self._slirp_program, self._holder_pid))
         try:
             try:
                 line = await asyncio.wait_for(proc.stdout.readline(), _START_TIMEOUT_SEC)
@@ -563,13 +598,20 @@ class LocalSandbox(BaseSandbox):
                 await self._fail_start()
             try:
                 await forbid
+                if net is not None:
+                    self._slirp = await net
             except SandboxError as exc:
                 await self._fail_start(str(exc))
         finally:
-            if not forbid.done():
-                forbid.cancel()
-                with contextlib.suppress(BaseException):
-                    await forbid
+            for task in (forbid, net):
+                if task is not None and not task.done():
+                    task.cancel()
+                    with contextlib.suppress(BaseException):
+                        await task
+            started = net is not None and net.done() and not net.cancelled()
+            if self._slirp is None and started and net is not None and net.exception() is None:
+                # Started, but the sandbox did not: _stop_backend stops it.
+                self._slirp = net.result()
         if self.host_id is not None and self.image is None:
             # /etc is a tmpfs bubblewrap filled as host root: hand it to the sandbox's id.
             root = f"/proc/{self._holder_pid}/root"
@@ -583,15 +625,24 @@ class LocalSandbox(BaseSandbox):
         process entering the namespace (with its capabilities there, nowhere
         else) writes the limit, which applies to the namespace and everything
         inside it. (Bubblewrap's ``--disable-userns`` does the same, but
-        cannot be combined with id maps the caller writes.)
+        cannot be combined with id maps the caller writes.) In the sandbox's
+        own network namespace it also lets commands listen on ports below
+        1024 and ping, as Docker does in a container's.
         """
+        script = "echo 0 > /proc/sys/user/max_user_namespaces"
+        if not self.host_network:
+            script += (
+                " && echo 0 > /proc/sys/net/ipv4/ip_unprivileged_port_start"
+                " && echo '0 0' > /proc/sys/net/ipv4/ping_group_range"
+            )
         proc = await asyncio.create_subprocess_exec(
             self._tools.nsenter, "-t", str(self._holder_pid), "-U",
+            *(() if self.host_network else ("-n",)),
             # As root, become the namespace's root (the sandbox's own id); else
             # our own uid already is (and setgroups is denied).
             *(() if self.host_id is not None else ("--preserve-credentials",)),
             "--",
-            "/bin/sh", "-c", "echo 0 > /proc/sys/user/max_user_namespaces",
+            "/bin/sh", "-c", script,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
@@ -607,6 +658,9 @@ class LocalSandbox(BaseSandbox):
         if self._relay is not None:
             await self._relay.close()
             self._relay = None
+        if self._slirp is not None:
+            await self._slirp.close()
+            self._slirp = None
         if self._userns_fd is not None:
             os.close(self._userns_fd)
             self._userns_fd = None
