@@ -24,6 +24,7 @@ import pytest
 
 from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.sandbox import SandboxError
+from agentkit.sandbox._imageroot import prune_image_roots
 from agentkit.sandbox.local import LocalSandbox
 from agentkit.testing.sandbox_fixtures import (
     host_pids_with_arg,
@@ -256,6 +257,43 @@ async def test_allowed_network_is_the_rollouts_own(on_image, host_server: _Serve
         assert (await box.exec("cat /etc/resolv.conf")).stdout == "nameserver 10.0.2.3\n"
     finally:
         outward.httpd.shutdown()
+
+
+async def test_prune_removes_image_roots_no_sandbox_runs_on(
+    sandbox_factory, tmp_path: Path
+) -> None:
+    cache = tmp_path / "cache"
+    hints = ExecutionHints(image=PYTHON)
+    box = await sandbox_factory("local", hints=hints, image_cache=str(cache))
+    entry = box.image_root.entry
+    killed_export = cache / f".tmp-{entry.name}-0123abcd"
+    (killed_export / "rootfs").mkdir(parents=True)
+    report = prune_image_roots(cache)
+    assert report.in_use == [(entry.name, box.image_root.reference)]
+    assert report.removed == []
+    assert entry.exists() and killed_export.exists()
+    await box.close()
+    # Used a moment ago: kept by an age limit (the killed export's leftover goes).
+    report = prune_image_roots(cache, unused_for_sec=3600)
+    assert [name for name, _, _ in report.removed] == [killed_export.name]
+    assert entry.exists()
+    report = prune_image_roots(cache)
+    assert [(name, ref) for name, ref, _ in report.removed] == [(entry.name, "python:3.11-slim")]
+    assert report.removed[0][2] > 1_000_000
+    assert not entry.exists()
+    # Exported again when a task needs it.
+    again = await sandbox_factory("local", hints=hints, image_cache=str(cache))
+    assert (await again.exec(["python3", "-c", "print(6 * 7)"])).stdout == "42\n"
+    await again.close()
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentkit", "sandbox", "prune", "--image-roots",
+         "--image-cache", str(cache)],
+        capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "removed image root python:3.11-slim (" in proc.stdout
+    assert f"MB freed in {cache}" in proc.stdout
+    assert not entry.exists()
 
 
 async def test_uploads_and_downloads_see_the_image_and_the_rollouts_files(

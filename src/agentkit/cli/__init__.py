@@ -38,7 +38,7 @@ _HELP = {
     "show": "Summarize a run; --rollout ID shows one rollout, --failed the failed ones.",
     "runs": "List run directories (model, harness, taskset, counts, reward, date).",
     "export": "Export a run directory as training records (JSONL or parquet).",
-    "sandbox": "Manage sandboxes: 'agentkit sandbox prune' removes docker leftovers.",
+    "sandbox": "Manage sandboxes: 'agentkit sandbox prune' removes leftovers and image roots.",
     "view": "Browse runs in the browser, live while they run (needs agentkit[view]).",
 }
 

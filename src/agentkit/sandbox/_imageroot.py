@@ -16,6 +16,11 @@ has its own ``/dev``); extended attributes (file capabilities) are dropped.
 Exports are safe under concurrent rollouts and processes: one export per
 image at a time (an ``flock`` per cache entry, and a lock per event loop),
 into a temporary directory renamed into place when complete.
+
+A sandbox running on a root holds that entry's lock shared (:func:`hold`)
+and marks the entry used; :func:`prune_image_roots` removes entries whose
+lock it can take exclusively (no sandbox on them), optionally only those
+unused for a while (``agentkit sandbox prune --image-roots``).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import stat
 import tarfile
@@ -45,7 +51,9 @@ __all__ = [
     "ImageRoot",
     "default_cache_dir",
     "extract_root",
+    "hold",
     "image_root",
+    "prune_image_roots",
 ]
 
 #: Host id of uid 0 in image roots exported as root; uids 0..65535 inside are
@@ -109,6 +117,11 @@ class ImageRoot:
     config: ImageConfig
     id_base: int | None
     tool: str
+
+    @property
+    def entry(self) -> Path:
+        """The cache entry (``rootfs`` and ``image.json``)."""
+        return self.rootfs.parent
 
 
 def default_cache_dir() -> Path:
@@ -369,3 +382,113 @@ async def _export_entry(
     except BaseException:
         await asyncio.shield(asyncio.to_thread(_remove_tree, tmp))
         raise
+
+
+# -- use and eviction -----------------------------------------------------------
+
+
+#: A temporary directory of an export (or a removal) that did not finish: (entry name).
+_LEFTOVER = re.compile(r"^\.tmp-(.+?)-(?:prune-)?[0-9a-f]{8}$")
+
+
+def _lock_path(entry: Path) -> Path:
+    return entry.parent / f"{entry.name}.lock"
+
+
+def hold(root: ImageRoot) -> int | None:
+    """Hold ``root``'s cache entry for a sandbox's life: a shared lock, kept until
+    the returned descriptor is closed, and the entry marked as used now.
+
+    None when the entry went away meanwhile (pruned): get the root again.
+    """
+    fd = os.open(_lock_path(root.entry), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        os.utime(root.entry / "image.json")
+    except FileNotFoundError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+@attrs.define
+class PrunedRoots:
+    """What :func:`prune_image_roots` removed, kept, and could not remove."""
+
+    #: (entry name, image reference, bytes freed)
+    removed: list[tuple[str, str, int]] = attrs.field(factory=list)
+    #: (entry name, image reference) of roots a sandbox runs on now
+    in_use: list[tuple[str, str]] = attrs.field(factory=list)
+    errors: list[str] = attrs.field(factory=list)
+
+
+def _size(path: Path) -> int:
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+    return total
+
+
+def prune_image_roots(
+    cache_dir: Path | None = None, *, unused_for_sec: float = 0.0, now: float | None = None
+) -> PrunedRoots:
+    """Remove exported image roots no sandbox runs on, unused for ``unused_for_sec``.
+
+    Roots of an older cache format and exports left half-done by a killed
+    process go too. A removed root is exported again when a task needs it.
+    """
+    import time
+
+    cache_dir = cache_dir or default_cache_dir()
+    report = PrunedRoots()
+    if not cache_dir.is_dir():
+        return report
+    now = time.time() if now is None else now
+    for entry in sorted(cache_dir.iterdir()):
+        if not entry.is_dir() or entry.is_symlink():
+            continue
+        name = entry.name
+        leftover = _LEFTOVER.match(name)
+        base = leftover.group(1) if leftover else name
+        try:
+            fd = os.open(cache_dir / f"{base}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            report.errors.append(f"{name}: {exc.strerror}")
+            continue
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not leftover:
+                    held = _load(entry) or {}
+                    report.in_use.append((name, str(held.get("reference", "?"))))
+                continue
+            data = None if leftover else _load(entry)
+            reference = str((data or {}).get("reference", "(unfinished or old export)"))
+            if data is not None:
+                with contextlib.suppress(OSError):
+                    if now - (entry / "image.json").stat().st_mtime < unused_for_sec:
+                        continue
+            size = _size(entry)
+            # Renamed first: a sandbox starting now finds no half-removed root.
+            doomed = entry
+            if not leftover:
+                doomed = cache_dir / f".tmp-{name}-prune-{uuid.uuid4().hex[:8]}"
+                os.rename(entry, doomed)
+        except OSError as exc:
+            report.errors.append(f"{name}: {exc.strerror or exc}")
+            continue
+        finally:
+            os.close(fd)
+        try:
+            _remove_tree(doomed)
+        except OSError as exc:
+            report.errors.append(f"{name}: {exc.strerror or exc}")
+            continue
+        report.removed.append((name, reference, size))
+    return report

@@ -46,7 +46,7 @@ from agentkit.sandbox._hostid import (
     write_id_maps,
 )
 from agentkit.sandbox._hosttools import TOOLS_DIR, host_tools
-from agentkit.sandbox._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot
+from agentkit.sandbox._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot, hold
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._process import read_json_fd
 from agentkit.sandbox._proctree import kill_tree
@@ -224,6 +224,8 @@ class LocalSandbox(BaseSandbox):
         self._cwd_pid = 0
         self._relay: Relay | None = None
         self._slirp: Slirp | None = None
+        #: The shared lock on the image root's cache entry (see ``_imageroot.hold``).
+        self._root_lock: int | None = None
         self._userns_fd: int | None = None
         self._shell = ""
 
@@ -356,7 +358,11 @@ class LocalSandbox(BaseSandbox):
         # process waiting forever to be released; a Ctrl-C waits for the start
         # (milliseconds) and then takes the sandbox down whole.
         with anyio.CancelScope(shield=True):
-            await self._start_bwrap()
+            try:
+                await self._start_bwrap()
+            except BaseException:
+                self._release_image_root()
+                raise
 
     async def _start_bwrap(self) -> None:
         # Sandboxes an earlier orchestrator could not take down with it.
@@ -366,14 +372,7 @@ class LocalSandbox(BaseSandbox):
         # a setuid file they plant must be out of other local users' reach.
         os.chmod(self.root, 0o700)
         if self.image is not None:
-            from agentkit.sandbox._imagetools import find_image_tool, task_image_root
-
-            self.image_root = await task_image_root(
-                self.image,
-                tool=find_image_tool(self._image_tool),
-                cache_dir=self._image_cache,
-                id_base=self.host_id,
-            )
+            await self._use_image_root()
         elif self.host_id is not None:
             self._hand_over_files(self.host_id)
         info_r, info_w = os.pipe()
@@ -538,6 +537,34 @@ class LocalSandbox(BaseSandbox):
             cwd=root.config.workdir or "/",
         )
 
+    async def _use_image_root(self) -> None:
+        """Get the task's image root and hold it (no prune removes it while we run)."""
+        from agentkit.sandbox._imagetools import find_image_tool, task_image_root
+
+        image = self.image
+        assert image is not None
+        tool = find_image_tool(self._image_tool)
+        for _ in range(3):
+            root = await task_image_root(
+                image,
+                tool=tool,
+                cache_dir=self._image_cache,
+                id_base=self.host_id,
+            )
+            fd = await asyncio.to_thread(hold, root)
+            if fd is not None:
+                self.image_root, self._root_lock = root, fd
+                return
+        raise SandboxError(
+            f"the exported root of {describe(image)} was removed as the sandbox started, "
+            "three times (is `agentkit sandbox prune --image-roots` running in a loop?)"
+        )
+
+    def _release_image_root(self) -> None:
+        if self._root_lock is not None:
+            os.close(self._root_lock)
+            self._root_lock = None
+
     def _hand_over_files(self, host_id: int) -> None:
         """Give the rollout's files to the sandbox's host id (see ``_hostid``)."""
         make_parents(self.fs_root, self.ro_binds)
@@ -666,6 +693,7 @@ class LocalSandbox(BaseSandbox):
             self._userns_fd = None
         proc = self._bwrap_proc
         if proc is None:
+            self._release_image_root()
             return
         # Killing the namespace's pid 1 makes the kernel kill everything in it
         # (the commands too: nsenter starts them in its pid namespace).
@@ -679,6 +707,8 @@ class LocalSandbox(BaseSandbox):
             proc.stdin.close()  # the lifeline
         await proc.wait()
         self._bwrap_proc = None
+        # Everything inside is gone, and with it the overlay on the image root.
+        self._release_image_root()
 
     # -- commands -------------------------------------------------------------
 
