@@ -1,7 +1,7 @@
 """The local sandbox makes and exports task images with Podman and with Buildah too.
 
-Each tool builds a small Dockerfile of its own (a ``RUN``, ``ENV``, ``WORKDIR`` and
-``COPY``), exports the image's root once, and a rollout runs on that root under
+Each tool builds a small Dockerfile of its own (a ``RUN``, ``ENV``, ``WORKDIR``,
+``COPY`` and ``HEALTHCHECK``), exports the image's root once, and a rollout runs on that root under
 bubblewrap. Docker's path is covered by ``test_sandbox_image.py``. The tools are
 real (Debian's podman and buildah, installed by the tests session with the
 offline stand-in base images loaded into their store).
@@ -49,6 +49,7 @@ def write_task_image(where: Path, tool: str) -> TaskImage:
         "COPY data.txt /srv/data.txt\n"
         f"ENV MADE_WITH={tool}\n"
         "WORKDIR /srv\n"
+        "HEALTHCHECK --interval=1s CMD test -f /srv/data.txt\n"
     )
     return TaskImage(dockerfile=str(context / "Dockerfile"), context=str(context))
 
@@ -73,6 +74,9 @@ async def test_a_rollout_runs_on_an_image_the_tool_built_and_exported(
         # WORKDIR is read from the image (commands start in hints.workdir, which the
         # Harbor taskset takes from the Dockerfile)
         assert box.image_root.config.workdir == "/srv"
+        # Built in Docker's format, which keeps HEALTHCHECK (OCI's drops it); waited for.
+        check = box.image_root.config.healthcheck
+        assert check is not None and check.test == ("CMD-SHELL", "test -f /srv/data.txt")
         r = await box.exec("cat /built.txt /srv/data.txt; echo $MADE_WITH; id -u")
         assert r.ok, r.stderr
         assert r.stdout.splitlines() == [

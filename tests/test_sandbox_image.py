@@ -296,6 +296,18 @@ async def test_prune_removes_image_roots_no_sandbox_runs_on(
     assert not entry.exists()
 
 
+async def test_the_images_healthcheck_is_waited_for(on_image) -> None:
+    box = await on_image(dockerfile_image(FIXTURES / "healthcheck"))
+    assert box.image_root.config.healthcheck is not None
+    # Setup returned once the check passed: the entrypoint's work is done.
+    assert (await box.exec("test -f /tmp/ready && echo ready")).stdout == "ready\n"
+
+
+async def test_an_image_that_never_turns_healthy_does_not_start(on_image) -> None:
+    with pytest.raises(SandboxError, match=r"HEALTHCHECK failed \(2 time\(s\).*service down"):
+        await on_image(dockerfile_image(FIXTURES / "unhealthy"))
+
+
 async def test_uploads_and_downloads_see_the_image_and_the_rollouts_files(
     on_image, tmp_path: Path
 ) -> None:
@@ -316,7 +328,8 @@ async def test_uploads_and_downloads_see_the_image_and_the_rollouts_files(
 async def test_the_root_is_exported_once_and_reused(on_image, image_cache: Path) -> None:
     first = await on_image(PYTHON)
     entry = _entry(first)
-    stamp = (entry / "image.json").stat().st_mtime_ns
+    # The exported root itself (image.json's time only says when it was last used).
+    stamp = (entry / "rootfs").stat().st_ino, (entry / "rootfs").stat().st_ctime_ns
     await on_image(PYTHON)
     # Another process (a later run) finds it too.
     code = (
@@ -333,7 +346,7 @@ async def test_the_root_is_exported_once_and_reused(on_image, image_cache: Path)
         [sys.executable, "-c", code, str(image_cache)], capture_output=True, text=True, timeout=300
     )
     assert done.stdout.strip() == "42", done.stderr
-    assert (entry / "image.json").stat().st_mtime_ns == stamp
+    assert ((entry / "rootfs").stat().st_ino, (entry / "rootfs").stat().st_ctime_ns) == stamp
     assert not list(image_cache.glob(f".tmp-{entry.name}-*"))  # others may be exporting
 
 

@@ -47,6 +47,7 @@ from agentkit.sandbox._errors import SandboxError
 __all__ = [
     "IMAGE_ID_BASE",
     "IMAGE_ID_COUNT",
+    "HealthCheck",
     "ImageConfig",
     "ImageRoot",
     "default_cache_dir",
@@ -62,7 +63,63 @@ __all__ = [
 IMAGE_ID_BASE = 2_140_000_000
 #: How many ids an image sandbox maps (uids and gids 0..65535).
 IMAGE_ID_COUNT = 65536
-_FORMAT = 1
+#: The cache entries' format (in their names): 2 keeps the image's HEALTHCHECK.
+_FORMAT = 2
+_NS = 1e9
+
+
+@attrs.frozen(kw_only=True)
+class HealthCheck:
+    """An image's ``HEALTHCHECK`` (Docker's defaults where it leaves one out)."""
+
+    #: The command as Docker stores it: ``CMD-SHELL`` and a shell line, or ``CMD``
+    #: and an argv.
+    test: tuple[str, ...]
+    interval: float = 30.0
+    timeout: float = 30.0
+    start_period: float = 0.0
+    start_interval: float = 5.0
+    retries: int = 3
+
+    @classmethod
+    def from_engine(cls, config: dict[str, Any] | None) -> HealthCheck | None:
+        """From ``Config.Healthcheck`` (durations in nanoseconds); None: no check."""
+        test = tuple(str(a) for a in (config or {}).get("Test") or ())
+        if not test or test[0] == "NONE" or len(test) < 2:
+            return None
+        assert config is not None
+
+        def seconds(key: str, default: float) -> float:
+            value = config.get(key) or 0
+            return float(value) / _NS if value else default
+
+        interval = seconds("Interval", 30.0)
+        return cls(
+            test=test,
+            interval=interval,
+            timeout=seconds("Timeout", 30.0),
+            start_period=seconds("StartPeriod", 0.0),
+            # Docker 25's default; engines before it checked every interval.
+            start_interval=seconds("StartInterval", min(interval, 5.0)),
+            retries=int(config.get("Retries") or 3),
+        )
+
+    def argv(self, shell: str) -> list[str]:
+        """The command to run (a ``CMD-SHELL`` line through ``shell``)."""
+        if self.test[0] == "CMD-SHELL":
+            return [shell, "-c", self.test[1]]
+        return list(self.test[1:])
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``Config.Healthcheck`` shape :meth:`from_engine` reads."""
+        return {
+            "Test": list(self.test),
+            "Interval": int(self.interval * _NS),
+            "Timeout": int(self.timeout * _NS),
+            "StartPeriod": int(self.start_period * _NS),
+            "StartInterval": int(self.start_interval * _NS),
+            "Retries": self.retries,
+        }
 
 
 @attrs.frozen(kw_only=True)
@@ -74,6 +131,7 @@ class ImageConfig:
     user: str | None = None
     entrypoint: tuple[str, ...] = ()
     cmd: tuple[str, ...] = ()
+    healthcheck: HealthCheck | None = None
 
     @classmethod
     def from_engine(cls, config: dict[str, Any] | None) -> ImageConfig:
@@ -90,6 +148,7 @@ class ImageConfig:
             user=config.get("User") or None,
             entrypoint=tuple(str(a) for a in config.get("Entrypoint") or ()),
             cmd=tuple(str(a) for a in config.get("Cmd") or ()),
+            healthcheck=HealthCheck.from_engine(config.get("Healthcheck")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -100,6 +159,7 @@ class ImageConfig:
             "User": self.user or "",
             "Entrypoint": list(self.entrypoint),
             "Cmd": list(self.cmd),
+            **({"Healthcheck": self.healthcheck.to_json()} if self.healthcheck else {}),
         }
 
 

@@ -199,7 +199,10 @@ class DockerTool(ImageTool):
         data = json.loads(done.stdout)
         if isinstance(data, list):
             data = data[0]
-        return _image_id(str(data["Id"])), ImageConfig.from_engine(data.get("Config"))
+        config = dict(data.get("Config") or {})
+        if "Healthcheck" not in config and data.get("Healthcheck"):
+            config["Healthcheck"] = data["Healthcheck"]  # Podman keeps it beside Config
+        return _image_id(str(data["Id"])), ImageConfig.from_engine(config)
 
     def export(self, reference: str, dest: Path, id_base: int | None) -> None:
         from agentkit.sandbox._docker_engine import LABEL, owner_labels
@@ -228,6 +231,13 @@ class PodmanTool(DockerTool):
 
     name: ClassVar[str] = "podman"
 
+    def build_argv(
+        self, dockerfile: str, context: str, tag: str, labels: dict[str, str]
+    ) -> list[str]:
+        # Docker's image format: OCI's (Podman's default) has no HEALTHCHECK.
+        argv = super().build_argv(dockerfile, context, tag, labels)
+        return [argv[0], "build", "--format", "docker", *argv[2:]]
+
     def backend(self) -> ImageBackend:
         return CliBackend(self)
 
@@ -248,13 +258,16 @@ class BuildahTool(ImageTool):
         if done.returncode != 0:
             return None
         data = json.loads(done.stdout)
-        config = (data.get("OCIv1") or {}).get("config") or {}
+        # The Docker-format config keeps HEALTHCHECK (builds here use that format).
+        config = (data.get("Docker") or {}).get("config") or {}
+        config = config or (data.get("OCIv1") or {}).get("config") or {}
         return _image_id(str(data.get("FromImageID") or "")), ImageConfig.from_engine(config)
 
     def build_argv(
         self, dockerfile: str, context: str, tag: str, labels: dict[str, str]
     ) -> list[str]:
-        argv = [self.binary, "bud", "-t", tag, "-f", dockerfile]
+        # Docker's image format: OCI's has no HEALTHCHECK.
+        argv = [self.binary, "bud", "--format", "docker", "-t", tag, "-f", dockerfile]
         for k, v in labels.items():
             argv += ["--label", f"{k}={v}"]
         return [*argv, context]

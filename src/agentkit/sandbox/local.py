@@ -46,7 +46,13 @@ from agentkit.sandbox._hostid import (
     write_id_maps,
 )
 from agentkit.sandbox._hosttools import TOOLS_DIR, host_tools
-from agentkit.sandbox._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot, hold
+from agentkit.sandbox._imageroot import (
+    IMAGE_ID_BASE,
+    IMAGE_ID_COUNT,
+    HealthCheck,
+    ImageRoot,
+    hold,
+)
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._process import read_json_fd
 from agentkit.sandbox._proctree import kill_tree
@@ -58,6 +64,8 @@ from agentkit.sandbox._users import User, resolve_user
 __all__ = ["LocalSandbox"]
 
 _START_TIMEOUT_SEC = 30.0
+#: The longest wait for an image's HEALTHCHECK to pass (as the docker sandbox's).
+HEALTH_TIMEOUT_SEC = 300.0
 _PASSWD = (
     "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
 )
@@ -528,14 +536,46 @@ class LocalSandbox(BaseSandbox):
 
     async def _after_start(self) -> None:
         root = self.image_root
-        if root is None or not self._run_entrypoint or not root.config.entrypoint:
+        if root is None or not self._run_entrypoint:
             return
-        # As a container would start it, with Harbor's keep-alive command as its
-        # arguments: a service the entrypoint starts keeps running for the rollout.
-        await self.start(
-            [*root.config.entrypoint, "sh", "-c", "sleep infinity"],
-            cwd=root.config.workdir or "/",
-        )
+        if root.config.entrypoint:
+            # As a container would start it, with Harbor's keep-alive command as its
+            # arguments: a service the entrypoint starts keeps running for the rollout.
+            await self.start(
+                [*root.config.entrypoint, "sh", "-c", "sleep infinity"],
+                cwd=root.config.workdir or "/",
+            )
+        if root.config.healthcheck is not None:
+            await self._wait_healthy(root.config.healthcheck, root.config.user)
+
+    async def _wait_healthy(self, check: HealthCheck, user: str | None) -> None:
+        """Wait until the image's ``HEALTHCHECK`` passes, as ``compose up --wait`` does.
+
+        The check runs at once, then every ``start_interval`` during the start
+        period and every ``interval`` after it; ``retries`` failures after the
+        start period (or a wait past :data:`HEALTH_TIMEOUT_SEC`) fail the start.
+        It runs as the image's ``USER`` where the sandbox has that user.
+        """
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        argv = check.argv(self._shell or "/bin/sh")
+        as_user = user if (user and self.host_id is not None) else None
+        failures = 0
+        while True:
+            r = await self.exec(argv, user=as_user, timeout=check.timeout)
+            if r.ok:
+                return
+            now = loop.time()
+            in_start = now - started < check.start_period
+            failures += 0 if in_start else 1
+            if failures >= check.retries or now - started > HEALTH_TIMEOUT_SEC:
+                output = " ".join((r.stdout + r.stderr).split())[:300]
+                raise SandboxError(
+                    f"the image's HEALTHCHECK failed ({failures} time(s) after its start "
+                    f"period; last: exit {r.exit_code}{', timed out' if r.timed_out else ''}"
+                    f"{': ' + output if output else ''})"
+                )
+            await asyncio.sleep(check.start_interval if in_start else check.interval)
 
     async def _use_image_root(self) -> None:
         """Get the task's image root and hold it (no prune removes it while we run)."""
@@ -612,10 +652,6 @@ class LocalSandbox(BaseSandbox):
         forbid = asyncio.ensure_future(
             self._forbid_user_namespaces() if self.image is None else asyncio.sleep(0)
         )
-        # The network namespace exists: slirp4netns attaches while bubblewrap sets up.
-        net = None
-        if self._slirp_program is not None:
-            net = asyncio.ensure_future(Slirp.start(self._slirp_program, self._holder_pid))
         try:
             try:
                 line = await asyncio.wait_for(proc.stdout.readline(), _START_TIMEOUT_SEC)
@@ -625,20 +661,17 @@ class LocalSandbox(BaseSandbox):
                 await self._fail_start()
             try:
                 await forbid
-                if net is not None:
-                    self._slirp = await net
+                if self._slirp_program is not None:
+                    # Only now: attached while bubblewrap still configures the
+                    # namespace's loopback, its netlink requests race bubblewrap's.
+                    self._slirp = await Slirp.start(self._slirp_program, self._holder_pid)
             except SandboxError as exc:
                 await self._fail_start(str(exc))
         finally:
-            for task in (forbid, net):
-                if task is not None and not task.done():
-                    task.cancel()
-                    with contextlib.suppress(BaseException):
-                        await task
-            started = net is not None and net.done() and not net.cancelled()
-            if self._slirp is None and started and net is not None and net.exception() is None:
-                # Started, but the sandbox did not: _stop_backend stops it.
-                self._slirp = net.result()
+            if not forbid.done():
+                forbid.cancel()
+                with contextlib.suppress(BaseException):
+                    await forbid
         if self.host_id is not None and self.image is None:
             # /etc is a tmpfs bubblewrap filled as host root: hand it to the sandbox's id.
             root = f"/proc/{self._holder_pid}/root"
