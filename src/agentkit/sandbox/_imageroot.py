@@ -494,6 +494,19 @@ def _size(path: Path) -> int:
     return total
 
 
+def _describe(entry: Path, leftover: bool) -> str:
+    """The image reference of a cache entry, for what prune prints."""
+    if leftover:
+        return "(an export that did not finish)"
+    try:
+        with open(entry / "image.json") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return "(an export that did not finish)"
+    reference = str(data.get("reference", "?"))
+    return reference if data.get("format") == _FORMAT else f"{reference} (an older cache format)"
+
+
 def prune_image_roots(
     cache_dir: Path | None = None, *, unused_for_sec: float = 0.0, now: float | None = None
 ) -> PrunedRoots:
@@ -529,7 +542,7 @@ def prune_image_roots(
                     report.in_use.append((name, str(held.get("reference", "?"))))
                 continue
             data = None if leftover else _load(entry)
-            reference = str((data or {}).get("reference", "(unfinished or old export)"))
+            reference = _describe(entry, leftover is not None)
             if data is not None:
                 with contextlib.suppress(OSError):
                     if now - (entry / "image.json").stat().st_mtime < unused_for_sec:
