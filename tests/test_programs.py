@@ -14,6 +14,7 @@ from agentkit.programs import (
     drive,
     executable_in,
     find_program,
+    json_line,
     prompt_text,
     read_text,
     redactor,
@@ -108,6 +109,27 @@ def test_run_secrets_are_the_key_and_secret_looking_header_values() -> None:
     assert redact("sk-demo-1234567 gw-1234567890 evals-team") == (
         "[redacted] [redacted] evals-team"
     )
+
+
+async def test_json_line_gives_events_and_logs_the_rest() -> None:
+    recorder = EventRecorder("t:1")
+    unparsed: list[str] = []
+
+    async def read(line: str) -> Any:
+        return await json_line(
+            line, recorder, source="demo", redact=lambda t: t.replace("sk-x", "***"),
+            unparsed=unparsed,
+        )  # fmt: skip
+
+    assert await read('  {"type": "turn", "n": 1}\n') == {"type": "turn", "n": 1}
+    assert await read("   \n") is None  # blank: skipped, not logged
+    assert await read("warning: key sk-x " + "z" * 3000) is None
+    assert await read('{"no": "type"}') is None
+    assert await read('["type"]') is None
+    assert unparsed == ["warning: key sk-x " + "z" * 3000, '{"no": "type"}', '["type"]']
+    logs = [e for e in recorder.events if e.type == "log"]
+    assert [(e.data["level"], e.data["source"]) for e in logs] == [("info", "demo")] * 3
+    assert logs[0].data["message"] == ("warning: key *** " + "z" * 3000)[:1999]
 
 
 def test_prompt_text_of_each_input_kind() -> None:

@@ -9,7 +9,9 @@
   it in; :func:`write_text` and :func:`read_text` move configuration and
   session files.
 - :func:`drive` feeds the prompt, hands each output line to a reader live and
-  kills the whole process tree on timeout, error or cancellation.
+  kills the whole process tree on timeout, error or cancellation;
+  :func:`json_line` takes one line of a program's JSON-lines output apart
+  (what is not a JSON event is kept and logged).
 - :func:`run_secrets` lists the run's secrets (its API key, secret-looking
   header values); :func:`redactor` and :func:`scrub_sandbox_dir` keep them
   out of recorded text and out of the files the program leaves.
@@ -20,7 +22,8 @@
   the optional Harness members, the model check, the timeout rule and a
   local sandbox when the run gives none.
 
-The ``codex``, ``claude-code`` and ``opencode`` plugins are built on these.
+The ``codex``, ``claude-code`` and ``opencode`` plugins are built on these;
+``mini-swe-agent`` uses the secret helpers.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from agentkit.programs._binary import ProgramBinary, Resolver, find_program, is_
 from agentkit.programs._drive import drive, kill_shielded
 from agentkit.programs._files import executable_in, read_text, remove_staged, write_text
 from agentkit.programs._harness import ProgramHarness
+from agentkit.programs._jsonl import json_line
 from agentkit.programs._prompt import prompt_text
 from agentkit.programs._secrets import (
     MIN_SECRET_LEN,
@@ -54,6 +58,7 @@ __all__ = [
     "executable_in",
     "find_program",
     "is_elf",
+    "json_line",
     "kill_shielded",
     "local_npm_bins",
     "prompt_text",

@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 
 from agentkit import EventRecorder, Usage
-from agentkit.programs import assistant_message
+from agentkit.programs import assistant_message, json_line
 
 __all__ = ["ClaudeStream", "classify_error"]
 
@@ -156,18 +156,10 @@ class ClaudeStream:
 
     async def feed(self, line: str) -> None:
         """Handle one line of Claude Code's standard output."""
-        line = line.strip()
-        if not line:
-            return
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            self.unparsed.append(line)
-            await self.recorder.emit(
-                "log", level="info", source="claude-code", message=self.redact(line[:2000])
-            )
+        obj = await json_line(
+            line, self.recorder, source="claude-code", redact=self.redact, unparsed=self.unparsed
+        )
+        if obj is None:
             return
         if isinstance(obj.get("session_id"), str):
             self.session_id = obj["session_id"]

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit import EventRecorder, Usage
+from agentkit.programs import json_line
 
 __all__ = ["CodexStream", "classify_error", "clean_error"]
 
@@ -195,18 +196,10 @@ class CodexStream:
 
     async def feed(self, line: str) -> None:
         """Handle one line of codex's standard output."""
-        line = line.strip()
-        if not line:
-            return
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            self.unparsed.append(line)
-            await self.recorder.emit(
-                "log", level="info", source="codex", message=self.redact(line[:2000])
-            )
+        obj = await json_line(
+            line, self.recorder, source="codex", redact=self.redact, unparsed=self.unparsed
+        )
+        if obj is None:
             return
         kind = obj["type"]
         if kind == "thread.started":

@@ -33,7 +33,7 @@ from typing import Any
 import attrs
 
 from agentkit import EventRecorder, Usage
-from agentkit.programs import assistant_message
+from agentkit.programs import assistant_message, json_line
 
 __all__ = ["StreamState", "classify_error"]
 
@@ -148,18 +148,10 @@ class StreamState:
 
     async def feed(self, line: str) -> None:
         """Handle one line of opencode's standard output."""
-        line = line.strip()
-        if not line:
-            return
-        try:
-            obj = json.loads(line)
-        except ValueError:
-            obj = None
-        if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
-            self.unparsed.append(line)
-            await self.recorder.emit(
-                "log", level="info", source="opencode", message=self.redact(line[:2000])
-            )
+        obj = await json_line(
+            line, self.recorder, source="opencode", redact=self.redact, unparsed=self.unparsed
+        )
+        if obj is None:
             return
         if isinstance(obj.get("sessionID"), str):
             self.session_id = obj["sessionID"]

@@ -1,0 +1,47 @@
+"""Reading a program's JSON-lines output (``codex exec --json``, ``claude -p
+--output-format stream-json``, ``opencode run --format json``) one line at a time."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentkit._events import EventRecorder
+
+__all__ = ["json_line"]
+
+#: How much of a line that is not a JSON event is recorded.
+_LOGGED_CHARS = 2000
+
+
+async def json_line(
+    line: str,
+    recorder: EventRecorder,
+    *,
+    source: str,
+    redact: Callable[[str], str],
+    unparsed: list[str],
+) -> dict[str, Any] | None:
+    """One output line as a JSON object with a string ``type``, else None.
+
+    A blank line is skipped. Any other line that is not such an object (a
+    warning the program printed, a cut-off line) is appended to ``unparsed``
+    and recorded as an info ``log`` event from ``source``, redacted and cut to
+    its first 2000 characters.
+    """
+    line = line.strip()
+    if not line:
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        unparsed.append(line)
+        await recorder.emit(
+            "log", level="info", source=source, message=redact(line[:_LOGGED_CHARS])
+        )
+        return None
+    return obj
