@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agentkit import EventRecorder, HarnessError, HarnessResult, RunContext, Task, Usage
+from agentkit import EventRecorder, ExecResult, HarnessError, HarnessResult, RunContext, Task, Usage
 from agentkit.programs import (
     drive,
     executable_in,
@@ -21,7 +21,10 @@ from agentkit.programs import (
     run_secrets,
     scrub_sandbox_dir,
     scrub_tree,
+    stderr_tail,
     telemetry_rubric,
+    time_left,
+    timeout_error,
     write_text,
 )
 from agentkit.testing.sandbox_fixtures import host_pids_with_arg, unique_sleep_arg
@@ -95,6 +98,39 @@ def test_redactor_and_scrub_tree(tmp_path: Path) -> None:
     assert scrub_tree(tmp_path / "home", secret.encode()) == 1
     assert (tmp_path / "home" / "log.db").read_bytes() == b"\x00" + b"*" * len(secret) + b"\x00tail"
     assert outside.read_text() == secret
+
+
+def test_scrub_tree_under_an_open_directory(tmp_path: Path) -> None:
+    secret = "sk-demo-1234567"
+    (tmp_path / "home" / "sessions").mkdir(parents=True)
+    (tmp_path / "home" / "sessions" / "s.jsonl").write_text(f"key {secret}")
+    fd = os.open(tmp_path / "home", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        (tmp_path / "home").rename(tmp_path / "moved")  # the descriptor still names it
+        assert scrub_tree(".", secret.encode(), dir_fd=fd) == 1
+    finally:
+        os.close(fd)
+    assert (tmp_path / "moved" / "sessions" / "s.jsonl").read_text() == "key " + "*" * 15
+
+
+async def test_time_left_timeout_error_and_stderr_tail() -> None:
+    assert time_left(None, 0.0) is None
+    assert time_left(5.0, 0.0) == 0.001  # long past: the least there is
+    assert timeout_error("demo", 2.5) == (
+        "demo did not finish within 2.5 s; its process tree was killed"
+    )
+    assert timeout_error("demo", None) == "demo timed out"
+    recorder = EventRecorder("t:1")
+    redact = redactor("sk-demo-1234567")
+    stderr = " warn sk-demo-1234567\n" + "x" * 5000 + "\n"
+    tail = await stderr_tail(ExecResult(exit_code=1, stderr=stderr), redact, recorder, source="d")
+    assert tail == "x" * 4000
+    assert await stderr_tail(ExecResult(exit_code=0, stderr=stderr[:22]), redact, recorder,
+                             source="d.stderr") == "warn " + redact("sk-demo-1234567")  # fmt: skip
+    assert [(e.data["source"], e.data["message"][-4:]) for e in recorder.events] == [
+        ("d", "xxxx"),
+        ("d.stderr", redact("sk-demo-1234567")[-4:]),
+    ]
 
 
 def test_run_secrets_are_the_key_and_secret_looking_header_values() -> None:

@@ -7,11 +7,13 @@
   sandbox must show read-only.
 - :func:`executable_in` runs it in place when the sandbox shows it, or copies
   it in; :func:`write_text` and :func:`read_text` move configuration and
-  session files.
+  session files; :func:`process_path` is a sandbox path as the program sees it.
 - :func:`drive` feeds the prompt, hands each output line to a reader live and
-  kills the whole process tree on timeout, error or cancellation;
+  kills the whole process tree on timeout, error or cancellation
+  (:func:`time_left` of the timeout once the set-up is done);
   :func:`json_line` takes one line of a program's JSON-lines output apart
-  (what is not a JSON event is kept and logged).
+  (what is not a JSON event is kept and logged); :func:`stderr_tail` logs
+  the end of its standard error and :func:`timeout_error` says it timed out.
 - :func:`run_secrets` lists the run's secrets (its API key, secret-looking
   header values); :func:`redactor` and :func:`scrub_sandbox_dir` keep them
   out of recorded text and out of the files the program leaves.
@@ -19,8 +21,8 @@
   model call as a transcript message; :func:`telemetry_rubric` the weight-0
   ``harness.*`` metrics.
 - :class:`ProgramHarness` is the base of such a harness: its options checked,
-  the optional Harness members, the model check, the timeout rule and a
-  local sandbox when the run gives none.
+  the optional Harness members, the model check, the timeout rule, a
+  local sandbox when the run gives none and the clean-up after the program.
 
 The ``codex``, ``claude-code`` and ``opencode`` plugins are built on these;
 ``mini-swe-agent`` uses the secret helpers.
@@ -29,8 +31,21 @@ The ``codex``, ``claude-code`` and ``opencode`` plugins are built on these;
 from __future__ import annotations
 
 from agentkit.programs._binary import ProgramBinary, Resolver, find_program, is_elf, local_npm_bins
-from agentkit.programs._drive import drive, kill_shielded
-from agentkit.programs._files import executable_in, read_text, remove_staged, write_text
+from agentkit.programs._drive import (
+    STDERR_TAIL,
+    drive,
+    kill_shielded,
+    stderr_tail,
+    time_left,
+    timeout_error,
+)
+from agentkit.programs._files import (
+    executable_in,
+    process_path,
+    read_text,
+    remove_staged,
+    write_text,
+)
 from agentkit.programs._harness import ProgramHarness
 from agentkit.programs._jsonl import json_line
 from agentkit.programs._prompt import prompt_text
@@ -49,6 +64,7 @@ from agentkit.programs._transcript import assistant_message
 __all__ = [
     "MIN_SECRET_LEN",
     "REDACTED",
+    "STDERR_TAIL",
     "ProgramBinary",
     "ProgramHarness",
     "Resolver",
@@ -61,6 +77,7 @@ __all__ = [
     "json_line",
     "kill_shielded",
     "local_npm_bins",
+    "process_path",
     "prompt_text",
     "read_text",
     "redactor",
@@ -68,6 +85,9 @@ __all__ = [
     "run_secrets",
     "scrub_sandbox_dir",
     "scrub_tree",
+    "stderr_tail",
     "telemetry_rubric",
+    "time_left",
+    "timeout_error",
     "write_text",
 ]

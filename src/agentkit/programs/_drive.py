@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -11,7 +12,10 @@ if TYPE_CHECKING:
     from agentkit._events import EventRecorder
     from agentkit._sandbox import ExecResult, Process
 
-__all__ = ["drive", "kill_shielded"]
+__all__ = ["STDERR_TAIL", "drive", "kill_shielded", "stderr_tail", "time_left", "timeout_error"]
+
+#: How much of a program's standard error (its end) is logged and quoted.
+STDERR_TAIL = 4000
 
 
 async def drive(
@@ -63,3 +67,35 @@ async def kill_shielded(proc: Process) -> None:
     with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
         await proc.kill()
         await proc.wait(5)
+
+
+def time_left(timeout: float | None, started: float) -> float | None:
+    """What is left of ``timeout`` seconds counted from ``started`` (a
+    :func:`time.monotonic` reading taken before the program's set-up), at least
+    a millisecond; None without a timeout."""
+    if timeout is None:
+        return None
+    return max(0.001, timeout - (time.monotonic() - started))
+
+
+def timeout_error(program: str, timeout: float | None) -> str:
+    """The error of a run killed at its timeout, naming ``program`` as users know it."""
+    if timeout is None:
+        return f"{program} timed out"
+    return f"{program} did not finish within {timeout:g} s; its process tree was killed"
+
+
+async def stderr_tail(
+    outcome: ExecResult,
+    redact: Callable[[str], str],
+    recorder: EventRecorder,
+    *,
+    source: str,
+) -> str:
+    """The program's standard error, redacted and cut to its last
+    :data:`STDERR_TAIL` characters; when there is any it is recorded as an info
+    ``log`` event from ``source`` (``<harness>.stderr``)."""
+    stderr = redact(outcome.stderr.strip())[-STDERR_TAIL:]
+    if stderr:
+        await recorder.emit("log", level="info", source=source, message=stderr)
+    return stderr

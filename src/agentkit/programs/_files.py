@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from agentkit._sandbox import Sandbox
     from agentkit.programs._binary import ProgramBinary
 
-__all__ = ["executable_in", "read_text", "remove_staged", "write_text"]
+__all__ = ["executable_in", "process_path", "read_text", "remove_staged", "write_text"]
 
 
 async def executable_in(
@@ -43,6 +43,15 @@ async def executable_in(
             f"cannot copy {exe} into the sandbox: {(check.stderr or check.stdout).strip()[-500:]}"
         )
     return staged_path, True
+
+
+def process_path(sandbox: Sandbox, path: str) -> str:
+    """``path`` inside ``sandbox`` as the program's process sees it: the same path,
+    but the host sandbox, whose processes run on the host, maps it to the host
+    directory that stands for it (its ``translate``). For paths given to the
+    program (its options, its environment), not for :meth:`Sandbox.upload`."""
+    translate = getattr(sandbox, "translate", None)
+    return str(translate(path)) if callable(translate) else path
 
 
 async def remove_staged(sandbox: Sandbox, staged_path: str) -> None:

@@ -6,14 +6,17 @@ import asyncio
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentkit._errors import HarnessError
+from agentkit.programs._files import remove_staged
+from agentkit.programs._secrets import scrub_sandbox_dir
 from agentkit.programs._telemetry import telemetry_rubric
 
 if TYPE_CHECKING:
     from agentkit import HarnessResult, RunContext, Task
-    from agentkit._events import EventCallback
+    from agentkit._events import EventCallback, EventRecorder
     from agentkit._rubric import Rubric
     from agentkit._sandbox import Sandbox
     from agentkit.programs._binary import ProgramBinary
+    from agentkit.programs._secrets import Secrets
 
 __all__ = ["ProgramHarness"]
 
@@ -143,3 +146,23 @@ class ProgramHarness:
         ``timeout`` option and ``RunContext.limits.timeout_sec`` (None: neither)."""
         limits = [t for t in (self.timeout, context.limits.timeout_sec) if t is not None]
         return min(limits) if limits else None
+
+    async def clean_up(
+        self,
+        sandbox: Sandbox,
+        *,
+        staged: str | None,
+        home: str,
+        secrets: Secrets,
+        recorder: EventRecorder,
+    ) -> None:
+        """After the program, even while the run is being cancelled: delete the copy
+        of its executable at ``staged`` (None: it ran in place) and remove the run's
+        ``secrets`` from the files under ``home``, the directory it keeps its
+        configuration and sessions in (:func:`scrub_sandbox_dir`)."""
+        import anyio
+
+        with anyio.CancelScope(shield=True):
+            if staged is not None:
+                await remove_staged(sandbox, staged)
+            await scrub_sandbox_dir(sandbox, home, secrets, recorder)

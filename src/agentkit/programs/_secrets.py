@@ -70,17 +70,20 @@ def redactor(secret: Secrets) -> Callable[[str], str]:
     return redact
 
 
-def scrub_tree(root: Path, secret: bytes) -> int:
+def scrub_tree(root: Path | str, secret: bytes, *, dir_fd: int | None = None) -> int:
     """Overwrite ``secret`` (with ``*`` of the same length, so file layouts hold) in
     every regular file under ``root``, never following a link the agent may have
-    planted. Returns how many files changed."""
+    planted. Returns how many files changed.
+
+    With ``dir_fd`` (an open directory), ``root`` is relative to it: ``"."`` is
+    that directory, however its path has been replaced since it was opened."""
     mask = b"*" * len(secret)
     changed = 0
-    for _, _, files, dir_fd in os.fwalk(root, follow_symlinks=False):
+    for _, _, files, walk_fd in os.fwalk(root, follow_symlinks=False, dir_fd=dir_fd):
         for name in files:
             flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
             try:
-                fd = os.open(name, flags, dir_fd=dir_fd)
+                fd = os.open(name, flags, dir_fd=walk_fd)
             except OSError:
                 continue  # a link, a FIFO nobody reads, gone
             with os.fdopen(fd, "r+b") as f:

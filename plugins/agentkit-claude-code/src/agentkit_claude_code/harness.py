@@ -17,11 +17,13 @@ from agentkit.programs import (
     ProgramHarness,
     drive,
     executable_in,
+    process_path,
     prompt_text,
     redactor,
-    remove_staged,
     run_secrets,
-    scrub_sandbox_dir,
+    stderr_tail,
+    time_left,
+    timeout_error,
     write_text,
 )
 from agentkit_claude_code._binary import find_claude
@@ -44,7 +46,6 @@ __all__ = ["ClaudeCode"]
 
 #: Where the binary is copied when the sandbox cannot see it at its host path.
 STAGED_BINARY = "/tmp/.agentkit-claude-code/claude"
-_STDERR_TAIL = 4000
 
 
 class ClaudeCode(ProgramHarness):
@@ -107,10 +108,8 @@ class ClaudeCode(ProgramHarness):
         redact = redactor(secrets)
         recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
         prompt = prompt_text(task)
-        translate = getattr(sandbox, "translate", None)  # host mode: in-sandbox -> host paths
-        config_dir = translate(CONFIG_DIR) if callable(translate) else CONFIG_DIR
         env = build_env(
-            config_dir=config_dir,
+            config_dir=process_path(sandbox, CONFIG_DIR),
             model=model,
             base_url=context.base_url,
             api_key=api_key,
@@ -158,9 +157,7 @@ class ClaudeCode(ProgramHarness):
             argv += ["--append-system-prompt", self.append_system_prompt]
         stream = ClaudeStream(recorder, prompt, redact)
         try:
-            remaining = None
-            if timeout is not None:
-                remaining = max(0.001, timeout - (time.monotonic() - started))
+            remaining = time_left(timeout, started)
             proc = await sandbox.start(argv, env=env)
             outcome = await drive(
                 proc,
@@ -170,12 +167,13 @@ class ClaudeCode(ProgramHarness):
                 recorder=recorder,
             )
         finally:
-            import anyio
-
-            with anyio.CancelScope(shield=True):
-                if staged:
-                    await remove_staged(sandbox, STAGED_BINARY)
-                await scrub_sandbox_dir(sandbox, CONFIG_DIR, secrets, recorder)
+            await self.clean_up(
+                sandbox,
+                staged=STAGED_BINARY if staged else None,
+                home=CONFIG_DIR,
+                secrets=secrets,
+                recorder=recorder,
+            )
         return await self._result(
             stream, outcome, recorder, binary, model, session_id, timeout, max_turns, redact,
             staged,
@@ -194,20 +192,14 @@ class ClaudeCode(ProgramHarness):
         redact: Callable[[str], str],
         staged: bool,
     ) -> HarnessResult:
-        stderr = redact(outcome.stderr.strip())[-_STDERR_TAIL:]
-        if stderr:
-            await recorder.emit("log", level="info", source="claude-code.stderr", message=stderr)
+        stderr = await stderr_tail(outcome, redact, recorder, source="claude-code.stderr")
         result = stream.result or {}
         error: str | None = None
         error_kind: str | None = None
         reported = False
         if outcome.timed_out:
             status, error_kind = "timeout", "timeout"
-            error = (
-                f"Claude Code did not finish within {timeout:g} s; its process tree was killed"
-                if timeout is not None
-                else "Claude Code timed out"
-            )
+            error = timeout_error("Claude Code", timeout)
         elif stream.limit_hit is not None:
             status = "timeout"
             error_kind, error = stream.limit_hit

@@ -23,11 +23,13 @@ from agentkit.programs import (
     drive,
     executable_in,
     kill_shielded,
+    process_path,
     prompt_text,
     redactor,
-    remove_staged,
     run_secrets,
-    scrub_sandbox_dir,
+    stderr_tail,
+    time_left,
+    timeout_error,
     write_text,
 )
 from agentkit_codex._binary import find_codex
@@ -50,7 +52,6 @@ __all__ = ["Codex"]
 
 #: Where the binary is copied when the sandbox cannot see it at its host path.
 STAGED_BINARY = "/tmp/.agentkit-codex/codex"
-_STDERR_TAIL = 4000
 #: Follows codex's session file from inside the sandbox (for the run's limits):
 #: waits for ``rollout-*<thread id>.jsonl`` under ``$1``, then prints it as it grows.
 _FOLLOW = (
@@ -122,10 +123,8 @@ class Codex(ProgramHarness):
             extra=self.config,
             headers=context.headers,
         )
-        translate = getattr(sandbox, "translate", None)  # host mode: in-sandbox -> host paths
-        home = translate(CODEX_HOME) if callable(translate) else CODEX_HOME
         env = build_env(
-            codex_home=home,
+            codex_home=process_path(sandbox, CODEX_HOME),
             api_key=api_key,
             has_endpoint=context.base_url is not None,
             headers=context.headers,
@@ -148,9 +147,7 @@ class Codex(ProgramHarness):
         stream = CodexStream(recorder, redact)
         limit: _LimitWatcher | None = None
         try:
-            remaining = None
-            if timeout is not None:
-                remaining = max(0.001, timeout - (time.monotonic() - started))
+            remaining = time_left(timeout, started)
             proc = await sandbox.start(argv, env=env)
             if _has_limits(context):
                 limit = _LimitWatcher(sandbox, proc, context, prompt_text(task))
@@ -165,14 +162,15 @@ class Codex(ProgramHarness):
             # read before the key is masked in codex's files: the transcript says [redacted]
             rollout, rollout_file = await _read_rollout(sandbox, stream.session_id, redact)
         finally:
-            import anyio
-
-            with anyio.CancelScope(shield=True):
-                if limit is not None:
-                    await limit.stop()
-                if staged:
-                    await remove_staged(sandbox, STAGED_BINARY)
-                await scrub_sandbox_dir(sandbox, CODEX_HOME, secrets, recorder)
+            if limit is not None:
+                await limit.stop()
+            await self.clean_up(
+                sandbox,
+                staged=STAGED_BINARY if staged else None,
+                home=CODEX_HOME,
+                secrets=secrets,
+                recorder=recorder,
+            )
         return await self._result(
             task, stream, rollout, rollout_file, outcome, limit, recorder, binary, model, timeout,
             redact, staged,
@@ -193,20 +191,14 @@ class Codex(ProgramHarness):
         redact: Callable[[str], str],
         staged: bool,
     ) -> HarnessResult:
-        stderr = redact(outcome.stderr.strip())[-_STDERR_TAIL:]
-        if stderr:
-            await recorder.emit("log", level="info", source="codex.stderr", message=stderr)
+        stderr = await stderr_tail(outcome, redact, recorder, source="codex.stderr")
         has_rollout = rollout.lines > 0
         turns = len(rollout.all_calls()) if has_rollout else 0
         error: str | None = None
         error_kind: str | None = None
         if outcome.timed_out:
             status, error_kind = "timeout", "timeout"
-            error = (
-                f"codex did not finish within {timeout:g} s; its process tree was killed"
-                if timeout is not None
-                else "codex timed out"
-            )
+            error = timeout_error("codex", timeout)
         elif limit is not None and limit.hit is not None:
             status = "timeout"
             error_kind, error = limit.hit
@@ -322,12 +314,16 @@ class _LimitWatcher:
                 return
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._task
-        if self._follower is not None:
-            await kill_shielded(self._follower)
+        """Stop following (even while the run is being cancelled)."""
+        import anyio
+
+        with anyio.CancelScope(shield=True):
+            if self._task is not None:
+                self._task.cancel()
+                with contextlib.suppress(BaseException):
+                    await self._task
+            if self._follower is not None:
+                await kill_shielded(self._follower)
 
 
 async def _note_ignored(recorder: EventRecorder, context: RunContext) -> None:

@@ -1,4 +1,5 @@
-"""Reading mini's files in the sandbox while it runs, and keeping the API key out of them.
+"""Reading mini's files in the sandbox while it runs, and keeping the API key out of them
+(:func:`agentkit.programs.scrub_tree`).
 
 The agent's commands run as the same user as mini and may replace its files
 with links, so files are read through a directory descriptor opened before
@@ -11,35 +12,18 @@ import contextlib
 import os
 import stat
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from agentkit.programs import MIN_SECRET_LEN, scrub_tree
 
 if TYPE_CHECKING:
     from agentkit import Sandbox
 
-__all__ = ["REDACTED", "SandboxDir", "redactor", "scrub_tree"]
+__all__ = ["SandboxDir"]
 
-REDACTED = "[redacted]"
-#: Keys shorter than this are not searched for (a one-letter test key would
-#: otherwise blank out every occurrence of that letter).
-MIN_SECRET_LEN = 6
 #: A trajectory larger than this is not read live (only at the end, by download).
 _MAX_LIVE_BYTES = 256 * 1024 * 1024
-
-
-def redactor(*secrets: str | None) -> Callable[[str], str]:
-    """A function replacing each of ``secrets`` by ``[redacted]`` in a text."""
-    wanted = sorted({s for s in secrets if s and len(s) >= MIN_SECRET_LEN}, key=len, reverse=True)
-    if not wanted:
-        return lambda text: text
-
-    def redact(text: str) -> str:
-        for secret in wanted:
-            text = text.replace(secret, REDACTED)
-        return text
-
-    return redact
 
 
 class SandboxDir:
@@ -117,26 +101,4 @@ class SandboxDir:
         directory, never following links; returns how many files changed (host only)."""
         if self._fd is None or len(secret) < MIN_SECRET_LEN:
             return 0
-        return scrub_tree(self._fd, secret.encode())
-
-
-def scrub_tree(dir_fd: int, secret: bytes) -> int:
-    """:meth:`SandboxDir.scrub` on an open directory descriptor."""
-    mask = b"*" * len(secret)
-    changed = 0
-    for _, _, files, fd in os.fwalk(".", follow_symlinks=False, dir_fd=dir_fd):
-        for name in files:
-            flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-            try:
-                file_fd = os.open(name, flags, dir_fd=fd)
-            except OSError:
-                continue  # a link, a FIFO nobody reads, gone
-            with os.fdopen(file_fd, "r+b") as f:
-                if not stat.S_ISREG(os.fstat(file_fd).st_mode):
-                    continue
-                data = f.read()
-                if secret in data:
-                    f.seek(0)
-                    f.write(data.replace(secret, mask))
-                    changed += 1
-    return changed
+        return scrub_tree(".", secret.encode(), dir_fd=self._fd)

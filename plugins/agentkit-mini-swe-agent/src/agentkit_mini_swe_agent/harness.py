@@ -17,8 +17,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentkit import EventRecorder, ExecutionHints, HarnessError, HarnessResult, RunContext, Task
+from agentkit.programs import (
+    MIN_SECRET_LEN,
+    process_path,
+    redactor,
+    stderr_tail,
+    time_left,
+    timeout_error,
+)
 from agentkit_mini_swe_agent._config import build_config, build_env, litellm_model
-from agentkit_mini_swe_agent._files import MIN_SECRET_LEN, SandboxDir, redactor
+from agentkit_mini_swe_agent._files import SandboxDir
 from agentkit_mini_swe_agent._install import (
     MINI_SWE_AGENT_VERSION,
     MiniSweAgentInstall,
@@ -43,7 +51,6 @@ TRAJECTORY_FILE = "trajectory.json"
 #: How often the trajectory is read while mini runs (seconds).
 POLL_INTERVAL = 0.5
 _TAIL_LINES = 200
-_STDERR_TAIL = 4000
 
 
 def prompt_of(task: Task) -> str:
@@ -234,15 +241,10 @@ class MiniSweAgent:
         api_key = context.resolved_api_key
         headers = {**context.headers, **dict(context.sampling_args.get("extra_headers") or {})}
         secrets = [api_key, *(v for k, v in headers.items() if _secret_header(k))]
-        redact = redactor(*secrets)
+        redact = redactor(secrets)
         recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
         timeout = self._timeout(context)
         started = time.monotonic()
-        translate = getattr(sandbox, "translate", None)  # host mode: in-sandbox -> host paths
-
-        def inside(path: str) -> str:
-            return str(translate(path)) if callable(translate) else path
-
         model_name = litellm_model(model, base_url=context.base_url)
         await recorder.emit(
             "harness.start",
@@ -277,7 +279,7 @@ class MiniSweAgent:
             Path(tmp, CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
             await sandbox.upload(tmp, AGENT_DIR)
         env = build_env(
-            config_dir=inside(f"{AGENT_DIR}/global"),
+            config_dir=process_path(sandbox, f"{AGENT_DIR}/global"),
             api_key=api_key,
             retry_attempts=self.retry_attempts,
             headers=headers,
@@ -288,20 +290,18 @@ class MiniSweAgent:
             "-c",
             self.base_config,
             "-c",
-            inside(f"{AGENT_DIR}/{CONFIG_FILE}"),
+            process_path(sandbox, f"{AGENT_DIR}/{CONFIG_FILE}"),
             # unused by mini; names the task in `ps` (and lets tests find the process)
             "-c",
             f"agentkit.task_id={task.task_id}",
             "-o",
-            inside(f"{AGENT_DIR}/{TRAJECTORY_FILE}"),
+            process_path(sandbox, f"{AGENT_DIR}/{TRAJECTORY_FILE}"),
         )
         files = SandboxDir(sandbox, AGENT_DIR)
         files.open()
         state = TrajectoryState(recorder, redact)
         try:
-            remaining = None
-            if timeout is not None:
-                remaining = max(0.001, timeout - (time.monotonic() - started))
+            remaining = time_left(timeout, started)
             proc = await sandbox.start(argv, env=env)
             outcome, stdout_tail = await _drive(proc, files, state, remaining, context)
             data = _parse(await files.read(TRAJECTORY_FILE))
@@ -351,9 +351,7 @@ class MiniSweAgent:
         timeout: float | None,
         redact: Callable[[str], str],
     ) -> HarnessResult:
-        stderr = redact(outcome.stderr.strip())[-_STDERR_TAIL:]
-        if stderr:
-            await recorder.emit("log", level="info", source="mini-swe-agent.stderr", message=stderr)
+        stderr = await stderr_tail(outcome, redact, recorder, source="mini-swe-agent.stderr")
         exit_status = state.exit_status
         error: str | None = None
         error_kind: str | None = None
@@ -361,11 +359,7 @@ class MiniSweAgent:
         if outcome.timed_out:
             status = "timeout"
             error_kind = "timeout"
-            error = (
-                f"mini-swe-agent did not finish within {timeout:g} s; its process tree was killed"
-                if timeout is not None
-                else "mini-swe-agent timed out"
-            )
+            error = timeout_error("mini-swe-agent", timeout)
         elif state.limit_hit is not None:
             status = "timeout"
             error_kind, error = state.limit_hit

@@ -21,11 +21,13 @@ from agentkit.programs import (
     ProgramHarness,
     drive,
     executable_in,
+    process_path,
     prompt_text,
     redactor,
-    remove_staged,
     run_secrets,
-    scrub_sandbox_dir,
+    stderr_tail,
+    time_left,
+    timeout_error,
 )
 from agentkit_opencode._binary import OpenCodeBinary, find_opencode
 from agentkit_opencode._config import (
@@ -49,7 +51,6 @@ __all__ = ["OpenCode", "prompt_of"]
 XDG_ROOT = "/logs/agent/opencode"
 #: Where the binary is copied when the sandbox cannot see it at its host path.
 STAGED_BINARY = "/tmp/.agentkit-opencode/opencode"
-_STDERR_TAIL = 4000
 
 
 def prompt_of(task: Task) -> str:
@@ -142,9 +143,7 @@ class OpenCode(ProgramHarness):
             headers=context.headers,
             max_tokens=context.limits.max_tokens,
         )
-        translate = getattr(sandbox, "translate", None)  # host mode: in-sandbox -> host paths
-        xdg_root = translate(XDG_ROOT) if callable(translate) else XDG_ROOT
-        env = build_env(config, xdg_root=xdg_root, api_key=api_key)
+        env = build_env(config, xdg_root=process_path(sandbox, XDG_ROOT), api_key=api_key)
         timeout = self.timeout_for(context)
         await recorder.emit(
             "harness.start",
@@ -166,22 +165,20 @@ class OpenCode(ProgramHarness):
             argv += ["--variant", self.variant]
         state = StreamState(recorder, prompt, redact)
         try:
-            remaining = None
-            if timeout is not None:
-                remaining = max(0.001, timeout - (time.monotonic() - started))
+            remaining = time_left(timeout, started)
             proc = await sandbox.start(argv, env=env)
             outcome = await _drive(
                 proc, prompt, state, remaining, context.limits.max_turns, context
             )
         finally:
-            import anyio
-
-            with anyio.CancelScope(shield=True):
-                if staged:  # even when cancelled: the copy is large
-                    await remove_staged(sandbox, STAGED_BINARY)
-                if secrets:
-                    # opencode's database keeps error bodies, and some servers echo the key
-                    await scrub_sandbox_dir(sandbox, XDG_ROOT, secrets, recorder)
+            # opencode's database keeps error bodies, and some servers echo the key
+            await self.clean_up(
+                sandbox,
+                staged=STAGED_BINARY if staged else None,
+                home=XDG_ROOT,
+                secrets=secrets,
+                recorder=recorder,
+            )
         return await self._result(state, outcome, recorder, binary, ref, timeout, redact, staged)
 
     async def _result(
@@ -195,19 +192,13 @@ class OpenCode(ProgramHarness):
         redact: Callable[[str], str],
         staged: bool,
     ) -> HarnessResult:
-        stderr = redact(outcome.stderr.strip())[-_STDERR_TAIL:]
-        if stderr:
-            await recorder.emit("log", level="info", source="opencode.stderr", message=stderr)
+        stderr = await stderr_tail(outcome, redact, recorder, source="opencode.stderr")
         error: str | None = None
         error_kind: str | None = None
         if outcome.timed_out:
             status = "timeout"
             error_kind = "timeout"
-            error = (
-                f"opencode did not finish within {timeout:g} s; its process tree was killed"
-                if timeout is not None
-                else "opencode timed out"
-            )
+            error = timeout_error("opencode", timeout)
         elif state.limit_hit is not None:
             status = "timeout"
             error_kind, error = state.limit_hit
