@@ -196,7 +196,7 @@ async def test_usage_without_a_result_comes_from_each_call() -> None:
 
 async def test_api_error_and_retries_in_the_stream() -> None:
     recorder = EventRecorder("t:1")
-    stream = ClaudeStream(recorder, "p", redact=lambda t: t.replace("sk-secret-99", "[redacted]"))
+    stream = ClaudeStream(recorder, "p", redact=lambda t: t.replace("sk-secret-99", "***"))
     await stream.feed(
         json.dumps(
             {
@@ -228,7 +228,7 @@ async def test_api_error_and_retries_in_the_stream() -> None:
     )
     assert stream.retries == 1
     assert stream.api_error == {
-        "message": "API Error: 401 key [redacted] bad",
+        "message": "API Error: 401 key *** bad",
         "status": 401,
         "error": "authentication_failed",
     }

@@ -237,7 +237,7 @@ async def test_stream_becomes_events() -> None:
 
 async def test_failures_and_retries_in_the_stream() -> None:
     recorder = EventRecorder("t:1")
-    stream = CodexStream(recorder, redact=lambda text: text.replace("sk-secret-99", "[redacted]"))
+    stream = CodexStream(recorder, redact=lambda text: text.replace("sk-secret-99", "***"))
     for line in [
         '{"type":"error","message":"Reconnecting... 1/2 (boom)"}',
         '{"type":"error","message":"key sk-secret-99 refused"}',
@@ -246,7 +246,7 @@ async def test_failures_and_retries_in_the_stream() -> None:
     ]:
         await stream.feed(line)
     assert stream.retries == 1
-    assert stream.errors == ["key [redacted] refused"]
+    assert stream.errors == ["key *** refused"]
     assert stream.failure is not None and "sk-secret" not in stream.failure
     [error] = [e for e in recorder.events if e.type == "error"]
     assert error.data["kind"] == "model_auth"

@@ -30,6 +30,7 @@ from agentkit._context import RunContext
 from agentkit._endpoint import EndpointError, ModelEndpoint, retry_after_seconds
 from agentkit._errors import HarnessError
 from agentkit._events import EventCallback, EventRecorder
+from agentkit._redact import MARKER
 from agentkit._result import HarnessResult
 from agentkit._task import Task
 from agentkit._token_trace import TokenTrace, response_tokens
@@ -652,7 +653,7 @@ class _RunState:
     def redact(self, text: str) -> str:
         """``text`` with the API key (if any) blanked out."""
         if self.api_key:
-            text = text.replace(self.api_key, "[redacted]")
+            text = text.replace(self.api_key, MARKER)
         return text
 
 

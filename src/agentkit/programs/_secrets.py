@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agentkit._redact import MARKER
+
 if TYPE_CHECKING:
     from agentkit._context import RunContext
     from agentkit._events import EventRecorder
@@ -25,8 +27,10 @@ __all__ = [
     "scrub_tree",
 ]
 
-#: What a secret is replaced with in recorded text.
-REDACTED = "[redacted]"
+#: What a secret is replaced with in recorded text: the run-wide marker
+#: (:data:`agentkit._redact.MARKER`), so a secret hidden by a harness and one
+#: hidden by the run's redactor look the same.
+REDACTED = MARKER
 #: Secrets shorter than this are not searched for (a one-letter test key would
 #: otherwise blank out every occurrence of that letter).
 MIN_SECRET_LEN = 6
@@ -57,7 +61,8 @@ def run_secrets(context: RunContext) -> list[str]:
 
 
 def redactor(secret: Secrets) -> Callable[[str], str]:
-    """A function replacing each secret with ``[redacted]`` in a text (identity without one)."""
+    """A function replacing each secret with :data:`REDACTED` (``***``) in a text
+    (identity without one)."""
     secrets = _secrets(secret)
     if not secrets:
         return lambda text: text

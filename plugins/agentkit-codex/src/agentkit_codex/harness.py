@@ -159,7 +159,7 @@ class Codex(ProgramHarness):
                 stdin=prompt_text(task).encode("utf-8"),
                 recorder=recorder,
             )
-            # read before the key is masked in codex's files: the transcript says [redacted]
+            # read before the key is masked in codex's files: the transcript says ***
             rollout, rollout_file = await _read_rollout(sandbox, stream.session_id, redact)
         finally:
             if limit is not None:

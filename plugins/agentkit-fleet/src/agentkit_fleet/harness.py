@@ -34,6 +34,7 @@ from agentkit._context import RunContext
 from agentkit._endpoint import EndpointError, ModelEndpoint
 from agentkit._errors import HarnessError
 from agentkit._events import EventCallback, EventRecorder
+from agentkit._redact import MARKER
 from agentkit._result import HarnessResult
 from agentkit._rubric import Rubric, reward
 from agentkit._sandbox import ExecutionHints, Sandbox
@@ -582,7 +583,7 @@ def _usage_of(usage: Any) -> Usage:
 
 def _redact(text: str, secret: str | None) -> str:
     if secret and len(secret) >= 4:
-        return text.replace(secret, "[redacted]")
+        return text.replace(secret, MARKER)
     return text
 
 
