@@ -11,8 +11,10 @@ import pytest
 
 from agentkit import EventRecorder, ExecResult, HarnessError, HarnessResult, RunContext, Task, Usage
 from agentkit.programs import (
+    ModelCall,
     drive,
     executable_in,
+    final_text,
     find_program,
     json_line,
     prompt_text,
@@ -25,6 +27,7 @@ from agentkit.programs import (
     telemetry_rubric,
     time_left,
     timeout_error,
+    transcript,
     write_text,
 )
 from agentkit.testing.sandbox_fixtures import host_pids_with_arg, unique_sleep_arg
@@ -178,6 +181,29 @@ def test_prompt_text_of_each_input_kind() -> None:
     )
     assert prompt_text(chat) == "Be brief.\n\nFix it."
     assert prompt_text(Task(task_id="t:3", input={"a": 1})) == '{\n  "a": 1\n}'
+
+
+def test_transcript_and_final_text_of_model_calls() -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+    calls = [
+        ModelCall(0, "m0", texts=["Let me ", "look."], reasoning=["think"], tool_calls=[call],
+                  tool_messages=[{"role": "tool", "tool_call_id": "c1", "content": "ok"}]),
+        ModelCall(1, "m1"),  # began, said nothing: left out
+        ModelCall(2, "m2", tool_calls=[call]),
+    ]  # fmt: skip
+    assert transcript("Do it.", calls) == [
+        {"role": "user", "content": "Do it."},
+        {
+            "role": "assistant",
+            "content": "Let me look.",
+            "reasoning_content": "think",
+            "tool_calls": [call],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
+    assert final_text(calls) == "Let me look."
+    assert final_text(calls[1:]) is None
 
 
 def test_telemetry_rubric_reads_raw_counters_or_the_transcript() -> None:

@@ -17,8 +17,10 @@
 - :func:`run_secrets` lists the run's secrets (its API key, secret-looking
   header values); :func:`redactor` and :func:`scrub_sandbox_dir` keep them
   out of recorded text and out of the files the program leaves.
-- :func:`prompt_text` is the task's text; :func:`assistant_message` one
-  model call as a transcript message; :func:`telemetry_rubric` the weight-0
+- :func:`prompt_text` is the task's text; :class:`ModelCall` one model call
+  assembled from the program's output, :func:`assistant_message` one as a
+  transcript message, :func:`transcript` a run's calls as its transcript and
+  :func:`final_text` its answer; :func:`telemetry_rubric` the weight-0
   ``harness.*`` metrics.
 - :class:`ProgramHarness` is the base of such a harness: its options checked,
   the optional Harness members, the model check, the timeout rule, a
@@ -59,12 +61,13 @@ from agentkit.programs._secrets import (
     scrub_tree,
 )
 from agentkit.programs._telemetry import telemetry_rubric
-from agentkit.programs._transcript import assistant_message
+from agentkit.programs._transcript import ModelCall, assistant_message, final_text, transcript
 
 __all__ = [
     "MIN_SECRET_LEN",
     "REDACTED",
     "STDERR_TAIL",
+    "ModelCall",
     "ProgramBinary",
     "ProgramHarness",
     "Resolver",
@@ -72,6 +75,7 @@ __all__ = [
     "assistant_message",
     "drive",
     "executable_in",
+    "final_text",
     "find_program",
     "is_elf",
     "json_line",
@@ -89,5 +93,6 @@ __all__ = [
     "telemetry_rubric",
     "time_left",
     "timeout_error",
+    "transcript",
     "write_text",
 ]

@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 
 from agentkit import EventRecorder, Usage
-from agentkit.programs import assistant_message, json_line
+from agentkit.programs import ModelCall, final_text, json_line, transcript
 
 __all__ = ["ClaudeStream", "classify_error"]
 
@@ -110,15 +110,9 @@ def _usage_of(start: dict[str, Any], end: dict[str, Any] | None) -> Usage:
 
 
 @attrs.define
-class _Call:
-    """One model call (one API message) of the main agent."""
+class _Call(ModelCall):
+    """One model call (one API message) of the main agent, with its usage."""
 
-    index: int
-    message_id: str
-    texts: list[str] = attrs.field(factory=list)
-    reasoning: list[str] = attrs.field(factory=list)
-    tool_calls: list[dict[str, Any]] = attrs.field(factory=list)
-    tool_messages: list[dict[str, Any]] = attrs.field(factory=list)
     start_usage: dict[str, Any] = attrs.field(factory=dict)
     end_usage: dict[str, Any] | None = None
 
@@ -366,13 +360,7 @@ class ClaudeStream:
     @property
     def messages(self) -> list[dict[str, Any]]:
         """The OpenAI-style transcript: the prompt, then each model call and its tool results."""
-        out: list[dict[str, Any]] = [{"role": "user", "content": self.redact(self.prompt)}]
-        for call in self.calls:
-            if not (call.texts or call.tool_calls or call.reasoning):
-                continue
-            out.append(assistant_message(call.texts, call.reasoning, call.tool_calls))
-            out.extend(call.tool_messages)
-        return out
+        return transcript(self.redact(self.prompt), self.calls)
 
     @property
     def output(self) -> str | None:
@@ -381,10 +369,7 @@ class ClaudeStream:
             text = self.result.get("result")
             if isinstance(text, str):
                 return self.redact(text)
-        for call in reversed(self.calls):
-            if call.texts:
-                return "".join(call.texts)
-        return None
+        return final_text(self.calls)
 
     @property
     def turns(self) -> int:

@@ -33,7 +33,7 @@ from typing import Any
 import attrs
 
 from agentkit import EventRecorder, Usage
-from agentkit.programs import assistant_message, json_line
+from agentkit.programs import ModelCall, final_text, json_line, transcript
 
 __all__ = ["StreamState", "classify_error"]
 
@@ -84,15 +84,9 @@ def error_message(error: Any) -> str:
 
 
 @attrs.define
-class _Step:
+class _Step(ModelCall):
     """One model call (one opencode assistant message) being assembled."""
 
-    index: int
-    message_id: str
-    texts: list[str] = attrs.field(factory=list)
-    reasoning: list[str] = attrs.field(factory=list)
-    tool_calls: list[dict[str, Any]] = attrs.field(factory=list)
-    tool_messages: list[dict[str, Any]] = attrs.field(factory=list)
     finished: bool = False
 
 
@@ -300,21 +294,12 @@ class StreamState:
     @property
     def messages(self) -> list[dict[str, Any]]:
         """The OpenAI-style transcript: the prompt, then each step and its tool results."""
-        out: list[dict[str, Any]] = [{"role": "user", "content": self.redact(self.prompt)}]
-        for step in self.steps:
-            if not (step.texts or step.tool_calls or step.reasoning):
-                continue
-            out.append(assistant_message(step.texts, step.reasoning, step.tool_calls))
-            out.extend(step.tool_messages)
-        return out
+        return transcript(self.redact(self.prompt), self.steps)
 
     @property
     def output(self) -> str | None:
         """The final answer: the text of the last step that produced text."""
-        for step in reversed(self.steps):
-            if step.texts:
-                return "".join(step.texts)
-        return None
+        return final_text(self.steps)
 
     @property
     def turns(self) -> int:
