@@ -7,19 +7,24 @@ forwarded model endpoint (the scripted server speaks the Anthropic Messages API)
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from agentkit_claude_code import CLAUDE_CODE_VERSION, ClaudeCode
-from claude_helpers import files_containing, host_processes_with, sandbox_processes
 
-from agentkit import Event, ExecutionHints, HarnessResult, Limits, RunContext, Task
+from agentkit import Event, HarnessResult, Limits, RunContext, Task
 from agentkit.programs import ProgramBinary
 from agentkit.testing.conformance import harness_conformance_test
 from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.programs import (
+    bound_sandbox,
+    files_containing,
+    host_processes_with,
+    sandbox_processes,
+)
+from agentkit.testing.programs import unique_task as new_task
 from agentkit.testing.sandbox_fixtures import unique_sleep_arg
 
 pytestmark = pytest.mark.anyio
@@ -66,27 +71,14 @@ WRITE_THEN_ANSWER: dict[str, Any] = {
 
 
 def unique_task(prefix: str = "cc") -> Task:
-    return Task(
-        task_id=f"demo:{prefix}-{uuid.uuid4().hex[:12]}",
-        input="Write 'hello from claude' into /app/out.txt, then say what you did.",
-    )
-
-
-async def bound_sandbox(
-    sandbox_factory: Any, claude_bin: ProgramBinary, server: ScriptedModelServer
-) -> Any:
-    return await sandbox_factory(
-        "local",
-        hints=ExecutionHints(workdir="/app", ro_binds=list(claude_bin.mount_dirs)),
-        model_endpoint=server.base_url,
-    )
+    return new_task(prefix, "Write 'hello from claude' into /app/out.txt, then say what you did.")
 
 
 @pytest.mark.model_script(WRITE_THEN_ANSWER)
 async def test_bash_tool_writes_a_file_then_answers(
     model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin.mount_dirs, model_server)
     task = unique_task()
     seen: list[Event] = []
     running: list[bool] = []
@@ -219,7 +211,7 @@ test_conformance_on_a_server_error = harness_conformance_test(
 async def test_server_error_fails_with_the_message(
     model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await ClaudeCode(model="scripted-model", max_retries=1).run(unique_task(), context)
     assert result.status == "failed"
@@ -237,7 +229,7 @@ async def test_server_error_fails_with_the_message(
 async def test_rate_limit_fails_with_the_message(
     model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     result = await ClaudeCode(model="scripted-model", max_retries=0).run(unique_task(), context)
     assert result.status == "failed"
@@ -250,7 +242,7 @@ async def test_rate_limit_fails_with_the_message(
 async def test_hanging_model_times_out_and_nothing_is_left(
     model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin.mount_dirs, model_server)
     context = RunContext(
         base_url=model_server.base_url, sandbox=sandbox, limits=Limits(timeout_sec=60)
     )
@@ -292,7 +284,7 @@ async def test_cancelling_a_run_kills_the_commands_claude_started(
     model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
 ) -> None:
     """A runner timeout cancels run(): Claude Code and the commands it started are killed."""
-    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     sleeping = anyio.Event()
 
@@ -339,7 +331,7 @@ ENDLESS_TOOLS = {
 async def test_max_turns_is_claude_codes_own_limit(
     model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin.mount_dirs, model_server)
     context = RunContext(
         base_url=model_server.base_url,
         sandbox=sandbox,
@@ -362,7 +354,7 @@ async def test_max_turns_is_claude_codes_own_limit(
 async def test_settings_and_system_prompt_reach_claude_code(
     model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     harness = ClaudeCode(
         model="scripted-model",
@@ -431,7 +423,7 @@ COSTLY_TOOLS = {
 async def test_token_limit_stops_claude_code_and_headers_reach_the_endpoint(
     model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, claude_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, claude_bin.mount_dirs, model_server)
     secret = "gw-secret-9c3d1b6e"
     context = RunContext(
         base_url=model_server.base_url,

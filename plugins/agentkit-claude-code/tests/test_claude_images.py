@@ -10,19 +10,20 @@ reaches the model server and nothing else."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from claude_helpers import files_containing
 
 from agentkit import AgentEnv, Event
 from agentkit.programs import ProgramBinary
 from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.programs import (
+    agentkit_run,
+    assert_key_only_reached_the_model,
+    files_containing,
+    harbor_rollout,
+)
 from agentkit.testing.sandbox_fixtures import need_docker, need_image_tool
 
 TASKS = Path(__file__).resolve().parents[3] / "examples" / "harbor-docker"
@@ -66,16 +67,14 @@ async def test_claude_code_solves_a_no_network_task_on_its_image_root(
     seen: list[Event] = []
     env = AgentEnv.from_names(f"harbor:{TASKS}", "claude-code", trace_callback=seen.append)
     run_dir = tmp_path / "run"
-    results = await env.evaluate(
-        task_ids=["harbor-docker:tools-in-image"],
-        model="scripted-model",
-        base_url=model_server.base_url,
-        api_key_env="AGENTKIT_TEST_CLAUDE_KEY",
+    rollout = await harbor_rollout(
+        env,
+        "harbor-docker:tools-in-image",
+        server=model_server,
         out=run_dir,
+        api_key_env="AGENTKIT_TEST_CLAUDE_KEY",
         sandbox_options={"image_cache": str(image_cache)},
     )
-    [rollout] = results.rollouts
-    assert rollout.status == "completed", rollout.error
     assert rollout.rewards["core.reward"] == 1.0
     assert rollout.rewards["harness.tool_calls"] == 1.0
     assert rollout.rewards["harness.turns"] == 2.0
@@ -83,9 +82,9 @@ async def test_claude_code_solves_a_no_network_task_on_its_image_root(
     assert "12 EUR" in results_text
     # read-only bind of the binary's directory: never copied in
     assert not [e for e in seen if "is not visible in the sandbox" in str(e.data)]
-    assert all(r.api_key_sent for r in model_server.model_requests)
-    assert files_containing(run_dir, API_KEY) == []
-    assert API_KEY not in json.dumps([e.data for e in seen])
+    assert_key_only_reached_the_model(
+        API_KEY, requests=model_server.model_requests, run_dir=run_dir, events=seen
+    )
 
 
 @pytest.mark.model_script(TOTAL)
@@ -94,36 +93,24 @@ def test_claude_code_solves_a_no_network_task_in_docker_through_agentkit_run(
 ) -> None:
     need_docker()
     pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
-    agentkit_cli = shutil.which("agentkit") or f"{sys.executable} -m agentkit"
     run_dir = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            *agentkit_cli.split(),
-            "run",
-            f"harbor:{TASKS}",
-            "claude-code",
-            "--task",
-            "harbor-docker:tools-in-image",
-            "--sandbox",
-            "docker",
-            "--model",
-            "scripted-model",
-            "--base-url",
-            model_server.base_url,
-            "--api-key-env",
-            "AGENTKIT_TEST_CLAUDE_KEY",
-            "--out",
-            str(run_dir),
-        ],
-        env={**os.environ, "AGENTKIT_TEST_CLAUDE_KEY": API_KEY},
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
+    proc, rollout = agentkit_run(
+        f"harbor:{TASKS}",
+        "claude-code",
+        "--task",
+        "harbor-docker:tools-in-image",
+        "--sandbox",
+        "docker",
+        "--model",
+        "scripted-model",
+        "--base-url",
+        model_server.base_url,
+        "--api-key-env",
+        "AGENTKIT_TEST_CLAUDE_KEY",
+        "--out",
+        str(run_dir),
+        env={"AGENTKIT_TEST_CLAUDE_KEY": API_KEY},
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    [line] = (run_dir / "rollouts.jsonl").read_text().splitlines()
-    rollout = json.loads(line)
     assert rollout["status"] == "completed", rollout["error"]
     assert rollout["rewards"]["core.reward"] == 1.0
     assert rollout["rewards"]["harness.tool_calls"] == 1.0

@@ -7,19 +7,24 @@ forwarded model endpoint (the scripted server speaks the Responses API).
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 from agentkit_codex import CODEX_VERSION, Codex
-from codex_helpers import files_containing, host_processes_with, sandbox_processes
 
-from agentkit import Event, ExecutionHints, HarnessResult, Limits, RunContext, Task
+from agentkit import Event, HarnessResult, Limits, RunContext, Task
 from agentkit.programs import ProgramBinary
 from agentkit.testing.conformance import harness_conformance_test
 from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.programs import (
+    bound_sandbox,
+    files_containing,
+    host_processes_with,
+    sandbox_processes,
+)
+from agentkit.testing.programs import unique_task as new_task
 from agentkit.testing.sandbox_fixtures import unique_sleep_arg
 
 pytestmark = pytest.mark.anyio
@@ -65,27 +70,14 @@ WRITE_THEN_ANSWER: dict[str, Any] = {
 
 
 def unique_task(prefix: str = "cx") -> Task:
-    return Task(
-        task_id=f"demo:{prefix}-{uuid.uuid4().hex[:12]}",
-        input="Write 'hello from codex' into /app/out.txt, then say what you did.",
-    )
-
-
-async def bound_sandbox(
-    sandbox_factory: Any, codex_bin: ProgramBinary, server: ScriptedModelServer
-) -> Any:
-    return await sandbox_factory(
-        "local",
-        hints=ExecutionHints(workdir="/app", ro_binds=list(codex_bin.mount_dirs)),
-        model_endpoint=server.base_url,
-    )
+    return new_task(prefix, "Write 'hello from codex' into /app/out.txt, then say what you did.")
 
 
 @pytest.mark.model_script(WRITE_THEN_ANSWER)
 async def test_shell_tool_writes_a_file_then_answers(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, codex_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
     task = unique_task()
     seen: list[Event] = []
     running: list[bool] = []
@@ -202,7 +194,7 @@ test_conformance_on_a_server_error = harness_conformance_test(
 async def test_server_error_fails_with_the_message(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, codex_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await Codex(model="scripted-model", max_retries=1).run(unique_task(), context)
     assert result.status == "failed"
@@ -223,7 +215,7 @@ async def test_server_error_fails_with_the_message(
 async def test_other_server_errors_keep_their_message(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, codex_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     result = await Codex(model="scripted-model", max_retries=0).run(unique_task(), context)
     assert result.status == "failed"
@@ -235,7 +227,7 @@ async def test_other_server_errors_keep_their_message(
 async def test_rate_limit_fails_with_the_message(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, codex_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     result = await Codex(model="scripted-model", max_retries=0).run(unique_task(), context)
     assert result.status == "failed"
@@ -248,7 +240,7 @@ async def test_rate_limit_fails_with_the_message(
 async def test_request_error_gives_the_servers_message(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, codex_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     result = await Codex(model="scripted-model").run(unique_task(), context)
     assert result.status == "failed"
@@ -261,7 +253,7 @@ async def test_request_error_gives_the_servers_message(
 async def test_hanging_model_times_out_and_nothing_is_left(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, codex_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
     context = RunContext(
         base_url=model_server.base_url, sandbox=sandbox, limits=Limits(timeout_sec=60)
     )
@@ -293,7 +285,7 @@ async def test_cancelling_a_run_kills_the_commands_codex_started(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
     """A runner timeout cancels run(): codex and the commands it started are killed."""
-    sandbox = await bound_sandbox(sandbox_factory, codex_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     sleeping = anyio.Event()
 
@@ -338,7 +330,7 @@ ENDLESS_TOOLS = {
 async def test_max_turns_stops_codex_as_the_next_call_begins(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, codex_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
     context = RunContext(
         base_url=model_server.base_url,
         sandbox=sandbox,
@@ -363,7 +355,7 @@ async def test_max_turns_stops_codex_as_the_next_call_begins(
 async def test_unknown_config_key_fails_naming_it(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, codex_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     harness = Codex(model="scripted-model", config={"model_providers": {"agentkit": {"bogus": 1}}})
     result = await harness.run(unique_task("config"), context)
@@ -378,7 +370,7 @@ async def test_unknown_config_key_fails_naming_it(
 async def test_config_option_reaches_codex(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, codex_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     harness = Codex(
         model="scripted-model", config={"developer_instructions": "You are REVIEWER-5521."}
@@ -448,7 +440,7 @@ COSTLY_TOOLS = {
 async def test_token_limit_stops_codex_and_headers_reach_the_endpoint(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, codex_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
     secret = "gw-secret-5f8e2a7c"
     context = RunContext(
         base_url=model_server.base_url,

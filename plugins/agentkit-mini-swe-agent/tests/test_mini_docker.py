@@ -11,18 +11,14 @@ nothing else.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agentkit_mini_swe_agent import MiniSweAgentInstall
-from mini_helpers import files_containing
 
 from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.programs import agentkit_run, files_containing
 from agentkit.testing.sandbox_fixtures import requires_docker
 
 pytestmark = [requires_docker]
@@ -69,38 +65,26 @@ def test_mini_solves_a_task_in_an_image_without_python(
     model_server: ScriptedModelServer, mini_install: MiniSweAgentInstall, tmp_path: Path
 ) -> None:
     pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
-    agentkit_cli = shutil.which("agentkit") or f"{sys.executable} -m agentkit"
     run_dir = tmp_path / "run"
-    proc = subprocess.run(
-        [
-            *agentkit_cli.split(),
-            "run",
-            f"harbor:{TASKS}",
-            "mini-swe-agent",
-            "--task",
-            "data:no-python",
-            "--sandbox",
-            "docker",
-            "--model",
-            "scripted-model",
-            "--base-url",
-            model_server.base_url,
-            "--api-key-env",
-            "AGENTKIT_TEST_MINI_KEY",
-            "-H",
-            "retry_attempts=1",
-            "--out",
-            str(run_dir),
-        ],
-        env={**os.environ, "AGENTKIT_TEST_MINI_KEY": API_KEY},
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=False,
+    proc, rollout = agentkit_run(
+        f"harbor:{TASKS}",
+        "mini-swe-agent",
+        "--task",
+        "data:no-python",
+        "--sandbox",
+        "docker",
+        "--model",
+        "scripted-model",
+        "--base-url",
+        model_server.base_url,
+        "--api-key-env",
+        "AGENTKIT_TEST_MINI_KEY",
+        "-H",
+        "retry_attempts=1",
+        "--out",
+        str(run_dir),
+        env={"AGENTKIT_TEST_MINI_KEY": API_KEY},
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    [line] = (run_dir / "rollouts.jsonl").read_text().splitlines()
-    rollout = json.loads(line)
     assert rollout["status"] == "completed", rollout["error"]
     assert rollout["rewards"]["core.reward"] == 1.0
     assert rollout["rewards"]["harness.tool_calls"] == 2.0

@@ -7,18 +7,22 @@ only way out is the forwarded model endpoint.
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from agentkit_mini_swe_agent import MINI_SWE_AGENT_VERSION, MiniSweAgent, MiniSweAgentRuntime
-from mini_helpers import files_containing, processes_with
 
-from agentkit import Event, ExecutionHints, Limits, RunContext, Task
+from agentkit import Event, Limits, RunContext, Task
 from agentkit.testing.conformance import harness_conformance_test
 from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.programs import (
+    bound_sandbox,
+    cancel_when_running,
+    files_containing,
+    processes_with,
+)
+from agentkit.testing.programs import unique_task as new_task
 from agentkit.testing.sandbox_fixtures import requires_bwrap
 
 pytestmark = [pytest.mark.anyio, requires_bwrap]
@@ -118,25 +122,12 @@ test_conformance_on_a_server_error = harness_conformance_test(
 
 
 def unique_task(prefix: str = "mini") -> Task:
-    return Task(
-        task_id=f"demo:{prefix}-{uuid.uuid4().hex[:12]}",
-        input="Write 'hello from mini' into /app/out.txt, then submit.",
-    )
+    return new_task(prefix, "Write 'hello from mini' into /app/out.txt, then submit.")
 
 
 def marker(task: Task) -> str:
     """What mini's command line carries for this task (``-c agentkit.task_id=...``)."""
     return f"agentkit.task_id={task.task_id}"
-
-
-async def bound_sandbox(
-    sandbox_factory: Any, runtime: MiniSweAgentRuntime, server: ScriptedModelServer
-) -> Any:
-    return await sandbox_factory(
-        "local",
-        hints=ExecutionHints(workdir="/app", ro_binds=list(runtime.mount_dirs)),
-        model_endpoint=server.base_url,
-    )
 
 
 def harness(**options: Any) -> MiniSweAgent:
@@ -148,7 +139,7 @@ def harness(**options: Any) -> MiniSweAgent:
 async def test_bash_tool_writes_a_file_then_submits(
     model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, mini_runtime, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, mini_runtime.mount_dirs, model_server)
     task = unique_task()
     live: list[tuple[str, bool]] = []
 
@@ -226,7 +217,7 @@ async def test_bash_tool_writes_a_file_then_submits(
 async def test_rate_limit_fails_with_its_message(
     model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, mini_runtime, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, mini_runtime.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     result = await harness().run(unique_task("429"), context)
     assert result.status == "failed"
@@ -241,7 +232,7 @@ async def test_rate_limit_fails_with_its_message(
 async def test_hanging_model_times_out_and_nothing_is_left(
     model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, mini_runtime, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, mini_runtime.mount_dirs, model_server)
     task = unique_task("hang")
     context = RunContext(
         base_url=model_server.base_url, sandbox=sandbox, limits=Limits(timeout_sec=600)
@@ -278,28 +269,12 @@ async def test_cancelling_a_run_kills_the_commands_mini_started(
 ) -> None:
     """A runner timeout cancels run(): mini and the commands it started (in sessions of
     their own) are killed."""
-    sandbox = await bound_sandbox(sandbox_factory, mini_runtime, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, mini_runtime.mount_dirs, model_server)
     task = unique_task("sleep")
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
-    sleeping = anyio.Event()
-
-    async def watch() -> None:
-        while not processes_with("sleep 987.654321"):
-            await anyio.sleep(0.1)
-        sleeping.set()
-
-    finished: list[Any] = []
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(watch)
-
-        async def run() -> None:
-            finished.append(await harness(command_timeout=3600).run(task, context))
-
-        tg.start_soon(run)
-        with anyio.fail_after(240):
-            await sleeping.wait()  # the bash tool's sleep is running under mini
-        tg.cancel_scope.cancel()
-    assert finished == []
+    # cancelled once the bash tool's sleep is running under mini
+    mini = harness(command_timeout=3600)
+    await cancel_when_running(lambda: mini.run(task, context), "sleep 987.654321", within=240)
     assert not processes_with("987.654321")
     assert not processes_with(marker(task))
 
@@ -313,7 +288,7 @@ ENDLESS_TOOLS = {
 async def test_max_turns_and_sampling_arguments_reach_mini(
     model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, mini_runtime, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, mini_runtime.mount_dirs, model_server)
     context = RunContext(
         base_url=model_server.base_url,
         sandbox=sandbox,
@@ -339,7 +314,7 @@ async def test_a_key_echoed_by_the_server_is_scrubbed_from_minis_files(
 ) -> None:
     """mini keeps the error in its trajectory under /logs/agent: a failed rollout's
     directory is kept, so the key must not stay there."""
-    sandbox = await bound_sandbox(sandbox_factory, mini_runtime, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, mini_runtime.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await harness().run(unique_task("echo"), context)
     assert result.status == "failed"
@@ -355,7 +330,7 @@ async def test_a_key_echoed_by_the_server_is_scrubbed_from_minis_files(
 async def test_config_option_is_merged_over_the_generated_one(
     model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, mini_runtime, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, mini_runtime.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     extra = {"agent": {"system_template": "You are MINI-REVIEWER-4411."}}
     result = await harness(config=extra, cost_limit=0).run(unique_task("cfg"), context)
@@ -399,7 +374,7 @@ async def test_host_sandbox_keeps_minis_files_in_the_rollout(
 async def test_headers_reach_the_model_and_a_token_limit_stops_mini(
     model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, mini_runtime, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, mini_runtime.mount_dirs, model_server)
     secret = "hdr-secret-5e1b9c7a3d"
     task = unique_task("limit")
     context = RunContext(

@@ -7,16 +7,15 @@ Needs a tool the local sandbox makes image roots with (``requires_image_tool``).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from agentkit_mini_swe_agent import MiniSweAgentInstall
-from mini_helpers import files_containing
 from test_mini_docker import API_KEY, GREET, TASKS
 
 from agentkit import AgentEnv, Event
 from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.programs import assert_key_only_reached_the_model, harbor_rollout
 from agentkit.testing.sandbox_fixtures import requires_image_tool
 
 pytestmark = [pytest.mark.anyio, requires_image_tool]
@@ -37,18 +36,17 @@ async def test_mini_solves_a_task_on_an_image_root_without_python(
         f"harbor:{TASKS}", "mini-swe-agent", trace_callback=seen.append, retry_attempts=1
     )
     run_dir = tmp_path / "run"
-    results = await env.evaluate(
-        task_ids=["data:no-python"],
-        model="scripted-model",
-        base_url=model_server.base_url,
-        api_key_env="AGENTKIT_TEST_MINI_KEY",
+    rollout = await harbor_rollout(
+        env,
+        "data:no-python",
+        server=model_server,
         out=run_dir,
+        api_key_env="AGENTKIT_TEST_MINI_KEY",
         sandbox_options={"image_cache": str(image_cache)},
     )
-    [rollout] = results.rollouts
-    assert rollout.status == "completed", rollout.error
     assert rollout.rewards["core.reward"] == 1.0
     outputs = [e.data["output"] for e in seen if e.type == "tool.result"]
     assert outputs[0] == "bonjour\nnone\n/srv/work\n"
-    assert files_containing(run_dir, API_KEY) == []
-    assert API_KEY not in json.dumps([e.data for e in seen])
+    assert_key_only_reached_the_model(
+        API_KEY, requests=model_server.chat_requests, run_dir=run_dir, events=seen
+    )

@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from agentkit_opencode import OPENCODE_VERSION, OpenCode, OpenCodeBinary
-from opencode_helpers import files_containing, processes_with
 
-from agentkit import Event, ExecutionHints, Limits, RunContext, Task
+from agentkit import Event, Limits, RunContext, Task
 from agentkit.testing.conformance import harness_conformance_test
 from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.programs import (
+    bound_sandbox,
+    cancel_when_running,
+    files_containing,
+    processes_with,
+)
+from agentkit.testing.programs import unique_task as new_task
 
 pytestmark = pytest.mark.anyio
 
@@ -70,27 +74,14 @@ test_conformance = harness_conformance_test(
 
 
 def unique_task(prefix: str = "oc") -> Task:
-    return Task(
-        task_id=f"demo:{prefix}-{uuid.uuid4().hex[:12]}",
-        input="Write 'hello from opencode' into /app/out.txt, then say what you did.",
-    )
-
-
-async def bound_sandbox(
-    sandbox_factory: Any, opencode_bin: OpenCodeBinary, server: ScriptedModelServer
-) -> Any:
-    return await sandbox_factory(
-        "local",
-        hints=ExecutionHints(workdir="/app", ro_binds=list(opencode_bin.mount_dirs)),
-        model_endpoint=server.base_url,
-    )
+    return new_task(prefix, "Write 'hello from opencode' into /app/out.txt, then say what you did.")
 
 
 @pytest.mark.model_script(WRITE_THEN_ANSWER)
 async def test_bash_tool_writes_a_file_then_answers(
     model_server: ScriptedModelServer, sandbox_factory: Any, opencode_bin: OpenCodeBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, opencode_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, opencode_bin.mount_dirs, model_server)
     task = unique_task()
     marker = f"agentkit {task.task_id}"  # opencode's --title: in its command line
     live: list[tuple[str, bool]] = []
@@ -174,7 +165,7 @@ async def test_standalone_run_opens_its_own_sandbox(
 async def test_model_server_error_fails_with_its_message(
     model_server: ScriptedModelServer, sandbox_factory: Any, opencode_bin: OpenCodeBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, opencode_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, opencode_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await OpenCode(model="scripted-model").run(unique_task(), context)
     assert result.status == "failed"
@@ -191,7 +182,7 @@ async def test_model_server_error_fails_with_its_message(
 async def test_rate_limit_is_classified(
     model_server: ScriptedModelServer, sandbox_factory: Any, opencode_bin: OpenCodeBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, opencode_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, opencode_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     result = await OpenCode(model="scripted-model").run(unique_task(), context)
     assert result.status == "failed"
@@ -203,7 +194,7 @@ async def test_rate_limit_is_classified(
 async def test_a_hanging_agent_times_out_and_nothing_is_left(
     model_server: ScriptedModelServer, sandbox_factory: Any, opencode_bin: OpenCodeBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, opencode_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, opencode_bin.mount_dirs, model_server)
     task = unique_task("hang")
     context = RunContext(
         base_url=model_server.base_url, sandbox=sandbox, limits=Limits(timeout_sec=60)
@@ -243,28 +234,12 @@ async def test_cancelling_a_run_kills_the_tools_opencode_started(
     model_server: ScriptedModelServer, sandbox_factory: Any, opencode_bin: OpenCodeBinary
 ) -> None:
     """A runner timeout cancels run(): opencode and the commands it started are killed."""
-    sandbox = await bound_sandbox(sandbox_factory, opencode_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, opencode_bin.mount_dirs, model_server)
     task = unique_task("sleep")
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
-    sleeping = anyio.Event()
-
-    async def watch() -> None:
-        while not processes_with("sleep 987.654321"):
-            await anyio.sleep(0.1)
-        sleeping.set()
-
-    finished: list[Any] = []
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(watch)
-
-        async def run() -> None:
-            finished.append(await OpenCode(model="scripted-model").run(task, context))
-
-        tg.start_soon(run)
-        with anyio.fail_after(60):
-            await sleeping.wait()  # the bash tool's sleep is running inside opencode
-        tg.cancel_scope.cancel()
-    assert finished == []
+    # cancelled once the bash tool's sleep is running inside opencode
+    harness = OpenCode(model="scripted-model")
+    await cancel_when_running(lambda: harness.run(task, context), "sleep 987.654321", within=60)
     assert not processes_with("987.654321")
     assert not processes_with(f"agentkit {task.task_id}")
 
@@ -333,7 +308,7 @@ SEARCH_TOOLS = {
 async def test_grep_and_glob_tools_work_offline_when_ripgrep_exists(
     model_server: ScriptedModelServer, sandbox_factory: Any, opencode_bin: OpenCodeBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, opencode_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, opencode_bin.mount_dirs, model_server)
     await sandbox.exec("mkdir -p /app/docs && echo 'a needle here' > /app/docs/hay.txt")
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     result = await OpenCode(model="scripted-model").run(unique_task("search"), context)
@@ -368,7 +343,7 @@ ENDLESS_TOOLS = {
 async def test_max_turns_and_sampling_arguments_reach_opencode(
     model_server: ScriptedModelServer, sandbox_factory: Any, opencode_bin: OpenCodeBinary
 ) -> None:
-    sandbox = await bound_sandbox(sandbox_factory, opencode_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, opencode_bin.mount_dirs, model_server)
     context = RunContext(
         base_url=model_server.base_url,
         sandbox=sandbox,
@@ -396,7 +371,7 @@ async def test_agent_variant_and_extra_config_reach_opencode(
     model_server: ScriptedModelServer, sandbox_factory: Any, opencode_bin: OpenCodeBinary
 ) -> None:
     """``agent`` and ``variant`` pick what the extra ``config`` (merged over ours) defines."""
-    sandbox = await bound_sandbox(sandbox_factory, opencode_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, opencode_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
     extra = {
         "agent": {"reviewer": {"mode": "primary", "prompt": "You are REVIEWER-7731."}},
@@ -425,7 +400,7 @@ async def test_a_key_echoed_by_the_server_is_scrubbed_from_opencodes_files(
 ) -> None:
     """opencode stores the error body in its database under /logs/agent: a failed
     rollout's directory is kept, so the key must not stay there."""
-    sandbox = await bound_sandbox(sandbox_factory, opencode_bin, model_server)
+    sandbox = await bound_sandbox(sandbox_factory, opencode_bin.mount_dirs, model_server)
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await OpenCode(model="scripted-model").run(unique_task("echo"), context)
     assert result.status == "failed"

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from agentkit_opencode import OpenCodeBinary
-from opencode_helpers import files_containing
 
 from agentkit import AgentEnv, Event
 from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.programs import assert_key_only_reached_the_model, harbor_rollout
 from agentkit.testing.sandbox_fixtures import requires_image_tool
 
 pytestmark = [pytest.mark.anyio, requires_image_tool]
@@ -61,22 +61,20 @@ async def test_opencode_solves_a_no_network_task_on_its_image_root(
     seen: list[Event] = []
     env = AgentEnv.from_names(f"harbor:{TASKS}", "opencode", trace_callback=seen.append)
     run_dir = tmp_path / "run"
-    results = await env.evaluate(
-        task_ids=["harbor-docker:tools-in-image"],
-        model="scripted-model",
-        base_url=model_server.base_url,
-        api_key_env="AGENTKIT_TEST_OPENCODE_KEY",
+    rollout = await harbor_rollout(
+        env,
+        "harbor-docker:tools-in-image",
+        server=model_server,
         out=run_dir,
+        api_key_env="AGENTKIT_TEST_OPENCODE_KEY",
         sandbox_options={"image_cache": str(image_cache)},
     )
-    [rollout] = results.rollouts
-    assert rollout.status == "completed", rollout.error
     assert rollout.rewards["core.reward"] == 1.0
     assert rollout.rewards["harness.tool_calls"] == 1.0
     results_text = json.dumps([e.data for e in seen if e.type == "tool.result"])
     assert "12 EUR" in results_text
     # read-only bind of the binary's directory: never copied in
     assert not [e for e in seen if "is not visible in the sandbox" in str(e.data)]
-    assert all(r.api_key_sent for r in model_server.chat_requests)
-    assert files_containing(run_dir, API_KEY) == []
-    assert API_KEY not in json.dumps([e.data for e in seen])
+    assert_key_only_reached_the_model(
+        API_KEY, requests=model_server.chat_requests, run_dir=run_dir, events=seen
+    )

@@ -1,0 +1,238 @@
+"""What the tests of agent-program harnesses share (``codex``, ``claude-code``,
+``opencode``, ``mini-swe-agent``): each plugin's tests drive its real program
+against the scripted model server and use these to set up and to look.
+
+- :func:`unique_task` and :func:`bound_sandbox` (a local sandbox that shows
+  the program's host directories read-only) set up one run;
+- :func:`sandbox_processes`, :func:`processes_with` and
+  :func:`host_processes_with` look for processes left behind;
+  :func:`files_containing` for a secret left in files;
+  :func:`cancel_when_running` cancels a run once a command it started runs;
+- :func:`need_harbor_task` skips a test without the Harbor plugin or task;
+  :func:`harbor_rollout` runs a harness on one Harbor task through
+  :class:`~agentkit.AgentEnv`, :func:`agentkit_run` through the
+  ``agentkit run`` command; :func:`telemetry_weights` and
+  :func:`assert_key_only_reached_the_model` check what every such run must.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentkit import AgentEnv, Event, Sandbox, Task
+    from agentkit.env import RolloutRecord
+    from agentkit.testing.model_server import RecordedRequest, ScriptedModelServer
+
+__all__ = [
+    "TELEMETRY_WEIGHTS",
+    "agentkit_run",
+    "assert_key_only_reached_the_model",
+    "bound_sandbox",
+    "cancel_when_running",
+    "files_containing",
+    "harbor_rollout",
+    "host_processes_with",
+    "need_harbor_task",
+    "processes_with",
+    "sandbox_processes",
+    "telemetry_weights",
+    "unique_task",
+]
+
+#: The weight-0 ``harness.*`` metrics of a program harness (``telemetry_rubric``).
+TELEMETRY_WEIGHTS: dict[str, float] = {
+    "harness.turns": 0.0,
+    "harness.tool_calls": 0.0,
+    "harness.tool_errors": 0.0,
+    "harness.tokens": 0.0,
+}
+
+_LIST = "for p in /proc/[0-9]*; do tr '\\000' ' ' < $p/cmdline 2>/dev/null; echo; done"
+
+
+def unique_task(prefix: str, text: str, namespace: str = "demo") -> Task:
+    """A text task whose id (``<namespace>:<prefix>-<random>``) no other test uses,
+    so a program's process or session can be found by it."""
+    from agentkit import Task
+
+    return Task(task_id=f"{namespace}:{prefix}-{uuid.uuid4().hex[:12]}", input=text)
+
+
+async def bound_sandbox(
+    sandbox_factory: Any,
+    mount_dirs: Iterable[str | Path],
+    server: ScriptedModelServer,
+    *,
+    workdir: str = "/app",
+) -> Sandbox:
+    """A started local sandbox (from the ``sandbox_factory`` fixture) working in
+    ``workdir``, showing ``mount_dirs`` (the program's, from its binary or runtime)
+    read-only, and forwarding the model endpoint of ``server``."""
+    from agentkit import ExecutionHints
+
+    sandbox: Sandbox = await sandbox_factory(
+        "local",
+        hints=ExecutionHints(workdir=workdir, ro_binds=[str(d) for d in mount_dirs]),
+        model_endpoint=server.base_url,
+    )
+    return sandbox
+
+
+async def sandbox_processes(sandbox: Sandbox, needle: str) -> list[str]:
+    """Command lines of the processes in ``sandbox``'s own pid namespace that contain
+    ``needle`` (the listing command itself excluded)."""
+    listing = await sandbox.exec(["/bin/sh", "-c", _LIST], timeout=60)
+    return [line for line in listing.stdout.splitlines() if needle in line and "/proc/" not in line]
+
+
+def processes_with(marker: str) -> list[tuple[int, str]]:
+    """Live host processes (pid, command line) whose command line contains ``marker``
+    (zombies have none; this process is left out)."""
+    found: list[tuple[int, str]] = []
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline:
+            found.append((int(entry), cmdline))
+    return found
+
+
+def host_processes_with(marker: str) -> list[str]:
+    """The command lines of :func:`processes_with`."""
+    return [cmdline for _, cmdline in processes_with(marker)]
+
+
+async def cancel_when_running(
+    run: Callable[[], Awaitable[object]], marker: str, *, within: float
+) -> None:
+    """Start ``run()`` (a harness run), wait (at most ``within`` seconds) until a host
+    process whose command line contains ``marker`` runs (a command the program
+    started), then cancel the run as a runner's timeout does. The run must not
+    have finished, and no process with ``marker`` may be left."""
+    import anyio
+
+    sleeping = anyio.Event()
+
+    async def watch() -> None:
+        while not processes_with(marker):
+            await anyio.sleep(0.1)
+        sleeping.set()
+
+    finished: list[object] = []
+
+    async def start() -> None:
+        finished.append(await run())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        tg.start_soon(start)
+        with anyio.fail_after(within):
+            await sleeping.wait()
+        tg.cancel_scope.cancel()
+    assert finished == []
+    assert not processes_with(marker)
+
+
+def files_containing(root: Path, needle: str) -> list[Path]:
+    """Every regular file under ``root`` whose bytes contain ``needle``."""
+    hits: list[Path] = []
+    data = needle.encode()
+    for path in root.rglob("*"):
+        try:
+            if path.is_file() and not path.is_symlink() and data in path.read_bytes():
+                hits.append(path)
+        except OSError:
+            continue
+    return hits
+
+
+def telemetry_weights(env: AgentEnv) -> dict[str, float]:
+    """The ``harness`` metrics of ``env``'s rubric and their weights (for a program
+    harness: :data:`TELEMETRY_WEIGHTS`)."""
+    metrics = env.describe_rubric()["metrics"]
+    return {m["name"]: m["weight"] for m in metrics if m["namespace"] == "harness"}
+
+
+def need_harbor_task(task_dir: Path) -> None:
+    """Skip the running test (saying why) when the Harbor plugin is not installed
+    or the Harbor task ``task_dir`` (an example of this repository) is missing."""
+    import pytest
+
+    pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
+    if not (task_dir / "task.toml").exists():
+        pytest.skip(f"the Harbor examples are not at {task_dir.parent}")
+
+
+async def harbor_rollout(
+    env: AgentEnv,
+    task_id: str,
+    *,
+    server: ScriptedModelServer,
+    out: Path,
+    api_key_env: str | None = None,
+    sandbox_options: Mapping[str, Any] | None = None,
+) -> RolloutRecord:
+    """Evaluate ``env`` (a Harbor taskset and a harness, by name) on one task with
+    the scripted model ``scripted-model`` of ``server``; the one rollout, which
+    must have completed (its error says why not) and make the task's group."""
+    kwargs: dict[str, Any] = {"api_key_env": api_key_env} if api_key_env else {}
+    if sandbox_options is not None:
+        kwargs["sandbox_options"] = dict(sandbox_options)
+    results = await env.evaluate(
+        task_ids=[task_id], model="scripted-model", base_url=server.base_url, out=out, **kwargs
+    )
+    [rollout] = results.rollouts
+    assert rollout.status == "completed", rollout.error
+    [group] = results.groups
+    assert group.rollouts == [rollout]
+    return rollout
+
+
+def agentkit_run(
+    *args: str, env: Mapping[str, str] | None = None, timeout: float = 280
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Run ``agentkit run ARGS`` (in this interpreter, ``env`` added to the
+    environment) with ``--out DIR`` among ``args``; it must succeed with one
+    rollout. Its process (for its output) and that rollout's record."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentkit", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = Path(args[list(args).index("--out") + 1])
+    [line] = (out / "rollouts.jsonl").read_text().splitlines()
+    record: dict[str, Any] = json.loads(line)
+    return proc, record
+
+
+def assert_key_only_reached_the_model(
+    api_key: str,
+    *,
+    requests: Iterable[RecordedRequest],
+    run_dir: Path,
+    events: Iterable[Event] = (),
+) -> None:
+    """The API key went with every model request and nowhere else: not into a file
+    of the run directory (events, artifacts, the program's kept files), not into
+    the ``events`` seen live."""
+    assert all(r.api_key_sent for r in requests)
+    assert files_containing(run_dir, api_key) == []
+    assert api_key not in json.dumps([e.data for e in events])
