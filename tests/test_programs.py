@@ -16,7 +16,10 @@ from agentkit.programs import (
     executable_in,
     final_text,
     find_program,
+    http_error_kind,
+    json_int,
     json_line,
+    json_object,
     prompt_text,
     read_text,
     redactor,
@@ -167,6 +170,22 @@ async def test_json_line_gives_events_and_logs_the_rest() -> None:
     logs = [e for e in recorder.events if e.type == "log"]
     assert [(e.data["level"], e.data["source"]) for e in logs] == [("info", "demo")] * 3
     assert logs[0].data["message"] == ("warning: key *** " + "z" * 3000)[:1999]
+
+
+def test_json_fields_and_http_error_kinds() -> None:
+    assert json_object({"a": 1}) == {"a": 1}
+    assert json_object([1]) == {} and json_object(None) == {}
+    assert json_int(7) == 7 and json_int(True) == 0 and json_int("7") == 0 and json_int(None) == 0
+    kinds = {s: http_error_kind(s) for s in (400, 401, 403, 404, 429, 500, 503)}
+    assert kinds == {
+        400: "model_request_error",
+        401: "model_auth",
+        403: "model_auth",
+        404: "model_request_error",
+        429: "model_rate_limit",
+        500: "model_server_error",
+        503: "model_server_error",
+    }
 
 
 def test_prompt_text_of_each_input_kind() -> None:

@@ -12,7 +12,9 @@
   kills the whole process tree on timeout, error or cancellation
   (:func:`time_left` of the timeout once the set-up is done);
   :func:`json_line` takes one line of a program's JSON-lines output apart
-  (what is not a JSON event is kept and logged); :func:`stderr_tail` logs
+  (what is not a JSON event is kept and logged), :func:`json_object` and
+  :func:`json_int` read its fields; :func:`http_error_kind` classifies a
+  failed model call it reports; :func:`stderr_tail` logs
   the end of its standard error and :func:`timeout_error` says it timed out.
 - :func:`run_secrets` lists the run's secrets (its API key, secret-looking
   header values); :func:`redactor` and :func:`scrub_sandbox_dir` keep them
@@ -41,6 +43,7 @@ from agentkit.programs._drive import (
     time_left,
     timeout_error,
 )
+from agentkit.programs._errors import http_error_kind
 from agentkit.programs._files import (
     executable_in,
     process_path,
@@ -49,7 +52,7 @@ from agentkit.programs._files import (
     write_text,
 )
 from agentkit.programs._harness import ProgramHarness
-from agentkit.programs._jsonl import json_line
+from agentkit.programs._jsonl import json_int, json_line, json_object
 from agentkit.programs._prompt import prompt_text
 from agentkit.programs._secrets import (
     MIN_SECRET_LEN,
@@ -77,8 +80,11 @@ __all__ = [
     "executable_in",
     "final_text",
     "find_program",
+    "http_error_kind",
     "is_elf",
+    "json_int",
     "json_line",
+    "json_object",
     "kill_shielded",
     "local_npm_bins",
     "process_path",

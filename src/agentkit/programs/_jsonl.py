@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentkit._events import EventRecorder
 
-__all__ = ["json_line"]
+__all__ = ["json_int", "json_line", "json_object"]
 
 #: How much of a line that is not a JSON event is recorded.
 _LOGGED_CHARS = 2000
@@ -45,3 +45,14 @@ async def json_line(
         )
         return None
     return obj
+
+
+def json_object(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (for reading fields a
+    program may leave out or give another type)."""
+    return value if isinstance(value, dict) else {}
+
+
+def json_int(value: Any) -> int:
+    """``value`` when it is a JSON integer (not a boolean), else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -34,7 +34,9 @@ from typing import Any
 import attrs
 
 from agentkit import EventRecorder, Usage
-from agentkit.programs import ModelCall, final_text, json_line, transcript
+from agentkit.programs import ModelCall, final_text, http_error_kind, json_line, transcript
+from agentkit.programs import json_int as _int
+from agentkit.programs import json_object as _obj
 
 __all__ = ["ClaudeStream", "classify_error"]
 
@@ -46,26 +48,11 @@ _CONNECTION = re.compile(
 )
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def classify_error(status: Any, kind: Any, message: str) -> str:
     """The ``error_kind`` of a Claude Code failure: from the HTTP status it reports
     (``api_error_status``), else its error name, else the message."""
-    if isinstance(status, int) and not isinstance(status, bool):
-        if status == 429:
-            return "model_rate_limit"
-        if status >= 500:
-            return "model_server_error"
-        if status in (401, 403):
-            return "model_auth"
-        if status >= 400:
-            return "model_request_error"
+    if isinstance(status, int) and not isinstance(status, bool) and status >= 400:
+        return http_error_kind(status)
     name = str(kind or "")
     if name == "rate_limit":
         return "model_rate_limit"

@@ -28,19 +28,13 @@ import attrs
 
 from agentkit import Usage
 from agentkit.programs import assistant_message
+from agentkit.programs import json_int as _int
+from agentkit.programs import json_object as _obj
 
 __all__ = ["Rollout", "RolloutCall"]
 
 _CALL_TYPES = ("function_call", "custom_tool_call", "local_shell_call")
 _OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _texts(parts: Any) -> list[str]:

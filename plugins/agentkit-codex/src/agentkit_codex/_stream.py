@@ -31,7 +31,9 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit import EventRecorder, Usage
-from agentkit.programs import json_line
+from agentkit.programs import http_error_kind, json_line
+from agentkit.programs import json_int as _int
+from agentkit.programs import json_object as _obj
 
 __all__ = ["CodexStream", "classify_error", "clean_error"]
 
@@ -51,14 +53,6 @@ _CONNECTION = re.compile(
 )
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def classify_error(message: str) -> str:
     """The ``error_kind`` of a codex failure message.
 
@@ -74,13 +68,7 @@ def classify_error(message: str) -> str:
     if status is None and message.lstrip().startswith("{"):
         status = 400
     if status is not None:
-        if status == 429:
-            return "model_rate_limit"
-        if status >= 500:
-            return "model_server_error"
-        if status in (401, 403):
-            return "model_auth"
-        return "model_request_error"
+        return http_error_kind(status)
     lowered = message.lower()
     if "rate limit" in lowered or "quota" in lowered or "usage limit" in lowered:
         return "model_rate_limit"

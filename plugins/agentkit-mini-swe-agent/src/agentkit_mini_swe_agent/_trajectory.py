@@ -30,6 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit import EventRecorder, Usage
+from agentkit.programs import json_int as _int
+from agentkit.programs import json_object as _obj
 
 __all__ = ["NOT_EXECUTED", "TrajectoryState", "classify_exit"]
 
@@ -63,14 +65,6 @@ _EXCEPTION_KINDS = {
 def classify_exit(exit_status: str) -> str:
     """The ``HarnessResult.error_kind`` of an exception name in mini's ``exit_status``."""
     return _EXCEPTION_KINDS.get(exit_status, "agent_error")
-
-
-def _obj(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _float(value: Any) -> float:

@@ -33,7 +33,9 @@ from typing import Any
 import attrs
 
 from agentkit import EventRecorder, Usage
-from agentkit.programs import ModelCall, final_text, json_line, transcript
+from agentkit.programs import ModelCall, final_text, http_error_kind, json_line, transcript
+from agentkit.programs import json_int as _as_int
+from agentkit.programs import json_object as _obj
 
 __all__ = ["StreamState", "classify_error"]
 
@@ -45,24 +47,13 @@ _CONNECTION = re.compile(
 )
 
 
-def _obj(value: Any) -> dict[str, Any]:
-    """``value`` when it is a JSON object, else an empty one."""
-    return value if isinstance(value, dict) else {}
-
-
 def classify_error(error: dict[str, Any]) -> str:
     """The ``HarnessResult.error_kind`` of an opencode ``error`` event's ``error`` object."""
     data = _obj(error.get("data"))
     status = data.get("statusCode")
     message = str(data.get("message") or error.get("name") or "")
     if isinstance(status, int):
-        if status == 429:
-            return "model_rate_limit"
-        if status >= 500:
-            return "model_server_error"
-        if status in (401, 403):
-            return "model_auth"
-        return "model_request_error"
+        return http_error_kind(status)
     if _CONNECTION.search(message):
         return "model_connection"
     if re.search(r"json pars|unexpected (?:eof|token)|invalid json", message, re.IGNORECASE):
@@ -88,10 +79,6 @@ class _Step(ModelCall):
     """One model call (one opencode assistant message) being assembled."""
 
     finished: bool = False
-
-
-def _as_int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _tokens_of(part: dict[str, Any]) -> Usage:
