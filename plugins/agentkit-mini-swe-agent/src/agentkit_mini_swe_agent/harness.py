@@ -20,6 +20,7 @@ from agentkit import EventRecorder, ExecutionHints, HarnessError, HarnessResult,
 from agentkit.programs import (
     MIN_SECRET_LEN,
     process_path,
+    prompt_text,
     redactor,
     stderr_tail,
     time_left,
@@ -54,20 +55,9 @@ _TAIL_LINES = 200
 
 
 def prompt_of(task: Task) -> str:
-    """The task text mini receives: text input as is, chat messages' text joined, data as JSON."""
-    value = task.input
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        parts: list[str] = []
-        for message in value:
-            content = message.get("content")
-            if isinstance(content, list):
-                content = "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-            if isinstance(content, str) and content and message.get("role") in ("system", "user"):
-                parts.append(content)
-        return "\n\n".join(parts)
-    return json.dumps(value, ensure_ascii=False, indent=2)
+    """The task text mini receives: text input as is, chat messages' text joined, data as
+    JSON (:func:`agentkit.programs.prompt_text`)."""
+    return prompt_text(task)
 
 
 class MiniSweAgent:
