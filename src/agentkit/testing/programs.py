@@ -188,7 +188,8 @@ async def harbor_rollout(
 ) -> RolloutRecord:
     """Evaluate ``env`` (a Harbor taskset and a harness, by name) on one task with
     the scripted model ``scripted-model`` of ``server``; the one rollout, which
-    must have completed (its error says why not) and make the task's group."""
+    must have completed and been graded (its error or scoring errors say why
+    not) and make the task's group."""
     kwargs: dict[str, Any] = {"api_key_env": api_key_env} if api_key_env else {}
     if sandbox_options is not None:
         kwargs["sandbox_options"] = dict(sandbox_options)
@@ -197,6 +198,8 @@ async def harbor_rollout(
     )
     [rollout] = results.rollouts
     assert rollout.status == "completed", rollout.error
+    # A grading failure (the verifier's own error, a timeout) says so here.
+    assert not rollout.scoring_errors, rollout.scoring_errors
     [group] = results.groups
     assert group.rollouts == [rollout]
     return rollout
