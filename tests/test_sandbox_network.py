@@ -19,7 +19,7 @@ from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox import SandboxError, SandboxUnavailableError
 from agentkit.sandbox._forward import parse_endpoint
 from agentkit.sandbox.local import LocalSandbox
-from agentkit.testing.sandbox_fixtures import requires_bwrap
+from agentkit.testing.sandbox_fixtures import host_pids_with_arg, requires_bwrap
 
 pytestmark = [pytest.mark.anyio, requires_bwrap]
 
@@ -211,6 +211,25 @@ async def test_network_mode_private_needs_slirp4netns(
     assert sb.host_network is True
     with pytest.raises(SandboxError, match="network_mode='open': expected auto, private or host"):
         LocalSandbox(root=tmp_path / "r", network_mode="open")  # type: ignore[arg-type]
+
+
+async def test_a_failing_slirp4netns_is_a_clear_error_that_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / "slirp4netns"  # one that fails as on a kernel without tap devices
+    fake.write_text("#!/bin/sh\necho 'open(\"/dev/net/tun\"): No such device' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    root = tmp_path / "rollout"
+    sb = LocalSandbox(
+        root=root, hints=ExecutionHints(network=True), allow_network=True, network_mode="private"
+    )
+    with pytest.raises(SandboxError, match=r"slirp4netns could not .*No such device"):
+        await sb.setup()
+    await sb.close()
+    assert host_pids_with_arg(str(root / "fs")) == []  # no bubblewrap left
 
 
 async def test_slirp4netns_goes_with_the_sandbox(sandbox_factory) -> None:  # type: ignore[no-untyped-def]

@@ -661,12 +661,13 @@ class LocalSandbox(BaseSandbox):
                 await self._fail_start()
             try:
                 await forbid
-                if self._slirp_program is not None:
-                    # Only now: attached while bubblewrap still configures the
-                    # namespace's loopback, its netlink requests race bubblewrap's.
-                    self._slirp = await Slirp.start(self._slirp_program, self._holder_pid)
             except SandboxError as exc:
                 await self._fail_start(str(exc))
+            if self._slirp_program is not None:
+                # Only now: attached while bubblewrap still configures the
+                # namespace's loopback, its netlink requests race bubblewrap's.
+                # (Its failure is its own error; the caller takes the sandbox down.)
+                self._slirp = await Slirp.start(self._slirp_program, self._holder_pid)
         finally:
             if not forbid.done():
                 forbid.cancel()
