@@ -45,6 +45,7 @@ import attrs
 from agentkit.sandbox._errors import SandboxError
 
 __all__ = [
+    "HEALTH_TIMEOUT_SEC",
     "IMAGE_ID_BASE",
     "IMAGE_ID_COUNT",
     "HealthCheck",
@@ -63,6 +64,8 @@ __all__ = [
 IMAGE_ID_BASE = 2_140_000_000
 #: How many ids an image sandbox maps (uids and gids 0..65535).
 IMAGE_ID_COUNT = 65536
+#: The longest wait for an image's HEALTHCHECK to pass, in either sandbox.
+HEALTH_TIMEOUT_SEC = 300.0
 #: The cache entries' format (in their names): 2 keeps the image's HEALTHCHECK.
 _FORMAT = 2
 _NS = 1e9
@@ -402,7 +405,7 @@ async def image_root(
         data = _load(entry)
         if data is None:
             await asyncio.to_thread(_prepare_cache, cache_dir)
-            lock_fd = os.open(cache_dir / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            lock_fd = os.open(_lock_path(entry), os.O_RDWR | os.O_CREAT, 0o600)
             try:
                 await asyncio.to_thread(fcntl.flock, lock_fd, fcntl.LOCK_EX)
                 data = _load(entry)
@@ -529,7 +532,7 @@ def prune_image_roots(
         leftover = _LEFTOVER.match(name)
         base = leftover.group(1) if leftover else name
         try:
-            fd = os.open(cache_dir / f"{base}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = os.open(_lock_path(cache_dir / base), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             report.errors.append(f"{name}: {exc.strerror}")
             continue

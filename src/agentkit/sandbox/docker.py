@@ -38,6 +38,7 @@ from agentkit.sandbox._docker_files import extract_download, upload_tar
 from agentkit.sandbox._docker_process import DockerProcess
 from agentkit.sandbox._errors import SandboxError, SandboxPathError
 from agentkit.sandbox._forward import Endpoint, Relay, loopback_endpoint, parse_endpoint
+from agentkit.sandbox._imageroot import HEALTH_TIMEOUT_SEC
 
 __all__ = ["DEFAULT_IMAGE", "DockerSandbox"]
 
@@ -47,7 +48,6 @@ DEFAULT_IMAGE = "debian:bookworm-slim"
 KEEP_ALIVE = ["sh", "-c", "sleep infinity"]
 #: The rollout's log directories, kept on the host (as Harbor mounts them).
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
-_HEALTH_TIMEOUT_SEC = 300.0
 #: Runs a shell string ($0) with bash when the image has it, else with sh (same pid).
 _BASH_OR_SH = 'if [ -x /bin/bash ]; then exec /bin/bash -c "$0"; fi; exec /bin/sh -c "$0"'
 
@@ -358,7 +358,7 @@ class DockerSandbox:
         if not (info.get("Config") or {}).get("Healthcheck"):
             return
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + _HEALTH_TIMEOUT_SEC
+        deadline = loop.time() + HEALTH_TIMEOUT_SEC
         while True:
             state = (await self._container.show())["State"]
             health = (state.get("Health") or {}).get("Status")

@@ -47,6 +47,7 @@ from agentkit.sandbox._hostid import (
 )
 from agentkit.sandbox._hosttools import TOOLS_DIR, host_tools
 from agentkit.sandbox._imageroot import (
+    HEALTH_TIMEOUT_SEC,
     IMAGE_ID_BASE,
     IMAGE_ID_COUNT,
     HealthCheck,
@@ -64,8 +65,6 @@ from agentkit.sandbox._users import User, resolve_user
 __all__ = ["LocalSandbox"]
 
 _START_TIMEOUT_SEC = 30.0
-#: The longest wait for an image's HEALTHCHECK to pass (as the docker sandbox's).
-HEALTH_TIMEOUT_SEC = 300.0
 _PASSWD = (
     "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
 )
