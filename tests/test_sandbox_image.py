@@ -12,8 +12,6 @@ import asyncio
 import http.server
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -28,6 +26,8 @@ from agentkit.sandbox._imageroot import prune_image_roots
 from agentkit.sandbox.local import LocalSandbox
 from agentkit.testing.sandbox_fixtures import (
     host_pids_with_arg,
+    need_slirp4netns,
+    outward_address,
     requires_image_tool,
     unique_sleep_arg,
     wait_gone,
@@ -226,15 +226,9 @@ async def test_model_endpoint_reaches_inside_and_nothing_else(
 async def test_allowed_network_is_the_rollouts_own(on_image, host_server: _Server) -> None:
     """Network allowed: its own namespace through slirp4netns (as a container has):
     a service on port 80, outbound traffic, the model endpoint, not the host's loopback."""
-    if shutil.which("slirp4netns") is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("CI=true: slirp4netns is not installed")
-        pytest.skip("slirp4netns is not installed (apt-get install slirp4netns)")
+    need_slirp4netns()
+    address = outward_address()
     outward = _Server("0.0.0.0")
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    probe.connect(("192.0.2.1", 9))
-    address = probe.getsockname()[0]
-    probe.close()
     url = f"http://127.0.0.1:{host_server.port}/v1"
     box = await on_image(PYTHON, network=True, allow_network=True, model_endpoint=url)
     try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import http.server
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -19,7 +18,12 @@ from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox import SandboxError, SandboxUnavailableError
 from agentkit.sandbox._forward import parse_endpoint
 from agentkit.sandbox.local import LocalSandbox
-from agentkit.testing.sandbox_fixtures import host_pids_with_arg, requires_bwrap
+from agentkit.testing.sandbox_fixtures import (
+    host_pids_with_arg,
+    need_slirp4netns,
+    outward_address,
+    requires_bwrap,
+)
 
 pytestmark = [pytest.mark.anyio, requires_bwrap]
 
@@ -81,29 +85,13 @@ def other_port() -> Iterator[int]:
 @pytest.fixture
 def host_address() -> str:
     """This machine's address on its outward interface (not a loopback one)."""
-    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a route
-        return str(probe.getsockname()[0])
-    except OSError as exc:
-        pytest.skip(f"no outward network interface here ({exc})")
-    finally:
-        probe.close()
+    return outward_address()
 
 
 @pytest.fixture
 def outward_port(host_address: str) -> Iterator[int]:
     """A server on every address of the host, its loopback and its outward one."""
     yield from _serve("0.0.0.0")
-
-
-def need_slirp4netns() -> None:
-    """Skip, saying why, without slirp4netns; under ``CI=true`` fail instead."""
-    if shutil.which("slirp4netns") is None:
-        reason = "slirp4netns is not installed (apt-get install slirp4netns)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true: {reason}")
-        pytest.skip(reason)
 
 
 async def fetch(sb, url: str) -> str:  # type: ignore[no-untyped-def]

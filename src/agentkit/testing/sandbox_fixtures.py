@@ -9,6 +9,9 @@
 - ``docker_engine``: use it (or ``requires_docker``) in tests that need a
   Docker engine: they are skipped, saying why, when none answers, and fail
   instead under ``CI=true``.
+- ``need_slirp4netns()`` and ``outward_address()``: for tests of a local
+  sandbox allowed the network (the same skip-or-fail rule; the host's
+  address that sandbox reaches it by).
 - ``image_tool`` (or ``requires_image_tool``): the same for a tool the local
   sandbox can make images with (Docker, Podman or Buildah); ``image_cache``:
   a directory of exported image roots shared by the test session's workers.
@@ -46,6 +49,8 @@ __all__ = [
     "local_sandbox",
     "need_docker",
     "need_image_tool",
+    "need_slirp4netns",
+    "outward_address",
     "requires_bwrap",
     "requires_docker",
     "requires_image_tool",
@@ -133,6 +138,32 @@ def image_tool_unavailable() -> str | None:
     except SandboxError as exc:
         return str(exc)
     return None
+
+
+def need_slirp4netns() -> None:
+    """Skip the running test (saying why) without slirp4netns, which gives a local
+    sandbox allowed the network a namespace of its own; under ``CI=true``, fail."""
+    if shutil.which("slirp4netns") is not None:
+        return
+    reason = "slirp4netns is not installed (apt-get install slirp4netns)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the sandbox network tests, but {reason}")
+    pytest.skip(reason)
+
+
+def outward_address() -> str:
+    """This machine's address on its outward interface (not a loopback one): what a
+    sandbox with network of its own reaches the host by. Skips the test without one."""
+    import socket
+
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a route
+        return str(probe.getsockname()[0])
+    except OSError as exc:
+        pytest.skip(f"no outward network interface here ({exc})")
+    finally:
+        probe.close()
 
 
 def need_image_tool() -> None:
