@@ -79,12 +79,22 @@ async def test_any_exception_from_a_harness_is_that_rollouts_error(
 
 
 async def test_a_real_cancellation_still_stops_the_run(tmp_path: Path) -> None:
+    running = anyio.Event()
+
     class Slow:
         async def run(self, task: Task, context: Any = None, on_event: Any = None) -> Any:
+            running.set()
             await anyio.sleep(3600)
 
-    with anyio.move_on_after(0.2) as scope:
-        await AgentEnv(taskset(), Slow()).evaluate(out=tmp_path / "run")
+    with anyio.CancelScope() as scope:
+        async with anyio.create_task_group() as tg:
+
+            async def stop_once_a_harness_runs() -> None:
+                await running.wait()
+                scope.cancel()
+
+            tg.start_soon(stop_once_a_harness_runs)
+            await AgentEnv(taskset(), Slow()).evaluate(out=tmp_path / "run")
     assert scope.cancelled_caught
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["finished"] == 0
