@@ -22,6 +22,7 @@ import pytest
 
 from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.sandbox._base import BaseSandbox
+from agentkit.sandbox.local import LocalSandbox
 from agentkit.testing.sandbox_fixtures import (
     ROOT_ONLY,
     need_image_tool,
@@ -216,17 +217,24 @@ async def test_writing_through_proc_1_root_stays_inside(
 
 
 async def test_setuid_files_made_inside_grant_nothing(sandbox: BaseSandbox) -> None:
-    # no_new_privs: a setuid-root binary the agent plants runs without privileges.
-    r = await sandbox.exec(
-        [
-            "bash",
-            "-c",
-            "cp /usr/bin/id /tmp/suid && chmod 4755 /tmp/suid; /tmp/suid -u; "
-            "grep NoNewPrivs /proc/self/status",
-        ]
-    )
-    assert r.stdout.split()[0] == "0"
-    assert "NoNewPrivs:\t1" in r.stdout
+    """A setuid-root binary the agent plants runs with the privileges of whoever runs it
+    (no_new_privs): an ordinary user inside stays that user, with no capability."""
+    plant = "cp /usr/bin/cat /tmp/suid && chmod 4755 /tmp/suid && stat -c %a:%u /tmp/suid"
+    r = await sandbox.exec(["bash", "-c", plant])
+    assert r.stdout.strip() == "4755:0", r.stdout + r.stderr  # setuid root: the probe is armed
+    if isinstance(sandbox, LocalSandbox) and sandbox.image is None:
+        # On the host's userland only uid 0 exists inside (one id is mapped) and it holds
+        # no capability: there is no one to rise from, and the binary gains nothing.
+        user, uid = None, "0"
+    else:
+        user, uid = "nobody", "65534"
+    r = await sandbox.exec(["/tmp/suid", "/proc/self/status"], user=user)
+    assert r.ok, r.stderr
+    status = dict(line.split(":", 1) for line in r.stdout.splitlines() if ":" in line)
+    assert status["Uid"].split() == [uid] * 4, f"the planted binary ran as {status['Uid']}"
+    for caps in ("CapPrm", "CapEff"):
+        assert int(status[caps], 16) == 0, f"the planted binary holds {caps} {status[caps]}"
+    assert status["NoNewPrivs"].strip() == "1"
 
 
 if __name__ == "__main__":  # pragma: no cover
