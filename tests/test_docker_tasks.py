@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -29,8 +30,23 @@ def harbor_installed() -> None:
     pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
 
 
-def _run(harness: str, out: Path, *extra: str) -> tuple[dict[str, dict[str, object]], str]:
-    proc = subprocess.run(
+class Run:
+    """One ``agentkit run``: its records by task, its directory, and its process as its
+    sandboxes' owner label names it (``host:pid:start``)."""
+
+    def __init__(self, by_task: dict[str, dict[str, object]], out: Path, owner: str) -> None:
+        self.by_task, self.out, self.owner = by_task, out, owner
+
+
+def _owner(pid: int) -> str:
+    """``host:pid:start`` of a running process (its start in clock ticks since boot)."""
+    stat = Path(f"/proc/{pid}/stat").read_bytes()
+    start = stat[stat.rfind(b")") + 2 :].split()[19].decode()
+    return f"{socket.gethostname()}:{pid}:{start}"
+
+
+def _run(harness: str, out: Path, *extra: str) -> Run:
+    proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -47,29 +63,55 @@ def _run(harness: str, out: Path, *extra: str) -> tuple[dict[str, dict[str, obje
             "0",
             *extra,
         ],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=1200,
         env={**os.environ, "NO_COLOR": "1"},
-        check=False,
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    owner = _owner(proc.pid)  # read while it runs (it is not reaped before communicate)
+    try:
+        stdout, stderr = proc.communicate(timeout=1200)  # a hang guard, not a measurement
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     records = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
     by_task = {r["task_id"].split(":", 1)[1]: r for r in records}
-    return by_task, proc.stderr
+    return Run(by_task, out, owner)
 
 
-def _leftovers() -> str:
-    return subprocess.run(
-        ["docker", "ps", "-a", "--filter", "label=org.agentkit.sandbox", "--format",
-         "{{.Names}} {{.Label \"org.agentkit.owner\"}}"],
-        capture_output=True, text=True, check=False,
-    ).stdout  # fmt: skip
+def _labelled(kind: str) -> list[tuple[str, str, str]]:
+    """(name, owner, rollout) of every docker sandbox ``container`` or ``network`` there is."""
+    listing = ["ps", "-a"] if kind == "container" else ["network", "ls"]
+    fmt = '{{.Names}}\t{{.Label "org.agentkit.owner"}}\t{{.Label "org.agentkit.rollout"}}'
+    if kind == "network":
+        fmt = fmt.replace(".Names", ".Name")
+    done = subprocess.run(
+        ["docker", *listing, "--filter", "label=org.agentkit.sandbox", "--format", fmt],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    rows = (line.split("\t") for line in done.stdout.splitlines() if line)
+    return [(name, owner, rollout) for name, owner, rollout in rows]
+
+
+def _leftovers(*runs: Run) -> list[tuple[str, str, str]]:
+    """The containers and networks of these runs still there: labelled with one of their
+    rollouts, or owned by one of their processes (``host:pid:start``)."""
+    rollouts = {str(r["rollout_id"]) for run in runs for r in run.by_task.values()}
+    owners = {run.owner for run in runs}
+    return [
+        item
+        for kind in ("container", "network")
+        for item in _labelled(kind)
+        if item[2] in rollouts or item[1] in owners
+    ]
 
 
 @pytest.mark.slow
 def test_oracle_scores_the_docker_tasks_as_meant(tmp_path: Path) -> None:
-    by_task, _ = _run("oracle", tmp_path / "oracle")
+    first = _run("oracle", tmp_path / "oracle")
+    by_task = first.by_task
     rewards = {task: r["reward"] for task, r in by_task.items()}
     assert rewards == {
         "tools-in-image": 1.0,
@@ -81,18 +123,21 @@ def test_oracle_scores_the_docker_tasks_as_meant(tmp_path: Path) -> None:
     hog = by_task["memory-hog"]
     assert hog["error_kind"] == "agent_error"
     assert "out-of-memory killer" in json.dumps(hog)
-    # Built once: a second run finds every image by its digest.
-    again, _ = _run("oracle", tmp_path / "again", "--task", "harbor-docker:tools-in-image")
-    assert again["tools-in-image"]["reward"] == 1.0
-    mine = f":{os.getpid()}:"
-    assert mine not in _leftovers()
+    # Checked now: the next run's start removes what a dead run left.
+    assert _leftovers(first) == []
+    # Built once: a second run finds every image by its digest (a build writes its log
+    # in the run's images/; a build skipped for its digest writes none).
+    again = _run("oracle", tmp_path / "again", "--task", "harbor-docker:tools-in-image")
+    assert again.by_task["tools-in-image"]["reward"] == 1.0
+    assert sorted(p.name for p in (again.out / "images").glob("*.log")) == []
+    assert _leftovers(again) == []
 
 
 @pytest.mark.slow
 def test_nop_scores_nothing(tmp_path: Path) -> None:
-    by_task, _ = _run("nop", tmp_path / "nop", "--task", "harbor-docker:tools-in-image",
-                      "--task", "harbor-docker:sidecar-api")  # fmt: skip
-    assert {t: r["reward"] for t, r in by_task.items()} == {
+    run = _run("nop", tmp_path / "nop", "--task", "harbor-docker:tools-in-image",
+               "--task", "harbor-docker:sidecar-api")  # fmt: skip
+    assert {t: r["reward"] for t, r in run.by_task.items()} == {
         "tools-in-image": 0.0,
         "sidecar-api": 0.0,
     }
