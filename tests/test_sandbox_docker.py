@@ -362,12 +362,60 @@ asyncio.run(main())
     assert name not in names.split()
 
 
+#: A docker sandbox made by a process of its own, which prints its container's name and
+#: then dies with SIGKILL ("killed") or runs until its stdin closes ("alive").
+_OWNER = """
+import asyncio, os, signal, sys
+from agentkit.sandbox.docker import DockerSandbox
+async def main():
+    sb = DockerSandbox(root=sys.argv[1], rollout_id=sys.argv[2])
+    await sb.setup()
+    print(sb.container_name, flush=True)
+    if sys.argv[2] == "killed":
+        os.kill(os.getpid(), signal.SIGKILL)
+    await asyncio.to_thread(sys.stdin.read)
+    await sb.close()
+asyncio.run(main())
+"""
+
+
+def _on_host(name: str) -> list[str]:
+    """Run a command under host name ``name`` (a UTS namespace of its own).
+
+    Owner labels name the host, and prune leaves other hosts' sandboxes alone: the
+    sandboxes made and pruned under this name are this test's only, whatever other
+    runs on this engine prune meanwhile.
+    """
+    userns = [] if os.geteuid() == 0 else ["--user", "--map-root-user"]
+    return ["unshare", *userns, "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', name]
+
+
 def test_prune_command(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "agentkit", "sandbox", "prune"],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "removed" in proc.stdout or "nothing" in proc.stdout
+    host = f"agentkit-prune-{uuid.uuid4().hex[:8]}"
+    alive = subprocess.Popen(
+        [*_on_host(host), sys.executable, "-c", _OWNER, str(tmp_path / "a"), "alive"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert alive.stdout is not None
+        in_use = alive.stdout.readline().strip()
+        assert in_use and _exists(in_use)
+        killed = subprocess.run(
+            [*_on_host(host), sys.executable, "-c", _OWNER, str(tmp_path / "k"), "killed"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        left = killed.stdout.strip()
+        assert killed.returncode == -9 and left and _exists(left), killed.stderr
+        proc = subprocess.run(
+            [*_on_host(host), sys.executable, "-m", "agentkit", "sandbox", "prune"],
+            capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.splitlines() == [f"removed container {left}"], proc.stdout
+        assert not _exists(left)
+        assert _exists(in_use)  # its run goes on
+    finally:
+        # Its stdin closes: it closes its sandbox and ends.
+        _, err = alive.communicate(timeout=120)  # a hang guard, not a measurement
+    assert alive.returncode == 0, err
+    assert not _exists(in_use)
