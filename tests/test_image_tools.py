@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from agentkit._sandbox import ExecutionHints, TaskImage
+from agentkit.images import ImageError
 from agentkit.sandbox import SandboxError
 from agentkit.sandbox._imagetools import TOOLS, find_image_tool
 from agentkit.sandbox.local import LocalSandbox
@@ -89,6 +90,125 @@ async def test_a_rollout_runs_on_an_image_the_tool_built_and_exported(
         await box.close()
         if made is not None:  # each run builds a new image: do not keep it
             subprocess.run([tool, "rmi", made], capture_output=True, check=False)
+
+
+def crun_refuses_build_steps(tool: str, where: Path) -> str | None:
+    """What crun says when ``tool`` cannot run a build step with it here (as on a
+    kernel with hybrid cgroups), None when it can: the host's truth, found without agentkit."""
+    where.mkdir()
+    (where / "Dockerfile").write_text("FROM debian:bookworm-slim\nRUN true\n")
+    tag = f"localhost/agentkit-test-crun:{uuid.uuid4().hex[:12]}"
+    build = "build" if tool == "podman" else "bud"
+    done = subprocess.run(
+        [tool, build, "--no-cache", "--runtime", "crun", "-t", tag, str(where)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    subprocess.run([tool, "rmi", "-f", tag], capture_output=True, check=False)
+    return None if done.returncode == 0 else done.stdout + done.stderr
+
+
+def crun_conf(where: Path) -> Path:
+    """A containers.conf that makes crun the OCI runtime (given by CONTAINERS_CONF)."""
+    conf = where / "containers.conf"
+    conf.write_text('[engine]\nruntime = "crun"\n')
+    return conf
+
+
+@pytest.mark.parametrize("tool", ["podman", "buildah"])
+async def test_with_crun_as_the_runtime_the_image_is_still_made(
+    tool: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """crun refuses a kernel's hybrid cgroups (this CI machine's): the build is made
+    with a runtime that works here, and its log says so; where crun works, with crun."""
+    need(tool)
+    need("crun")
+    refused = crun_refuses_build_steps(tool, tmp_path / "oracle")
+    monkeypatch.setenv("CONTAINERS_CONF", str(crun_conf(tmp_path)))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # where the build log goes
+    image = write_task_image(tmp_path / "task", tool)
+    box = LocalSandbox(
+        root=tmp_path / "rollout",
+        hints=ExecutionHints(image=image),
+        rollout_id=f"{tool}-crun",
+        image_tool=tool,
+        image_cache=str(tmp_path / "cache"),
+    )
+    await box.setup()
+    made = box.image_root.reference if box.image_root is not None else None
+    try:
+        r = await box.exec("cat /built.txt")
+        assert r.ok and r.stdout == f"built by {tool}\n", r
+    finally:
+        await box.close()
+        if made is not None:
+            subprocess.run([tool, "rmi", made], capture_output=True, check=False)
+    [log] = (tmp_path / "xdg" / "agentkit" / "image-logs").glob("task-*.log")
+    switched = [line for line in log.read_text().splitlines() if "cannot run build steps" in line]
+    if refused is None:
+        assert switched == []
+    else:
+        [line] = switched
+        says = f"# agentkit: {tool} cannot run build steps here with its default runtime (crun)"
+        assert says in line, line
+        assert line.endswith("building with --runtime runc instead"), line
+
+
+@pytest.mark.parametrize("tool", ["podman", "buildah"])
+async def test_with_only_crun_the_image_is_made_or_one_error_says_what_to_change(
+    tool: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """crun as the runtime, and a stand-in of the tool that refuses other runtimes and
+    chroot isolation, as a host with only crun and no chroot isolation would: where crun
+    refuses the host (this CI machine's hybrid cgroups), one error with what each way
+    said and what to change; where crun works, the image."""
+    need(tool)
+    need("crun")
+    refused = crun_refuses_build_steps(tool, tmp_path / "oracle")
+    real = shutil.which(tool)
+    stand_in = tmp_path / "bin" / tool
+    stand_in.parent.mkdir()
+    stand_in.write_text(
+        "#!/bin/sh\n"
+        'for a in "$@"; do case "$a" in\n'
+        '  --runtime|--isolation) echo "Error: $a is not available on this host" >&2; exit 125;;\n'
+        "esac; done\n"
+        f'exec {real} "$@"\n'
+    )
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("CONTAINERS_CONF", str(crun_conf(tmp_path)))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("PATH", f"{stand_in.parent}:{os.environ['PATH']}")
+    box = LocalSandbox(
+        root=tmp_path / "rollout",
+        hints=ExecutionHints(image=write_task_image(tmp_path / "task", tool)),
+        rollout_id=f"{tool}-no-runtime",
+        image_tool=tool,
+        image_cache=str(tmp_path / "cache"),
+    )
+    if refused is None:
+        try:
+            await box.setup()
+            assert box.image_root is not None
+            assert (await box.exec("cat /built.txt")).stdout == f"built by {tool}\n"
+        finally:
+            await box.close()
+            if box.image_root is not None:
+                subprocess.run([tool, "rmi", box.image_root.reference], check=False)
+        return
+    try:
+        with pytest.raises(ImageError) as failed:
+            await box.setup()
+    finally:
+        await box.close()
+    message = str(failed.value)
+    assert f"{tool} cannot run a build step on this host: " in message
+    assert "with its default runtime (crun): " in message and "hybrid mode" in message
+    assert "with --runtime runc: Error: --runtime is not available on this host" in message
+    assert "with --isolation chroot: Error: --isolation is not available" in message
+    assert "make " in message and "[engine] runtime of containers.conf" in message
+    assert "systemd.unified_cgroup_hierarchy=1" in message
 
 
 def test_auto_takes_podman_when_docker_is_not_installed(

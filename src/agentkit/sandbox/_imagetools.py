@@ -5,7 +5,9 @@ Dockerfile or pull it, through :func:`agentkit.images.resolve_image`: built
 once, tagged by the digest of its context) and to export its root file system
 once; rollouts then run under bubblewrap with no engine involved. Whichever
 of Docker (a reachable daemon), Podman or Buildah is installed is used, in
-that order, or the one named by the ``image_tool`` option.
+that order, or the one named by the ``image_tool`` option. Podman's and
+Buildah's builds run their steps with a runtime that works on this host
+(:mod:`agentkit.sandbox._buildruntime`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import IO, TYPE_CHECKING, ClassVar
 
 from agentkit._sandbox import TaskImage
 from agentkit.images import ImageError
+from agentkit.sandbox._buildruntime import build_runtime, known_build_runtime
 from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
 from agentkit.sandbox._imageroot import ImageConfig, ImageRoot, extract_root, image_root
 
@@ -94,13 +97,19 @@ class ImageTool:
         return [self.binary, "pull", reference]
 
     def build_argv(
-        self, dockerfile: str, context: str, tag: str, labels: dict[str, str]
+        self,
+        dockerfile: str,
+        context: str,
+        tag: str,
+        labels: dict[str, str],
+        extra: tuple[str, ...] = (),
     ) -> list[str]:
-        """The command that builds ``dockerfile`` in ``context`` as ``tag``."""
+        """The command that builds ``dockerfile`` in ``context`` as ``tag`` (``extra``
+        arguments before the context: how build steps run, see ``_buildruntime``)."""
         argv = [self.binary, "build", "-t", tag, "-f", dockerfile]
         for k, v in labels.items():
             argv += ["--label", f"{k}={v}"]
-        return [*argv, context]
+        return [*argv, *extra, context]
 
     def export(self, reference: str, dest: Path, id_base: int | None) -> None:
         """Write the root file system of ``reference`` into ``dest`` (a new directory)."""
@@ -170,9 +179,37 @@ class CliBackend:
     async def build(
         self, context: BuildContext, *, tag: str, labels: dict[str, str], log: IO[str]
     ) -> str:
-        """Build ``context`` as ``tag`` (output to ``log``); its id."""
-        argv = self.tool.build_argv(str(context.dockerfile), str(context.context), tag, labels)
-        await self._logged(argv, log, f"building {context.dockerfile}", "image_build")
+        """Build ``context`` as ``tag`` (output to ``log``); its id.
+
+        When the build fails, whether the tool's build steps can run here at all
+        is found out (once per process, :mod:`agentkit.sandbox._buildruntime`):
+        with another runtime (or chroot isolation) that works, the build is made
+        again with it, as every later one is; when none works, the error says so.
+        """
+        tool = self.tool
+
+        async def run(flags: tuple[str, ...]) -> None:
+            argv = tool.build_argv(
+                str(context.dockerfile), str(context.context), tag, labels, flags
+            )
+            await self._logged(argv, log, f"building {context.dockerfile}", "image_build")
+
+        runtime = known_build_runtime(tool.name, tool.binary)
+        try:
+            await run(runtime.flags if runtime is not None else ())
+        except ImageError as failed:
+            if runtime is None:
+                runtime = await asyncio.to_thread(build_runtime, tool.name, tool.binary)
+                if runtime.works and runtime.flags:
+                    log.write(f"\n# agentkit: {runtime.switched(tool.name)}\n")
+                    await run(runtime.flags)
+                    return await self._built(tag)
+            if not runtime.works:
+                raise ImageError(f"{failed}: {runtime.failure(tool.name)}") from None
+            raise
+        return await self._built(tag)
+
+    async def _built(self, tag: str) -> str:
         found = await self.image_id(tag)
         if found is None:
             raise ImageError(f"the build reported success but left no image {tag}")
@@ -232,10 +269,15 @@ class PodmanTool(DockerTool):
     name: ClassVar[str] = "podman"
 
     def build_argv(
-        self, dockerfile: str, context: str, tag: str, labels: dict[str, str]
+        self,
+        dockerfile: str,
+        context: str,
+        tag: str,
+        labels: dict[str, str],
+        extra: tuple[str, ...] = (),
     ) -> list[str]:
         # Docker's image format: OCI's (Podman's default) has no HEALTHCHECK.
-        argv = super().build_argv(dockerfile, context, tag, labels)
+        argv = super().build_argv(dockerfile, context, tag, labels, extra)
         return [argv[0], "build", "--format", "docker", *argv[2:]]
 
     def backend(self) -> ImageBackend:
@@ -264,13 +306,18 @@ class BuildahTool(ImageTool):
         return _image_id(str(data.get("FromImageID") or "")), ImageConfig.from_engine(config)
 
     def build_argv(
-        self, dockerfile: str, context: str, tag: str, labels: dict[str, str]
+        self,
+        dockerfile: str,
+        context: str,
+        tag: str,
+        labels: dict[str, str],
+        extra: tuple[str, ...] = (),
     ) -> list[str]:
         # Docker's image format: OCI's has no HEALTHCHECK.
         argv = [self.binary, "bud", "--format", "docker", "-t", tag, "-f", dockerfile]
         for k, v in labels.items():
             argv += ["--label", f"{k}={v}"]
-        return [*argv, context]
+        return [*argv, *extra, context]
 
     def export(self, reference: str, dest: Path, id_base: int | None) -> None:
         created = _run([self.binary, "from", "--pull-never", reference])
