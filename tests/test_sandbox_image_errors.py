@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
 from agentkit.sandbox import SandboxError
-from agentkit.testing.sandbox_fixtures import requires_bwrap
+from agentkit.testing.sandbox_fixtures import requires_bwrap, requires_docker
 
 pytestmark = [requires_bwrap]
 
@@ -92,3 +94,60 @@ def test_a_named_tool_that_is_missing_is_one_clear_error(
     monkeypatch.setenv("PATH", str(tmp_path))  # a PATH where neither tool is
     with pytest.raises(SandboxError, match=f"{missing} is not installed.*apt-get install"):
         find_image_tool(missing)
+
+
+def _task_on_image(tasks: Path, reference: str) -> None:
+    """A Harbor task that runs on a prebuilt image (its ``docker_image``)."""
+    task = tasks / "on-an-image"
+    (task / "tests").mkdir(parents=True)
+    (task / "solution").mkdir()
+    (task / "task.toml").write_text(
+        f'schema_version = "1.4"\n[task]\nname = "agentkit/on-an-image"\n'
+        f'[environment]\ndocker_image = "{reference}"\nnetwork_mode = "no-network"\n'
+    )
+    (task / "instruction.md").write_text("Write ok to ok.txt.\n")
+    (task / "solution" / "solve.sh").write_text("#!/bin/sh\necho ok > ok.txt\n")
+    (task / "tests" / "test.sh").write_text(
+        "#!/bin/sh\ntest -f ok.txt && echo 1 > /logs/verifier/reward.txt\n"
+    )
+
+
+@requires_docker
+@pytest.mark.usefixtures("harbor")
+def test_a_tool_passed_over_is_named_with_why_when_the_next_one_cannot_get_the_image(
+    tmp_path: Path,
+) -> None:
+    """Docker installed and holding the task's image, Podman installed, agentkit's
+    docker extra (aiodocker) missing: Podman is used and cannot pull the image, and the
+    error says Docker was passed over and what to install for it."""
+    if shutil.which("podman") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI must run the Podman image tests, but podman is not installed")
+        pytest.skip("podman is not installed (apt-get install podman)")
+    # Docker has it; no registry serves it (nothing listens on port 1), so Podman cannot.
+    reference = f"localhost:1/agentkit-test/docker-only:{uuid.uuid4().hex[:12]}"
+    subprocess.run(["docker", "tag", "debian:bookworm-slim", reference], check=True)
+    try:
+        tasks = tmp_path / "tasks"
+        _task_on_image(tasks, reference)
+        # This agentkit cannot import aiodocker, as without `pip install 'agentkit[docker]'`.
+        site = tmp_path / "site"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text('import sys\nsys.modules["aiodocker"] = None\n')
+        proc, records = _agentkit_run(
+            f"harbor:{tasks}",
+            "oracle",
+            "--out",
+            str(tmp_path / "run"),
+            env={"PYTHONPATH": str(site)},
+        )
+    finally:
+        subprocess.run(["docker", "rmi", reference], capture_output=True, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [record] = records
+    error = str(record["error"])
+    assert f"pulling {reference} failed (podman)" in error, error
+    assert (
+        "image tools tried, in order: docker: installed, but agentkit talks to it through "
+        "aiodocker: pip install 'agentkit[docker]'; then podman, which failed as above"
+    ) in error, error

@@ -5,8 +5,10 @@ Dockerfile or pull it, through :func:`agentkit.images.resolve_image`: built
 once, tagged by the digest of its context) and to export its root file system
 once; rollouts then run under bubblewrap with no engine involved. Whichever
 of Docker (a reachable daemon), Podman or Buildah is installed is used, in
-that order, or the one named by the ``image_tool`` option. Podman's and
-Buildah's builds run their steps with a runtime that works on this host
+that order, or the one named by the ``image_tool`` option; a Docker passed
+over (its daemon not answering, aiodocker missing) is named, with why, in the
+errors of images the next tool cannot make. Podman's and Buildah's builds run
+their steps with a runtime that works on this host
 (:mod:`agentkit.sandbox._buildruntime`).
 """
 
@@ -81,8 +83,11 @@ class ImageTool:
 
     name: ClassVar[str] = ""
 
-    def __init__(self, binary: str) -> None:
+    def __init__(self, binary: str, passed_over: tuple[str, ...] = ()) -> None:
         self.binary = binary
+        #: The tools tried before this one and why each was passed over
+        #: (``docker: ...``), for the errors of images this tool cannot make.
+        self.passed_over = passed_over
 
     def backend(self) -> ImageBackend:
         """What :func:`agentkit.images.resolve_image` builds and pulls with."""
@@ -361,6 +366,7 @@ def find_image_tool(choice: str = "auto") -> ImageTool:
         raise SandboxError(f"option image_tool={choice!r}: expected auto, {', '.join(TOOLS)}")
     names = list(TOOLS) if choice == "auto" else [choice]
     notes = []
+    passed_over = []
     for name in names:
         binary = shutil.which(name)
         if binary is None:
@@ -369,8 +375,9 @@ def find_image_tool(choice: str = "auto") -> ImageTool:
             continue
         if name == "docker" and (why := _docker_unusable(binary)) is not None:
             notes.append(f"docker is installed but {why}")
+            passed_over.append(f"docker: installed, but {why}")
             continue
-        return TOOLS[name](binary)
+        return TOOLS[name](binary, tuple(passed_over))
     note = f" ({'; '.join(notes)})" if notes else ""
     raise SandboxUnavailableError(
         f"no container tool can produce the task's image{note}: {INSTALL_TOOL}; "
@@ -388,7 +395,19 @@ async def obtain_image(
     through :func:`agentkit.images.resolve_image` (once per process, tagged by digest)."""
     from agentkit.images import resolve_image
 
-    ref = await resolve_image(image, log_dir=log_dir, backend=tool.backend())
+    try:
+        ref = await resolve_image(image, log_dir=log_dir, backend=tool.backend())
+    except ImageError as exc:
+        if not tool.passed_over:
+            raise
+        # Another tool might have had the image (Docker's store is not Podman's):
+        # say which were tried before this one and why each was passed over.
+        raise ImageError(
+            f"{exc}\n(image tools tried, in order: {'; '.join(tool.passed_over)}; "
+            f"then {tool.name}, which failed as above)",
+            error_kind=exc.error_kind,
+            log_path=exc.log_path,
+        ) from None
     key = (tool.name, ref.image_id)
     config = _configs.get(key)
     if config is None:
