@@ -121,6 +121,26 @@ def test_json_prints_only_the_summary(tmp_path: Path) -> None:
     assert "rollouts" not in proc.stderr  # no progress bar unless asked
 
 
+def test_stdout_holds_only_the_commands_output_whatever_else_prints(tmp_path: Path) -> None:
+    # the harness prints to stdout by print, file descriptor 1, a child process and
+    # another thread, and to stderr: all of it lands on stderr, with --json and without
+    chatty, quiet = tmp_path / "chatty", tmp_path / "quiet"
+    run = ("run", "envplug:2", "controlled", "--no-progress")
+    as_json = agentkit(*run, "-H", "chatter=true", "--out", str(chatty), "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    assert json.loads(as_json.stdout) == json.loads((chatty / "summary.json").read_text())
+    for i in range(2):
+        for way in ("print", "fd", "child", "thread", "stderr"):
+            assert f"chatter {way} envplug:{i}" in as_json.stderr, way
+    table = agentkit(*run, "-H", "chatter=true", "--out", str(tmp_path / "chatty-table"))
+    plain = agentkit(*run, "--out", str(quiet))
+    assert table.returncode == plain.returncode == 0, table.stderr + plain.stderr
+    assert "chatter" in table.stderr and "overall" in table.stdout
+    assert table.stdout.replace(str(tmp_path / "chatty-table"), "RUN") == plain.stdout.replace(
+        str(quiet), "RUN"
+    )
+
+
 def test_options_are_checked_against_the_plugin_schema(tmp_path: Path) -> None:
     bad = agentkit("run", "envplug:2", "controlled", "-H", "dealy=1", "--out", str(tmp_path / "a"))
     assert bad.returncode == 2

@@ -8,12 +8,13 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
 from agentkit._errors import SpecError
 from agentkit.cli._signals import run_stoppable
+from agentkit.cli._stdout import reserved_stdout
 
 __all__ = ["build_env", "parse_options", "provider_of", "run_cmd"]
 
@@ -338,7 +339,16 @@ def run_cmd(ctx: click.Context, /, **params: Any) -> None:
     cost. Settings may come from --config FILE (or [tool.agentkit] in
     pyproject.toml); flags override them. With --resume DIR, TASKSET_SPEC,
     HARNESS and the other settings default to those of the run in DIR.
+
+    Only that output goes to stdout: whatever else prints while the command
+    runs (Ray, plugins, harnesses, the programs they start) goes to stderr.
     """
+    with reserved_stdout() as out:
+        _run(ctx, params, out)
+
+
+def _run(ctx: click.Context, params: dict[str, Any], out: TextIO) -> None:
+    """``agentkit run``, its own output (a plan, a table, JSON) written to ``out``."""
     from click.core import ParameterSource
 
     from agentkit.cli._config import load_run_config
@@ -363,9 +373,9 @@ def run_cmd(ctx: click.Context, /, **params: Any) -> None:
     if params["dry_run"]:
         plan = env.plan(**options)
         if as_json:
-            click.echo(json.dumps(plan, indent=2, default=str))
+            click.echo(json.dumps(plan, indent=2, default=str), file=out)
         else:
-            _print_plan(plan)
+            _print_plan(plan, out)
         return
     progress = params["progress"]
     show_progress = sys.stderr.isatty() if progress is None else progress
@@ -414,12 +424,12 @@ def run_cmd(ctx: click.Context, /, **params: Any) -> None:
         sys.exit(128 + (stop_signal[0] if stop_signal else signal.SIGINT))
     summary = results.summary
     if as_json:
-        click.echo(json.dumps(summary, indent=2, default=str))
+        click.echo(json.dumps(summary, indent=2, default=str), file=out)
         return
     from agentkit.cli._show_cmd import print_results
 
-    print_results(summary, title=f"{settings['taskset_spec']} × {settings['harness']}")
-    click.echo(f"Run directory: {results.run_dir}")
+    print_results(summary, title=f"{settings['taskset_spec']} × {settings['harness']}", file=out)
+    click.echo(f"Run directory: {results.run_dir}", file=out)
     if summary.get("stopped"):
         _echo_err(
             f"Stopped: {summary['stopped']}. Continue with a higher limit: "
@@ -612,7 +622,7 @@ def _executor(params: dict[str, Any]) -> Any:
     )
 
 
-def _print_plan(plan: dict[str, Any]) -> None:
+def _print_plan(plan: dict[str, Any], out: TextIO) -> None:
     """``--dry-run``: the resolved plan for people."""
     ctx = plan["context"]
     harness = plan["harness"]
@@ -661,4 +671,4 @@ def _print_plan(plan: dict[str, Any]) -> None:
     lines.append(rollouts)
     for path, (was, now) in (plan.get("resume_changes") or {}).items():
         lines.append(f"Changes on resume: {path.split('.')[-1]}: {was} -> {now}")
-    click.echo("\n".join(lines))
+    click.echo("\n".join(lines), file=out)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import click
 
@@ -43,13 +43,14 @@ def usage_lines(summary: dict[str, Any]) -> list[str]:
     return [tokens, cost]
 
 
-def print_results(summary: dict[str, Any], *, title: str) -> None:
-    """The results table, tokens and cost, and one line per error kind."""
+def print_results(summary: dict[str, Any], *, title: str, file: TextIO | None = None) -> None:
+    """The results table, tokens and cost, and one line per error kind (on ``file``,
+    default stdout)."""
     from rich.console import Console
 
     from agentkit.env._progress import render_results_table
 
-    console = Console(soft_wrap=False)
+    console = Console(soft_wrap=False, file=file)
     console.print(render_results_table(summary, title=title))
     for line in usage_lines(summary):
         console.print(line, highlight=False, markup=False)
