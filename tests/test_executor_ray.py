@@ -4,8 +4,10 @@ One cluster for the module (Ray's own ``ray.cluster_utils.Cluster``: a head
 node and two worker nodes, each its own raylet and worker processes): the
 chat harness on a JSONL taskset against the scripted model server, and the
 Harbor examples with the oracle, run across both nodes with the same results
-as the local executor; a node killed mid-run loses nothing; resume works
-across executors in both directions, also after the driver was killed.
+as the local executor; a node killed mid-run loses nothing, and under
+``agentkit run --json`` Ray's news of it goes to stderr, not into the JSON;
+resume works across executors in both directions, also after the driver was
+killed.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,8 +78,11 @@ def cluster() -> Iterator[Any]:
 def kill_node(cluster: Any, node: Any) -> None:
     """The node dies as a machine does: its raylet and every process under it at once
     (``remove_node`` alone leaves its worker processes running until they next hear
-    from the raylet, so a rollout there could still finish)."""
+    from the raylet, so a rollout there could still finish). Returns once the cluster
+    has marked it dead (when its health checks give up on it): Ray then tells every
+    driver connected at that moment, and that must not be a later test's."""
     import psutil
+    import ray
 
     raylets = node.all_processes.get("raylet", [])
     procs = []
@@ -90,6 +96,59 @@ def kill_node(cluster: Any, node: Any) -> None:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
     psutil.wait_procs(procs, timeout=30)
+    while any(n["NodeID"] == node.node_id and n["Alive"] for n in ray.nodes()):
+        time.sleep(0.1)
+
+
+class Output:
+    """A process's stdout and stderr, read as they come (to wait on), then parsed."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self._changed = threading.Condition()
+        self._data = {"out": bytearray(), "err": bytearray()}
+        self._ended = 0
+        self._readers = [
+            threading.Thread(target=self._read, args=(name, stream), daemon=True)
+            for name, stream in (("out", proc.stdout), ("err", proc.stderr))
+        ]
+        for reader in self._readers:
+            reader.start()
+
+    def _read(self, name: str, stream: Any) -> None:
+        for chunk in iter(lambda: stream.read1(1 << 16), b""):
+            with self._changed:
+                self._data[name] += chunk
+                self._changed.notify_all()
+        with self._changed:
+            self._ended += 1
+            self._changed.notify_all()
+
+    @property
+    def out(self) -> str:
+        with self._changed:
+            return self._data["out"].decode(errors="replace")
+
+    @property
+    def err(self) -> str:
+        with self._changed:
+            return self._data["err"].decode(errors="replace")
+
+    def wait_until(self, seen: Callable[[str], bool]) -> bool:
+        """Until ``seen`` is true of stdout and stderr together; False if both end first."""
+
+        def both() -> str:
+            return (self._data["out"] + self._data["err"]).decode(errors="replace")
+
+        with self._changed:
+            self._changed.wait_for(lambda: seen(both()) or self._ended == 2)
+            return seen(both())
+
+    def join(self) -> None:
+        for reader in self._readers:
+            reader.join()
+
+    def __repr__(self) -> str:
+        return f"stdout:\n{self.out}\nstderr:\n{self.err}"
 
 
 def ray_executor(tmp_path: Path, **options: Any) -> Any:
@@ -281,6 +340,57 @@ async def test_a_node_killed_mid_run_loses_nothing(
     )
 
 
+def test_json_stays_one_document_while_a_node_dies(
+    cluster: Any, tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    # Ray tells every driver of a node it marks dead by printing on the driver's stdout;
+    # `agentkit run --json` keeps stdout for the summary, so that news goes to stderr
+    victim = cluster.add_node(num_cpus=CPUS_PER_NODE, labels=LABELS)
+    cluster.wait_for_nodes()
+    victim_id = victim.node_id
+    model_server.set_script(arithmetic_script())
+    model_server.hold()  # as in test_a_node_killed_mid_run_loses_nothing: two on the victim
+    slots = 3 * CPUS_PER_NODE
+    run = tmp_path / "run"
+    argv = [
+        sys.executable, "-m", "agentkit", "run", f"jsonl:{arithmetic(tmp_path, n=slots)}",
+        "chat", "-c", str(slots), "--model", "scripted-model", "--base-url",
+        model_server.base_url, "--out", str(run), "--executor", "ray", "--ray-address",
+        cluster.address, "--json",
+    ]  # fmt: skip
+    driver = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    output = Output(driver)
+    try:
+        while len(model_server.chat_requests) < slots:
+            assert driver.poll() is None, output
+            time.sleep(0.05)
+        kill_node(cluster, victim)
+        # the rollouts wait until Ray's news of the death has reached the driver
+        news = f"{victim_id} and address"  # "The node with node id: ID and address: ..."
+        assert output.wait_until(lambda text: news in text), output
+    finally:
+        model_server.release()
+        try:
+            driver.wait(timeout=240)  # a hang guard, not a measurement
+        finally:
+            if driver.poll() is None:
+                driver.kill()
+            output.join()
+    assert driver.returncode == 0, output
+    summary = json.loads(output.out)  # one JSON document, nothing else
+    assert summary == json.loads((run / "summary.json").read_text())
+    assert summary["complete"] and summary["errors"] == 0 and summary["finished"] == slots
+    assert news in output.err and "marked dead" in output.err  # Ray's words, on stderr
+    # and agentkit's, for each rollout the node took with it
+    lost = [x for x in output.err.splitlines() if x.startswith("agentkit: the ")]
+    assert len(lost) == CPUS_PER_NODE, output.err
+    assert all(x.endswith("; it is run again") and " died" in x for x in lost), lost
+    assert (
+        sorted(x["attempts"] for x in lines(run))
+        == [1] * (slots - CPUS_PER_NODE) + [2] * CPUS_PER_NODE
+    )
+
+
 @pytest.mark.anyio
 async def test_resume_a_local_run_on_ray_with_more_rollouts(
     cluster: Any, tmp_path: Path, model_server: ScriptedModelServer
@@ -432,6 +542,32 @@ async def test_a_sandbox_no_node_is_labelled_for_is_refused(cluster: Any, tmp_pa
     env = AgentEnv.from_names(f"harbor:{HARBOR}", "oracle", sandbox="docker")
     with pytest.raises(ExecutorError, match=r"agentkit/docker=true"):
         await env.evaluate(out=tmp_path / "run", executor=ray_executor(tmp_path))
+
+
+def test_a_run_the_cluster_refuses_leaves_no_connection_behind(
+    cluster: Any, tmp_path: Path
+) -> None:
+    # a connection left open would print Ray's news after `agentkit run` gave stdout back
+    _need("agentkit_harbor", "the Harbor plugin is not installed")
+    script = (
+        "import sys, anyio, ray\n"
+        "from agentkit import AgentEnv\n"
+        "from agentkit.executors import ExecutorError, RayExecutor\n"
+        "env = AgentEnv.from_names(sys.argv[1], 'oracle', sandbox='docker')\n"
+        "run = env.evaluate(out=sys.argv[2], executor=RayExecutor(sys.argv[3]))\n"
+        "try:\n"
+        "    anyio.run(lambda: run)\n"
+        "except ExecutorError as exc:\n"
+        "    print('refused:', exc)\n"
+        "print('connected:', ray.is_initialized())\n"
+    )
+    args = [f"harbor:{HARBOR}", str(tmp_path / "run"), cluster.address]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=240
+    )
+    assert done.returncode == 0, done.stderr
+    assert "refused: no node of the Ray cluster has the label agentkit/docker" in done.stdout
+    assert done.stdout.endswith("connected: False\n"), done.stdout
 
 
 @pytest.mark.anyio

@@ -10,7 +10,15 @@ a sandbox only goes to nodes labelled for that sandbox kind (its class's
 ``node_label``, e.g. ``agentkit/bwrap=true`` for the local sandbox). A node
 or worker process that dies mid-attempt makes the attempt fail with
 ``node_died``, ``worker_died`` or ``worker_oom``, which the runner retries
-(on another node, when Ray places it there).
+(on another node, when Ray places it there); each such loss is also told on
+stderr, in a warning of the ``agentkit`` logger.
+
+What Ray itself prints in the driver (its cluster's news: a node marked dead,
+a raylet terminated) goes to ``sys.stdout``, as in any Ray program; the
+``agentkit run`` command keeps stdout for its own output and sends that to
+stderr (:mod:`agentkit.cli._stdout`). Worker processes' output is not
+forwarded to the driver (``log_to_driver=False``): it stays in Ray's session
+logs on each node.
 
 Ray is imported only when a run uses this executor (``pip install
 'agentkit[ray]'``).
@@ -40,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = ["LABEL_VALUE", "RayExecutor", "local_node_labels", "sandbox_node_label"]
 
 T = TypeVar("T")
+_log = logging.getLogger("agentkit")
 
 #: The value a node's label must have for a sandbox kind's ``node_label``.
 LABEL_VALUE = "true"
@@ -141,6 +150,14 @@ class RayExecutor:
         self._options = {}
         if not ray.is_initialized():
             self._connect(ray)
+        try:
+            self._ship(ray, work, run_dir)
+        except BaseException:
+            await self.close()  # a run that does not start leaves no connection behind
+            raise
+
+    def _ship(self, ray: Any, work: RolloutWork, run_dir: Path | None) -> None:
+        """Check the cluster has nodes for the sandbox, then put the run in its object store."""
         self._nodes = [n for n in ray.nodes() if n.get("Alive")]
         self._label = sandbox_node_label(work.sandbox_factory)
         if self._label is not None and not any(
@@ -316,6 +333,14 @@ class RayExecutor:
                     outcome = item
         except self._lost as exc:
             kind, why = _loss(ray, exc)
+            _log.warning(
+                "agentkit: %s (rollout %s); %s",
+                why,
+                job.rollout_id,
+                "no retries are left: agentkit run --resume runs it again"
+                if last_attempt
+                else "it is run again",
+            )
             # the rollout could not run (no reward); the runner retries it elsewhere
             result = HarnessResult(status="failed", error=why, error_kind=kind)
             return Attempt(result, None, retry=not last_attempt)
