@@ -19,7 +19,7 @@ import attrs
 
 from agentkit._errors import ValidationError
 
-__all__ = ["REWARD_ARGUMENTS", "RewardFunction", "Rubric", "call_reward", "reward"]
+__all__ = ["REWARD_ARGUMENTS", "RewardFunction", "Rubric", "ScoreResult", "call_reward", "reward"]
 
 #: The names a reward function may declare as parameters.
 REWARD_ARGUMENTS: tuple[str, ...] = (
@@ -166,6 +166,15 @@ async def call_reward(func: RewardFunction, available: Mapping[str, Any]) -> dic
     if inspect.isawaitable(value):
         value = await value
     return _metrics_of(func.name, value)
+
+
+@attrs.frozen
+class ScoreResult:
+    """Scores of one rollout: metric values, the total, and any scoring errors."""
+
+    rewards: dict[str, float]
+    total: float | None
+    errors: list[dict[str, str]]
 
 
 def _as_float(name: str, value: Any) -> float:

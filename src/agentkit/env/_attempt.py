@@ -34,61 +34,30 @@ import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import anyio
 import attrs
 
 from agentkit._context import RunContext
 from agentkit._errors import HarnessError
-from agentkit._events import Event
+from agentkit._executor import Attempt, EventSink, Job, PlannedTask
 from agentkit._result import HarnessResult
+from agentkit._rubric import REWARD_ARGUMENTS, ScoreResult
 from agentkit._sandbox import ExecutionHints
 from agentkit._task import Task
-from agentkit.env._rubric_compile import CompiledRubric, ScoreResult
+from agentkit.env._rubric_compile import CompiledRubric
 from agentkit.sandbox._errors import SandboxUnavailableError
 
-if TYPE_CHECKING:
-    from agentkit.env._runner import Job, PlannedTask
-
-__all__ = ["Attempt", "EventSink", "RolloutWork", "is_stop"]
-
-
-class EventSink(Protocol):
-    """Where an attempt's harness events go: kept in ``events``, passed on live."""
-
-    events: list[Event]
-
-    def on_event(self, event: Event) -> None:
-        """The harness's ``on_event``: never blocks, never raises."""
-        ...
-
-
-@attrs.define(slots=True)
-class Attempt:
-    """What one attempt came to: a final result and its scores, or a failure to retry.
-
-    ``retry`` is True when the runner should back off and try again
-    (``result`` says why). ``score`` is None when nothing was scored: the
-    rollout could not run (an infrastructure failure: no reward, not a zero)
-    or it is retried. ``harness_s`` and ``scoring_s`` are the seconds the
-    harness and the rubric took.
-    """
-
-    result: HarnessResult
-    score: ScoreResult | None
-    harness_s: float = 0.0
-    scoring_s: float = 0.0
-    retry: bool = False
-    #: Where it ran, when not in the driver's process (the record's ``worker``).
-    worker: dict[str, Any] | None = None
+__all__ = ["RolloutWork", "is_stop"]
 
 
 class RolloutWork:
     """What an attempt needs, and runs: the harness, the rubric, the context, the sandbox kind.
 
-    Picklable (with a picklable harness, rubric and sandbox options), so the
-    Ray executor can send it to worker processes once per run.
+    The executors see it as :class:`~agentkit.executors.AttemptWork`. Picklable
+    (with a picklable harness, rubric and sandbox options), so the Ray executor
+    can send it to worker processes once per run.
     """
 
     def __init__(
@@ -115,8 +84,6 @@ class RolloutWork:
         self.prepare_errors: dict[str, BaseException] = {}
 
     def _needed_arguments(self) -> frozenset[str]:
-        from agentkit._rubric import REWARD_ARGUMENTS
-
         names: set[str] = set()
         for m in self.rubric.metrics:
             if m.takes_all:

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from agentkit._context import RunContext, public_headers
+from agentkit._executor import PlannedTask
 from agentkit._redact import MARKER, looks_secret
 from agentkit._version import __version__
 from agentkit.env._records import RUN_SCHEMA_VERSION
-from agentkit.env._runner import PlannedTask
 
 __all__ = ["build_manifest", "public_options", "public_url", "qualname"]
 

@@ -22,9 +22,9 @@ from typing import Any
 import attrs
 
 from agentkit._errors import AgentkitError, PluginError
-from agentkit._rubric import REWARD_ARGUMENTS, RewardFunction, Rubric, _metrics_of
+from agentkit._rubric import REWARD_ARGUMENTS, RewardFunction, Rubric, ScoreResult, _metrics_of
 
-__all__ = ["CompiledMetric", "CompiledRubric", "RubricCompileError", "ScoreResult"]
+__all__ = ["CompiledMetric", "CompiledRubric", "RubricCompileError"]
 
 RUBRIC_SCHEMA_VERSION = 1
 
@@ -59,15 +59,6 @@ class CompiledMetric:
             "origin": self.origin,
             "arguments": list(self.arguments),
         }
-
-
-@attrs.frozen
-class ScoreResult:
-    """Scores of one rollout: metric values, the total, and any scoring errors."""
-
-    rewards: dict[str, float]
-    total: float | None
-    errors: list[dict[str, str]]
 
 
 def _arguments_of(fn: Any) -> tuple[tuple[str, ...], bool]:

@@ -28,30 +28,24 @@ import random
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import anyio
 import attrs
 
 from agentkit._events import Event
+from agentkit._executor import Executor, Job
 from agentkit._result import HarnessResult
-from agentkit._sandbox import ExecutionHints
-from agentkit._task import Task
+from agentkit._rubric import ScoreResult
 from agentkit.env._attempt import RolloutWork
 from agentkit.env._live import LiveEvents, RolloutEvents
 from agentkit.env._livelog import LiveLog
 from agentkit.env._records import RolloutRecord
-from agentkit.env._rubric_compile import ScoreResult
 from agentkit.env._store import RunStore
 from agentkit.env._summary import apply_group
 
-if TYPE_CHECKING:
-    from agentkit.executors import Executor
-
 __all__ = [
     "RETRY_AFTER_CAP",
-    "Job",
-    "PlannedTask",
     "Runner",
     "RunnerOptions",
     "group_json",
@@ -67,25 +61,6 @@ def make_rollout_id(task_id: str, rollout_index: int) -> str:
     item = task_id.split(":", 1)[-1]
     slug = _SLUG.sub("_", item).strip("._-")[:40] or "task"
     return f"{slug}-{digest}-r{rollout_index}"
-
-
-@attrs.define(slots=True)
-class PlannedTask:
-    """A task in the run's plan, with its group number."""
-
-    task: Task
-    group: int
-    example_id: str
-    hints: ExecutionHints | None = None
-
-
-@attrs.define(slots=True)
-class Job:
-    """One rollout to run: a task and its rollout index."""
-
-    planned: PlannedTask
-    rollout_index: int
-    rollout_id: str
 
 
 @attrs.define(kw_only=True)

@@ -9,13 +9,14 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from agentkit._context import SECRET_HEADER_WORDS, RunContext
 from agentkit._errors import AgentkitError, SpecError
 from agentkit._events import Event
+from agentkit._executor import Executor, Job, PlannedTask
 from agentkit._pricing import Price, resolve_pricing
 from agentkit._redact import Redactor
 from agentkit._rubric import RewardFunction, Rubric
@@ -27,21 +28,11 @@ from agentkit.env._preflight import check_before_run
 from agentkit.env._records import EvalResults, RolloutGroup, RolloutRecord
 from agentkit.env._resume import diff_identity, rerun_on_resume
 from agentkit.env._rubric_compile import CompiledRubric, compile_rubric
-from agentkit.env._runner import (
-    Job,
-    PlannedTask,
-    Runner,
-    RunnerOptions,
-    group_json,
-    make_rollout_id,
-)
+from agentkit.env._runner import Runner, RunnerOptions, group_json, make_rollout_id
 from agentkit.env._scripted import SCRIPTED_PREFIX, script_path, scripted_endpoint
 from agentkit.env._stats import DEFAULT_PASS_THRESHOLD
 from agentkit.env._store import ResumeError, RunDirError, RunStore
 from agentkit.env._summary import build_groups, summarize
-
-if TYPE_CHECKING:
-    from agentkit.executors import Executor
 
 __all__ = ["AgentEnv"]
 

@@ -5,21 +5,46 @@ as Ray tasks across a cluster (``pip install 'agentkit[ray]'``; see
 ``docs/distributed.md``). Both share the runner's planning, retries,
 persistence, resume and events: only the driver writes the run directory.
 Importing this module never imports Ray.
+
+The :class:`Executor` contract is written in the types re-exported here
+(defined in :mod:`agentkit._executor`, below both the runner and the
+executors): :class:`Job` and :class:`PlannedTask` (what to run),
+:class:`Attempt` and :class:`ScoreResult` (what an attempt came to),
+:class:`EventSink` (where its events go), :class:`AttemptWork` (what an
+executor uses of the run's work) and :class:`RunFiles` (what it uses of the
+run directory).
 """
 
 from __future__ import annotations
 
 from agentkit._errors import SpecError
-from agentkit.executors._base import Executor, ExecutorError
+from agentkit._executor import (
+    Attempt,
+    AttemptWork,
+    EventSink,
+    Executor,
+    ExecutorError,
+    Job,
+    PlannedTask,
+    RunFiles,
+    ScoreResult,
+)
 from agentkit.executors._local import LocalExecutor
 from agentkit.executors._ray import RayExecutor
 
 __all__ = [
     "EXECUTORS",
+    "Attempt",
+    "AttemptWork",
+    "EventSink",
     "Executor",
     "ExecutorError",
+    "Job",
     "LocalExecutor",
+    "PlannedTask",
     "RayExecutor",
+    "RunFiles",
+    "ScoreResult",
     "resolve_executor",
 ]
 

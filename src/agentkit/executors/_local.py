@@ -5,12 +5,9 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from agentkit.env._attempt import Attempt, EventSink, RolloutWork
-    from agentkit.env._runner import Job, PlannedTask
-    from agentkit.env._store import RunStore
+from agentkit._executor import Attempt, AttemptWork, EventSink, Job, PlannedTask, RunFiles
 
 __all__ = ["LocalExecutor"]
 
@@ -27,16 +24,16 @@ class LocalExecutor:
     name = "local"
 
     def __init__(self) -> None:
-        self._work: RolloutWork | None = None
+        self._work: AttemptWork | None = None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
 
     @property
-    def work(self) -> RolloutWork:
+    def work(self) -> AttemptWork:
         """What the attempts run (set by :meth:`open`)."""
         assert self._work is not None, "LocalExecutor.open() first"
         return self._work
 
-    async def open(self, work: RolloutWork, *, run_dir: Path | None) -> None:
+    async def open(self, work: AttemptWork, *, run_dir: Path | None) -> None:
         """Keep ``work``; nothing to connect to."""
         self._work = work
 
@@ -81,7 +78,7 @@ class LocalExecutor:
                 work.prepare_errors[p.task.task_id] = outcome
 
     async def attempt(
-        self, job: Job, events: EventSink, *, last_attempt: bool, store: RunStore | None
+        self, job: Job, events: EventSink, *, last_attempt: bool, store: RunFiles | None
     ) -> Attempt:
         """One attempt in this process: its sandbox under the run directory's ``rollouts/``."""
         work = self.work

@@ -34,16 +34,13 @@ import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from agentkit._errors import AgentkitError
+from agentkit._errors import AgentkitError, SpecError
+from agentkit._executor import Attempt, AttemptWork, EventSink, ExecutorError, Job, RunFiles
 from agentkit._result import HarnessResult
-from agentkit.executors._base import ExecutorError
-
-if TYPE_CHECKING:
-    from agentkit.env._attempt import Attempt, EventSink, RolloutWork
-    from agentkit.env._runner import Job
-    from agentkit.env._store import RunStore
+from agentkit._version import __version__
+from agentkit.executors._ray_worker import EventBatch, FileChunk, Shipment, run_attempt, run_check
 
 __all__ = ["LABEL_VALUE", "RayExecutor", "local_node_labels", "sandbox_node_label"]
 
@@ -118,8 +115,6 @@ class RayExecutor:
         init_options: dict[str, Any] | None = None,
     ) -> None:
         if not cpus_per_rollout >= 0:
-            from agentkit._errors import SpecError
-
             raise SpecError(f"cpus_per_rollout must be 0 or more, got {cpus_per_rollout:g}")
         self.address = address
         self.cpus_per_rollout = float(cpus_per_rollout)
@@ -127,7 +122,7 @@ class RayExecutor:
         self.node_dir = None if node_dir is None else os.path.abspath(node_dir)
         self.init_options = dict(init_options or {})
         self._ray: Any = None
-        self._work: RolloutWork | None = None
+        self._work: AttemptWork | None = None
         self._box: list[Any] = []
         self._label: str | None = None
         self._started = False
@@ -137,7 +132,7 @@ class RayExecutor:
         self._lost: tuple[type[BaseException], ...] = ()
 
     # -- lifecycle -------------------------------------------------------------
-    async def open(self, work: RolloutWork, *, run_dir: Path | None) -> None:
+    async def open(self, work: AttemptWork, *, run_dir: Path | None) -> None:
         """Join (or start) the cluster, check it has nodes for the sandbox, send ``work`` once."""
         import sniffio
 
@@ -169,9 +164,6 @@ class RayExecutor:
                 f"'ray start ... --labels {self._label}={LABEL_VALUE}' (see docs/distributed.md)"
             )
         self._lost = _lost_errors(ray)
-        from agentkit import __version__
-        from agentkit.executors._ray_worker import Shipment
-
         stem = "run" if run_dir is None else Path(run_dir).name
         shipment = Shipment(
             work=work,
@@ -231,8 +223,6 @@ class RayExecutor:
         import anyio
 
         ray = self._ray
-        from agentkit.executors._ray_worker import run_check
-
         remote = _remote(ray, run_check, streaming=False)
         options: dict[str, Any] = {"num_cpus": 0}
         if sandboxed and self._label is not None:
@@ -254,8 +244,6 @@ class RayExecutor:
             raise ExecutorError(f"the run's preflight failed on a node: {_why(exc)}") from None
         except ray.exceptions.RaySystemError as exc:  # the run could not be loaded there
             raise ExecutorError(f"a node cannot load the run: {_why(exc)}") from None
-        from agentkit import __version__
-
         if version != __version__:
             raise ExecutorError(
                 f"node {node} runs agentkit {version}, the driver {__version__}: install the "
@@ -297,12 +285,9 @@ class RayExecutor:
         return options
 
     async def attempt(
-        self, job: Job, events: EventSink, *, last_attempt: bool, store: RunStore | None
+        self, job: Job, events: EventSink, *, last_attempt: bool, store: RunFiles | None
     ) -> Attempt:
         """One attempt as a Ray task; its events are passed on as they arrive."""
-        from agentkit.env._attempt import Attempt
-        from agentkit.executors._ray_worker import EventBatch, FileChunk, run_attempt
-
         ray = self._ray
         work = self._work
         assert work is not None, "RayExecutor.open() first"
@@ -448,7 +433,7 @@ def _loss(ray: Any, exc: BaseException) -> tuple[str, str]:
     return "worker_died", f"the worker running this rollout died ({type(exc).__name__}): {first}"
 
 
-def _unpicklable(work: RolloutWork, exc: BaseException) -> str:
+def _unpicklable(work: AttemptWork, exc: BaseException) -> str:
     """Which part of the run could not be sent to the workers, and why."""
     import ray.cloudpickle as cloudpickle
 

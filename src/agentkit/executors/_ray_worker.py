@@ -5,7 +5,7 @@ runs :meth:`RolloutWork.attempt` on an event loop the worker process keeps
 for its life, yields the harness's events in batches as they come
 (:class:`EventBatch`), then the files the rollout kept (:class:`FileChunk`,
 1 MiB at a time, unless they went to a shared directory), then the
-:class:`~agentkit.env._attempt.Attempt`. The run's :class:`Shipment` (the
+:class:`~agentkit._executor.Attempt`. The run's :class:`Shipment` (the
 harness, rubric, context, sandbox kind) is put in Ray's object store once
 per run and unpickled once per worker process.
 
@@ -35,15 +35,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._context import SECRET_HEADER_WORDS
 from agentkit._events import Event
+from agentkit._executor import Attempt, AttemptWork, ExecutorError, Job, PlannedTask
+from agentkit._redact import Redactor
 from agentkit._result import HarnessResult
+from agentkit._version import __version__
 
 if TYPE_CHECKING:
     from anyio.from_thread import BlockingPortal
-
-    from agentkit._redact import Redactor
-    from agentkit.env._attempt import Attempt, RolloutWork
-    from agentkit.env._runner import Job, PlannedTask
 
 __all__ = [
     "CHUNK_BYTES",
@@ -91,7 +91,7 @@ class FileChunk:
 class Shipment:
     """What every attempt of a run needs on a worker, sent once per run."""
 
-    work: RolloutWork
+    work: AttemptWork
     run_key: str
     version: str
     ship_artifacts: bool
@@ -138,11 +138,7 @@ def _load(ref: Any) -> _NodeRun:
     run = _runs.get(key)
     if run is None:
         shipment: Shipment = ray.get(ref)
-        from agentkit import __version__
-
         if shipment.version != __version__:
-            from agentkit.executors._base import ExecutorError
-
             raise ExecutorError(
                 f"node {_node_ip()} runs agentkit {__version__}, the driver {shipment.version}: "
                 "install the same agentkit (and plugins) on every node"
@@ -258,8 +254,6 @@ def run_attempt(box: list[Any], job: Job, last_attempt: bool) -> Iterator[Any]:
 
 def run_check(fn: Any) -> tuple[Any, str, str]:
     """The Ray task of a run's preflight: ``fn()``'s value, this agentkit's version, the node."""
-    from agentkit import __version__
-
     value = _event_loop().call(fn)
     return value, __version__, _node_ip()
 
@@ -333,8 +327,6 @@ class _NodeRun:
 
     # -- one attempt -----------------------------------------------------------
     async def attempt(self, job: Job, sink: _StreamSink, *, last_attempt: bool) -> Attempt:
-        from agentkit.env._attempt import Attempt
-
         work = self.work
         planned = job.planned
         root = None
@@ -377,9 +369,6 @@ class _NodeRun:
     def redactor(self) -> Redactor:
         """The run's secrets (API key, secret headers) and this node's secret-looking ones."""
         if self._redactor is None:
-            from agentkit._context import SECRET_HEADER_WORDS
-            from agentkit._redact import Redactor
-
             ctx = self.work.context
             headers = [
                 v
