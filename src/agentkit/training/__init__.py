@@ -26,7 +26,8 @@ from agentkit.training._export import (
     write_records,
 )
 from agentkit.training._overlong import OVERLONG_STOP_REASONS, filter_overlong, is_overlong
-from agentkit.training._records import TrainingRecord, from_groups, from_rollouts, prepare
+from agentkit.training._pipeline import prepare
+from agentkit.training._records import TrainingRecord, from_groups, from_rollouts
 from agentkit.training._truncate import truncate, truncate_all
 
 __all__ = [

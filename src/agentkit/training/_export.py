@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentkit._errors import AgentkitError
-from agentkit.training._records import TrainingRecord, from_rollouts, prepare
+from agentkit.training._pipeline import prepare
+from agentkit.training._records import TrainingRecord, from_rollouts
 
 __all__ = [
     "EXPORT_FORMATS",

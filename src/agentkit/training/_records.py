@@ -11,7 +11,7 @@ and masks apply per sequence only.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -20,7 +20,7 @@ from agentkit._errors import ValidationError
 if TYPE_CHECKING:
     from agentkit.env import RolloutGroup, RolloutRecord
 
-__all__ = ["TrainingRecord", "from_groups", "from_rollouts", "prepare", "stop_reason_of"]
+__all__ = ["TrainingRecord", "from_groups", "from_rollouts", "stop_reason_of"]
 
 
 def _float_list(value: Any, where: str) -> list[float] | None:
@@ -175,7 +175,8 @@ def _record_of(rollout: RolloutRecord) -> TrainingRecord:
 
 
 def from_rollouts(rollouts: Iterable[RolloutRecord]) -> list[TrainingRecord]:
-    """Training records for finished rollouts (advantages as stored; see :func:`prepare`).
+    """Training records for finished rollouts (advantages as stored; see
+    :func:`~agentkit.training.prepare`).
 
     Rollouts that could not run (``infra_error``: the model server was down, the
     sandbox did not start) are left out: they say nothing about the policy.
@@ -189,37 +190,3 @@ def from_groups(groups: Iterable[RolloutGroup]) -> list[TrainingRecord]:
     Rollouts that could not run are left out, as in :func:`from_rollouts`.
     """
     return [_record_of(r) for g in groups for r in g.rollouts if not r.infra_error]
-
-
-def prepare(
-    records: Iterable[TrainingRecord],
-    *,
-    normalize: bool | Literal["group", "batch"] = False,
-    eps: float | None = None,
-    filter_overlong: bool = True,
-    eos_token_id: int | None = None,
-    max_seq_len: int | None = None,
-    drop_unscored: bool = False,
-) -> list[TrainingRecord]:
-    """The whole pipeline: GRPO advantages by task, DAPO overlong filtering, truncation.
-
-    ``normalize``: ``False``, ``True``/``"group"`` or ``"batch"`` (see
-    :func:`~agentkit.training.assign_advantages`). ``eos_token_id`` makes the
-    overlong filter key on "the completion does not end with this token"
-    (see :func:`~agentkit.training.is_overlong`). ``drop_unscored`` leaves out
-    rollouts without a reward (a scoring error), which otherwise stay in with
-    advantage None.
-    """
-    from agentkit.training._advantages import assign_advantages
-    from agentkit.training._overlong import filter_overlong as apply_filter
-    from agentkit.training._truncate import truncate_all
-
-    out = list(records)
-    if drop_unscored:
-        out = [r for r in out if r.reward is not None]
-    out = assign_advantages(out, normalize=normalize, eps=eps)
-    if filter_overlong:
-        out = apply_filter(out, eos_token_id=eos_token_id)
-    if max_seq_len is not None:
-        out = truncate_all(out, max_seq_len)
-    return out
