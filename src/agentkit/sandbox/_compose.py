@@ -18,18 +18,16 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from agentkit._sandbox import TaskImage
 from agentkit.images import ImageError, resolve_image
-from agentkit.sandbox._docker_engine import owner_labels
+from agentkit.sandbox._container import ContainerSpec
 from agentkit.sandbox._errors import SandboxError
-
-if TYPE_CHECKING:
-    from agentkit.sandbox.docker import DockerSandbox
 
 __all__ = ["ComposePlan", "ComposeProject", "compose_command", "prepare_compose"]
 
@@ -213,11 +211,20 @@ async def _plan(image: TaskImage, log_dir: Path | None, max_builds: int) -> Comp
 
 
 class ComposeProject:
-    """One rollout's compose project (``up`` at setup, ``down`` at close)."""
+    """One rollout's compose project (``up`` at setup, ``down`` at close).
 
-    def __init__(self, sandbox: DockerSandbox, image: TaskImage) -> None:
-        self.sandbox = sandbox
+    ``spec`` is the rollout's container (the ``main`` service), ``root`` the
+    rollout's directory (the project's extra files go there), ``env`` the
+    task's environment (interpolated in its compose file, as Harbor does).
+    """
+
+    def __init__(
+        self, spec: ContainerSpec, image: TaskImage, *, root: Path, env: Mapping[str, str]
+    ) -> None:
+        self.spec = spec
         self.image = image
+        self.root = root
+        self.task_env = dict(env)
         self.name = f"agentkit-{uuid.uuid4().hex[:12]}"
         self.plan: ComposePlan | None = None
         self._files: list[str] = []
@@ -225,37 +232,13 @@ class ComposeProject:
 
     def _env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(self.sandbox.hints.env)  # interpolation in the task's file, as Harbor does
+        env.update(self.task_env)  # interpolation in the task's file, as Harbor does
         return env
 
     def _write_files(self, plan: ComposePlan) -> None:
-        sb = self.sandbox
-        hints = sb.hints
         main = self.image.main_service
-        labels = owner_labels(sb.rollout_id)
-        base: dict[str, Any] = {
-            "image": plan.images[main],
-            "command": ["sh", "-c", "sleep infinity"],
-            "hostname": "sandbox",
-            "volumes": [*sb.log_binds(), *sb.ro_bind_specs()],
-        }
-        if sb.no_new_privileges:
-            base["security_opt"] = ["no-new-privileges"]
-        if hints.cpus:
-            base["cpus"] = float(hints.cpus)
-        if hints.memory_mb:
-            base["mem_limit"] = base["memswap_limit"] = f"{int(hints.memory_mb)}m"
-        if hints.gpus:
-            base["deploy"] = {
-                "resources": {
-                    "reservations": {
-                        "devices": [{"capabilities": ["gpu"], "count": int(hints.gpus)}]
-                    }
-                }
-            }
-        extra = sb.extra_hosts()
-        if extra:
-            base["extra_hosts"] = extra
+        labels = dict(self.spec.labels)
+        base = self.spec.compose_service(plan.images[main])
         final: dict[str, Any] = {
             "services": {
                 name: {
@@ -265,10 +248,10 @@ class ComposeProject:
                 for name in plan.services
                 if name != main
             },
-            "networks": {"default": {"labels": labels, "internal": not sb.network}},
+            "networks": {"default": {"labels": labels, "internal": not self.spec.network}},
         }
         final["services"][main] = {"labels": labels, "image": plan.images[main]}
-        root = sb.root
+        root = self.root
         first = root / "compose.agentkit-base.json"
         last = root / "compose.agentkit.json"
         first.write_text(json.dumps({"services": {main: base}}, indent=1))

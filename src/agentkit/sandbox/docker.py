@@ -28,6 +28,17 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
+from agentkit.images import (
+    ImageError,
+    ImageUnavailableError,
+    docker_client,
+    prepare_images,
+    resolve_image,
+)
+from agentkit.images._engine import require_aiodocker
+from agentkit.sandbox._base import _rmtree
+from agentkit.sandbox._compose import ComposeProject, prepare_compose
+from agentkit.sandbox._container import ContainerSpec
 from agentkit.sandbox._docker_engine import (
     check_engine,
     engine_info,
@@ -39,13 +50,12 @@ from agentkit.sandbox._docker_process import DockerProcess
 from agentkit.sandbox._errors import SandboxError, SandboxPathError
 from agentkit.sandbox._forward import Endpoint, Relay, loopback_endpoint, parse_endpoint
 from agentkit.sandbox._imageroot import HEALTH_TIMEOUT_SEC
+from agentkit.sandbox._netns import listen_in_netns
 
 __all__ = ["DEFAULT_IMAGE", "DockerSandbox"]
 
 #: The image of tasks that name none (``-S default_image=...`` to change it).
 DEFAULT_IMAGE = "debian:bookworm-slim"
-#: What the container runs after the image's entrypoint (Harbor's command).
-KEEP_ALIVE = ["sh", "-c", "sleep infinity"]
 #: The rollout's log directories, kept on the host (as Harbor mounts them).
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 #: Runs a shell string ($0) with bash when the image has it, else with sh (same pid).
@@ -123,7 +133,7 @@ class DockerSandbox:
         self._client: Any = None
         self._container: Any = None
         self._network_id: str | None = None
-        self._compose: Any = None
+        self._compose: ComposeProject | None = None
         self._relay: Relay | None = None
         self._pid = 0
         self._oom_file: Path | None = None
@@ -154,9 +164,6 @@ class DockerSandbox:
         **_options: Any,
     ) -> list[Any]:
         """Build or pull every task's image before the rollouts (bounded, with progress)."""
-        from agentkit.images import prepare_images
-        from agentkit.sandbox._compose import prepare_compose
-
         images = [h.image or TaskImage(image=default_image) for h in hints]
         plain = [i for i in images if i.compose_file is None]
         report = None if on_progress is None else (lambda status: on_progress(status.line()))
@@ -210,8 +217,6 @@ class DockerSandbox:
             raise
 
     async def _start(self) -> None:
-        from agentkit.images import ImageError, docker_client
-
         await check_engine(allow_host_root=self.allow_host_root)
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
@@ -227,14 +232,12 @@ class DockerSandbox:
         image = self.hints.image or TaskImage(image=self.default_image)
         try:
             if image.compose_file is not None:
-                from agentkit.sandbox._compose import ComposeProject
-
-                self._compose = ComposeProject(self, image)
+                self._compose = ComposeProject(
+                    self.container_spec(), image, root=self.root, env=self.hints.env
+                )
                 container_id = await self._compose.up()
                 self._container = await self._client.containers.get(container_id)
             else:
-                from agentkit.images import resolve_image
-
                 ref = await resolve_image(image)
                 self.image = ref.reference
                 self._container = await self._create(ref.reference)
@@ -262,8 +265,6 @@ class DockerSandbox:
         if self._compose is None:
             await self._wait_healthy(info)
         if self._endpoint is not None:
-            from agentkit.sandbox._netns import listen_in_netns
-
             ep = self._endpoint
             listener = await asyncio.to_thread(listen_in_netns, self._pid, ep.bind_host, ep.port)
             self._relay = Relay(listener, ep)
@@ -302,36 +303,19 @@ class DockerSandbox:
             return [f"{self._endpoint.hosts_entry}:127.0.0.1"]
         return []
 
-    def _create_config(self, image: str) -> dict[str, Any]:
+    def container_spec(self) -> ContainerSpec:
+        """The rollout's container, for the engine (:meth:`_create`) or compose alike."""
         hints = self.hints
-        host: dict[str, Any] = {
-            "Binds": [*self.log_binds(), *self.ro_bind_specs()],
-            "NetworkMode": self._network_id or "none",
-            "Init": False,
-        }
-        if self.no_new_privileges:
-            host["SecurityOpt"] = ["no-new-privileges"]
-        if hints.cpus:
-            host["NanoCpus"] = int(hints.cpus * 1e9)
-        if hints.memory_mb:
-            host["Memory"] = host["MemorySwap"] = int(hints.memory_mb) * 1024 * 1024
-        if hints.gpus:
-            host["DeviceRequests"] = [
-                {"Driver": "", "Count": int(hints.gpus), "Capabilities": [["gpu"]]}
-            ]
-        if self.extra_hosts():
-            host["ExtraHosts"] = self.extra_hosts()
-        return {
-            "Image": image,
-            "Cmd": KEEP_ALIVE,
-            "Labels": owner_labels(self.rollout_id),
-            "Hostname": "sandbox",
-            "AttachStdin": False,
-            "AttachStdout": False,
-            "AttachStderr": False,
-            "OpenStdin": False,
-            "HostConfig": host,
-        }
+        return ContainerSpec(
+            labels=owner_labels(self.rollout_id),
+            binds=(*self.log_binds(), *self.ro_bind_specs()),
+            no_new_privileges=self.no_new_privileges,
+            cpus=hints.cpus,
+            memory_mb=hints.memory_mb,
+            gpus=hints.gpus,
+            extra_hosts=tuple(self.extra_hosts()),
+            network=self.network,
+        )
 
     async def _create(self, image: str) -> Any:
         aiodocker = _aiodocker()
@@ -345,9 +329,10 @@ class DockerSandbox:
             )
             self._network_id = net.id
         try:
-            return await self._client.containers.create(
-                self._create_config(image), name=self.container_name
+            config = self.container_spec().engine_config(
+                image, network_mode=self._network_id or "none"
             )
+            return await self._client.containers.create(config, name=self.container_name)
         except aiodocker.DockerError as exc:
             raise SandboxError(
                 f"sandbox 'docker': creating the container failed: {exc.message}"
@@ -386,8 +371,6 @@ class DockerSandbox:
         if remove is None:
             remove = self.owns_root
         if remove and not self.keep and self.root.exists():
-            from agentkit.sandbox._base import _rmtree
-
             await asyncio.to_thread(_rmtree, self.root)
 
     async def _stop(self) -> None:
@@ -609,9 +592,6 @@ class DockerSandbox:
 
 
 def _aiodocker() -> Any:
-    from agentkit.images import ImageUnavailableError
-    from agentkit.images._engine import require_aiodocker
-
     try:
         return require_aiodocker()
     except ImageUnavailableError as exc:
