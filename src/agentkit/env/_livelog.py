@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LIVE_DIR", "LiveLog", "clear_live_dir"]
+from agentkit._rundir import LIVE_DIR
 
-LIVE_DIR = "live"
+__all__ = ["LiveLog", "clear_live_dir"]
 
 log = logging.getLogger("agentkit")
 

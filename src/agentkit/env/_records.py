@@ -7,15 +7,15 @@ from typing import Any
 
 import attrs
 
-__all__ = ["EvalResults", "RolloutGroup", "RolloutRecord"]
+from agentkit._rundir import READABLE_SCHEMA_VERSIONS, RUN_SCHEMA_VERSION
 
-#: Version of the rollouts.jsonl / groups.jsonl / summary.json / manifest.json schema.
-#: 2: a rollout id may have several lines in rollouts.jsonl (the last wins: a
-#: rollout run again on resume), a task several lines in groups.jsonl (the
-#: last wins), tasks.jsonl, and the context's headers, limits and pricing.
-RUN_SCHEMA_VERSION = 2
-#: Versions this agentkit reads (version 1 is version 2 without those additions).
-READABLE_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2)
+__all__ = [
+    "READABLE_SCHEMA_VERSIONS",
+    "RUN_SCHEMA_VERSION",
+    "EvalResults",
+    "RolloutGroup",
+    "RolloutRecord",
+]
 
 
 @attrs.define(slots=True, kw_only=True)

@@ -37,6 +37,7 @@ from agentkit._events import Event
 from agentkit._executor import Executor, Job
 from agentkit._result import HarnessResult
 from agentkit._rubric import ScoreResult
+from agentkit._rundir import IMAGES_DIR
 from agentkit.env._attempt import RolloutWork
 from agentkit.env._live import LiveEvents, RolloutEvents
 from agentkit.env._livelog import LiveLog
@@ -154,7 +155,7 @@ class Runner:
         With the local executor: the sandbox kind's optional ``prepare``
         (image builds; see ``docs/sandboxes.md``), once with every task to run.
         """
-        log_dir = None if self.store is None else self.store.run_dir / "images"
+        log_dir = None if self.store is None else self.store.run_dir / IMAGES_DIR
         await self.executor.prepare(self.jobs, log_dir=log_dir, on_progress=on_progress)
 
     async def run(self) -> list[RolloutRecord]:

@@ -31,27 +31,29 @@ import anyio
 
 from agentkit import _redact
 from agentkit._errors import AgentkitError
-from agentkit.env._records import READABLE_SCHEMA_VERSIONS, RUN_SCHEMA_VERSION, RolloutRecord
+from agentkit._rundir import (
+    ARTIFACTS_DIR,
+    EVENTS_DIR,
+    GROUPS,
+    LIVE_DIR,
+    LOCK,
+    MANIFEST,
+    READABLE_SCHEMA_VERSIONS,
+    ROLLOUTS,
+    RUN_SCHEMA_VERSION,
+    SANDBOX_DIR,
+    SUMMARY,
+    TASKS,
+    RunDirError,
+)
+from agentkit.env._livelog import clear_live_dir
+from agentkit.env._records import RolloutRecord
 
 __all__ = ["ResumeError", "RunDirError", "RunDirWriteError", "RunStore", "redact_json"]
-
-MANIFEST = "manifest.json"
-ROLLOUTS = "rollouts.jsonl"
-GROUPS = "groups.jsonl"
-SUMMARY = "summary.json"
-TASKS = "tasks.jsonl"
-EVENTS_DIR = "events"
-ARTIFACTS_DIR = "artifacts"
-SANDBOX_DIR = "rollouts"
-LOCK = ".lock"
 
 #: API keys shorter than this are placeholders that local servers accept
 #: ("EMPTY", "dummy", "x"), not credentials, and are not redacted.
 MIN_SECRET_LENGTH = _redact.MIN_SECRET_LENGTH
-
-
-class RunDirError(AgentkitError):
-    """A run directory is unusable: corrupt files, or already in use."""
 
 
 class ResumeError(AgentkitError):
@@ -205,8 +207,6 @@ class RunStore:
             self._lock()
         except OSError as exc:
             raise RunDirError(f"cannot write in the run directory {self.run_dir}: {exc}") from None
-        from agentkit.env._livelog import clear_live_dir
-
         clear_live_dir(self.run_dir)  # what a killed session left (we hold the lock now)
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
         try:
@@ -241,7 +241,7 @@ class RunStore:
         if self._lock_fd is not None:
             # live/ empties as rollouts finish; drop it when it has
             with contextlib.suppress(OSError):
-                (self.run_dir / "live").rmdir()
+                (self.run_dir / LIVE_DIR).rmdir()
         for name in ("_rollouts_fd", "_groups_fd", "_lock_fd"):
             fd = getattr(self, name)
             if fd is not None:

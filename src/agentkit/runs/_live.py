@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkit.env._livelog import LIVE_DIR
+from agentkit._rundir import LIVE_DIR, MANIFEST, ROLLOUTS
 from agentkit.runs._types import LiveRollout, Step
 
 __all__ = ["live_file", "lock_held", "looks_running", "read_live", "scan_live"]
@@ -51,7 +51,7 @@ def lock_held(lock: Path) -> bool | None:
 def looks_running(run_dir: Path, summary: Path) -> bool:
     """Without /proc/locks: files changed in the last ``RECENT_S`` and no summary since."""
     newest = 0.0
-    for path in (run_dir / "rollouts.jsonl", run_dir / "manifest.json", run_dir / LIVE_DIR):
+    for path in (run_dir / ROLLOUTS, run_dir / MANIFEST, run_dir / LIVE_DIR):
         try:
             newest = max(newest, path.stat().st_mtime)
         except OSError:

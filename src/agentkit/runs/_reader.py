@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentkit._usage import Usage
-from agentkit.env._store import (
+from agentkit._rundir import (
     EVENTS_DIR,
     GROUPS,
     LOCK,
@@ -29,8 +28,9 @@ from agentkit.env._store import (
     SUMMARY,
     TASKS,
     RunDirError,
-    RunStore,
 )
+from agentkit._usage import Usage
+from agentkit.env._store import RunStore
 from agentkit.runs._live import live_file, lock_held, looks_running, read_live, scan_live
 from agentkit.runs._types import (
     LiveRollout,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import agentkit.runs
-from agentkit.env._store import RunDirError
+from agentkit._rundir import MANIFEST, ROLLOUTS, RunDirError
 from agentkit.runs import Rollout, Run
 from agentkit.view._paths import NotFound, Refused, inside, is_safe_name
 
@@ -53,7 +53,7 @@ class _Entry:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.manifest_mtime = _mtime(path / "manifest.json")
+        self.manifest_mtime = _mtime(path / MANIFEST)
         self.run: Run = agentkit.runs.open(path)
         self._rows: list[Rollout] | None = None
         self._by_task: dict[str, list[Rollout]] | None = None
@@ -123,7 +123,7 @@ class Viewer:
     @property
     def single(self) -> bool:
         """The root is itself a run directory."""
-        return (self.root / "manifest.json").is_file()
+        return (self.root / MANIFEST).is_file()
 
     def run_dirs(self) -> dict[str, Path]:
         """Run name -> directory: the root itself, or each child holding a manifest.json."""
@@ -135,7 +135,7 @@ class Viewer:
         except OSError:
             return {}
         for child in children:
-            if not is_safe_name(child.name) or not (Path(child.path) / "manifest.json").is_file():
+            if not is_safe_name(child.name) or not (Path(child.path) / MANIFEST).is_file():
                 continue
             try:
                 path = inside(self.root, child.name)
@@ -156,7 +156,7 @@ class Viewer:
         if (
             cached is None
             or cached.path != path
-            or cached.manifest_mtime != _mtime(path / "manifest.json")
+            or cached.manifest_mtime != _mtime(path / MANIFEST)
         ):
             try:
                 cached = self._entries[name] = _Entry(path)
@@ -207,7 +207,7 @@ class Viewer:
         """What changes on the runs page: names, line counts and states (for live updates)."""
         out = []
         for name, path in self.run_dirs().items():
-            out.append([name, _size(path / "rollouts.jsonl"), _mtime(path / "manifest.json")])
+            out.append([name, _size(path / ROLLOUTS), _mtime(path / MANIFEST)])
             try:
                 out[-1].append(self.entry(name).run.state())
             except NotFound:
@@ -408,7 +408,7 @@ class Viewer:
         e = self.entry(name)
         return {
             "finished": len(e.run),
-            "size": _size(e.path / "rollouts.jsonl"),
+            "size": _size(e.path / ROLLOUTS),
             "planned": e.run.info.planned,
             "state": e.run.state(),
             "live": [[x.rollout_id, x.events, x.attempt] for x in e.run.live_rollouts()],

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from agentkit.env._store import RunDirError
+from agentkit._rundir import RunDirError
 from agentkit.view._api import Viewer
 from agentkit.view._hosts import is_loopback, url_host
 from agentkit.view._paths import NotFound, Refused
