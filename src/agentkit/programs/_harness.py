@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from agentkit._context import RunContext
 from agentkit._errors import HarnessError
+from agentkit._result import HarnessResult
+from agentkit._sandbox import ExecutionHints
+from agentkit._task import Task
 from agentkit.programs._files import remove_staged
 from agentkit.programs._secrets import scrub_sandbox_dir
 from agentkit.programs._telemetry import telemetry_rubric
+from agentkit.sandbox import open_sandbox
 
 if TYPE_CHECKING:
-    from agentkit import HarnessResult, RunContext, Task
     from agentkit._events import EventCallback, EventRecorder
     from agentkit._rubric import Rubric
     from agentkit._sandbox import Sandbox
@@ -115,8 +119,6 @@ class ProgramHarness:
         on_event: EventCallback | None = None,
     ) -> HarnessResult:
         """Run the program on ``task``; events reach ``on_event`` while it runs."""
-        from agentkit import RunContext
-
         task.require_payload()
         context = context or RunContext()
         model = self.model or context.model
@@ -129,9 +131,6 @@ class ProgramHarness:
         binary = await asyncio.to_thread(self.find_program)
         if context.sandbox is not None:
             return await self.run_in(context.sandbox, task, context, model, binary, on_event)
-        from agentkit._sandbox import ExecutionHints
-        from agentkit.sandbox import open_sandbox
-
         hints = ExecutionHints(ro_binds=list(binary.mount_dirs))
         async with open_sandbox(
             "local",

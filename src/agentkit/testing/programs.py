@@ -24,12 +24,13 @@ import sys
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from agentkit import AgentEnv, Event, Sandbox, Task
-    from agentkit.env import RolloutRecord
-    from agentkit.testing.model_server import RecordedRequest, ScriptedModelServer
+from agentkit._events import Event
+from agentkit._sandbox import ExecutionHints, Sandbox
+from agentkit._task import Task
+from agentkit.env import AgentEnv, RolloutRecord
+from agentkit.testing.model_server import RecordedRequest, ScriptedModelServer
 
 __all__ = [
     "TELEMETRY_WEIGHTS",
@@ -61,8 +62,6 @@ _LIST = "for p in /proc/[0-9]*; do tr '\\000' ' ' < $p/cmdline 2>/dev/null; echo
 def unique_task(prefix: str, text: str, namespace: str = "demo") -> Task:
     """A text task whose id (``<namespace>:<prefix>-<random>``) no other test uses,
     so a program's process or session can be found by it."""
-    from agentkit import Task
-
     return Task(task_id=f"{namespace}:{prefix}-{uuid.uuid4().hex[:12]}", input=text)
 
 
@@ -76,8 +75,6 @@ async def bound_sandbox(
     """A started local sandbox (from the ``sandbox_factory`` fixture) working in
     ``workdir``, showing ``mount_dirs`` (the program's, from its binary or runtime)
     read-only, and forwarding the model endpoint of ``server``."""
-    from agentkit import ExecutionHints
-
     sandbox: Sandbox = await sandbox_factory(
         "local",
         hints=ExecutionHints(workdir=workdir, ro_binds=[str(d) for d in mount_dirs]),

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentkit.testing import tokens
-from agentkit.testing._answer import Answer, prompt_segments, split, sse
-from agentkit.testing.script import Reply, RequestView
+from agentkit._scripted import tokens
+from agentkit._scripted.answer import Answer, prompt_segments, split, sse
+from agentkit._scripted.script import Reply, RequestView
 
 __all__ = ["error_body", "events", "render"]
 

@@ -19,8 +19,8 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from agentkit.testing._answer import Answer, split, sse
-from agentkit.testing.script import Reply, RequestView
+from agentkit._scripted.answer import Answer, split, sse
+from agentkit._scripted.script import Reply, RequestView
 
 __all__ = ["events", "render"]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentkit.testing._answer import Answer, split, sse
-from agentkit.testing.script import Reply, RequestView
+from agentkit._scripted.answer import Answer, split, sse
+from agentkit._scripted.script import Reply, RequestView
 
 __all__ = ["error_body", "events", "render"]
 

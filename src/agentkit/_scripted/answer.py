@@ -3,7 +3,7 @@
 :class:`Answer` holds what every protocol needs: the text, reasoning, tool
 calls (with their arguments as JSON text), the finish reason in chat
 completions' words, and the token counts. The protocol modules
-(``_chat_wire``, ``_messages_wire``, ``_responses_wire``) render it.
+(``chat_wire``, ``messages_wire``, ``responses_wire``) render it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from agentkit.testing.script import Reply, RequestView, message_text
+from agentkit._scripted.script import Reply, RequestView, message_text
 
 __all__ = [
     "Answer",

@@ -1,0 +1,530 @@
+"""A scripted model server on loopback, for tests and manual runs.
+
+A real HTTP server (aiohttp's web server) that answers from a
+:class:`~agentkit.testing.script.Script` in three wire protocols: OpenAI chat
+completions (``POST /v1/chat/completions``), Anthropic Messages
+(``POST /v1/messages``, and ``/v1/messages/count_tokens``) and the OpenAI
+Responses API (``POST /v1/responses``), each streamed as server-sent events
+or not; ``GET /v1/models`` lists the script's models. A scripted reply (text,
+reasoning, tool calls, usage) is rendered in whichever protocol the request
+used, and the same failures can be injected in all of them (429, 5xx, hangs,
+malformed bodies, broken streams, dropped connections, latency). Every
+request is logged with its secret headers redacted.
+
+>>> with ScriptedModelServer({"default": {"content": "hi"}}) as server:  # doctest: +SKIP
+...     client = openai.OpenAI(base_url=server.base_url, api_key="x")
+
+From the command line: ``python -m agentkit.testing.model_server --script FILE --port N``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import itertools
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import attrs
+from aiohttp import web
+
+from agentkit._errors import AgentkitError
+from agentkit._scripted import chat_wire, messages_wire, responses_wire
+from agentkit._scripted.answer import Answer, estimate_prompt_tokens
+from agentkit._scripted.script import Api, Reply, RequestView, Script, load_script
+
+__all__ = ["RecordedRequest", "ScriptedModelServer", "main"]
+
+_REDACTED = "[redacted]"
+_SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization"})
+_MAX_BODY = 64 * 1024 * 1024
+
+
+@attrs.frozen(kw_only=True)
+class RecordedRequest:
+    """One request the server received.
+
+    ``headers`` (names in lower case) has secret headers (``Authorization``,
+    ``x-api-key``...) replaced by ``"[redacted]"``; ``api_key_sent`` says
+    whether a non-empty key came with it. ``path`` includes the query string.
+    ``body`` is the parsed JSON body (None when absent or not JSON; then
+    ``body_text`` holds the text). ``api`` is the protocol of a model request
+    (``chat``, ``messages``, ``responses``; None for other requests) and
+    ``rule`` the index of the script rule that answered it (None: the default
+    reply, or not a model request).
+    """
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    api_key_sent: bool
+    body: Any
+    body_text: str
+    timestamp: float
+    rule: int | None = None
+    api: Api | None = None
+
+
+class _Wire(NamedTuple):
+    """How one protocol renders answers and errors."""
+
+    render: Callable[[Answer, Reply, Mapping[str, Any], RequestView], Any]
+    events: Callable[[Answer, Reply, Mapping[str, Any], RequestView], list[bytes]]
+    error_body: Callable[[int, str], Any]
+
+
+def _wires() -> dict[str, _Wire]:
+    return {
+        "chat": _Wire(chat_wire.render, chat_wire.events, chat_wire.error_body),
+        "messages": _Wire(messages_wire.render, messages_wire.events, messages_wire.error_body),
+        "responses": _Wire(responses_wire.render, responses_wire.events, chat_wire.error_body),
+    }
+
+
+#: Model routes (with and without the ``/v1`` prefix) and their protocol.
+_ROUTES: dict[str, Api] = {}
+for _prefix in ("/v1", ""):
+    _ROUTES[f"{_prefix}/chat/completions"] = "chat"
+    _ROUTES[f"{_prefix}/messages"] = "messages"
+    _ROUTES[f"{_prefix}/responses"] = "responses"
+del _prefix
+_COUNT_TOKENS = ("/v1/messages/count_tokens", "/messages/count_tokens")
+
+
+class ScriptedModelServer:
+    """A real HTTP server on 127.0.0.1 that answers model requests from a script.
+
+    Use it as ``with server:`` (it serves from a background thread, so
+    sync and async code can call it) or ``async with server:`` (it serves on
+    the running event loop). ``port=0`` lets the OS choose a free port;
+    ``log_limit`` keeps only the newest N requests in the log (long benchmarks).
+    """
+
+    def __init__(
+        self,
+        script: Script | Mapping[str, Any] | str | Path | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_limit: int | None = None,
+    ) -> None:
+        self._script = load_script(script)
+        self.host = host
+        self.port = port
+        # the newest ``log_limit`` requests are kept (all of them by default)
+        self._requests: collections.deque[RecordedRequest] = collections.deque(maxlen=log_limit)
+        self._lock = threading.Lock()
+        self._ids = itertools.count(1)
+        self._wires = _wires()
+        self._runner: web.ServerRunner | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stop_requested: asyncio.Event | None = None
+        self._closing: asyncio.Event | None = None
+        # set: model answers go out; cleared by hold(), set again by release()
+        self._open = threading.Event()
+        self._open.set()
+
+    # -- public API ---------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-compatible base URL, ending in ``/v1``."""
+        if self._runner is None:
+            raise RuntimeError("the model server is not running; use 'with server:' or start()")
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def url(self) -> str:
+        """``base_url`` without ``/v1`` (what Anthropic clients take as their base URL)."""
+        return self.base_url[: -len("/v1")]
+
+    @property
+    def script(self) -> Script:
+        """The script now in use."""
+        return self._script
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A copy of the log of requests received so far, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    @property
+    def model_requests(self) -> list[RecordedRequest]:
+        """Only the model requests (chat completions, messages, responses), oldest first."""
+        return [r for r in self.requests if r.api is not None]
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        """Only the ``POST /v1/chat/completions`` requests."""
+        return [r for r in self.requests if r.api == "chat"]
+
+    def clear_requests(self) -> None:
+        """Forget the logged requests."""
+        with self._lock:
+            self._requests.clear()
+
+    def hold(self) -> None:
+        """Keep every model answer back (requests are still received and logged) until
+        :meth:`release`: a test can then wait until N requests are in flight at once."""
+        self._open.clear()
+
+    def release(self) -> None:
+        """Let the answers held back by :meth:`hold` (and all later ones) go out."""
+        self._open.set()
+
+    def set_script(self, script: Script | Mapping[str, Any] | str | Path | None) -> None:
+        """Replace the script (its ``times`` counters start from zero); safe while serving."""
+        self._script = load_script(script)
+
+    def start(self) -> ScriptedModelServer:
+        """Start serving from a background thread; returns once the port is bound."""
+        if self._thread is not None or self._runner is not None:
+            raise RuntimeError("the model server is already running")
+        started = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            async def serve() -> None:
+                try:
+                    await self._start_async()
+                except BaseException as exc:
+                    failure.append(exc)
+                    started.set()
+                    return
+                started.set()
+                assert self._stop_requested is not None
+                await self._stop_requested.wait()
+                await self._stop_async()
+
+            asyncio.run(serve())
+
+        self._thread = threading.Thread(target=run, name="agentkit-model-server", daemon=True)
+        self._thread.start()
+        started.wait()
+        if failure:
+            self._thread.join()
+            self._thread = None
+            raise failure[0]
+        return self
+
+    def stop(self) -> None:
+        """Stop the background server: open connections (hanging ones too) are closed."""
+        thread, loop, stop = self._thread, self._loop, self._stop_requested
+        if thread is None:
+            return
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stop.set)
+        thread.join()
+        self._thread = None
+
+    def __enter__(self) -> ScriptedModelServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> ScriptedModelServer:
+        await self._start_async()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stop_async()
+
+    def __repr__(self) -> str:
+        where = self.base_url if self._runner is not None else "not running"
+        return f"ScriptedModelServer({where}, {len(self._script.rules)} rules)"
+
+    # -- serving ------------------------------------------------------------
+
+    async def _start_async(self) -> None:
+        if self._runner is not None:
+            raise RuntimeError("the model server is already running")
+        self._loop = asyncio.get_running_loop()
+        self._stop_requested = asyncio.Event()
+        self._closing = asyncio.Event()
+        # aiohttp's low-level server: one handler routes every request itself
+        runner = web.ServerRunner(
+            web.Server(
+                self._handle,
+                access_log=None,
+                # a client that gives up cancels its handler (a hang, a latency)
+                handler_cancellation=True,
+            ),
+            handle_signals=False,
+            # stop() closes in-flight connections at once, as a crashed server would
+            # (aiohttp reads 0 as "no timeout")
+            shutdown_timeout=0.01,
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, backlog=4096)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self.port = runner.addresses[0][1]
+        self._runner = runner
+
+    async def _stop_async(self) -> None:
+        runner = self._runner
+        if runner is None:
+            return
+        assert self._closing is not None
+        self._closing.set()
+        await runner.cleanup()
+        self._runner = None
+
+    def _record(
+        self,
+        request: web.BaseRequest,
+        body: bytes,
+        rule: int | None = None,
+        api: Api | None = None,
+        parsed: Any = None,
+    ) -> None:
+        text = "" if parsed is not None else body.decode("utf-8", errors="replace")
+        if text:
+            with contextlib.suppress(ValueError):
+                parsed = json.loads(text)
+                text = ""
+        headers = request.headers
+        key_sent = bool(headers.get("authorization", "").partition(" ")[2].strip()) or bool(
+            headers.get("api-key") or headers.get("x-api-key")
+        )
+        shown = {}
+        for name, value in headers.items():
+            name = name.lower()
+            shown[name] = _REDACTED if name in _SECRET_HEADERS else value
+        entry = RecordedRequest(
+            method=request.method,
+            path=request.raw_path,
+            headers=shown,
+            api_key_sent=key_sent,
+            body=parsed,
+            body_text=text,
+            timestamp=time.time(),
+            rule=rule,
+            api=api,
+        )
+        with self._lock:
+            self._requests.append(entry)
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if (request.content_length or 0) > _MAX_BODY:
+            return _json(413, chat_wire.error_body(413, "request body too large"))
+        body = await request.content.read() if request.body_exists else b""
+        if len(body) > _MAX_BODY:  # a chunked body has no content-length to check first
+            return _json(413, chat_wire.error_body(413, "request body too large"))
+        route = request.raw_path.partition("?")[0].rstrip("/")
+        if route in ("/v1/models", "/models"):
+            self._record(request, body)
+            if request.method != "GET":
+                return _json(405, chat_wire.error_body(405, "use GET"))
+            data = [
+                {"id": m, "object": "model", "created": 0, "owned_by": "agentkit"}
+                for m in self._script.models
+            ]
+            return _json(200, {"object": "list", "data": data})
+        api = _ROUTES.get(route)
+        if route in _COUNT_TOKENS:
+            return self._count_tokens(request, body)
+        if api is None:
+            self._record(request, body)
+            message = f"no route {request.method} {request.path}"
+            return _json(404, chat_wire.error_body(404, message))
+        wire = self._wires[api]
+        if request.method != "POST":
+            self._record(request, body)
+            return _json(405, wire.error_body(405, "use POST"))
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict):
+            self._record(request, body)
+            return _json(400, wire.error_body(400, "the body is not a JSON object"))
+        view = RequestView.from_body(parsed, api)
+        reply, rule = self._script.choose(view)
+        self._record(request, body, rule, api, parsed)
+        while not self._open.is_set():  # held back (hold()) until release()
+            await asyncio.sleep(0.005)
+        if reply.latency:
+            await asyncio.sleep(reply.latency)
+        return await self._answer(request, wire, reply, view, parsed)
+
+    def _count_tokens(self, request: web.BaseRequest, body: bytes) -> web.Response:
+        """Anthropic's token counting: the estimate a reply's usage would report."""
+        self._record(request, body)
+        try:
+            parsed = json.loads(body) if body else None
+        except ValueError:
+            parsed = None
+        if request.method != "POST" or not isinstance(parsed, dict):
+            status, message = (405, "use POST") if request.method != "POST" else (400, "not JSON")
+            return _json(status, messages_wire.error_body(status, message))
+        view = RequestView.from_body(parsed, "messages")
+        return _json(200, {"input_tokens": estimate_prompt_tokens(view)})
+
+    async def _answer(
+        self,
+        request: web.BaseRequest,
+        wire: _Wire,
+        reply: Reply,
+        view: RequestView,
+        body: dict[str, Any],
+    ) -> web.StreamResponse:
+        if reply.fail == "hang":
+            # no answer until the client gives up (cancelling this) or the server stops
+            assert self._closing is not None
+            await self._closing.wait()
+            return _drop(request)
+        if reply.fail == "disconnect":
+            return _drop(request)
+        status = reply.status or {"rate_limit": 429, "server_error": 500}.get(reply.fail or "")
+        if status is not None:
+            message = reply.message or _default_error_message(status)
+            headers = {"retry-after": "0"} if status == 429 else {}
+            if reply.retry_after is not None:
+                headers = {"retry-after": f"{reply.retry_after:g}"}
+            return _json(status, wire.error_body(status, message), headers)
+        if reply.body is not None:  # a reply of the wrong shape, as the script gives it
+            if not view.stream:
+                return _json(200, reply.body)
+            event = f"data: {json.dumps(reply.body)}\n\n".encode()
+            return await self._stream(request, reply, [event, b"data: [DONE]\n\n"])
+        answer = Answer.build(reply, view, next(self._ids), int(time.time()))
+        if view.stream:
+            return await self._stream(request, reply, wire.events(answer, reply, body, view))
+        full = json.dumps(wire.render(answer, reply, body, view)).encode()
+        if reply.fail == "invalid_json":
+            return web.Response(body=full[: len(full) // 2], content_type="application/json")
+        if reply.fail == "broken_stream":
+            response = web.StreamResponse(status=200, headers=_JSON)
+            response.content_length = len(full)
+            await response.prepare(request)
+            await response.write(full[: len(full) // 2])
+            return _drop(request, response)
+        if reply.chunk_delay:  # a slow server: the body drips out chunk_size bytes at a time
+            response = web.StreamResponse(status=200, headers=_JSON)
+            response.content_length = len(full)
+            await response.prepare(request)
+            for start in range(0, len(full), reply.chunk_size):
+                await asyncio.sleep(reply.chunk_delay)
+                await response.write(full[start : start + reply.chunk_size])
+            await response.write_eof()
+            return response
+        return web.Response(body=full, content_type="application/json")
+
+    async def _stream(
+        self, request: web.BaseRequest, reply: Reply, events: list[bytes]
+    ) -> web.StreamResponse:
+        response = web.StreamResponse(status=200, headers=_SSE)
+        await response.prepare(request)
+        if not reply.chunk_delay and reply.fail is None:
+            # every event at once: a client reads them as separate events all the same
+            await response.write(b"".join(events))
+            await response.write_eof()
+            return response
+        # the faults hit an event in the middle, never the closing one
+        faulty = max(0, len(events) - 2)
+        for index, event in enumerate(events):
+            if reply.fail == "broken_stream" and index == min(2, faulty):
+                # half an event, then the connection drops before the stream ends
+                await response.write(event[:20])
+                return _drop(request, response)
+            if reply.fail == "invalid_json" and index == min(2, faulty):
+                event = _truncated_event(event)
+            await response.write(event)
+            if reply.chunk_delay:
+                await asyncio.sleep(reply.chunk_delay)
+        await response.write_eof()
+        return response
+
+
+_JSON = {"content-type": "application/json"}
+_SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
+
+
+def _json(status: int, data: Any, headers: Mapping[str, str] | None = None) -> web.Response:
+    body = json.dumps(data).encode()
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+
+def _drop(
+    request: web.BaseRequest, response: web.StreamResponse | None = None
+) -> web.StreamResponse:
+    """Close the connection at once, without finishing (or sending) the response."""
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
+    if response is None:
+        # nothing was sent: tell aiohttp the client is gone, as when it hangs up
+        raise asyncio.CancelledError
+    return response
+
+
+def _truncated_event(event: bytes) -> bytes:
+    """The event with its JSON cut in half: a ``data:`` line that does not parse."""
+    head, sep, data = event.partition(b"data: ")
+    data = data.rstrip(b"\n")
+    return head + sep + data[: max(1, len(data) // 2)] + b"\n\n"
+
+
+def _default_error_message(status: int) -> str:
+    if status == 429:
+        return "Rate limit reached for requests (scripted). Please try again later."
+    if status >= 500:
+        return "The server had an error while processing your request (scripted)."
+    return f"Request rejected with status {status} (scripted)."
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m agentkit.testing.model_server --script FILE --port N``."""
+    import argparse
+    import signal
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="python -m agentkit.testing.model_server",
+        description=(
+            "Serve a scripted model (OpenAI chat completions and Responses, Anthropic "
+            "Messages) on loopback until Ctrl-C."
+        ),
+    )
+    parser.add_argument("--script", type=Path, help="JSON model script (default: reply 'ok')")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=0, help="port (default 0: chosen by the OS)")
+    args = parser.parse_args(argv)
+    try:
+        server = ScriptedModelServer(args.script, host=args.host, port=args.port)
+    except AgentkitError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+    async def serve() -> None:
+        try:
+            await server.__aenter__()
+        except OSError as exc:
+            print(f"error: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        print(server.base_url, flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await server.__aexit__(None, None, None)
+
+    asyncio.run(serve())
+
+
+if __name__ == "__main__":
+    main()
