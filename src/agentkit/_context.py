@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._convert import unstructure
+
 if TYPE_CHECKING:
     from agentkit._pricing import Pricing
     from agentkit._sandbox import Sandbox
@@ -137,7 +139,6 @@ class RunContext:
 
     def to_json(self) -> dict[str, Any]:
         """The context as JSON, without the API key, secret header values or the sandbox."""
-        from agentkit._convert import unstructure
 
         return {
             "model": self.model,

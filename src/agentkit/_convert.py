@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from agentkit._errors import ValidationError
+from agentkit._options import _matches, _type_name
 
 if TYPE_CHECKING:
     import cattrs
@@ -136,7 +137,6 @@ def _is_plain_union(tp: Any) -> bool:
 
 def _structure_union(value: Any, tp: Any) -> Any:
     """Strict unions of plain JSON types: the value must already be one of them."""
-    from agentkit._options import _matches, _type_name
 
     for arg in typing.get_args(tp):
         if attrs.has(arg) and isinstance(value, dict):

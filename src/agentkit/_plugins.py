@@ -21,6 +21,9 @@ from typing import Any, Literal
 
 import attrs
 
+from agentkit._errors import PluginError
+from agentkit._version import __version__
+
 __all__ = [
     "KINDS",
     "Kind",
@@ -72,8 +75,6 @@ class Registration:
         if not isinstance(self._factory, str):
             return self._factory
         if not self._resolved:
-            from agentkit._errors import PluginError
-
             module, _, attr = self._factory.partition(":")
             try:
                 obj = getattr(importlib.import_module(module), attr)
@@ -183,6 +184,7 @@ def _describe(obj: Any) -> str:
 def _check(kind: Kind, obj: Any) -> str | None:
     """Say why ``obj`` cannot be registered as a ``kind``, or return None."""
     if kind == "harness":
+        # deferred: the harness contract (and Task under it) is not needed for agentkit --help
         from agentkit._harness import check_harness
 
         return check_harness(obj)
@@ -256,10 +258,10 @@ def load(
     ``plugin_modules`` replaces entry-point discovery (used by tests):
     tuples of (plugin name, module or object, distribution, version).
     """
+    # deferred: pluggy and the hook specifications load with the plugins, not for --help
     import pluggy
 
     from agentkit import hookspecs
-    from agentkit._version import __version__
 
     pm = pluggy.PluginManager("agentkit")
     pm.add_hookspecs(hookspecs)

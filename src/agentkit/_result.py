@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 import attrs
 
+from agentkit._convert import structure, unstructure
+from agentkit._errors import ValidationError
 from agentkit._events import Event
 from agentkit._usage import Usage
 
@@ -53,8 +55,6 @@ _STATUSES = ("completed", "failed", "timeout", "cancelled")
 
 def _check_status(_inst: Any, _attr: Any, value: str) -> None:
     if value not in _STATUSES:
-        from agentkit._errors import ValidationError
-
         raise ValidationError("status", f"expected one of {', '.join(_STATUSES)}, got {value!r}")
 
 
@@ -99,7 +99,6 @@ class HarnessResult:
         The keys are those such states use (``completion``, ``responses``...)
         plus ``harness_*`` for the rest; merge with ``state.update(patch)``.
         """
-        from agentkit._convert import unstructure
 
         return {
             "completion": list(self.messages),
@@ -115,7 +114,6 @@ class HarnessResult:
 
     def to_json(self) -> dict[str, Any]:
         """The result as plain JSON."""
-        from agentkit._convert import unstructure
 
         data: dict[str, Any] = unstructure(self)
         return data
@@ -123,6 +121,5 @@ class HarnessResult:
     @classmethod
     def from_json(cls, data: Any, *, source: str | None = None) -> HarnessResult:
         """Build a result from JSON, strictly."""
-        from agentkit._convert import structure
 
         return structure(data, cls, source=source)

@@ -13,7 +13,8 @@ from typing import Any
 
 import attrs
 
-from agentkit._errors import ValidationError
+from agentkit._convert import structure, unstructure
+from agentkit._errors import TaskReferenceError, ValidationError
 from agentkit._limits import check_finite, check_nesting
 
 __all__ = [
@@ -195,8 +196,6 @@ class Task:
     def require_payload(self) -> Task:
         """Return ``self``, or raise a clear error if this is only a reference."""
         if self.is_reference:
-            from agentkit._errors import TaskReferenceError
-
             raise TaskReferenceError(
                 f"task {self.task_id!r} is only a reference (it has no input); load it from "
                 f"taskset {self.taskset_id!r} first, for example "
@@ -207,7 +206,6 @@ class Task:
 
     def to_json(self) -> dict[str, Any]:
         """The task as plain JSON."""
-        from agentkit._convert import unstructure
 
         data: dict[str, Any] = unstructure(self)
         return data
@@ -215,6 +213,5 @@ class Task:
     @classmethod
     def from_json(cls, data: Any, *, source: str | None = None, path: str = "") -> Task:
         """Build a task from JSON, strictly (see :mod:`agentkit._convert`)."""
-        from agentkit._convert import structure
 
         return structure(data, cls, source=source, path=path)

@@ -12,7 +12,7 @@ import abc
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agentkit._errors import ValidationError
+from agentkit._errors import AgentkitError, ValidationError
 from agentkit._sandbox import ExecutionHints
 from agentkit._task import Task
 
@@ -115,8 +115,6 @@ class Taskset(abc.ABC):
         try:
             import datasets
         except ImportError:
-            from agentkit._errors import AgentkitError
-
             raise AgentkitError(
                 "Taskset.to_dataset needs the 'datasets' package: pip install 'agentkit[datasets]'"
             ) from None

@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any
 
 from agentkit._errors import PluginError, SpecError, UnknownNameError
 from agentkit._options import OptionSchema
-from agentkit._plugins import KINDS, Kind, LoadedRegistry, PluginFailure, PluginInfo, Registration
+from agentkit._plugins import (
+    KINDS,
+    Kind,
+    LoadedRegistry,
+    PluginFailure,
+    PluginInfo,
+    Registration,
+    load,
+)
+from agentkit._taskset import Taskset
 
 if TYPE_CHECKING:
     from agentkit._harness import Harness
@@ -69,8 +78,6 @@ def get_registry() -> LoadedRegistry:
     """Load every plugin once per process and return the registry."""
     global _current
     if _current is None:
-        from agentkit._plugins import load
-
         _current = load()
     return _current
 
@@ -82,7 +89,6 @@ def reset(plugin_modules: list[tuple[str, Any, str, str]] | None = None) -> Load
     plugins instead of the entry points, beside the default plugins.
     """
     global _current
-    from agentkit._plugins import load
 
     _current = load(plugin_modules)
     return _current
@@ -169,7 +175,6 @@ def parse_taskset_spec(spec: str) -> tuple[str, str]:
 
 def resolve_taskset(spec: str, **options: Any) -> Taskset:
     """Build the taskset named by ``"provider:argument"`` with typed ``options``."""
-    from agentkit._taskset import Taskset
 
     provider, argument = parse_taskset_spec(spec)
     r = get("taskset", provider)

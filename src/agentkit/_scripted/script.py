@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 import attrs
 
+from agentkit._convert import structure
 from agentkit._errors import ValidationError
 
 __all__ = [
@@ -397,7 +398,6 @@ class Script:
     @classmethod
     def from_json(cls, data: Any, *, source: str | None = None) -> Script:
         """Build a script from parsed JSON, strictly (unknown keys are errors naming their path)."""
-        from agentkit._convert import structure
 
         parsed = structure(data, _ScriptFile, source=source or "model script")
         return cls(parsed.rules, parsed.default, parsed.models)

@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from agentkit._errors import AgentkitError
+from agentkit._plugins import command_hooks
 from agentkit._version import __version__
 
 __all__ = ["cli", "main"]
@@ -83,10 +85,9 @@ class LazyGroup(click.Group):
             return
         self._plugins_loaded = True
         if light:
-            from agentkit._plugins import command_hooks
-
             hooks = command_hooks()
         else:
+            # deferred: the registry and its option schemas are not needed for --help
             from agentkit.registry import get_registry
 
             hooks = get_registry().commands_hooks
@@ -110,7 +111,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: run the CLI; agentkit errors exit 2 with one message, no traceback."""
-    from agentkit._errors import AgentkitError
 
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from agentkit.training import export_run
+
 __all__ = ["export_cmd"]
 
 
@@ -78,7 +80,6 @@ def export_cmd(
     drop_unscored: bool,
 ) -> None:
     """Export a run directory's rollouts as training records (JSONL or parquet)."""
-    from agentkit.training import export_run
 
     if out is None:
         out = run_dir / f"train.{fmt}"

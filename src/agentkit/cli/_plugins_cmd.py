@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from agentkit import registry
 from agentkit._plugins import Kind
 
 __all__ = ["list_cmd", "plugins_cmd"]
@@ -21,8 +22,6 @@ _LIST_KINDS: dict[str, Kind] = {
 
 
 def _plugins_json() -> dict[str, Any]:
-    from agentkit import registry
-
     return {
         "plugins": [p.to_json() for p in registry.plugins()],
         "failed": [f.to_json() for f in registry.failures()],
@@ -68,8 +67,6 @@ def plugins_cmd(table: bool) -> None:
 
 
 def _entry_json(kind: Kind, name: str) -> dict[str, Any]:
-    from agentkit import registry
-
     r = registry.get(kind, name)
     try:
         options: list[dict[str, Any]] | str = registry.option_schema(kind, name).describe()
@@ -93,7 +90,6 @@ def list_cmd(kind: str, as_json: bool) -> None:
 
     KIND is one of: harnesses, tasksets, rubrics, sandboxes.
     """
-    from agentkit import registry
 
     registry_kind = _LIST_KINDS[kind]
     names = registry.names(registry_kind)

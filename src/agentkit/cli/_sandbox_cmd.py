@@ -7,6 +7,10 @@ from typing import Any
 
 import click
 
+from agentkit.sandbox import SandboxUnavailableError
+from agentkit.sandbox._docker_engine import prune
+from agentkit.sandbox._imageroot import default_cache_dir, prune_image_roots
+
 __all__ = ["prune_cmd", "sandbox_group"]
 
 
@@ -65,9 +69,6 @@ def prune_cmd(
     """
     import anyio
 
-    from agentkit.sandbox import SandboxUnavailableError
-    from agentkit.sandbox._docker_engine import prune
-
     failed = False
     try:
         report = anyio.run(lambda: prune(everything=everything, images=images))
@@ -103,7 +104,6 @@ def _echo_docker(report: Any) -> bool:
 
 def _prune_roots(cache: Path | None, unused_days: float) -> bool:
     """Prune exported image roots and print what happened; True on errors."""
-    from agentkit.sandbox._imageroot import default_cache_dir, prune_image_roots
 
     cache = cache or default_cache_dir()
     report = prune_image_roots(cache, unused_for_sec=unused_days * 86400)

@@ -9,6 +9,10 @@ from typing import Any, TextIO
 
 import click
 
+import agentkit.runs
+from agentkit._errors import SpecError
+from agentkit.env._progress import render_results_table
+
 __all__ = ["print_results", "runs_cmd", "show_cmd"]
 
 
@@ -48,8 +52,6 @@ def print_results(summary: dict[str, Any], *, title: str, file: TextIO | None = 
     default stdout)."""
     from rich.console import Console
 
-    from agentkit.env._progress import render_results_table
-
     console = Console(soft_wrap=False, file=file)
     console.print(render_results_table(summary, title=title))
     for line in usage_lines(summary):
@@ -78,8 +80,6 @@ def print_results(summary: dict[str, Any], *, title: str, file: TextIO | None = 
 
 
 def _open(run_dir: Path) -> Any:
-    import agentkit.runs
-
     return agentkit.runs.open(run_dir)
 
 
@@ -175,8 +175,6 @@ def _text(value: Any) -> str:
 
 
 def _show_rollout(run: Any, rollout_id: str, as_json: bool) -> None:
-    from agentkit._errors import SpecError
-
     try:
         r = run.rollout(rollout_id)
     except KeyError as exc:
@@ -317,7 +315,6 @@ def _step_counts(steps: list[Any]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def runs_cmd(folder: Path, as_json: bool) -> None:
     """List the run directories under FOLDER (default: runs), newest first."""
-    import agentkit.runs
 
     listings = agentkit.runs.list_runs(folder)
     if as_json:

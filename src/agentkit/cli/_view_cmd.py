@@ -6,6 +6,11 @@ from pathlib import Path
 
 import click
 
+from agentkit._errors import SpecError
+from agentkit.view import main, require_web_stack
+from agentkit.view._api import Viewer
+from agentkit.view._hosts import is_loopback
+
 __all__ = ["view_cmd"]
 
 
@@ -35,15 +40,9 @@ def view_cmd(directory: Path, host: str, port: int, no_open: bool) -> None:
     still being written update live. It only reads. Needs the view extra:
     pip install 'agentkit[view]'.
     """
-    from agentkit._errors import SpecError
-    from agentkit.view import main, require_web_stack
-
     require_web_stack()
     if not directory.is_dir():
         raise SpecError(f"{directory}: no such directory; give a run directory or a folder of runs")
-    from agentkit.view._api import Viewer
-    from agentkit.view._hosts import is_loopback
-
     viewer = Viewer(directory)
     names = list(viewer.run_dirs())
     if not is_loopback(host):

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentkit import registry
 from agentkit._context import RunContext, public_headers
 from agentkit._executor import PlannedTask
 from agentkit._redact import MARKER, looks_secret
@@ -77,7 +78,6 @@ def build_manifest(
     run_options: dict[str, Any],
 ) -> dict[str, Any]:
     """The manifest.json document of a run (see docs/run-directory.md)."""
-    from agentkit import registry
 
     return {
         "kind": "agentkit.run",

@@ -33,6 +33,7 @@ def script_path(model: str) -> Path:
 @contextlib.contextmanager
 def scripted_endpoint(model: str) -> Iterator[tuple[str, str]]:
     """Serve ``scripted:FILE``; yields the model name to send and the base URL."""
+    # deferred: aiohttp (the scripted server) loads only for --model scripted:FILE
     from agentkit._scripted.server import ScriptedModelServer
 
     server = ScriptedModelServer(script_path(model))

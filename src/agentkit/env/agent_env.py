@@ -13,10 +13,12 @@ from typing import Any
 
 import attrs
 
+from agentkit import registry
 from agentkit._context import SECRET_HEADER_WORDS, RunContext
 from agentkit._errors import AgentkitError, SpecError
 from agentkit._events import Event
 from agentkit._executor import Executor, Job, PlannedTask
+from agentkit._harness import check_harness
 from agentkit._pricing import Price, resolve_pricing
 from agentkit._redact import Redactor
 from agentkit._rubric import RewardFunction, Rubric
@@ -25,6 +27,7 @@ from agentkit.env._attempt import RolloutWork
 from agentkit.env._live import LiveEvents
 from agentkit.env._manifest import build_manifest, public_options, qualname
 from agentkit.env._preflight import check_before_run
+from agentkit.env._progress import ProgressBar, StatusLine
 from agentkit.env._records import EvalResults, RolloutGroup, RolloutRecord
 from agentkit.env._resume import diff_identity, rerun_on_resume
 from agentkit.env._rubric_compile import CompiledRubric, compile_rubric
@@ -33,6 +36,7 @@ from agentkit.env._scripted import SCRIPTED_PREFIX, script_path, scripted_endpoi
 from agentkit.env._stats import DEFAULT_PASS_THRESHOLD
 from agentkit.env._store import ResumeError, RunDirError, RunStore
 from agentkit.env._summary import build_groups, summarize
+from agentkit.executors import resolve_executor
 
 __all__ = ["AgentEnv"]
 
@@ -89,8 +93,6 @@ class AgentEnv:
         sandbox: str = "local",
         sandbox_options: dict[str, Any] | None = None,
     ) -> None:
-        from agentkit._harness import check_harness
-
         if not isinstance(taskset, Taskset):
             raise SpecError(
                 f"taskset must be a Taskset (taskset_id, __iter__, get_task); "
@@ -136,7 +138,6 @@ class AgentEnv:
         **harness_options: Any,
     ) -> AgentEnv:
         """Build from registered names: ``"provider:argument"`` and a harness name."""
-        from agentkit import registry
 
         ts_options = dict(taskset_options or {})
         taskset = registry.resolve_taskset(taskset_spec, **ts_options)
@@ -180,7 +181,6 @@ class AgentEnv:
             for i, extra in enumerate(self._user_rubrics):
                 compiled.add_user(extra, index=i)
             return compiled
-        from agentkit import registry
 
         return compile_rubric(
             self.taskset,
@@ -365,7 +365,6 @@ class AgentEnv:
             raise SpecError("give either resume= (an existing run) or out= (a new run), not both")
         if check_model_server is not None:  # the earlier name of ``preflight``
             preflight = check_model_server
-        from agentkit.executors import resolve_executor
 
         run_executor = resolve_executor(executor, ray_address=ray_address)
         if isinstance(price, Mapping):
@@ -582,8 +581,6 @@ class AgentEnv:
             )
             bar = None
             if prep.progress:
-                from agentkit.env._progress import ProgressBar
-
                 bar = ProgressBar(wanted, done=len(finished))
             runner = Runner(
                 work=work,
@@ -757,8 +754,6 @@ class AgentEnv:
     def _sandbox_factory(
         self, planned: list[PlannedTask], name: str, options: dict[str, Any]
     ) -> tuple[Callable[..., Any] | None, str | None]:
-        from agentkit import registry
-
         needed = bool(getattr(self.harness, "requires_sandbox", False)) or any(
             p.hints is not None for p in planned
         )
@@ -778,7 +773,6 @@ async def _prepare_environments(runner: Runner, progress: bool) -> None:
     if not progress:
         await runner.prepare()
         return
-    from agentkit.env._progress import StatusLine
 
     with StatusLine() as line:
         await runner.prepare(line.update)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agentkit._context import SECRET_HEADER_WORDS
 from agentkit._redact import MARKER
 
 if TYPE_CHECKING:
@@ -50,7 +51,6 @@ def _secrets(secret: Secrets) -> list[str]:
 def run_secrets(context: RunContext) -> list[str]:
     """What a program run must keep out of what it records and leaves: the run's API
     key and the values of its request headers whose names look secret."""
-    from agentkit._context import SECRET_HEADER_WORDS
 
     headers = [
         value

@@ -30,7 +30,10 @@ from agentkit._rundir import (
     RunDirError,
 )
 from agentkit._usage import Usage
+from agentkit.env._records import RolloutRecord
+from agentkit.env._resume import INFRASTRUCTURE_KINDS
 from agentkit.env._store import RunStore
+from agentkit.env._summary import summarize
 from agentkit.runs._live import live_file, lock_held, looks_running, read_live, scan_live
 from agentkit.runs._types import (
     LiveRollout,
@@ -393,7 +396,6 @@ class Run:
 
     def records(self) -> list[Any]:
         """Every rollout as an :class:`~agentkit.env.RolloutRecord` (small fields only)."""
-        from agentkit.env._records import RolloutRecord
 
         out = []
         ids = self.rollout_ids()
@@ -429,7 +431,6 @@ class Run:
 
     def summary(self) -> dict[str, Any]:
         """The summary.json document, recomputed from the rollouts (partial runs too)."""
-        from agentkit.env._summary import summarize
 
         records = self.records()
         info = self.info
@@ -525,7 +526,6 @@ def _full_line(line: bytes, path: Path) -> dict[str, Any]:
 def _could_not_run(data: dict[str, Any]) -> bool:
     """As is_infrastructure_failure() decides it, without building a RolloutRecord: the
     line's ``infra_error`` marker, or its kind on lines written before the marker."""
-    from agentkit.env._resume import INFRASTRUCTURE_KINDS
 
     marker = data.get("infra_error")
     if isinstance(marker, bool):

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentkit import registry
 from agentkit.sandbox._errors import SandboxError, SandboxPathError, SandboxUnavailableError
 
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ async def open_sandbox(
     Without ``root`` a temporary directory is used and removed afterwards
     (unless ``keep=True``); a given ``root`` is kept.
     """
-    from agentkit import registry
 
     factory = registry.resolve_sandbox(name, **options)
     owns = root is None

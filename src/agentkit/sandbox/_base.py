@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agentkit._errors import OptionError
 from agentkit._sandbox import ExecResult, ExecutionHints
 from agentkit.sandbox._errors import SandboxError
 from agentkit.sandbox._paths import SandboxFS
@@ -56,7 +57,6 @@ class BaseSandbox:
         ``registry.resolve_sandbox`` calls it; a bad value is one clear error
         instead of every rollout's sandbox failing to start.
         """
-        from agentkit._errors import OptionError
 
         for name in cls.positive_options:
             value = options.get(name)

@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from agentkit.images import REPOSITORY
 from agentkit.images._engine import docker_client, engine_error, require_aiodocker
 from agentkit.images._errors import ImageUnavailableError
 from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
@@ -233,8 +234,6 @@ async def prune(*, everything: bool = False, images: bool = False) -> PruneRepor
                 if exc.status != 404:
                     report.errors.append(f"network {net['Name']}: {exc.message}")
         if images:
-            from agentkit.images import REPOSITORY
-
             for image in await client.images.list(filters={"reference": [f"{REPOSITORY}:*"]}):
                 for tag in image.get("RepoTags") or []:
                     try:

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal, NoReturn
 import anyio
 
 from agentkit._sandbox import ExecutionHints, TaskImage
+from agentkit.images import ImageError, PrepareStatus
 from agentkit.sandbox._base import STANDARD_DIRS, BaseSandbox
 from agentkit.sandbox._bwrap import (
     LIFELINE,
@@ -54,6 +55,7 @@ from agentkit.sandbox._imageroot import (
     ImageRoot,
     hold,
 )
+from agentkit.sandbox._imagetools import find_image_tool, task_image_root
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._process import read_json_fd
 from agentkit.sandbox._proctree import kill_tree
@@ -260,9 +262,6 @@ class LocalSandbox(BaseSandbox):
         """
         if image == "host" or not any(h.image for h in hints):
             return [None] * len(hints)
-        from agentkit.images import ImageError, PrepareStatus
-        from agentkit.sandbox._imagetools import find_image_tool, task_image_root
-
         id_base = IMAGE_ID_BASE if needs_own_id((IMAGE_ID_BASE, IMAGE_ID_COUNT)) else None
         cache = Path(image_cache) if image_cache else None
         wanted = list(dict.fromkeys(h.image for h in hints if h.image))
@@ -578,7 +577,6 @@ class LocalSandbox(BaseSandbox):
 
     async def _use_image_root(self) -> None:
         """Get the task's image root and hold it (no prune removes it while we run)."""
-        from agentkit.sandbox._imagetools import find_image_tool, task_image_root
 
         image = self.image
         assert image is not None

@@ -22,7 +22,9 @@ from typing import Any, Literal
 
 import attrs
 
+from agentkit._convert import structure
 from agentkit._errors import SpecError, ValidationError
+from agentkit._limits import load_json
 from agentkit._rubric import RewardFunction, Rubric
 from agentkit._task import Task
 from agentkit._taskset import ListTaskset, TaskProblem
@@ -234,9 +236,6 @@ def _plain_line(data: Any) -> JsonlLine | None:
 
 
 def _parse_line(raw: bytes, taskset_id: str) -> Task:
-    from agentkit._convert import structure
-    from agentkit._limits import load_json
-
     # strict JSON: no duplicate keys, no NaN/Infinity, bounded nesting
     data = load_json(raw)
     line = _plain_line(data) or structure(data, JsonlLine)

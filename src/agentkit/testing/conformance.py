@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping
 from itertools import islice
 from typing import Any
 
+from agentkit import registry
 from agentkit._context import RunContext
 from agentkit._errors import AgentkitError, TaskReferenceError
 from agentkit._events import Event
@@ -356,9 +357,6 @@ def harness_conformance_test(
     label = harness if isinstance(harness, str) else getattr(harness, "__name__", "harness")
 
     async def body(model_server: Any, request: Any, factory: Any) -> None:
-        from agentkit import registry
-        from agentkit._context import RunContext
-
         for name in fixtures:
             request.getfixturevalue(name)
         if script is not None:

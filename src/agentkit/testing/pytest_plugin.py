@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    # deferred: aiohttp loads in the tests that use the server, not in every pytest run
     from agentkit.testing.model_server import ScriptedModelServer
 
 __all__ = ["model_server", "model_server_factory"]
@@ -45,6 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture
 def model_server(request: pytest.FixtureRequest) -> Iterator[ScriptedModelServer]:
     """A scripted model server on 127.0.0.1 (OpenAI, Anthropic), fresh for each test."""
+    # deferred: aiohttp loads in the tests that use the server, not in every pytest run
     from agentkit.testing.model_server import ScriptedModelServer
 
     marker = request.node.get_closest_marker("model_script")
@@ -56,6 +58,7 @@ def model_server(request: pytest.FixtureRequest) -> Iterator[ScriptedModelServer
 @pytest.fixture
 def model_server_factory() -> Iterator[Callable[..., ScriptedModelServer]]:
     """Start extra scripted servers: ``model_server_factory(script, port=0)``."""
+    # deferred: aiohttp loads in the tests that use the server, not in every pytest run
     from agentkit.testing.model_server import ScriptedModelServer
 
     servers: list[ScriptedModelServer] = []

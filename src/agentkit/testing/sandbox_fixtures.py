@@ -34,8 +34,11 @@ from typing import Any
 
 import pytest
 
+from agentkit import registry
 from agentkit._sandbox import ExecutionHints
+from agentkit.sandbox import SandboxError
 from agentkit.sandbox._base import BaseSandbox
+from agentkit.sandbox._imagetools import find_image_tool
 
 __all__ = [
     "ROOT_ONLY",
@@ -130,9 +133,6 @@ requires_docker = pytest.mark.usefixtures("docker_engine")
 
 def image_tool_unavailable() -> str | None:
     """Why the local sandbox cannot make images here (None when it can)."""
-    from agentkit.sandbox import SandboxError
-    from agentkit.sandbox._imagetools import find_image_tool
-
     try:
         find_image_tool()
     except SandboxError as exc:
@@ -244,7 +244,6 @@ SandboxFactoryFixture = Callable[..., Awaitable[BaseSandbox]]
 @pytest.fixture
 async def sandbox_factory(tmp_path: Path) -> AsyncIterator[SandboxFactoryFixture]:
     """Build started sandboxes by name; every one is closed after the test."""
-    from agentkit import registry
 
     made: list[BaseSandbox] = []
     counter = itertools.count()

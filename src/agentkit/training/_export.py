@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from agentkit._errors import AgentkitError
+from agentkit.env._store import RunStore
 from agentkit.training._pipeline import prepare
 from agentkit.training._records import TrainingRecord, from_rollouts
 
@@ -45,7 +46,6 @@ def from_run_dir(run_dir: str | os.PathLike[str]) -> list[TrainingRecord]:
     modified. Advantages are those stored; :func:`~agentkit.training.prepare`
     recomputes them.
     """
-    from agentkit.env._store import RunStore
 
     path = Path(run_dir)
     store = RunStore(path)

@@ -47,6 +47,7 @@ def require_web_stack() -> None:
 def create_app(root: str | os.PathLike[str]) -> web.Application:
     """The viewer as an aiohttp application over ``root`` (for embedding or tests)."""
     require_web_stack()
+    # deferred: the web stack (aiohttp, an extra) loads after require_web_stack's check
     from agentkit.view._server import create_app as make
 
     return make(os.fspath(root))
@@ -68,6 +69,7 @@ def main(
     require_web_stack()
     import asyncio
 
+    # deferred: the web stack (aiohttp, an extra) loads after require_web_stack's check
     from agentkit.view._server import serve
 
     def ready(url: str) -> None:
