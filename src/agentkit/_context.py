@@ -139,7 +139,6 @@ class RunContext:
 
     def to_json(self) -> dict[str, Any]:
         """The context as JSON, without the API key, secret header values or the sandbox."""
-
         return {
             "model": self.model,
             "base_url": self.base_url,

@@ -137,7 +137,6 @@ def _is_plain_union(tp: Any) -> bool:
 
 def _structure_union(value: Any, tp: Any) -> Any:
     """Strict unions of plain JSON types: the value must already be one of them."""
-
     for arg in typing.get_args(tp):
         if attrs.has(arg) and isinstance(value, dict):
             return converter().structure(value, arg)

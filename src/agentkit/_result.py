@@ -99,7 +99,6 @@ class HarnessResult:
         The keys are those such states use (``completion``, ``responses``...)
         plus ``harness_*`` for the rest; merge with ``state.update(patch)``.
         """
-
         return {
             "completion": list(self.messages),
             "output": self.output,
@@ -114,12 +113,10 @@ class HarnessResult:
 
     def to_json(self) -> dict[str, Any]:
         """The result as plain JSON."""
-
         data: dict[str, Any] = unstructure(self)
         return data
 
     @classmethod
     def from_json(cls, data: Any, *, source: str | None = None) -> HarnessResult:
         """Build a result from JSON, strictly."""
-
         return structure(data, cls, source=source)

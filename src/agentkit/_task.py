@@ -206,12 +206,10 @@ class Task:
 
     def to_json(self) -> dict[str, Any]:
         """The task as plain JSON."""
-
         data: dict[str, Any] = unstructure(self)
         return data
 
     @classmethod
     def from_json(cls, data: Any, *, source: str | None = None, path: str = "") -> Task:
         """Build a task from JSON, strictly (see :mod:`agentkit._convert`)."""
-
         return structure(data, cls, source=source, path=path)

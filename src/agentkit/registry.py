@@ -24,7 +24,6 @@ from agentkit._plugins import (
     Registration,
     load,
 )
-from agentkit._taskset import Taskset
 
 if TYPE_CHECKING:
     from agentkit._harness import Harness
@@ -175,6 +174,8 @@ def parse_taskset_spec(spec: str) -> tuple[str, str]:
 
 def resolve_taskset(spec: str, **options: Any) -> Taskset:
     """Build the taskset named by ``"provider:argument"`` with typed ``options``."""
+    # deferred: the taskset contract (and Task under it) is not needed for agentkit plugins
+    from agentkit._taskset import Taskset
 
     provider, argument = parse_taskset_spec(spec)
     r = get("taskset", provider)

@@ -398,7 +398,6 @@ class Script:
     @classmethod
     def from_json(cls, data: Any, *, source: str | None = None) -> Script:
         """Build a script from parsed JSON, strictly (unknown keys are errors naming their path)."""
-
         parsed = structure(data, _ScriptFile, source=source or "model script")
         return cls(parsed.rules, parsed.default, parsed.models)
 

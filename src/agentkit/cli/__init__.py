@@ -111,7 +111,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 def main(argv: list[str] | None = None) -> Any:
     """Entry point: run the CLI; agentkit errors exit 2 with one message, no traceback."""
-
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:

@@ -80,7 +80,6 @@ def export_cmd(
     drop_unscored: bool,
 ) -> None:
     """Export a run directory's rollouts as training records (JSONL or parquet)."""
-
     if out is None:
         out = run_dir / f"train.{fmt}"
     if normalize and batch_normalize:

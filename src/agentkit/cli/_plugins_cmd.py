@@ -90,7 +90,6 @@ def list_cmd(kind: str, as_json: bool) -> None:
 
     KIND is one of: harnesses, tasksets, rubrics, sandboxes.
     """
-
     registry_kind = _LIST_KINDS[kind]
     names = registry.names(registry_kind)
     if as_json:

@@ -104,7 +104,6 @@ def _echo_docker(report: Any) -> bool:
 
 def _prune_roots(cache: Path | None, unused_days: float) -> bool:
     """Prune exported image roots and print what happened; True on errors."""
-
     cache = cache or default_cache_dir()
     report = prune_image_roots(cache, unused_for_sec=unused_days * 86400)
     freed = sum(size for _, _, size in report.removed)

@@ -9,7 +9,6 @@ from typing import Any, TextIO
 
 import click
 
-import agentkit.runs
 from agentkit._errors import SpecError
 from agentkit.env._progress import render_results_table
 
@@ -80,6 +79,9 @@ def print_results(summary: dict[str, Any], *, title: str, file: TextIO | None = 
 
 
 def _open(run_dir: Path) -> Any:
+    # deferred: `agentkit run` prints its results through this module without the reader
+    import agentkit.runs
+
     return agentkit.runs.open(run_dir)
 
 
@@ -315,6 +317,8 @@ def _step_counts(steps: list[Any]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def runs_cmd(folder: Path, as_json: bool) -> None:
     """List the run directories under FOLDER (default: runs), newest first."""
+    # deferred: `agentkit run` prints its results through this module without the reader
+    import agentkit.runs
 
     listings = agentkit.runs.list_runs(folder)
     if as_json:

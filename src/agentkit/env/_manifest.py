@@ -78,7 +78,6 @@ def build_manifest(
     run_options: dict[str, Any],
 ) -> dict[str, Any]:
     """The manifest.json document of a run (see docs/run-directory.md)."""
-
     return {
         "kind": "agentkit.run",
         "schema_version": RUN_SCHEMA_VERSION,

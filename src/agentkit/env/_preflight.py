@@ -22,10 +22,7 @@ from typing import Any
 import anyio
 
 from agentkit._context import RunContext
-from agentkit._endpoint import EndpointError, ModelEndpoint
 from agentkit._errors import AgentkitError
-from agentkit._sandbox import ExecutionHints
-from agentkit.env._manifest import public_url
 
 __all__ = [
     "PreflightError",
@@ -45,6 +42,9 @@ class PreflightError(AgentkitError):
 
 async def check_endpoint(ctx: RunContext) -> tuple[str | None, str | None]:
     """``GET {base_url}/models``: returns ``(problem, warning)``, either may be None."""
+    from agentkit._endpoint import EndpointError, ModelEndpoint
+    from agentkit.env._manifest import public_url
+
     assert ctx.base_url is not None
     where = public_url(ctx.base_url)
     key = ctx.resolved_api_key
@@ -192,6 +192,8 @@ async def check_before_run(
     and the preflight's warnings.
     """
     import attrs
+
+    from agentkit._sandbox import ExecutionHints
 
     kind_warning = await sandbox_kind_preflight(factory)
     if not preflight:

@@ -138,7 +138,6 @@ class AgentEnv:
         **harness_options: Any,
     ) -> AgentEnv:
         """Build from registered names: ``"provider:argument"`` and a harness name."""
-
         ts_options = dict(taskset_options or {})
         taskset = registry.resolve_taskset(taskset_spec, **ts_options)
         harness_obj = registry.resolve_harness(harness, **harness_options)

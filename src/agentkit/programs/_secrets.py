@@ -51,7 +51,6 @@ def _secrets(secret: Secrets) -> list[str]:
 def run_secrets(context: RunContext) -> list[str]:
     """What a program run must keep out of what it records and leaves: the run's API
     key and the values of its request headers whose names look secret."""
-
     headers = [
         value
         for name, value in context.headers.items()

@@ -396,7 +396,6 @@ class Run:
 
     def records(self) -> list[Any]:
         """Every rollout as an :class:`~agentkit.env.RolloutRecord` (small fields only)."""
-
         out = []
         ids = self.rollout_ids()
         self._warm(ids)
@@ -431,7 +430,6 @@ class Run:
 
     def summary(self) -> dict[str, Any]:
         """The summary.json document, recomputed from the rollouts (partial runs too)."""
-
         records = self.records()
         info = self.info
         example = {r.task_id: r.example_id for r in records}
@@ -526,7 +524,6 @@ def _full_line(line: bytes, path: Path) -> dict[str, Any]:
 def _could_not_run(data: dict[str, Any]) -> bool:
     """As is_infrastructure_failure() decides it, without building a RolloutRecord: the
     line's ``infra_error`` marker, or its kind on lines written before the marker."""
-
     marker = data.get("infra_error")
     if isinstance(marker, bool):
         return marker

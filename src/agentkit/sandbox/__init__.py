@@ -47,7 +47,6 @@ async def open_sandbox(
     Without ``root`` a temporary directory is used and removed afterwards
     (unless ``keep=True``); a given ``root`` is kept.
     """
-
     factory = registry.resolve_sandbox(name, **options)
     owns = root is None
     path = Path(tempfile.mkdtemp(prefix="agentkit-sandbox-")) if root is None else Path(root)

@@ -57,7 +57,6 @@ class BaseSandbox:
         ``registry.resolve_sandbox`` calls it; a bad value is one clear error
         instead of every rollout's sandbox failing to start.
         """
-
         for name in cls.positive_options:
             value = options.get(name)
             if value is None:

@@ -577,7 +577,6 @@ class LocalSandbox(BaseSandbox):
 
     async def _use_image_root(self) -> None:
         """Get the task's image root and hold it (no prune removes it while we run)."""
-
         image = self.image
         assert image is not None
         tool = find_image_tool(self._image_tool)

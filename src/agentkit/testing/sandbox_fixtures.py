@@ -244,7 +244,6 @@ SandboxFactoryFixture = Callable[..., Awaitable[BaseSandbox]]
 @pytest.fixture
 async def sandbox_factory(tmp_path: Path) -> AsyncIterator[SandboxFactoryFixture]:
     """Build started sandboxes by name; every one is closed after the test."""
-
     made: list[BaseSandbox] = []
     counter = itertools.count()
 

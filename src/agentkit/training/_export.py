@@ -46,7 +46,6 @@ def from_run_dir(run_dir: str | os.PathLike[str]) -> list[TrainingRecord]:
     modified. Advantages are those stored; :func:`~agentkit.training.prepare`
     recomputes them.
     """
-
     path = Path(run_dir)
     store = RunStore(path)
     if not store.rollouts_path.is_file():
