@@ -151,7 +151,7 @@ class RayExecutor:
             await self.close()  # a run that does not start leaves no connection behind
             raise
 
-    def _ship(self, ray: Any, work: RolloutWork, run_dir: Path | None) -> None:
+    def _ship(self, ray: Any, work: AttemptWork, run_dir: Path | None) -> None:
         """Check the cluster has nodes for the sandbox, then put the run in its object store."""
         self._nodes = [n for n in ray.nodes() if n.get("Alive")]
         self._label = sandbox_node_label(work.sandbox_factory)
