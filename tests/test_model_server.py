@@ -327,6 +327,27 @@ def test_invalid_json_body(model_server: ScriptedModelServer, stream: bool) -> N
             list(result)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_raw_body_is_sent_exactly_as_written(
+    model_server: ScriptedModelServer, stream: bool
+) -> None:
+    deep = "[" * 200_000 + "]" * 200_000  # no JSON object in a script can hold this
+    model_server.set_script({"default": {"raw_body": deep}})
+    raw = raw_post(model_server, {"model": "m", "messages": USER, "stream": stream})
+    assert raw.status_code == 200
+    if stream:
+        assert raw.headers["content-type"].startswith("text/event-stream")
+        assert sse_events(raw.text) == [deep, "[DONE]"]
+    else:
+        assert raw.headers["content-type"].startswith("application/json")
+        assert raw.text == deep
+    model_server.set_script({"default": {"status": 503, "raw_body": "{not json"}})
+    error = raw_post(model_server, {"model": "m", "messages": USER, "stream": stream})
+    assert (error.status_code, error.text) == (503, "{not json")
+    with pytest.raises(ValidationError, match="raw_body: give body or raw_body, not both"):
+        Script.from_json({"default": {"body": {}, "raw_body": "{}"}})
+
+
 def _is_json(text: str) -> bool:
     try:
         json.loads(text)

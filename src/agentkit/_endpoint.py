@@ -17,6 +17,8 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+from agentkit._limits import loads_bounded
+
 __all__ = ["EndpointError", "ModelEndpoint", "retry_after_seconds"]
 
 #: Connections per pool before the endpoint opens another pool.
@@ -87,7 +89,7 @@ def _kind_of(status: int) -> str:
 
 def _detail(body: bytes) -> str:
     try:
-        data = json.loads(body)
+        data = loads_bounded(body)
     except ValueError:
         return body.decode("utf-8", "replace").strip()[:500] or "no message"
     if isinstance(data, dict):
@@ -262,8 +264,10 @@ class ModelEndpoint:
     ) -> Any:
         """POST JSON and return the JSON answer; a non-2xx status raises EndpointError.
 
-        With ``max_bytes``, a larger answer is refused (``model_bad_response``)
-        without being held whole.
+        An answer that is not JSON, or is nested deeper than
+        :data:`~agentkit._limits.MAX_NESTING_DEPTH` levels, is refused
+        (``model_bad_response``). With ``max_bytes``, a larger answer is
+        refused likewise without being held whole.
         """
         status, answer_headers, content = await self._request(
             "POST", path, body, query=query, headers=headers, max_bytes=max_bytes
@@ -273,7 +277,7 @@ class ModelEndpoint:
             wait = retry_after_seconds(answer_headers)
             raise EndpointError(_kind_of(status), message, status, wait)
         try:
-            return json.loads(content)
+            return loads_bounded(content)
         except ValueError as exc:
             raise EndpointError(
                 "model_bad_response", f"the model endpoint sent a malformed response: {exc}"
@@ -290,7 +294,9 @@ class ModelEndpoint:
         """POST JSON and yield the JSON payloads of the server-sent event stream.
 
         Reads to the end after ``[DONE]`` so the connection can be reused; an
-        ``error`` payload raises EndpointError (kind ``model_error``).
+        ``error`` payload raises EndpointError (kind ``model_error``), and a
+        payload that is not JSON or is nested too deep one of kind
+        ``model_bad_response``.
         """
         index, pool = self._pool()
         self.in_flight[index] += 1
@@ -339,7 +345,7 @@ async def _events(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]
         data.clear()
         if text.startswith("[DONE]"):
             return None
-        event = json.loads(text)
+        event = loads_bounded(text)
         if isinstance(event, dict) and event.get("error"):
             error = event["error"]
             message = error.get("message") if isinstance(error, dict) else None

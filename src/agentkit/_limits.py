@@ -1,9 +1,16 @@
-"""Input caps: how deep task data may nest, how JSON task files are read.
+"""Input caps: how deep JSON may nest, how JSON task files and replies are read.
 
 A hostile or broken task file must cost one clear error naming the file, never a
 ``RecursionError`` that aborts the whole load or a silently odd value. JSON is read
 strictly: duplicate keys and ``NaN``/``Infinity`` (not JSON, though Python's parser
 takes them) are errors, and so is nesting deeper than :data:`MAX_NESTING_DEPTH`.
+
+JSON another program sends (a model server's reply, a stream event, an error
+body) is read with :func:`loads_bounded`: as leniently as ``json.loads``, but a
+body nested deeper than :data:`MAX_NESTING_DEPTH` is a :class:`NestingError`
+(a ``ValueError``, like any malformed body) with our message, whether Python's
+parser gave up on it (200,000 levels: ``RecursionError``) or it parsed and would
+break whatever walks it next (redaction, the rollout record).
 See docs/security.md for every cap.
 """
 
@@ -18,16 +25,29 @@ from agentkit._errors import ValidationError
 
 __all__ = [
     "MAX_NESTING_DEPTH",
+    "NestingError",
     "check_finite",
     "check_nesting",
+    "json_type",
     "load_json",
+    "loads_bounded",
     "nesting_depth",
 ]
 
-#: How many levels of objects and arrays task data may nest (a chat transcript with
-#: tool calls uses about ten). Deeper data is refused when it is loaded: the code
-#: that reads it back (validation, conversion, JSON writing) is recursive.
+#: How many levels of objects and arrays task data and replies may nest (a chat
+#: transcript with tool calls uses about ten; a chat completion with logprobs six).
+#: Deeper data is refused when it is loaded: the code that reads it back
+#: (validation, conversion, redaction, JSON writing) is recursive.
 MAX_NESTING_DEPTH = 100
+
+
+class NestingError(ValueError):
+    """JSON from another program nested deeper than :data:`MAX_NESTING_DEPTH` (or
+    ``limit``): a malformed body, so a ``ValueError``."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"it is nested more than {limit} levels deep (MAX_NESTING_DEPTH)")
+        self.limit = limit
 
 
 def nesting_depth(value: Any, limit: int = MAX_NESTING_DEPTH) -> int:
@@ -122,3 +142,40 @@ def load_json(
         raise ValidationError("", f"nested more than {limit} levels deep", source) from None
     check_nesting(data, "", source, limit)
     return data
+
+
+def loads_bounded(data: str | bytes, *, limit: int = MAX_NESTING_DEPTH) -> Any:
+    """``json.loads(data)`` for JSON another program sent, refusing deep nesting.
+
+    Raises ``ValueError`` for text that is not JSON (``json.JSONDecodeError``)
+    and :class:`NestingError` for a document nested deeper than ``limit``. A
+    document with no more opening brackets than ``limit`` cannot be that deep
+    and is not walked again (the common case: a reply has a few dozen).
+    """
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise NestingError(limit) from None
+    opens = (
+        data.count(b"[") + data.count(b"{")
+        if isinstance(data, bytes)
+        else data.count("[") + data.count("{")
+    )
+    if opens > limit and nesting_depth(value, limit) > limit:
+        raise NestingError(limit)
+    return value
+
+
+def json_type(value: Any) -> str:
+    """A parsed JSON value's type, for messages: ``an object``, ``a string``, ``null``..."""
+    if value is None:
+        return "null"
+    names: dict[type[Any], str] = {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+    }
+    return names.get(type(value), f"a {type(value).__name__}")

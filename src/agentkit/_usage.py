@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
+
+from agentkit._errors import ValidationError
+from agentkit._limits import json_type
 
 __all__ = ["Usage"]
 
@@ -21,6 +26,37 @@ class Usage:
     reasoning_tokens: int = 0
     cost: float = 0.0
     requests: int = 0
+
+    @classmethod
+    def from_openai(cls, usage: Any, *, where: str = "usage") -> Usage:
+        """One model call's usage from an OpenAI-style ``usage`` object, as reported.
+
+        Reads ``prompt_tokens``, ``completion_tokens``,
+        ``prompt_tokens_details.cached_tokens`` and
+        ``completion_tokens_details.reasoning_tokens``; an absent or null count
+        is 0, and no usage at all (None) is a call without counts. A count that
+        is not a whole number >= 0 (a string, a fraction, a boolean), or a
+        usage or details block that is not an object, raises
+        :class:`~agentkit.ValidationError` naming the field
+        (``usage.prompt_tokens: expected a whole number of tokens >= 0 or
+        null, got a string ('12')``); ``where`` is the name it starts from.
+        """
+        if usage is None:
+            return cls(requests=1)
+        block = _block(usage, where)
+        prompt = _block(block.get("prompt_tokens_details"), f"{where}.prompt_tokens_details")
+        completion = _block(
+            block.get("completion_tokens_details"), f"{where}.completion_tokens_details"
+        )
+        return cls(
+            input_tokens=_count(block, "prompt_tokens", where),
+            output_tokens=_count(block, "completion_tokens", where),
+            cached_tokens=_count(prompt, "cached_tokens", f"{where}.prompt_tokens_details"),
+            reasoning_tokens=_count(
+                completion, "reasoning_tokens", f"{where}.completion_tokens_details"
+            ),
+            requests=1,
+        )
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -47,3 +83,29 @@ class Usage:
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
+
+
+def _block(value: Any, where: str) -> dict[str, Any]:
+    """A usage object (null: empty); anything else is a ValidationError at ``where``."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValidationError(where, f"expected an object or null, got {json_type(value)}")
+    return value
+
+
+def _count(block: dict[str, Any], name: str, where: str) -> int:
+    """The token count ``block[name]``: a whole number >= 0 (0 when absent or null)."""
+    value = block.get(name)
+    if value is None:
+        return 0
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    shown = repr(value)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    raise ValidationError(
+        f"{where}.{name}",
+        f"expected a whole number of tokens >= 0 or null, got {json_type(value)} ({shown})",
+    )

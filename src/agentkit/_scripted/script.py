@@ -119,8 +119,15 @@ class Reply:
     #: Sent as the whole response body instead of a rendered completion (as the single
     #: event of a stream): for replies of the wrong shape.
     body: dict[str, Any] | None = None
+    #: Text sent as the whole response body exactly as written (as the single event's
+    #: ``data:`` of a stream; with ``status``, as the error's body): bodies a JSON object
+    #: in a script cannot hold, such as one nested 200,000 levels deep, or a particular
+    #: malformed JSON text.
+    raw_body: str | None = None
 
     def __attrs_post_init__(self) -> None:
+        if self.body is not None and self.raw_body is not None:
+            raise ValidationError("raw_body", "give body or raw_body, not both")
         if self.status is not None and not 400 <= self.status <= 599:
             raise ValidationError(
                 "status", f"expected an HTTP error status 400-599, got {self.status}"

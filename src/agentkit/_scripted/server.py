@@ -394,11 +394,20 @@ class ScriptedModelServer:
             headers = {"retry-after": "0"} if status == 429 else {}
             if reply.retry_after is not None:
                 headers = {"retry-after": f"{reply.retry_after:g}"}
+            if reply.raw_body is not None:  # an error body of the script's own text
+                return web.Response(
+                    status=status,
+                    body=reply.raw_body.encode(),
+                    content_type="application/json",
+                    headers=headers,
+                )
             return _json(status, wire.error_body(status, message), headers)
-        if reply.body is not None:  # a reply of the wrong shape, as the script gives it
+        if reply.body is not None or reply.raw_body is not None:
+            # a reply of the wrong shape, as the script gives it
+            text = json.dumps(reply.body) if reply.raw_body is None else reply.raw_body
             if not view.stream:
-                return _json(200, reply.body)
-            event = f"data: {json.dumps(reply.body)}\n\n".encode()
+                return web.Response(body=text.encode(), content_type="application/json")
+            event = f"data: {text}\n\n".encode()
             return await self._stream(request, reply, [event, b"data: [DONE]\n\n"])
         answer = Answer.build(reply, view, next(self._ids), int(time.time()))
         if view.stream:

@@ -13,7 +13,6 @@ is only a warning: gateways route names they do not list.
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,6 +22,7 @@ import anyio
 
 from agentkit._context import RunContext
 from agentkit._errors import AgentkitError
+from agentkit._limits import loads_bounded
 
 __all__ = [
     "PreflightError",
@@ -77,9 +77,10 @@ async def check_endpoint(ctx: RunContext) -> tuple[str | None, str | None]:
         ), None
     if status >= 300 or not ctx.model:
         return None, None  # it answers; not every server lists its models
-    try:
-        listed = [m.get("id") for m in json.loads(body).get("data") or [] if isinstance(m, dict)]
-    except (ValueError, AttributeError):
+    try:  # a listing that cannot be read (not JSON, too deep, another shape) lists nothing
+        data = loads_bounded(body).get("data") or []
+        listed = [m.get("id") for m in data if isinstance(m, dict)]
+    except (ValueError, AttributeError, TypeError):
         return None, None
     names = [str(m) for m in listed if m]
     if names and ctx.model not in names:

@@ -28,8 +28,9 @@ import anyio
 
 from agentkit._context import RunContext
 from agentkit._endpoint import EndpointError, ModelEndpoint, retry_after_seconds
-from agentkit._errors import HarnessError
+from agentkit._errors import HarnessError, ValidationError
 from agentkit._events import EventCallback, EventRecorder
+from agentkit._limits import json_type
 from agentkit._redact import MARKER
 from agentkit._result import HarnessResult
 from agentkit._task import Task
@@ -39,7 +40,12 @@ from agentkit._usage import Usage
 if TYPE_CHECKING:
     import asyncio
 
-__all__ = ["MAX_REPLY_BYTES", "MAX_REPLY_CHARS", "ChatHarness", "retry_after_seconds"]
+__all__ = [
+    "MAX_REPLY_BYTES",
+    "MAX_REPLY_CHARS",
+    "ChatHarness",
+    "retry_after_seconds",
+]
 
 #: Sampling arguments the openai client takes as keywords; others go in ``extra_body``.
 _CLIENT_ARGS = frozenset(
@@ -388,15 +394,22 @@ class ChatHarness:
         if not isinstance(raw, dict):
             raise _ModelCallError("model_bad_response", "the model response has no message")
         state.last_reasoning = state.cap(raw.get("reasoning_content"), "reasoning")
+        content = raw.get("content")
+        if content is not None and not isinstance(content, (str, list)):
+            raise _ModelCallError(
+                "model_bad_response",
+                f"the model response's content is {json_type(content)}, "
+                "not a string or a list of parts",
+            )
         message: dict[str, Any] = {
             "role": "assistant",
-            "content": state.cap(raw.get("content"), "content"),
+            "content": state.cap(content, "content"),
         }
         calls = raw.get("tool_calls")
         if calls is not None and not isinstance(calls, list):
             raise _ModelCallError(
                 "model_bad_response",
-                f"the model response's tool_calls is {_json_type(calls)}, not a list",
+                f"the model response's tool_calls is {json_type(calls)}, not a list",
             )
         if calls:
             message["tool_calls"] = [_tool_call(c, state) for c in calls]
@@ -425,42 +438,43 @@ class ChatHarness:
                 usage = _usage_of(chunk["usage"])
             if isinstance(chunk.get("prompt_token_ids"), list):
                 prompt_ids = chunk["prompt_token_ids"]
-            for choice in chunk.get("choices") or ():
+            for choice in _typed(chunk.get("choices"), list, "a stream chunk's choices") or ():
+                choice = _typed(choice, dict, "a stream chunk's choice")
                 _, ids, lps = response_tokens({"choices": [choice]})
                 token_ids += ids or []
                 logprobs += lps or []
-                delta = choice.get("delta") or {}
-                content = delta.get("content")
+                delta = _typed(choice.get("delta"), dict, "a stream chunk's delta") or {}
+                content = _typed(delta.get("content"), str, "a stream chunk's content")
                 if content:
                     text.append(content)
                 reasoning = delta.get("reasoning_content")
                 if isinstance(reasoning, str):
                     thought.append(reasoning)
-                parts = delta.get("tool_calls")
-                if parts is not None and not isinstance(parts, list):
-                    raise _ModelCallError(
-                        "model_bad_response",
-                        f"a stream chunk's tool_calls is {_json_type(parts)}, not a list",
-                    )
+                parts = _typed(delta.get("tool_calls"), list, "a stream chunk's tool_calls")
                 for part in parts or ():
-                    if not isinstance(part, dict):
+                    part = _typed(part, dict, "a stream chunk's tool call")
+                    index = part.get("index", 0)
+                    if not isinstance(index, int) or isinstance(index, bool):
                         raise _ModelCallError(
                             "model_bad_response",
-                            f"a stream chunk's tool call is {_json_type(part)}, not an object",
+                            f"a stream chunk's tool call index is {json_type(index)}, "
+                            "not an integer",
                         )
                     call = calls.setdefault(
-                        part.get("index", 0),
+                        index,
                         {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
                     )
                     if part.get("id"):
                         call["id"] = part["id"]
-                    function = part.get("function")
+                    function = _typed(part.get("function"), dict, "a stream chunk's function")
                     if function is not None:
-                        if function.get("name"):
-                            call["function"]["name"] += function["name"]
-                        piece = function.get("arguments")
+                        name = _typed(function.get("name"), str, "a stream chunk's function name")
+                        if name:
+                            call["function"]["name"] += name
+                        piece = _typed(
+                            function.get("arguments"), str, "a stream chunk's function arguments"
+                        )
                         if piece:
-                            index = part.get("index", 0)
                             arg_chars[index] = arg_chars.get(index, 0) + len(piece)
                             kept = call["function"]["arguments"]
                             if len(kept) < MAX_REPLY_CHARS:
@@ -584,16 +598,21 @@ def _without_nulls(value: Any) -> Any:
     return value
 
 
-def _json_type(value: Any) -> str:
-    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
-    return names.get(type(value), "null" if value is None else f"a {type(value).__name__}")
+def _typed(value: Any, kind: type[Any], what: str) -> Any:
+    """``value`` when it is null or a ``kind`` (a JSON object, list or string); anything
+    else is a bad response naming ``what``."""
+    if value is None or isinstance(value, kind):
+        return value
+    names: dict[type[Any], str] = {dict: "an object", list: "a list", str: "a string"}
+    expected = names.get(kind, kind.__name__)
+    raise _ModelCallError("model_bad_response", f"{what} is {json_type(value)}, not {expected}")
 
 
 def _tool_call(call: Any, state: _RunState) -> dict[str, Any]:
     """One tool call of a reply, without nulls, its arguments cut to MAX_REPLY_CHARS."""
     if not isinstance(call, dict):
         raise _ModelCallError(
-            "model_bad_response", f"a tool call in the model response is {_json_type(call)}"
+            "model_bad_response", f"a tool call in the model response is {json_type(call)}"
         )
     out: dict[str, Any] = _without_nulls(call)
     function = out.get("function")
@@ -671,22 +690,14 @@ def _initial_messages(task: Task, system_prompt: str | None) -> list[dict[str, A
 
 
 def _usage_of(usage: Any) -> Usage:
-    """One call's usage from the ``usage`` object of a response or its last chunk."""
-    if not isinstance(usage, dict):
-        return Usage(requests=1)
-    prompt_details = usage.get("prompt_tokens_details")
-    completion_details = usage.get("completion_tokens_details")
-    return Usage(
-        input_tokens=int(usage.get("prompt_tokens") or 0),
-        output_tokens=int(usage.get("completion_tokens") or 0),
-        cached_tokens=int(_field(prompt_details, "cached_tokens") or 0),
-        reasoning_tokens=int(_field(completion_details, "reasoning_tokens") or 0),
-        requests=1,
-    )
-
-
-def _field(value: Any, name: str) -> Any:
-    return value.get(name) if isinstance(value, dict) else None
+    """One call's usage from the ``usage`` object of a response or its last chunk;
+    counts of the wrong type are a bad response naming the field."""
+    try:
+        return Usage.from_openai(usage)
+    except ValidationError as exc:
+        raise _ModelCallError(
+            "model_bad_response", f"the model response is malformed: {exc}"
+        ) from None
 
 
 def _last_assistant_text(messages: list[dict[str, Any]]) -> str | None:

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from agentkit._context import RunContext
 from agentkit._endpoint import EndpointError, ModelEndpoint
-from agentkit._errors import HarnessError
+from agentkit._errors import HarnessError, ValidationError
 from agentkit._events import EventCallback, EventRecorder
 from agentkit._redact import MARKER
 from agentkit._result import HarnessResult
@@ -432,7 +432,12 @@ class FleetToolCallHarness:
             message = choice.get("message") if isinstance(choice, dict) else None
             content = message.get("content") if isinstance(message, dict) else None
             text = content if isinstance(content, str) else ""
-            call_usage = _usage_of(data.get("usage") if isinstance(data, dict) else None)
+            reported = data.get("usage") if isinstance(data, dict) else None
+            try:  # counts of the wrong type: a bad response naming the field
+                call_usage = Usage.from_openai(reported)
+            except ValidationError as exc:
+                bad = f"the model response is malformed: {exc}"
+                return usage, "failed", bad, "model_bad_response"
             usage = usage + call_usage
             finish = choice.get("finish_reason") if isinstance(choice, dict) else None
             finish_reasons.append(finish if isinstance(finish, str) else None)
@@ -560,25 +565,6 @@ def _metric(key: str) -> Any:
     metric.__name__ = key
     metric.__qualname__ = f"fleet_metric_{key}"
     return metric
-
-
-def _usage_of(usage: Any) -> Usage:
-    """One call's tokens from the response's ``usage`` object, as the server reported them."""
-    if not isinstance(usage, dict):
-        return Usage(requests=1)
-    prompt = usage.get("prompt_tokens_details")
-    completion = usage.get("completion_tokens_details")
-    return Usage(
-        input_tokens=int(usage.get("prompt_tokens") or 0),
-        output_tokens=int(usage.get("completion_tokens") or 0),
-        cached_tokens=int((prompt or {}).get("cached_tokens") or 0)
-        if isinstance(prompt, dict)
-        else 0,
-        reasoning_tokens=int((completion or {}).get("reasoning_tokens") or 0)
-        if isinstance(completion, dict)
-        else 0,
-        requests=1,
-    )
 
 
 def _redact(text: str, secret: str | None) -> str:
