@@ -1,5 +1,7 @@
 """Bad input that used to get through ``agentkit run``: real subprocesses, the scripted server.
 
+- a harness that calls a model, run without one, is stopped by the preflight
+  (exit 2), not run to a harness_setup failure per rollout;
 - a reply nested 200,000 levels deep, or with usage counts of the wrong
   type, is ``model_bad_response`` with our message, never Python's.
 """
@@ -50,6 +52,35 @@ def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
 
 def rollouts(run: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+
+
+# -- 1. a model harness without a model ------------------------------------------
+
+
+def test_a_model_harness_without_a_model_is_stopped_by_the_preflight(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    out = tmp_path / "run"
+    base = ("run", f"jsonl:{ARITHMETIC}", "chat", "--base-url", model_server.base_url)
+    error = one_error_line(agentkit(*base, "--out", str(out)))
+    assert error == (
+        "Error: the 'chat' harness calls a model, and none is given: pass --model NAME "
+        "or -H model=NAME"
+    )
+    assert not out.exists() and model_server.chat_requests == []
+    # the harness's own model option is a model too
+    ran = agentkit(*base, "-H", "model=scripted-model", "--limit", "1", "--out", str(out))
+    assert ran.returncode == 0, ran.stderr
+    assert rollouts(out)[0]["error_kind"] is None
+
+
+def test_fleet_without_a_model_is_stopped_by_the_preflight(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    error = one_error_line(
+        agentkit("run", f"fleet:{FLEET_TASKS}", "fleet-tool-call", "--out", str(out))
+    )
+    assert "the 'fleet-tool-call' harness calls a model, and none is given" in error
+    assert not out.exists()
 
 
 # -- 3. replies our parser must refuse with our own message ------------------------

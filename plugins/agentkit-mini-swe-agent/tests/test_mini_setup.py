@@ -339,6 +339,30 @@ async def test_run_needs_a_model_an_endpoint_and_a_payload() -> None:
         await MiniSweAgent(model="m").run(Task(task_id="demo:1"), RunContext())
 
 
+def test_a_run_without_an_endpoint_is_stopped_by_the_preflight(tmp_path: Path) -> None:
+    """A bare model name needs a base URL: ``agentkit run`` stops before the first rollout
+    (exit 2, one line), instead of failing every rollout with harness_setup."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "a", "input": "say hi"}) + "\n")
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "agentkit", "run", f"jsonl:{tasks}", "mini-swe-agent"),
+            *("--model", "gpt-test", "--api-key-env", "MINI_TEST_KEY", "--out", str(out)),
+        ],
+        env={**os.environ, "MINI_TEST_KEY": "sk-test-key-123456"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "Error: the mini-swe-agent harness needs the model endpoint: pass "
+        "RunContext(base_url='http://.../v1') (--base-url), or a litellm 'provider/model' model"
+    ]
+    assert not out.exists()
+
+
 def test_registered_under_its_name() -> None:
     harness = registry.resolve_harness("mini-swe-agent", model="m", retry_attempts=2)
     assert isinstance(harness, MiniSweAgent)

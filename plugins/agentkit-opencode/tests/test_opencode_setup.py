@@ -187,3 +187,31 @@ async def test_run_with_a_missing_binary_raises_the_install_hint(tmp_path: Path)
     with pytest.raises(HarnessError, match=f"npm install opencode-ai@{OPENCODE_VERSION}"):
         await harness.run(task, RunContext(base_url="http://127.0.0.1:1/v1"))
     assert harness.sandbox_ro_binds == []
+
+
+def test_a_run_without_an_endpoint_is_stopped_by_the_preflight(tmp_path: Path) -> None:
+    """A bare model name needs a base URL: ``agentkit run`` stops before the first rollout
+    (exit 2, one line), instead of failing every rollout with harness_setup."""
+    import subprocess
+    import sys
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "a", "input": "say hi"}) + "\n")
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "agentkit", "run", f"jsonl:{tasks}", "opencode"),
+            *("--model", "gpt-test", "--api-key-env", "OC_TEST_KEY", "--out", str(out)),
+        ],
+        env={**os.environ, "OC_TEST_KEY": "sk-test-key-123456"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        "Error: the opencode harness needs the model endpoint: pass "
+        "RunContext(base_url='http://.../v1') (--base-url), or a 'provider/model' model with "
+        "that provider in the config option"
+    ]
+    assert not out.exists()

@@ -1,5 +1,7 @@
 """Preflight: before the first rollout, check what would make every rollout fail.
 
+- a harness that calls a model (``uses_model``) has one: the run's
+  ``--model`` or the harness's own ``model`` option;
 - the model endpoint answers (``GET /models``) and accepts the API key;
 - without a base URL (a hosted API), the API key variable is set;
 - the harness's own check passes (its program is installed...): an optional
@@ -119,6 +121,13 @@ async def run_preflight(
     """Run every check; raises :class:`PreflightError` listing what failed. Returns warnings."""
     problems: list[str] = []
     warnings: list[str] = []
+    uses_model = getattr(harness, "uses_model", False) is True
+    if uses_model and not ctx.model and not getattr(harness, "model", None):
+        name = getattr(harness, "name", None) or type(harness).__name__
+        own = " or -H model=NAME" if hasattr(harness, "model") else ""
+        problems.append(
+            f"the {name!r} harness calls a model, and none is given: pass --model NAME{own}"
+        )
     if ctx.base_url:
         problem, warning = await check_endpoint(ctx)
         if problem:
@@ -128,7 +137,7 @@ async def run_preflight(
     elif (
         ctx.model
         and not ctx.model.startswith("scripted:")
-        and getattr(harness, "uses_model", False) is True
+        and uses_model
         and not getattr(harness, "base_url", None)  # the harness's own endpoint option
         and ctx.resolved_api_key is None
     ):

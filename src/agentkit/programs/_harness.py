@@ -104,7 +104,12 @@ class ProgramHarness:
             return []
 
     async def preflight(self, context: RunContext) -> None:
-        """Before a run: the program is installed (a HarnessError says how to)."""
+        """Before a run: the run gives what the program needs (:meth:`check_context`,
+        once a model is known: the preflight reports a missing one itself) and the
+        program is installed (a HarnessError says how to)."""
+        model = self.model or context.model
+        if model:
+            self.check_context(model, context)
         await asyncio.to_thread(self.find_program)
 
     # -- running ------------------------------------------------------------

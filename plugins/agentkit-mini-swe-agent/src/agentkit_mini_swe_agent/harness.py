@@ -159,9 +159,28 @@ class MiniSweAgent:
             return []
 
     async def preflight(self, context: RunContext) -> None:
-        """Before a run: mini-swe-agent is installed (a HarnessError says how to) and its
-        sandbox runtime is built (the first time, a few seconds)."""
+        """Before a run: the run gives what mini needs (:meth:`check_context`, once a model
+        is known: the preflight reports a missing one itself), mini-swe-agent is installed
+        (a HarnessError says how to) and its sandbox runtime is built (the first time, a
+        few seconds)."""
+        model = self.model or context.model
+        if model:
+            self.check_context(model, context)
         await asyncio.to_thread(self.find_runtime)
+
+    def check_context(self, model: str, context: RunContext) -> None:
+        """Without a base URL the model must be a litellm ``provider/model``; ``max_turns``
+        must be at least 1 (mini's ``step_limit`` 0 means no limit)."""
+        if context.base_url is None and "/" not in model:
+            raise HarnessError(
+                "the mini-swe-agent harness needs the model endpoint: pass "
+                "RunContext(base_url='http://.../v1') (--base-url), or a litellm "
+                "'provider/model' model"
+            )
+        if context.limits.max_turns is not None and context.limits.max_turns < 1:
+            raise HarnessError(
+                "mini-swe-agent needs max_turns >= 1 (its step_limit 0 means no limit)"
+            )
 
     def find_install(self) -> MiniSweAgentInstall:
         """The mini-swe-agent installation this harness runs (raises HarnessError when missing)."""
@@ -189,15 +208,7 @@ class MiniSweAgent:
                 "the mini-swe-agent harness needs a model: pass RunContext(model=...), "
                 "MiniSweAgent(model=...) or -H model=NAME"
             )
-        if context.base_url is None and "/" not in model:
-            raise HarnessError(
-                "the mini-swe-agent harness needs the model endpoint: pass "
-                "RunContext(base_url='http://.../v1'), or a litellm 'provider/model' model"
-            )
-        if context.limits.max_turns is not None and context.limits.max_turns < 1:
-            raise HarnessError(
-                "mini-swe-agent needs max_turns >= 1 (its step_limit 0 means no limit)"
-            )
+        self.check_context(model, context)
         install, runtime = await asyncio.to_thread(self.find_runtime)
         if context.sandbox is not None:
             return await self._run_in(

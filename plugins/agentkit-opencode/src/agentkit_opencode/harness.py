@@ -113,7 +113,7 @@ class OpenCode(ProgramHarness):
         if context.base_url is None and "/" not in model:
             raise HarnessError(
                 "the opencode harness needs the model endpoint: pass "
-                "RunContext(base_url='http://.../v1'), or a 'provider/model' model "
+                "RunContext(base_url='http://.../v1') (--base-url), or a 'provider/model' model "
                 "with that provider in the config option"
             )
 
