@@ -2,6 +2,10 @@
 
 - a harness that calls a model, run without one, is stopped by the preflight
   (exit 2), not run to a harness_setup failure per rollout;
+- a taskset paired with a harness that can run none of its tasks (Harbor
+  tasks with ``fleet-tool-call``) is refused before the first rollout, and
+  tasks a harness cannot run among others are left out and listed, never
+  scored 0;
 - a reply nested 200,000 levels deep, or with usage counts of the wrong
   type, is ``model_bad_response`` with our message, never Python's.
 """
@@ -17,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from agentkit import AgentEnv, SpecError
 from agentkit.testing.model_server import ScriptedModelServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,6 +86,89 @@ def test_fleet_without_a_model_is_stopped_by_the_preflight(tmp_path: Path) -> No
     )
     assert "the 'fleet-tool-call' harness calls a model, and none is given" in error
     assert not out.exists()
+
+
+# -- 2. a taskset the harness cannot run ---------------------------------------
+
+
+def test_harbor_tasks_with_the_fleet_harness_are_refused_before_the_first_rollout(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    out = tmp_path / "run"
+    spec = f"harbor:{HARBOR}"
+    args = ("run", spec, "fleet-tool-call", "--model", "m", "--base-url", model_server.base_url)
+    error = one_error_line(agentkit(*args, "--out", str(out)))
+    assert error.startswith(
+        f"Error: harness 'fleet-tool-call' cannot run any of the 5 selected tasks of taskset "
+        f"'{spec}': for each, no Fleet environment serves the task (it has no env_key)"
+    ), error
+    assert "agentkit list harnesses" in error
+    assert not out.exists() and model_server.requests == []
+    # a dry run says the same, and so does the Python API
+    assert one_error_line(agentkit(*args, "--dry-run")) == error
+    env = AgentEnv.from_names(spec, "fleet-tool-call")
+    with pytest.raises(SpecError) as refused:
+        env.run(model="m", base_url=model_server.base_url)
+    assert f"Error: {refused.value}" == error
+
+
+@pytest.mark.parametrize("harness", ["oracle", "nop"])
+def test_other_tasks_with_a_harbor_harness_are_refused(tmp_path: Path, harness: str) -> None:
+    out = tmp_path / "run"
+    error = one_error_line(agentkit("run", f"jsonl:{ARITHMETIC}", harness, "--out", str(out)))
+    assert error == (
+        f"Error: harness {harness!r} cannot run any of the 10 selected tasks of taskset "
+        f"'jsonl:{ARITHMETIC}': for each, the task is not a Harbor task (a task directory "
+        "with tests/test.sh), and this harness runs only Harbor tasks. Pair the taskset with "
+        "a harness that runs its tasks (agentkit list harnesses)"
+    )
+    assert not out.exists()
+
+
+def test_tasks_the_harness_cannot_run_are_left_out_listed_and_not_retried(
+    tmp_path: Path,
+) -> None:
+    records = json.loads(FLEET_TASKS.read_text())["tasks"]
+    crm = {**records[0], "task_key": "crm-lookup", "env_key": "crm", "prompt": "Find it."}
+    tasks = tmp_path / "tasks.json"
+    tasks.write_text(json.dumps({"tasks": [records[0], crm]}))
+    out = tmp_path / "run"
+    run = ("run", f"fleet:{tasks}", "fleet-tool-call", "--model", f"scripted:{FLEET_ORACLE}")
+    proc = agentkit(*run, "--out", str(out), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    reason = (
+        "no Fleet environment serves the task (it has env_key 'crm'): set FLEET_API_KEY for "
+        "the Fleet platform, give -H mcp_url=URL or -H mcp_command=CMD, or run tasks whose "
+        "env_key the bundled local environment serves (bookings)"
+    )
+    assert (
+        "Warning: harness 'fleet-tool-call' cannot run 1 of the 2 selected tasks; it is left "
+        f"out of the run (no rollouts, not in the statistics): fleet:crm-lookup: {reason}"
+    ) in proc.stderr
+    assert "1 task left out" in proc.stdout
+    # one rollout ran and scored; the other task has none, and is in no statistic
+    assert [(r["task_id"], r["reward"]) for r in rollouts(out)] == [
+        (f"fleet:{records[0]['task_key']}", 1.0)
+    ]
+    left_out = [{"task_id": "fleet:crm-lookup", "reason": reason}]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["unsupported_tasks"] == left_out
+    assert (summary["planned"], summary["mean_reward"], summary["complete"]) == (1, 1.0, True)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["plan"]["unsupported"] == left_out
+    shown = agentkit("show", str(out), "--json")
+    assert json.loads(shown.stdout)["unsupported_tasks"] == left_out
+    # resume does not try it again: the same harness would refuse it again
+    again = agentkit("run", "--resume", str(out), "--no-progress")
+    assert again.returncode == 0, again.stderr
+    assert "0 rollouts to run (1 task × 1); 1 of 1 already finished" in again.stderr
+    assert len(rollouts(out)) == 1
+    # the harness could run it now (the Fleet platform): a resumed run keeps its tasks
+    error = one_error_line(agentkit("run", "--resume", str(out), FLEET_API_KEY="fk-test-123456"))
+    assert (
+        "the tasks differ (the tasks the harness can run changed since the run started): "
+        "new: fleet:crm-lookup"
+    ) in error
 
 
 # -- 3. replies our parser must refuse with our own message ------------------------

@@ -10,7 +10,7 @@ from agentkit._events import EventCallback
 from agentkit._result import HarnessResult
 from agentkit._task import Task
 
-__all__ = ["Harness", "check_harness"]
+__all__ = ["Harness", "check_harness", "why_unsupported"]
 
 
 @runtime_checkable
@@ -18,8 +18,11 @@ class Harness(Protocol):
     """Runs one task with a model and returns a :class:`HarnessResult`.
 
     Optional members the runner uses when present:
-    ``supports(task) -> bool`` and ``compile_rubric(taskset) -> Rubric | None``
-    (its metrics are namespaced ``harness.*``).
+    ``supports(task) -> bool`` (tasks it cannot run are left out of a run,
+    and a run of none of them is refused), ``unsupported_reason(task) -> str
+    | None`` (why ``supports`` said no, for that message), and
+    ``compile_rubric(taskset) -> Rubric | None`` (its metrics are namespaced
+    ``harness.*``).
     """
 
     async def run(
@@ -60,3 +63,18 @@ def check_harness(obj: Any) -> str | None:
         if params[name].default is inspect.Parameter.empty:
             return f"run() parameter {name!r} must default to None"
     return None
+
+
+def why_unsupported(harness: Any, task: Task) -> str | None:
+    """Why ``harness`` cannot run ``task``, or None when it can.
+
+    ``supports(task)`` decides (a harness without it runs every task); the
+    reason is the harness's ``unsupported_reason(task)`` when it has one that
+    gives one, else a plain statement that ``supports()`` said no.
+    """
+    supports = getattr(harness, "supports", None)
+    if not callable(supports) or supports(task):
+        return None
+    explain = getattr(harness, "unsupported_reason", None)
+    reason = explain(task) if callable(explain) else None
+    return str(reason) if reason else "its supports() returns False for it"

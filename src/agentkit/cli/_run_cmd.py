@@ -392,6 +392,8 @@ def _run(ctx: click.Context, params: dict[str, Any], out: TextIO) -> None:
                 _echo_err(f"Note: {info[note]}")
         if info.get("sandbox_warning"):
             _echo_err(f"Warning: {info['sandbox_warning']}")
+        if info.get("unsupported_warning"):
+            _echo_err(f"Warning: {info['unsupported_warning']}")
         for warning in info.get("preflight_warnings") or []:
             _echo_err(f"Warning: {warning}")
         for path, (was, now) in (info.get("resume_changes") or {}).items():
@@ -657,6 +659,8 @@ def _print_plan(plan: dict[str, Any], out: TextIO) -> None:
     pricing = plan.get("pricing")
     lines.append(f"Prices: {json.dumps(pricing) if pricing else 'unknown'}")
     lines.append(f"Executor: {plan['options'].get('executor') or 'local'}")
+    if plan.get("unsupported_warning"):
+        lines.append(f"Left out: {plan['unsupported_warning']}")
     tasks = plan["tasks"]
     shown = ", ".join(tasks[:10]) + (f", ... ({len(tasks) - 10} more)" if len(tasks) > 10 else "")
     lines.append(f"Tasks ({len(tasks)}): {shown}")

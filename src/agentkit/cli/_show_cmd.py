@@ -73,6 +73,20 @@ def print_results(summary: dict[str, Any], *, title: str, file: TextIO | None = 
             markup=True,
             highlight=False,
         )
+    left_out = summary.get("unsupported_tasks") or []
+    if left_out:
+        count = len(left_out)
+        ids = ", ".join(str(t.get("task_id")) for t in left_out[:5])
+        more = f" and {count - 5} more" if count > 5 else ""
+        reasons = {str(t.get("reason")) for t in left_out}
+        why = f": {reasons.pop()}" if len(reasons) == 1 else "; the reasons are in summary.json"
+        detail = f"({ids}{more}{why}); not in the statistics"
+        console.print(
+            f"[yellow]{count} task{'' if count == 1 else 's'} left out[/yellow]: the harness "
+            f"cannot run {'it' if count == 1 else 'them'} " + detail.replace("[", "\\["),
+            markup=True,
+            highlight=False,
+        )
     cb = summary.get("trace_callback") or {}
     if cb.get("error"):
         console.print(f"trace_callback failed: {cb['error']}", highlight=False, markup=False)

@@ -181,6 +181,8 @@ def _task_difference(old: dict[str, Any], new: dict[str, Any]) -> str | None:
         if old.get("limit") != new.get("limit"):
             how.append("--limit")
         by = f" ({' and '.join(how)} differ)" if how else " (the taskset changed)"
+        if not how and _support_changed(old, new, gone, added):
+            by = " (the tasks the harness can run changed since the run started)"
         return (
             f"the tasks differ{by}: {'; '.join(detail) or 'order changed'}; a resumed run "
             "keeps its tasks (start a new run with --out for other tasks)"
@@ -188,6 +190,16 @@ def _task_difference(old: dict[str, Any], new: dict[str, Any]) -> str | None:
     if old.get("tasks_digest") and old.get("tasks_digest") != new.get("tasks_digest"):
         return "the tasks' contents changed since the run started (same ids, edited tasks)"
     return None
+
+
+def _support_changed(
+    old: dict[str, Any], new: dict[str, Any], gone: list[str], added: list[str]
+) -> bool:
+    """Whether the tasks differ only because the harness now runs others: those gone
+    are ones it now cannot run, those added ones it could not run before."""
+    could_not = {u.get("task_id") for u in old.get("unsupported") or [] if isinstance(u, dict)}
+    cannot = {u.get("task_id") for u in new.get("unsupported") or [] if isinstance(u, dict)}
+    return bool(gone or added) and set(gone) <= cannot and set(added) <= could_not
 
 
 def _refusal(path: str, was: Any, now: Any) -> str:

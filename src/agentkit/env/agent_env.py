@@ -18,7 +18,7 @@ from agentkit._context import SECRET_HEADER_WORDS, RunContext
 from agentkit._errors import AgentkitError, SpecError
 from agentkit._events import Event
 from agentkit._executor import Executor, Job, PlannedTask
-from agentkit._harness import check_harness
+from agentkit._harness import check_harness, why_unsupported
 from agentkit._pricing import Price, resolve_pricing
 from agentkit._redact import Redactor
 from agentkit._rubric import RewardFunction, Rubric
@@ -36,6 +36,7 @@ from agentkit.env._scripted import SCRIPTED_PREFIX, script_path, scripted_endpoi
 from agentkit.env._stats import DEFAULT_PASS_THRESHOLD
 from agentkit.env._store import ResumeError, RunDirError, RunStore
 from agentkit.env._summary import build_groups, summarize
+from agentkit.env._unsupported import Unsupported, left_out_warning, refusal
 from agentkit.executors import resolve_executor
 
 __all__ = ["AgentEnv"]
@@ -47,6 +48,7 @@ class _Prepared:
 
     ctx: RunContext
     planned: list[PlannedTask]
+    unsupported: list[Unsupported]
     rollouts_per_task: int
     target: Path | None
     resume: Path | None
@@ -269,6 +271,8 @@ class AgentEnv:
             "taskset": manifest["taskset"],
             "harness": manifest["harness"],
             "tasks": [p.task.task_id for p in prep.planned],
+            "unsupported": [u.to_json() for u in prep.unsupported],
+            "unsupported_warning": self._left_out(prep),
             "rollouts_per_task": prep.rollouts_per_task,
             "planned": len(prep.planned) * prep.rollouts_per_task,
             "already_finished": len(prep.finished),
@@ -389,7 +393,7 @@ class AgentEnv:
             script_path(ctx.model)  # a clear error now, not after the plan
         pricing, pricing_note = resolve_pricing(ctx.model, ctx.base_url, price)
         ctx = ctx.evolve(pricing=pricing)
-        planned = self._plan(limit, task_ids)
+        planned, unsupported = self._plan(limit, task_ids)
         sandbox_name = sandbox or self.sandbox
         sb_options = dict(self.sandbox_options)
         sb_options.update(sandbox_options or {})
@@ -421,6 +425,7 @@ class AgentEnv:
             },
         )
         manifest["pricing"] = None if pricing is None else pricing.describe()
+        manifest["plan"]["unsupported"] = [u.to_json() for u in unsupported]
         finished: list[RolloutRecord] = []
         rerun: list[RolloutRecord] = []
         changes: dict[str, list[Any]] = {}
@@ -453,6 +458,7 @@ class AgentEnv:
         return _Prepared(
             ctx=ctx,
             planned=planned,
+            unsupported=unsupported,
             rollouts_per_task=rollouts_per_task,
             target=None if resume is not None else (None if target is None else Path(target)),
             resume=None if resume is None else Path(resume),
@@ -567,6 +573,7 @@ class AgentEnv:
                 "repair_note": repair_note,
                 "pricing_note": prep.pricing_note,
                 "preflight_warnings": warnings,
+                "unsupported_warning": self._left_out(prep),
                 "resume_changes": prep.changes,
                 "taskset_problems": [str(p) for p in getattr(self.taskset, "problems", None) or []],
             }
@@ -635,6 +642,7 @@ class AgentEnv:
                     "sandbox_warning": prep.sandbox_warning,
                     "repair_note": repair_note,
                     "pricing_note": prep.pricing_note,
+                    "unsupported_tasks": [u.to_json() for u in prep.unsupported],
                 },
                 breakdowns=_breakdowns(self.taskset, planned),
             )
@@ -707,7 +715,11 @@ class AgentEnv:
             changes["api_key"] = os.environ[ctx.api_key_env]
         return ctx.evolve(**changes) if changes else ctx
 
-    def _plan(self, limit: int | None, task_ids: Sequence[str] | None) -> list[PlannedTask]:
+    def _plan(
+        self, limit: int | None, task_ids: Sequence[str] | None
+    ) -> tuple[list[PlannedTask], list[Unsupported]]:
+        """The selected tasks the harness runs, in order, and those it cannot run (left
+        out; a SpecError when it can run none of them)."""
         tasks: list[Any]
         if task_ids:
             tasks = []
@@ -725,18 +737,22 @@ class AgentEnv:
                 tasks.append(task)
         if task_ids and limit is not None:
             tasks = tasks[:limit]
-        supports = getattr(self.harness, "supports", None)
         planned: list[PlannedTask] = []
+        unsupported: list[Unsupported] = []
         seen: set[str] = set()
         for task in tasks:
             task.require_payload()
             if task.task_id in seen:
                 raise SpecError(f"task {task.task_id!r} appears twice in the taskset")
             seen.add(task.task_id)
-            if supports is not None and not supports(task):
+            reason = why_unsupported(self.harness, task)
+            if reason is not None:
+                unsupported.append(Unsupported(task.task_id, reason))
                 continue
             hints = self.taskset.execution_hints(task)
             planned.append(PlannedTask(task, len(planned), task.item_id, hints))
+        if not planned and unsupported:  # the pairing itself cannot run
+            raise SpecError(refusal(self._harness_name(), self._taskset_name(), unsupported))
         if not planned:
             problems = list(getattr(self.taskset, "problems", []) or [])
             detail = (
@@ -744,11 +760,21 @@ class AgentEnv:
                 if problems
                 else ""
             )
-            skipped = " (the harness supports none of the selected tasks)" if tasks else ""
-            raise SpecError(
-                f"no tasks to run in taskset {self.taskset.taskset_id!r}{skipped}{detail}"
-            )
-        return planned
+            raise SpecError(f"no tasks to run in taskset {self.taskset.taskset_id!r}{detail}")
+        return planned, unsupported
+
+    def _left_out(self, prep: _Prepared) -> str | None:
+        """The warning about selected tasks the harness cannot run (None: there are none)."""
+        if not prep.unsupported:
+            return None
+        total = len(prep.planned) + len(prep.unsupported)
+        return left_out_warning(self._harness_name(), prep.unsupported, total)
+
+    def _harness_name(self) -> str:
+        return str(self.harness_spec.get("name") or type(self.harness).__name__)
+
+    def _taskset_name(self) -> str:
+        return str(self.taskset_spec.get("spec") or self.taskset.taskset_id)
 
     def _sandbox_factory(
         self, planned: list[PlannedTask], name: str, options: dict[str, Any]

@@ -445,6 +445,9 @@ class Run:
                 "run_dir": str(self.path),
                 "stopped": stored.get("stopped"),
                 "repair_note": self.torn_tail,
+                "unsupported_tasks": list(
+                    (info.manifest.get("plan") or {}).get("unsupported") or []
+                ),
             },
         )
 

@@ -194,20 +194,39 @@ class FleetToolCallHarness:
         return open_sandbox
 
     def _choose(self, record: FleetRecord) -> Provider:
-        if self.provider != "auto":
-            return self.provider
-        if self.mcp_url or self.mcp_command:
-            return "mcp"
-        if self._api_key():
-            return "platform"
-        if record.env_key in LOCAL_ENV_KEYS:
-            return "local"
-        raise HarnessError(
-            f"fleet-tool-call: no environment for task {record.task_key!r} "
-            f"(env_key {record.env_key!r}): set FLEET_API_KEY for the Fleet platform, or give "
-            "-H mcp_url=URL or -H mcp_command=CMD, or use a local env_key "
-            f"({', '.join(sorted(LOCAL_ENV_KEYS))})"
-        )
+        provider, problem = self._provider_for(record)
+        if provider is None:
+            raise HarnessError(f"fleet-tool-call: task {record.task_key!r}: {problem}")
+        return provider
+
+    def _provider_for(self, record: FleetRecord) -> tuple[Provider | None, str | None]:
+        """The environment provider of ``record``, or None and why no environment serves it."""
+        local = ", ".join(sorted(LOCAL_ENV_KEYS))
+        provider = self.provider
+        if provider == "auto":
+            if self.mcp_url or self.mcp_command:
+                provider = "mcp"
+            elif self._api_key():
+                provider = "platform"
+            elif record.env_key in LOCAL_ENV_KEYS:
+                provider = "local"
+            else:
+                named = f"env_key {record.env_key!r}" if record.env_key else "no env_key"
+                return None, (
+                    f"no Fleet environment serves the task (it has {named}): set FLEET_API_KEY "
+                    "for the Fleet platform, give -H mcp_url=URL or -H mcp_command=CMD, or run "
+                    f"tasks whose env_key the bundled local environment serves ({local})"
+                )
+        if provider == "platform" and not record.env_key:
+            return None, (
+                "the task has no env_key, which the Fleet platform needs to create its environment"
+            )
+        if provider == "local" and record.env_key not in LOCAL_ENV_KEYS:
+            return None, (
+                f"provider 'local' serves only the env_key {local}, and the task's env_key is "
+                f"{record.env_key!r}"
+            )
+        return provider, None
 
     def make_environment(
         self, task: Task | FleetRecord, context: RunContext | None = None
@@ -250,11 +269,23 @@ class FleetToolCallHarness:
     # -- the run ---------------------------------------------------------------
 
     def supports(self, task: Task) -> bool:
-        """Tool-use tasks with a prompt (computer and browser use need screenshots)."""
-        return isinstance(task.input, str) and task.metadata.get("task_modality", "tool_use") in (
-            "tool_use",
-            None,
-        )
+        """Tool-use tasks with a prompt (computer and browser use need screenshots) that an
+        environment serves (see :meth:`unsupported_reason`)."""
+        return self.unsupported_reason(task) is None
+
+    def unsupported_reason(self, task: Task) -> str | None:
+        """Why this harness cannot run ``task`` (None: it can): not a text prompt, not a
+        tool-use task, or no environment for it with these options (the task's env_key
+        names none the chosen provider serves, and no MCP server is given)."""
+        if not isinstance(task.input, str):
+            return "the task's input is not a text prompt"
+        modality = task.metadata.get("task_modality", "tool_use")
+        if modality not in ("tool_use", None):
+            return (
+                f"the task is a {modality} task, and fleet-tool-call runs tool_use tasks "
+                "(computer and browser use need screenshots)"
+            )
+        return self._provider_for(record_of(task))[1]
 
     def episode(
         self,
@@ -298,7 +329,7 @@ class FleetToolCallHarness:
         tokens = TokenTrace()
         extra_raw: dict[str, Any] = {}
         started = time.monotonic()
-        setup_error = "no model: set RunContext.model or -H model"
+        setup_error = "no model: set RunContext.model (--model) or -H model"
         episode: FleetToolCallEpisode | None = None
         if model:
             try:
@@ -313,7 +344,7 @@ class FleetToolCallHarness:
         await recorder.emit("harness.start", harness=self.name, model=model, max_turns=max_turns)
         if episode is None or not model:
             return self._result(
-                "failed", None, recorder, usage, error=setup_error, error_kind="configuration"
+                "failed", None, recorder, usage, error=setup_error, error_kind="harness_setup"
             )
         status: Any = "completed"
         error: str | None = None

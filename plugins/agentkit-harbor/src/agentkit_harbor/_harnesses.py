@@ -28,6 +28,13 @@ __all__ = ["NopHarness", "OracleHarness", "StepwiseHarness"]
 SOLUTION_DIR = "/solution"
 
 
+#: Why the Harbor harnesses refuse other tasks.
+_NOT_HARBOR = (
+    "the task is not a Harbor task (a task directory with tests/test.sh), and this harness "
+    "runs only Harbor tasks"
+)
+
+
 def _is_harbor_task(task: Task) -> bool:
     info = task.metadata.get("harbor") if isinstance(task.metadata, dict) else None
     return isinstance(info, dict) and isinstance(info.get("task_dir"), str)
@@ -42,6 +49,10 @@ class OracleHarness:
     def supports(self, task: Task) -> bool:
         """Only Harbor tasks have a solution to run."""
         return _is_harbor_task(task)
+
+    def unsupported_reason(self, task: Task) -> str | None:
+        """Why ``task`` cannot be run: it is not a Harbor task (None when it is)."""
+        return None if _is_harbor_task(task) else _NOT_HARBOR
 
     async def run(
         self,
@@ -127,6 +138,14 @@ class NopHarness:
     name: ClassVar[str] = "nop"
     requires_sandbox: ClassVar[bool] = True
 
+    def supports(self, task: Task) -> bool:
+        """Only Harbor tasks have tests that a run of nothing should fail."""
+        return _is_harbor_task(task)
+
+    def unsupported_reason(self, task: Task) -> str | None:
+        """Why ``task`` cannot be run: it is not a Harbor task (None when it is)."""
+        return None if _is_harbor_task(task) else _NOT_HARBOR
+
     async def run(
         self,
         task: Task,
@@ -155,6 +174,14 @@ class StepwiseHarness:
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.name = f"stepwise-{getattr(inner, 'name', type(inner).__name__)}"
+
+    def supports(self, task: Task) -> bool:
+        """Only Harbor tasks have steps to run."""
+        return _is_harbor_task(task)
+
+    def unsupported_reason(self, task: Task) -> str | None:
+        """Why ``task`` cannot be run: it is not a Harbor task (None when it is)."""
+        return None if _is_harbor_task(task) else _NOT_HARBOR
 
     async def run(
         self,
