@@ -281,3 +281,19 @@ def test_the_fleet_harness_refuses_the_same_replies(
     model_server.set_script({"default": reply})
     record = run_one(tmp_path, model_server, "fleet-tool-call")
     assert (record["error_kind"], record["error"]) == ("model_bad_response", error)
+
+
+def test_a_tool_call_nested_200000_levels_deep_is_a_parse_error_of_ours(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    deep = '{"a":' * 200_000 + "1" + "}" * 200_000
+    call = f'<tool_call>{{"name": "search", "arguments": {deep}}}</tool_call>'
+    model_server.set_script({"default": {"content": call}})
+    record = run_one(tmp_path, model_server, "fleet-tool-call", "--max-turns", "1")
+    assert (record["status"], record["raw"]["parse_errors"]) == ("completed", 1)
+    events = [json.loads(e) for e in (tmp_path / "run" / record["events_file"]).open()]
+    (parse_error,) = [e for e in events if e["type"] == "fleet.parse_error"]
+    assert parse_error["data"]["error"] == (
+        "the tool call's JSON cannot be read: it is nested more than 100 levels deep "
+        "(MAX_NESTING_DEPTH)"
+    )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from agentkit_fleet.mcp_client import tool_result_value
 from agentkit_fleet.parsing import parse_action
 from agentkit_fleet.prompt import to_openai_tools
 
@@ -70,6 +71,25 @@ def test_a_block_that_is_not_an_object_is_a_clear_error() -> None:
         p = parse_action(f"<tool_call>{body}</tool_call>")
         assert p.tool_call is None and p.malformed
         assert p.error == f"a tool call must be a JSON object with a name, got a JSON {kind}"
+
+
+def test_a_block_nested_too_deep_is_a_clear_error_of_ours() -> None:
+    # upstream raises RecursionError at 200,000 levels and parses 150; both are refused
+    for depth in (150, 200_000):
+        args = '{"a":' * depth + "1" + "}" * depth
+        p = parse_action(f'<tool_call>{{"name": "t", "arguments": {args}}}</tool_call>')
+        assert p.tool_call is None and p.malformed
+        assert p.error == (
+            "the tool call's JSON cannot be read: it is nested more than 100 levels deep "
+            "(MAX_NESTING_DEPTH)"
+        )
+
+
+def test_a_tool_result_nested_too_deep_is_kept_as_text() -> None:
+    for depth in (150, 200_000):
+        text = "[" * depth + "]" * depth
+        assert tool_result_value({"content": [{"type": "text", "text": text}]}) == text
+    assert tool_result_value({"content": [{"type": "text", "text": "[[1]]"}]}) == [[1]]
 
 
 def test_done_signals_and_their_precedence() -> None:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
+
+from agentkit._limits import loads_bounded
 
 __all__ = [
     "EMPTY_RESULT_TEXT",
@@ -59,9 +60,9 @@ def tool_result_value(result: Mapping[str, Any]) -> Any:
     if result.get("isError"):
         return {"error": texts[0] if texts else "Tool execution failed"}
     if len(texts) == 1:
-        try:
-            return json.loads(texts[0])
-        except (ValueError, RecursionError):
+        try:  # JSON nested too deep is kept as the text
+            return loads_bounded(texts[0])
+        except ValueError:
             return texts[0]
     if texts:
         return texts

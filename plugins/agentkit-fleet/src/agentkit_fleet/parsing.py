@@ -27,6 +27,8 @@ from typing import Any
 
 import attrs
 
+from agentkit._limits import loads_bounded
+
 __all__ = ["ParsedAction", "ToolCall", "has_done_signal", "parse_action"]
 
 _TAGS = ("tool_call", "function_call")
@@ -79,12 +81,12 @@ def parse_action(text: str) -> ParsedAction:
         match = re.search(rf"<{tag}>(.*?)</{tag}>", text, re.DOTALL)
         if match is None:
             continue
-        try:
-            data = json.loads(match.group(1).strip())
+        try:  # nested too deep: refused with our message (Fleet's parser raises RecursionError)
+            data = loads_bounded(match.group(1).strip())
         except json.JSONDecodeError:
             malformed = True
             continue
-        except (ValueError, RecursionError) as exc:  # Fleet's parser raises here
+        except ValueError as exc:  # Fleet's parser raises here
             return ParsedAction(None, f"the tool call's JSON cannot be read: {exc}", done, True)
         if not isinstance(data, dict):  # Fleet's parser raises AttributeError here
             return ParsedAction(
