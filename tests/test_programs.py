@@ -20,6 +20,7 @@ from agentkit.programs import (
     json_int,
     json_line,
     json_object,
+    json_or_text,
     prompt_text,
     read_text,
     redactor,
@@ -170,6 +171,20 @@ async def test_json_line_gives_events_and_logs_the_rest() -> None:
     logs = [e for e in recorder.events if e.type == "log"]
     assert [(e.data["level"], e.data["source"]) for e in logs] == [("info", "demo")] * 3
     assert logs[0].data["message"] == ("warning: key *** " + "z" * 3000)[:1999]
+
+
+async def test_json_nested_too_deep_is_never_a_recursion_error() -> None:
+    """A program's line or a model's tool arguments nested 200,000 levels deep (or just
+    past MAX_NESTING_DEPTH) are logged, or kept as text; never Python's RecursionError."""
+    recorder = EventRecorder("t:1")
+    unparsed: list[str] = []
+    for depth in (101, 200_000):
+        line = '{"type": "turn", "x": ' + "[" * depth + "]" * depth + "}"
+        got = await json_line(line, recorder, source="demo", redact=str, unparsed=unparsed)
+        assert got is None and unparsed[-1] == line
+        arguments = '{"a":' * depth + "1" + "}" * depth
+        assert json_or_text(arguments) == arguments
+    assert json_or_text('{"path": "a.py"}') == {"path": "a.py"} and json_or_text("ls") == "ls"
 
 
 def test_json_fields_and_http_error_kinds() -> None:

@@ -13,9 +13,13 @@
   (:func:`time_left` of the timeout once the set-up is done);
   :func:`json_line` takes one line of a program's JSON-lines output apart
   (what is not a JSON event is kept and logged), :func:`json_object` and
-  :func:`json_int` read its fields; :func:`http_error_kind` classifies a
-  failed model call it reports; :func:`stderr_tail` logs
-  the end of its standard error and :func:`timeout_error` says it timed out.
+  :func:`json_int` read its fields, :func:`json_or_text` reads JSON text the
+  model wrote (a tool call's arguments) and :func:`loads_bounded` any other
+  JSON the program or a server wrote, refusing nesting deeper than
+  ``MAX_NESTING_DEPTH`` with a ``ValueError`` (never a ``RecursionError``);
+  :func:`http_error_kind` classifies a failed model call it reports;
+  :func:`stderr_tail` logs the end of its standard error and
+  :func:`timeout_error` says it timed out.
 - :func:`run_secrets` lists the run's secrets (its API key, secret-looking
   header values); :func:`redactor` and :func:`scrub_sandbox_dir` keep them
   out of recorded text and out of the files the program leaves.
@@ -52,7 +56,7 @@ from agentkit.programs._files import (
     write_text,
 )
 from agentkit.programs._harness import ProgramHarness
-from agentkit.programs._jsonl import json_int, json_line, json_object
+from agentkit.programs._jsonl import json_int, json_line, json_object, json_or_text, loads_bounded
 from agentkit.programs._prompt import prompt_text
 from agentkit.programs._secrets import (
     MIN_SECRET_LEN,
@@ -85,7 +89,9 @@ __all__ = [
     "json_int",
     "json_line",
     "json_object",
+    "json_or_text",
     "kill_shielded",
+    "loads_bounded",
     "local_npm_bins",
     "process_path",
     "prompt_text",

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from agentkit._limits import loads_bounded
 
 if TYPE_CHECKING:
     from agentkit._events import EventRecorder
 
-__all__ = ["json_int", "json_line", "json_object"]
+__all__ = ["json_int", "json_line", "json_object", "json_or_text", "loads_bounded"]
 
 #: How much of a line that is not a JSON event is recorded.
 _LOGGED_CHARS = 2000
@@ -27,7 +28,8 @@ async def json_line(
     """One output line as a JSON object with a string ``type``, else None.
 
     A blank line is skipped. Any other line that is not such an object (a
-    warning the program printed, a cut-off line) is appended to ``unparsed``
+    warning the program printed, a cut-off line, JSON nested deeper than
+    ``MAX_NESTING_DEPTH``: :func:`loads_bounded`) is appended to ``unparsed``
     and recorded as an info ``log`` event from ``source``, redacted and cut to
     its first 2000 characters.
     """
@@ -35,7 +37,7 @@ async def json_line(
     if not line:
         return None
     try:
-        obj = json.loads(line)
+        obj = loads_bounded(line)
     except ValueError:
         obj = None
     if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
@@ -45,6 +47,15 @@ async def json_line(
         )
         return None
     return obj
+
+
+def json_or_text(text: str) -> Any:
+    """``text``'s JSON value (a tool call's arguments, say), or ``text`` itself when it
+    is not JSON or nests deeper than ``MAX_NESTING_DEPTH`` (:func:`loads_bounded`)."""
+    try:
+        return loads_bounded(text)
+    except ValueError:
+        return text
 
 
 def json_object(value: Any) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import Any
 import attrs
 
 from agentkit import Usage
-from agentkit.programs import assistant_message
+from agentkit.programs import assistant_message, loads_bounded
 from agentkit.programs import json_int as _int
 from agentkit.programs import json_object as _obj
 
@@ -95,7 +95,7 @@ class Rollout:
         if not line:
             return
         try:
-            obj = json.loads(line)
+            obj = loads_bounded(line)
         except ValueError:
             return
         if not isinstance(obj, dict):

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit import EventRecorder, Usage
-from agentkit.programs import http_error_kind, json_line
+from agentkit.programs import http_error_kind, json_line, loads_bounded
 from agentkit.programs import json_int as _int
 from agentkit.programs import json_object as _obj
 
@@ -88,7 +88,7 @@ def clean_error(message: str) -> str:
         return f"{text} (the model endpoint answered HTTP 500; codex does not report its message)"
     if text.startswith("{"):
         try:
-            body = json.loads(text)
+            body = loads_bounded(text)
         except ValueError:
             return text
         error = _obj(_obj(body).get("error"))

@@ -32,6 +32,7 @@ from typing import Any
 from agentkit import EventRecorder, Usage
 from agentkit.programs import json_int as _int
 from agentkit.programs import json_object as _obj
+from agentkit.programs import json_or_text
 
 __all__ = ["NOT_EXECUTED", "TrajectoryState", "classify_exit"]
 
@@ -182,12 +183,8 @@ class TrajectoryState:
             self._names[call_id] = name
             self.tool_calls += 1
             arguments = self.redact(str(function.get("arguments") or ""))
-            try:
-                parsed: Any = json.loads(arguments)
-            except ValueError:
-                parsed = arguments
             await self.recorder.emit(
-                "tool.call", turn=turn, id=call_id, name=name, arguments=parsed
+                "tool.call", turn=turn, id=call_id, name=name, arguments=json_or_text(arguments)
             )
 
     async def _tool(self, message: dict[str, Any], extra: dict[str, Any]) -> None:

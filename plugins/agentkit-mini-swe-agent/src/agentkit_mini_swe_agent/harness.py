@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from agentkit import EventRecorder, ExecutionHints, HarnessError, HarnessResult, RunContext, Task
 from agentkit.programs import (
     MIN_SECRET_LEN,
+    loads_bounded,
     process_path,
     prompt_text,
     redactor,
@@ -459,7 +460,7 @@ def _parse(raw: bytes | None) -> dict[str, Any] | None:
     if not raw:
         return None
     try:
-        data = json.loads(raw)
+        data = loads_bounded(raw)
     except ValueError:
         return None  # caught mid-write: the next read has it whole
     return data if isinstance(data, dict) else None

@@ -33,7 +33,14 @@ from typing import Any
 import attrs
 
 from agentkit import EventRecorder, Usage
-from agentkit.programs import ModelCall, final_text, http_error_kind, json_line, transcript
+from agentkit.programs import (
+    ModelCall,
+    final_text,
+    http_error_kind,
+    json_line,
+    json_or_text,
+    transcript,
+)
 from agentkit.programs import json_int as _as_int
 from agentkit.programs import json_object as _obj
 
@@ -227,7 +234,7 @@ class StreamState:
             turn=step.index,
             id=call_id,
             name=tool,
-            arguments=json.loads(args_text) if _is_json(args_text) else args_text,
+            arguments=json_or_text(args_text),
         )
         await self.recorder.emit(
             "tool.result",
@@ -292,11 +299,3 @@ class StreamState:
     def turns(self) -> int:
         """How many model calls opencode made (steps started)."""
         return len(self.steps)
-
-
-def _is_json(text: str) -> bool:
-    try:
-        json.loads(text)
-    except ValueError:
-        return False
-    return True
