@@ -112,6 +112,22 @@ def test_harbor_tasks_with_the_fleet_harness_are_refused_before_the_first_rollou
     assert f"Error: {refused.value}" == error
 
 
+def test_the_mcp_provider_without_a_server_is_refused(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    out = tmp_path / "run"
+    spec = f"fleet:{FLEET_TASKS}"
+    args = ("run", spec, "fleet-tool-call", "-H", "provider=mcp", "--model", "m")
+    error = one_error_line(agentkit(*args, "--base-url", model_server.base_url, "--out", str(out)))
+    assert error == (
+        f"Error: harness 'fleet-tool-call' cannot run any of the 12 selected tasks of taskset "
+        f"'{spec}': for each, provider 'mcp' needs mcp_url or mcp_command (-H mcp_url=URL or "
+        "-H mcp_command=CMD). Pair the taskset with a harness that runs its tasks "
+        "(agentkit list harnesses)"
+    )
+    assert not out.exists() and model_server.requests == []
+
+
 @pytest.mark.parametrize("harness", ["oracle", "nop"])
 def test_other_tasks_with_a_harbor_harness_are_refused(tmp_path: Path, harness: str) -> None:
     out = tmp_path / "run"

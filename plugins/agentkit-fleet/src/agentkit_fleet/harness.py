@@ -217,6 +217,10 @@ class FleetToolCallHarness:
                     "for the Fleet platform, give -H mcp_url=URL or -H mcp_command=CMD, or run "
                     f"tasks whose env_key the bundled local environment serves ({local})"
                 )
+        if provider == "mcp" and not (self.mcp_url or self.mcp_command):
+            return None, (
+                "provider 'mcp' needs mcp_url or mcp_command (-H mcp_url=URL or -H mcp_command=CMD)"
+            )
         if provider == "platform" and not record.env_key:
             return None, (
                 "the task has no env_key, which the Fleet platform needs to create its environment"
