@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from agentkit import Event, EventRecorder, HarnessResult, ListTaskset, Rubric, Task
+from agentkit import Event, EventRecorder, HarnessResult, ListTaskset, Rubric, SpecError, Task
 from agentkit.env import AgentEnv
 
 pytestmark = pytest.mark.anyio
@@ -356,3 +356,40 @@ def test_a_callback_that_never_returns_does_not_keep_the_process_alive(tmp_path:
     assert proc.returncode == 0, proc.stderr
     assert "rewards [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]" in proc.stdout
     assert "'delivered': 0, 'dropped': 18" in proc.stdout
+
+
+class OddOnly(ScriptedHarness):
+    """Runs the tasks whose item id is odd; says why not only when ``explain``."""
+
+    def __init__(self, explain: bool) -> None:
+        super().__init__()
+        if explain:
+            self.unsupported_reason = lambda task: f"item {task.item_id} is even"
+
+    def supports(self, task: Task) -> bool:
+        return int(task.item_id) % 2 == 1
+
+
+@pytest.mark.parametrize("explain", [True, False])
+def test_tasks_the_harness_cannot_run_are_left_out_or_the_pairing_refused(
+    explain: bool,
+) -> None:
+    env = AgentEnv(tasks(4), OddOnly(explain))
+    results = env.run()
+    reason = (
+        (lambda i: f"item {i} is even")
+        if explain
+        else (lambda i: "the harness's supports() returns False for the task")
+    )
+    left_out = [{"task_id": f"ts:{i}", "reason": reason(i)} for i in (0, 2)]
+    assert [r.task_id for r in results.rollouts] == ["ts:1", "ts:3"]
+    assert results.summary["unsupported_tasks"] == left_out
+    assert (results.summary["planned"], results.summary["mean_reward"]) == (2, 1.0)
+    assert env.plan()["unsupported"] == left_out
+    with pytest.raises(SpecError) as refused:
+        AgentEnv(tasks(4), OddOnly(explain)).run(task_ids=["ts:0", "ts:2"])
+    assert str(refused.value) == (
+        "harness 'OddOnly' cannot run any of the 2 selected tasks of taskset 'ts': "
+        + ("ts:0: item 0 is even; ts:2: item 2 is even" if explain else f"for each, {reason(0)}")
+        + ". Pair the taskset with a harness that runs its tasks (agentkit list harnesses)"
+    )

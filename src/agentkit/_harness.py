@@ -19,10 +19,10 @@ class Harness(Protocol):
 
     Optional members the runner uses when present:
     ``supports(task) -> bool`` (tasks it cannot run are left out of a run,
-    and a run of none of them is refused), ``unsupported_reason(task) -> str
-    | None`` (why ``supports`` said no, for that message), and
-    ``compile_rubric(taskset) -> Rubric | None`` (its metrics are namespaced
-    ``harness.*``).
+    and a run of none of them is refused),
+    ``unsupported_reason(task) -> str | None`` (why ``supports`` said no, for
+    that message), and ``compile_rubric(taskset) -> Rubric | None`` (its
+    metrics are namespaced ``harness.*``).
     """
 
     async def run(
@@ -77,4 +77,4 @@ def why_unsupported(harness: Any, task: Task) -> str | None:
         return None
     explain = getattr(harness, "unsupported_reason", None)
     reason = explain(task) if callable(explain) else None
-    return str(reason) if reason else "its supports() returns False for it"
+    return str(reason) if reason else "the harness's supports() returns False for the task"
