@@ -17,6 +17,7 @@ import types
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
 import agentkit
@@ -416,6 +417,45 @@ def test_undecorated_hook_is_reported(fresh_registry: Any) -> None:
     (failure,) = [f for f in reg.failures if f.name == "p-plain"]
     assert failure.distribution == "d-plain"
     assert "agentkit_register_harnesses is not decorated with @agentkit.hookimpl" in failure.error
+
+
+def test_hook_with_arguments_its_spec_lacks_is_reported(fresh_registry: Any) -> None:
+    """pluggy's PluginValidationError becomes the plugin's failure, naming the hook and both
+    signatures; the hooks pluggy registered before the bad one are taken out again."""
+
+    def agentkit_register_commands(cli: click.Group) -> None:
+        cli.command(name="half-registered")(lambda: None)
+
+    def agentkit_register_harnesses(registr: Any) -> None:
+        registr(_GoodHarness)
+
+    bad = _plugin(
+        agentkit_register_commands=agentkit_register_commands,
+        agentkit_register_harnesses=agentkit_register_harnesses,
+    )
+    reg = fresh_registry([("p-args", bad, "d-args", "0.1")])
+    (failure,) = [f for f in reg.failures if f.name == "p-args"]
+    assert failure.distribution == "d-args"
+    assert failure.error.startswith("invalid hook implementation: ")
+    assert "hookimpl definition: agentkit_register_harnesses(registr: " in failure.error
+    assert "the hook is agentkit_register_harnesses(register)" in failure.error
+    assert "\n" not in failure.error
+    assert "p-args" not in [p.name for p in registry.plugins()]
+    group = click.Group()
+    reg.add_commands(group)
+    assert "half-registered" not in group.commands
+
+
+def test_one_module_under_two_plugin_names_loads_once(fresh_registry: Any) -> None:
+    module = types.ModuleType("agentkit_twice")
+    module.agentkit_register_harnesses = agentkit.hookimpl(  # type: ignore[attr-defined]
+        lambda register: register(_GoodHarness)
+    )
+    reg = fresh_registry([("p-first", module, "d-first", "1"), ("p-again", module, "d-again", "1")])
+    (failure,) = [f for f in reg.failures if f.name == "p-again"]
+    assert failure.distribution == "d-again"
+    assert failure.error == "its module is already loaded as plugin 'p-first'"
+    assert registry.get("harness", "inproc-good").plugin == "p-first"
 
 
 def test_option_schema_and_unknown_kind(fresh_registry: Any) -> None:

@@ -1,9 +1,11 @@
-"""Loading plugins: default plugins, then the ``agentkit`` entry points.
+"""Loading plugins into pluggy: default plugins, then the ``agentkit`` entry points.
 
-A plugin that fails to import, implements a hook that does not exist, or
-registers something that is not what it claims is recorded as a
-:class:`PluginFailure` (with its distribution and the reason); the others
-still load.
+Each plugin is registered with one :class:`pluggy.PluginManager`, and its
+hooks are called through the manager's hook callers, one plugin at a time
+(see :class:`PluginHooks`). A plugin that fails to import, implements a hook
+that does not exist, or registers something that is not what it claims is
+recorded as a :class:`PluginFailure` (with its distribution and the reason);
+the others still load.
 """
 
 from __future__ import annotations
@@ -15,23 +17,29 @@ import inspect
 import os
 import re
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import ModuleType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
+import pluggy
 
+from agentkit import hookspecs
 from agentkit._errors import PluginError
 from agentkit._version import __version__
+
+if TYPE_CHECKING:
+    import click
 
 __all__ = [
     "KINDS",
     "Kind",
     "LoadedRegistry",
     "PluginFailure",
+    "PluginHooks",
     "PluginInfo",
     "Registration",
-    "command_hooks",
+    "add_plugin_commands",
     "load",
 ]
 
@@ -138,26 +146,6 @@ class PluginFailure:
         return {"name": self.name, "distribution": self.distribution, "error": self.error}
 
 
-@attrs.define
-class LoadedRegistry:
-    """Everything the plugins registered, by kind and name."""
-
-    entries: dict[str, dict[str, Registration]] = attrs.field(factory=dict)
-    conflicts: dict[tuple[str, str], list[Registration]] = attrs.field(factory=dict)
-    plugins: list[PluginInfo] = attrs.field(factory=list)
-    failures: list[PluginFailure] = attrs.field(factory=list)
-    commands_hooks: list[Callable[..., Any]] = attrs.field(factory=list)
-    #: installed distributions left out by AGENTKIT_PLUGINS / AGENTKIT_DISABLE_PLUGINS, and why
-    skipped: dict[str, str] = attrs.field(factory=dict)
-
-
-def _split_env(var: str) -> set[str] | None:
-    raw = os.environ.get(var)
-    if raw is None:
-        return None
-    return {s.strip() for s in raw.split(",") if s.strip()}
-
-
 #: reStructuredText roles (``:class:`X```) and literals (````x````) in a docstring line.
 _ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`]+)`")
 _LITERAL = re.compile(r"``([^`]+)``")
@@ -222,32 +210,153 @@ def _check(kind: Kind, obj: Any) -> str | None:
     return None
 
 
-def _hook_problems(module: Any, spec_names: set[str]) -> list[str]:
-    """Hooks a plugin meant to implement but that pluggy would silently ignore.
+class PluginHooks:
+    """agentkit's hooks in a :class:`pluggy.PluginManager`, each plugin's called alone.
 
-    A decorated function whose name is not a hook (a misspelling), an
-    undecorated function whose name is close to a hook, and a hook without
-    ``@agentkit.hookimpl``.
+    The typed face of pluggy for the rest of agentkit. A plugin is registered
+    with :meth:`pluggy.PluginManager.register` and checked with
+    :meth:`~pluggy.PluginManager.check_pending`; its hooks are called through
+    :meth:`~pluggy.PluginManager.subset_hook_caller` with every other plugin
+    removed, so what it registers is known to be its own and a hook that
+    raises fails only its plugin. Names in ``AGENTKIT_DISABLE_PLUGINS`` are
+    blocked with :meth:`~pluggy.PluginManager.set_blocked`.
     """
-    problems = []
-    for attr in sorted(dir(module)):
-        if not attr.startswith("agentkit_"):
-            continue
-        value = getattr(module, attr, None)
-        if not callable(value):
-            continue
-        decorated = getattr(value, "agentkit_impl", None) is not None
-        if attr in spec_names:
-            if not decorated:
-                problems.append(f"{attr} is not decorated with @agentkit.hookimpl")
-            continue
-        close = difflib.get_close_matches(attr, sorted(spec_names), n=1)
-        if decorated:
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            problems.append(f"implements unknown hook {attr}{hint}")
-        elif close:
-            problems.append(f"implements unknown hook {attr} (did you mean {close[0]}?)")
-    return problems
+
+    def __init__(self) -> None:
+        self.manager = pluggy.PluginManager("agentkit")
+        self.manager.add_hookspecs(hookspecs)
+        #: The hooks a plugin may implement, sorted.
+        self.spec_names = sorted(n for n in dir(hookspecs) if n.startswith("agentkit_"))
+
+    def block(self, names: Iterable[str]) -> None:
+        """Never register plugins of these names."""
+        for name in names:
+            self.manager.set_blocked(name)
+
+    def is_blocked(self, name: str) -> bool:
+        """Whether ``name`` is blocked."""
+        return self.manager.is_blocked(name)
+
+    def plugins(self) -> list[tuple[str, object]]:
+        """The registered plugins, by name, in registration order."""
+        return [(n, p) for n, p in self.manager.list_name_plugin() if p is not None]
+
+    def add(self, name: str, plugin: object) -> str | None:
+        """Register ``plugin`` as ``name``; None, or why it was not registered.
+
+        pluggy alone would register a plugin whose hook is misspelled and never
+        call that hook: such a plugin, and one whose hook is not decorated with
+        ``@agentkit.hookimpl`` or does not match its spec, is not registered.
+        """
+        pm = self.manager
+        loaded_as = pm.get_name(plugin)
+        if loaded_as is not None:
+            return f"its module is already loaded as plugin {loaded_as!r}"
+        try:
+            pm.register(plugin, name=name)
+        except pluggy.PluginValidationError as exc:  # a hook's arguments do not match its spec
+            pm.unregister(plugin, name)  # pluggy < 1.7 keeps the hooks it registered before
+            return f"invalid hook implementation: {self._one_line(exc)}"
+        problems = self._undecorated(plugin)
+        try:
+            pm.check_pending()
+        except pluggy.PluginValidationError:  # a hook that no spec has: misspelled
+            for caller in pm.get_hookcallers(plugin) or ():
+                if not caller.has_spec():
+                    close = difflib.get_close_matches(caller.name, self.spec_names, n=1)
+                    hint = f" (did you mean {close[0]}?)" if close else ""
+                    problems[caller.name] = f"implements unknown hook {caller.name}{hint}"
+        if not problems:
+            return None
+        pm.unregister(plugin, name)
+        listed = "; ".join(problems[attr] for attr in sorted(problems))
+        return f"{listed}; known hooks: {', '.join(self.spec_names)}"
+
+    def _one_line(self, exc: pluggy.PluginValidationError) -> str:
+        """pluggy's message on one line, with the hook's spec when it names one."""
+        text = "; ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+        hook = re.search(r"hook '(agentkit_\w+)'", text)
+        if hook is not None and hook.group(1) in self.spec_names:
+            spec = getattr(self.manager.hook, hook.group(1)).spec
+            if spec is not None:
+                text += f"; the hook is {hook.group(1)}({', '.join(spec.argnames)})"
+        return text
+
+    def _undecorated(self, plugin: object) -> dict[str, str]:
+        """Functions that look like hooks but that pluggy does not take for hook implementations.
+
+        A hook's name without ``@agentkit.hookimpl``, or a name close to a hook's.
+        """
+        problems = {}
+        for attr in dir(plugin):
+            if not attr.startswith("agentkit_") or not callable(getattr(plugin, attr, None)):
+                continue
+            if self.manager.parse_hookimpl_opts(plugin, attr) is not None:
+                continue  # decorated: pluggy registered it, and checks it
+            if attr in self.spec_names:
+                problems[attr] = f"{attr} is not decorated with @agentkit.hookimpl"
+                continue
+            close = difflib.get_close_matches(attr, self.spec_names, n=1)
+            if close:
+                problems[attr] = f"implements unknown hook {attr} (did you mean {close[0]}?)"
+        return problems
+
+    def implements(self, plugin: object) -> set[str]:
+        """The hooks ``plugin`` implements."""
+        return {caller.name for caller in self.manager.get_hookcallers(plugin) or ()}
+
+    def _alone(self, hook: str, plugin: object) -> pluggy.HookCaller:
+        others = [p for _name, p in self.plugins() if p is not plugin]
+        return self.manager.subset_hook_caller(hook, remove_plugins=others)
+
+    def register_names(self, kind: Kind, plugin: object, register: Callable[..., None]) -> None:
+        """Call ``plugin``'s registration hook for ``kind`` with ``register``."""
+        self._alone(_HOOK_OF[kind], plugin)(register=register)
+
+    def add_commands(self, plugin: object, cli: click.Group) -> None:
+        """Call ``plugin``'s ``agentkit_register_commands`` with ``cli``."""
+        self._alone("agentkit_register_commands", plugin)(cli=cli)
+
+
+@attrs.define
+class LoadedRegistry:
+    """Everything the plugins registered, by kind and name."""
+
+    hooks: PluginHooks
+    entries: dict[str, dict[str, Registration]] = attrs.field(factory=dict)
+    conflicts: dict[tuple[str, str], list[Registration]] = attrs.field(factory=dict)
+    plugins: list[PluginInfo] = attrs.field(factory=list)
+    failures: list[PluginFailure] = attrs.field(factory=list)
+    #: installed distributions left out by AGENTKIT_PLUGINS / AGENTKIT_DISABLE_PLUGINS, and why
+    skipped: dict[str, str] = attrs.field(factory=dict)
+
+    def add_commands(self, cli: click.Group) -> None:
+        """Let every loaded plugin add its subcommands to ``cli``, in loading order."""
+        for _name, plugin in self.hooks.plugins():
+            if "agentkit_register_commands" in self.hooks.implements(plugin):
+                self.hooks.add_commands(plugin, cli)
+
+
+def _split_env(var: str) -> set[str] | None:
+    raw = os.environ.get(var)
+    if raw is None:
+        return None
+    return {s.strip() for s in raw.split(",") if s.strip()}
+
+
+def _selection(hooks: PluginHooks) -> set[str] | None:
+    """Block what ``AGENTKIT_DISABLE_PLUGINS`` names; the names ``AGENTKIT_PLUGINS`` limits to."""
+    hooks.block((_split_env("AGENTKIT_DISABLE_PLUGINS") or set()) - set(DEFAULT_PLUGINS))
+    return _split_env("AGENTKIT_PLUGINS")
+
+
+def _left_out(hooks: PluginHooks, only: set[str] | None, name: str, dist: str) -> str | None:
+    """Why the entry point ``name`` of ``dist`` is not loaded, or None."""
+    if only is not None and name not in only and dist not in only:
+        return "AGENTKIT_PLUGINS does not name it"
+    if hooks.is_blocked(name) or hooks.is_blocked(dist):  # a distribution's name blocks it all
+        return "AGENTKIT_DISABLE_PLUGINS blocks it"
+    return None
 
 
 def load(
@@ -258,16 +367,7 @@ def load(
     ``plugin_modules`` replaces entry-point discovery (used by tests):
     tuples of (plugin name, module or object, distribution, version).
     """
-    # deferred: pluggy and the hook specifications load with the plugins, not for --help
-    import pluggy
-
-    from agentkit import hookspecs
-
-    pm = pluggy.PluginManager("agentkit")
-    pm.add_hookspecs(hookspecs)
-    reg = LoadedRegistry()
-    spec_names = {n for n in dir(hookspecs) if n.startswith("agentkit_")}
-
+    reg = LoadedRegistry(PluginHooks())
     candidates: list[tuple[str, Callable[[], Any], str, str]] = [
         (mod, functools.partial(importlib.import_module, mod), "agentkit", __version__)
         for mod in DEFAULT_PLUGINS
@@ -277,9 +377,7 @@ def load(
     else:
         candidates += _entry_point_candidates()
 
-    only = _split_env("AGENTKIT_PLUGINS")
-    blocked = _split_env("AGENTKIT_DISABLE_PLUGINS") or set()
-    seen: dict[str, str] = {}
+    only = _selection(reg.hooks)
     if only:
         available = {n for n, *_ in candidates} | {d for *_, d, _v in candidates}
         for wanted in sorted(only - available):
@@ -292,14 +390,12 @@ def load(
                 )
             )
 
+    seen: dict[str, str] = {}
     for name, loader, dist, version in candidates:
-        builtin = name in DEFAULT_PLUGINS
-        if not builtin:
-            if only is not None and name not in only and dist not in only:
-                reg.skipped[dist] = "AGENTKIT_PLUGINS does not name it"
-                continue
-            if name in blocked or dist in blocked:
-                reg.skipped[dist] = "AGENTKIT_DISABLE_PLUGINS blocks it"
+        if name not in DEFAULT_PLUGINS:
+            why = _left_out(reg.hooks, only, name, dist)
+            if why is not None:
+                reg.skipped[dist] = why
                 continue
         try:
             module = loader()
@@ -313,17 +409,6 @@ def load(
                 )
             )
             continue
-        # A misspelled or undecorated hook is reported; the plugin is then skipped.
-        problems = _hook_problems(module, spec_names)
-        if problems:
-            reg.failures.append(
-                PluginFailure(
-                    name,
-                    dist,
-                    "; ".join(problems) + "; known hooks: " + ", ".join(sorted(spec_names)),
-                )
-            )
-            continue
         if name in seen:
             reg.failures.append(
                 PluginFailure(
@@ -334,10 +419,10 @@ def load(
                 )
             )
             continue
-        try:
-            pm.register(module, name=name)
-        except Exception as exc:  # pluggy.PluginValidationError: wrong hook signature
-            reg.failures.append(PluginFailure(name, dist, f"invalid hook implementation: {exc}"))
+        plugin = _hashable(name, module)
+        problem = reg.hooks.add(name, plugin)
+        if problem is not None:
+            reg.failures.append(PluginFailure(name, dist, problem))
             continue
         seen[name] = dist
         info = PluginInfo(
@@ -348,39 +433,54 @@ def load(
             registers={},
         )
         failed_before = len(reg.failures)
-        _collect(pm, module, name, dist, version, info, reg)
-        impl = getattr(module, "agentkit_register_commands", None)
-        if len(reg.failures) > failed_before and not info.registers and impl is None:
+        _collect(reg, plugin, info)
+        commands = "agentkit_register_commands" in reg.hooks.implements(plugin)
+        if len(reg.failures) > failed_before and not info.registers and not commands:
             continue  # nothing usable: the plugin is listed only under its failures
         reg.plugins.append(info)
-        if impl is not None:
-            reg.commands_hooks.append(impl)
     return reg
 
 
-def command_hooks() -> list[Callable[..., Any]]:
-    """Every enabled plugin's ``agentkit_register_commands``, importing only plugin modules.
+def add_plugin_commands(cli: click.Group) -> None:
+    """Let every enabled entry-point plugin add its subcommands, importing only plugin modules.
 
     For ``agentkit --help``: no taskset, harness or sandbox is registered, so
-    the plugins' own code is not imported. A plugin that fails to import is
-    left out here (``agentkit plugins`` reports it).
+    the plugins' own code is not imported. A plugin that fails to import, or
+    whose hook raises, is left out here (``agentkit plugins`` reports it).
     """
-    only = _split_env("AGENTKIT_PLUGINS")
-    blocked = _split_env("AGENTKIT_DISABLE_PLUGINS") or set()
-    hooks = []
+    hooks = PluginHooks()
+    only = _selection(hooks)
     for name, loader, dist, _version in _entry_point_candidates():
-        if only is not None and name not in only and dist not in only:
-            continue
-        if name in blocked or dist in blocked:
+        if _left_out(hooks, only, name, dist) is not None or hooks.manager.has_plugin(name):
             continue
         try:
             module = loader()
         except (Exception, SystemExit):
             continue
-        impl = getattr(module, "agentkit_register_commands", None)
-        if callable(impl):
-            hooks.append(impl)
-    return hooks
+        hooks.add(name, _hashable(name, module))
+    for _name, plugin in hooks.plugins():
+        if "agentkit_register_commands" in hooks.implements(plugin):
+            try:
+                hooks.add_commands(plugin, cli)
+            except Exception:  # a broken plugin must not break the command line
+                continue
+
+
+def _hashable(name: str, plugin: object) -> object:
+    """``plugin``, or a module holding its hooks if it cannot be hashed.
+
+    pluggy keeps plugins in sets; a plugin may be any object with hook
+    functions as attributes, a :class:`types.SimpleNamespace` for one.
+    """
+    try:
+        hash(plugin)
+    except TypeError:
+        stand_in = ModuleType(name)
+        for attr in dir(plugin):
+            if attr.startswith("agentkit_"):
+                setattr(stand_in, attr, getattr(plugin, attr))
+        return stand_in
+    return plugin
 
 
 def _constant(value: Any) -> Callable[[], Any]:
@@ -398,18 +498,11 @@ def _entry_point_candidates() -> list[tuple[str, Callable[[], Any], str, str]]:
     return out
 
 
-def _collect(
-    pm: Any,
-    module: Any,
-    plugin: str,
-    dist: str,
-    version: str,
-    info: PluginInfo,
-    reg: LoadedRegistry,
-) -> None:
+def _collect(reg: LoadedRegistry, module: object, info: PluginInfo) -> None:
+    """Call each of ``module``'s registration hooks; keep what each registered, or its failure."""
+    implemented = reg.hooks.implements(module)
     for kind, hook_name in _HOOK_OF.items():
-        impl = getattr(module, hook_name, None)
-        if impl is None or getattr(impl, "agentkit_impl", None) is None:
+        if hook_name not in implemented:
             continue
         pending: list[Registration] = []
 
@@ -448,17 +541,22 @@ def _collect(
                     name=reg_name,
                     factory=obj,
                     description=description or (None if lazy else _describe(obj)),
-                    plugin=plugin,
-                    distribution=dist,
-                    version=version,
+                    plugin=info.name,
+                    distribution=info.distribution,
+                    version=info.version,
                 )
             )
 
         try:
-            impl(register=register)
+            reg.hooks.register_names(kind, module, register)
         except Exception as exc:
             reg.failures.append(
-                PluginFailure(plugin, dist, f"{hook_name} failed: {exc}", traceback.format_exc())
+                PluginFailure(
+                    info.name,
+                    info.distribution,
+                    f"{hook_name} failed: {exc}",
+                    traceback.format_exc(),
+                )
             )
             continue
         for r in pending:

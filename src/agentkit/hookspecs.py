@@ -5,6 +5,10 @@ takes the name from ``name=`` or ``obj.name``, and a name registered twice
 is an error that names both distributions. ``obj`` may also be a reference,
 ``"package.module:Name"`` (with ``name`` and ``description``): it is imported
 the first time it is used, so a run imports only what it uses.
+
+These are pluggy hooks. The registry calls each plugin's implementation
+through its plugin manager's hook caller, one plugin at a time, so a hook
+that raises fails only its own plugin (see docs/hooks.md).
 """
 
 from __future__ import annotations

@@ -84,19 +84,16 @@ class LazyGroup(click.Group):
         if self._plugins_loaded:
             return
         self._plugins_loaded = True
-        if light:
-            hooks = command_hooks()
+        if light:  # a broken plugin must not break --help: it is left out
+            # deferred: the plugin loader (pluggy) is not needed for the built-in commands
+            from agentkit._plugins import add_plugin_commands
+
+            add_plugin_commands(self)
         else:
             # deferred: the registry and its option schemas are not needed for --help
             from agentkit.registry import get_registry
 
-            hooks = get_registry().commands_hooks
-        for hook in hooks:
-            try:
-                hook(cli=self)
-            except Exception:  # a broken plugin must not break the command line
-                if not light:
-                    raise
+            get_registry().add_commands(self)
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
