@@ -530,5 +530,6 @@ def bench(session: nox.Session) -> None:
     ensure_system_tools(session)
     install_project(session, "view", "ray")
     session.install("playwright>=1.40")  # bench/view.py times the page in Chromium too
+    session.install("openai>=1.40,<4")  # the bare-client baselines of concurrency.py, chat_eval.py
     for script in sorted((ROOT / "bench").glob("[!_]*.py")):
         session.run("python", str(script))
