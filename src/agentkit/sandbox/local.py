@@ -30,6 +30,7 @@ from agentkit.sandbox._bwrap import (
     ro_bind_sources,
 )
 from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
+from agentkit.sandbox._etcfiles import EtcFile, account_files, data_fds, net_files
 from agentkit.sandbox._forward import (
     HOLDER_SCRIPT,
     Endpoint,
@@ -60,19 +61,13 @@ from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._process import read_json_fd
 from agentkit.sandbox._proctree import kill_tree
 from agentkit.sandbox._reaper import OWNER_ENV, owner_token, reap_orphans_once, reaped
-from agentkit.sandbox._slirp import RESOLV_CONF, Slirp, find_slirp4netns, require_slirp4netns
+from agentkit.sandbox._slirp import Slirp, find_slirp4netns, require_slirp4netns
 from agentkit.sandbox._stage import DOCKER_CAPS, STAGE, StagePlan, stage_argv
 from agentkit.sandbox._users import User, resolve_user
 
 __all__ = ["LocalSandbox"]
 
 _START_TIMEOUT_SEC = 30.0
-_PASSWD = (
-    "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
-)
-_GROUP = "root:x:0:\nnogroup:x:65534:\n"
-_SHADOW = "root:*:19000:0:99999:7:::\nnobody:*:19000:0:99999:7:::\n"
-_GSHADOW = "root:*::\nnogroup:*::\n"
 #: Directories every base image has, made in the rollout's root on the host userland.
 USERLAND_DIRS = ("/var/log", "/var/tmp", "/home", "/opt", "/run", "/srv", "/mnt")
 
@@ -308,41 +303,14 @@ class LocalSandbox(BaseSandbox):
 
     # -- lifecycle ------------------------------------------------------------
 
-    def _hosts(self) -> str:
-        hosts = "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost ip6-loopback\n"
-        if self._endpoint is not None and self._endpoint.hosts_entry:
-            hosts += f"127.0.0.1 {self._endpoint.hosts_entry}\n"
-        return hosts
+    def _net_files(self) -> list[EtcFile]:
+        """The network files written in the sandbox's /etc (see ``_etcfiles``)."""
+        hosts_entry = self._endpoint.hosts_entry if self._endpoint is not None else None
+        return net_files(hosts_entry, slirp=self._slirp_program is not None)
 
-    def _net_files(self) -> list[tuple[str, str, int]]:
-        """(path, text, mode) of the network files written in the sandbox's /etc."""
-        files = [("/etc/hosts", self._hosts(), 0o644), ("/etc/hostname", "sandbox\n", 0o644)]
-        if self._slirp_program is not None:
-            files.append(("/etc/resolv.conf", RESOLV_CONF, 0o644))
-        return files
-
-    def _etc_files(self) -> list[tuple[str, str, int]]:
-        """(path, text, mode) of the files generated in the tmpfs /etc."""
-        return [
-            ("/etc/passwd", _PASSWD, 0o644),
-            ("/etc/group", _GROUP, 0o644),
-            ("/etc/shadow", _SHADOW, 0o640),
-            ("/etc/gshadow", _GSHADOW, 0o640),
-            *self._net_files(),
-        ]
-
-    @staticmethod
-    def _data_fds(files: list[tuple[str, str, int]]) -> list[tuple[int, str, int]]:
-        """A pipe per file, already holding its text (small: fits the pipe buffer)."""
-        out = []
-        for dest, text, mode in files:
-            r, w = os.pipe()
-            try:
-                os.write(w, text.encode())
-            finally:
-                os.close(w)
-            out.append((r, dest, mode))
-        return out
+    def _etc_files(self) -> list[EtcFile]:
+        """The files generated in the tmpfs /etc on the host's userland."""
+        return [*account_files(), *self._net_files()]
 
     def _make_dirs(self) -> None:
         if self.image is not None:
@@ -437,7 +405,7 @@ class LocalSandbox(BaseSandbox):
         self, info_w: int, block_r: int, chan_box: socket.socket | None
     ) -> tuple[list[str], list[int]]:
         """bwrap's argv on the host userland, and the fds it reads /etc files from."""
-        etc_files = self._data_fds(self._etc_files())
+        etc_files = data_fds(self._etc_files())
         cap_add: list[str] = []
         if chan_box is not None and self._endpoint is not None:
             holder = [
