@@ -1,5 +1,8 @@
 """The local sandbox: bubblewrap namespaces around a per-rollout root.
 
+This module is the sandbox's lifecycle (bubblewrap started, made safe, its
+commands entered, taken down); the task images it runs on are made and held
+in ``_localimage``, and the files it generates in ``/etc`` in ``_etcfiles``.
 See ``docs/sandboxes.md`` for the layout, the network and model-endpoint
 design, the resource limits and what survives between commands.
 """
@@ -17,8 +20,7 @@ from typing import Any, ClassVar, Literal, NoReturn
 
 import anyio
 
-from agentkit._sandbox import ExecutionHints, TaskImage
-from agentkit.images import ImageError, PrepareStatus
+from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox._base import STANDARD_DIRS, BaseSandbox
 from agentkit.sandbox._bwrap import (
     LIFELINE,
@@ -29,7 +31,7 @@ from agentkit.sandbox._bwrap import (
     holder_argv,
     ro_bind_sources,
 )
-from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
+from agentkit.sandbox._errors import SandboxError
 from agentkit.sandbox._etcfiles import EtcFile, account_files, data_fds, net_files
 from agentkit.sandbox._forward import (
     HOLDER_SCRIPT,
@@ -48,15 +50,13 @@ from agentkit.sandbox._hostid import (
     write_id_maps,
 )
 from agentkit.sandbox._hosttools import TOOLS_DIR, host_tools
-from agentkit.sandbox._imageroot import (
-    HEALTH_TIMEOUT_SEC,
-    IMAGE_ID_BASE,
-    IMAGE_ID_COUNT,
-    HealthCheck,
-    ImageRoot,
-    hold,
+from agentkit.sandbox._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot
+from agentkit.sandbox._localimage import (
+    check_runnable,
+    hold_image_root,
+    prepare_images,
+    wait_healthy,
 )
-from agentkit.sandbox._imagetools import find_image_tool, task_image_root
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._process import read_json_fd
 from agentkit.sandbox._proctree import kill_tree
@@ -170,7 +170,7 @@ class LocalSandbox(BaseSandbox):
         #: The task's image this sandbox runs on (None: the host's userland).
         self.image = self.hints.image if image == "auto" else None
         if self.image is not None:
-            _check_runnable(self.image)
+            check_runnable(self.image)
         self._image_tool = image_tool
         self._image_cache = Path(image_cache) if image_cache else None
         self._run_entrypoint = entrypoint
@@ -253,53 +253,18 @@ class LocalSandbox(BaseSandbox):
         At most ``max_builds`` at a time, with a progress line. One entry per
         hints: None when ready (or no image), else the error every rollout of
         that task then fails with (what to install when no tool can make
-        images; a failed build with its log).
+        images; a failed build with its log). See ``_localimage``.
         """
-        if image == "host" or not any(h.image for h in hints):
+        if image == "host":
             return [None] * len(hints)
-        id_base = IMAGE_ID_BASE if needs_own_id((IMAGE_ID_BASE, IMAGE_ID_COUNT)) else None
-        cache = Path(image_cache) if image_cache else None
-        wanted = list(dict.fromkeys(h.image for h in hints if h.image))
-        results: dict[TaskImage, BaseException | None] = {}
-        try:
-            tool = find_image_tool(image_tool)
-        except SandboxError as exc:
-            results = dict.fromkeys(wanted, exc)
-            wanted = []
-        gate = asyncio.Semaphore(max_builds)
-        running: dict[TaskImage, str] = {}
-
-        def report() -> None:
-            if on_progress is not None:
-                failed = sum(r is not None for r in results.values())
-                on_progress(
-                    PrepareStatus(
-                        total=len(wanted),
-                        ready=len(results) - failed,
-                        failed=failed,
-                        running=tuple(sorted(running.values())),
-                    ).line()
-                )
-
-        async def one(task_image: TaskImage) -> None:
-            async with gate:
-                running[task_image] = describe(task_image)
-                report()
-                try:
-                    _check_runnable(task_image)
-                    await task_image_root(
-                        task_image, tool=tool, cache_dir=cache, id_base=id_base, log_dir=log_dir
-                    )
-                except (SandboxError, ImageError) as exc:
-                    results[task_image] = exc
-                else:
-                    results[task_image] = None
-                finally:
-                    running.pop(task_image, None)
-                report()
-
-        await asyncio.gather(*(one(i) for i in wanted))
-        return [results[h.image] if h.image else None for h in hints]
+        return await prepare_images(
+            hints,
+            log_dir=log_dir,
+            on_progress=on_progress,
+            image_tool=image_tool,
+            image_cache=image_cache,
+            max_builds=max_builds,
+        )
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -512,56 +477,18 @@ class LocalSandbox(BaseSandbox):
                 cwd=root.config.workdir or "/",
             )
         if root.config.healthcheck is not None:
-            await self._wait_healthy(root.config.healthcheck, root.config.user)
-
-    async def _wait_healthy(self, check: HealthCheck, user: str | None) -> None:
-        """Wait until the image's ``HEALTHCHECK`` passes, as ``compose up --wait`` does.
-
-        The check runs at once, then every ``start_interval`` during the start
-        period and every ``interval`` after it; ``retries`` failures after the
-        start period (or a wait past :data:`HEALTH_TIMEOUT_SEC`) fail the start.
-        It runs as the image's ``USER`` where the sandbox has that user.
-        """
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        argv = check.argv(self._shell or "/bin/sh")
-        as_user = user if (user and self.host_id is not None) else None
-        failures = 0
-        while True:
-            r = await self.exec(argv, user=as_user, timeout=check.timeout)
-            if r.ok:
-                return
-            now = loop.time()
-            in_start = now - started < check.start_period
-            failures += 0 if in_start else 1
-            if failures >= check.retries or now - started > HEALTH_TIMEOUT_SEC:
-                output = " ".join((r.stdout + r.stderr).split())[:300]
-                raise SandboxError(
-                    f"the image's HEALTHCHECK failed ({failures} time(s) after its start "
-                    f"period; last: exit {r.exit_code}{', timed out' if r.timed_out else ''}"
-                    f"{': ' + output if output else ''})"
-                )
-            await asyncio.sleep(check.start_interval if in_start else check.interval)
+            # As the image's USER where the sandbox has that user.
+            user = root.config.user if (root.config.user and self.host_id is not None) else None
+            await wait_healthy(
+                self, root.config.healthcheck, shell=self._shell or "/bin/sh", user=user
+            )
 
     async def _use_image_root(self) -> None:
         """Get the task's image root and hold it (no prune removes it while we run)."""
         image = self.image
         assert image is not None
-        tool = find_image_tool(self._image_tool)
-        for _ in range(3):
-            root = await task_image_root(
-                image,
-                tool=tool,
-                cache_dir=self._image_cache,
-                id_base=self.host_id,
-            )
-            fd = await asyncio.to_thread(hold, root)
-            if fd is not None:
-                self.image_root, self._root_lock = root, fd
-                return
-        raise SandboxError(
-            f"the exported root of {describe(image)} was removed as the sandbox started, "
-            "three times (is `agentkit sandbox prune --image-roots` running in a loop?)"
+        self.image_root, self._root_lock = await hold_image_root(
+            image, image_tool=self._image_tool, image_cache=self._image_cache, id_base=self.host_id
         )
 
     def _release_image_root(self) -> None:
@@ -806,24 +733,6 @@ class LocalSandbox(BaseSandbox):
         if isinstance(cmd, str) and self._shell:
             return [self._shell, "-c", cmd]
         return super()._argv(cmd)
-
-
-def _check_runnable(image: TaskImage) -> None:
-    """Refuse what the local sandbox cannot run: a compose project's sidecar services."""
-    if image.compose_file:
-        raise SandboxUnavailableError(
-            f"the task's environment is a compose project ({image.compose_file}): the local "
-            "sandbox runs one image and cannot start its other services; use --sandbox "
-            "docker, or -S image=host to run it on the host's userland anyway"
-        )
-
-
-def describe(image: TaskImage) -> str:
-    """A short name for a task's image, for progress lines."""
-    if image.image:
-        return image.image
-    parts = Path(image.context or os.path.dirname(image.dockerfile or "") or "image").parts
-    return parts[-2] if len(parts) > 1 and parts[-1] == "environment" else parts[-1]
 
 
 def _children(pid: int) -> list[int]:

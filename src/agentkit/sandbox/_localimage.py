@@ -1,0 +1,164 @@
+"""The local sandbox's image roots: made before a run, held while a sandbox runs.
+
+A task with an image runs on that image's exported root file system (see
+``_imageroot``). Before a run, :func:`prepare_images` builds or pulls every
+task's image and exports its root, once each; a starting sandbox then gets
+its root and holds it (:func:`hold_image_root`) so that no prune removes it
+while the sandbox runs, and once started waits for the image's
+``HEALTHCHECK`` (:func:`wait_healthy`), as ``compose up --wait`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from agentkit._sandbox import ExecutionHints, TaskImage
+from agentkit.images import ImageError, PrepareStatus
+from agentkit.sandbox._base import BaseSandbox
+from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
+from agentkit.sandbox._hostid import needs_own_id
+from agentkit.sandbox._imageroot import (
+    HEALTH_TIMEOUT_SEC,
+    IMAGE_ID_BASE,
+    IMAGE_ID_COUNT,
+    HealthCheck,
+    ImageRoot,
+    hold,
+)
+from agentkit.sandbox._imagetools import find_image_tool, task_image_root
+
+__all__ = ["check_runnable", "describe", "hold_image_root", "prepare_images", "wait_healthy"]
+
+ImageTool = Literal["auto", "docker", "podman", "buildah"]
+
+
+def check_runnable(image: TaskImage) -> None:
+    """Refuse what the local sandbox cannot run: a compose project's sidecar services."""
+    if image.compose_file:
+        raise SandboxUnavailableError(
+            f"the task's environment is a compose project ({image.compose_file}): the local "
+            "sandbox runs one image and cannot start its other services; use --sandbox "
+            "docker, or -S image=host to run it on the host's userland anyway"
+        )
+
+
+def describe(image: TaskImage) -> str:
+    """A short name for a task's image, for progress lines."""
+    if image.image:
+        return image.image
+    parts = Path(image.context or os.path.dirname(image.dockerfile or "") or "image").parts
+    return parts[-2] if len(parts) > 1 and parts[-1] == "environment" else parts[-1]
+
+
+async def prepare_images(
+    hints: Sequence[ExecutionHints],
+    *,
+    log_dir: Path | None,
+    on_progress: Callable[[str], None] | None,
+    image_tool: ImageTool,
+    image_cache: str | None,
+    max_builds: int,
+) -> list[BaseException | None]:
+    """Build or pull every task's image and export its root, once each.
+
+    At most ``max_builds`` at a time, with a progress line. One entry per
+    hints: None when ready (or no image), else the error every rollout of
+    that task then fails with (what to install when no tool can make
+    images; a failed build with its log).
+    """
+    if not any(h.image for h in hints):
+        return [None] * len(hints)
+    id_base = IMAGE_ID_BASE if needs_own_id((IMAGE_ID_BASE, IMAGE_ID_COUNT)) else None
+    cache = Path(image_cache) if image_cache else None
+    wanted = list(dict.fromkeys(h.image for h in hints if h.image))
+    results: dict[TaskImage, BaseException | None] = {}
+    try:
+        tool = find_image_tool(image_tool)
+    except SandboxError as exc:
+        results = dict.fromkeys(wanted, exc)
+        wanted = []
+    gate = asyncio.Semaphore(max_builds)
+    running: dict[TaskImage, str] = {}
+
+    def report() -> None:
+        if on_progress is not None:
+            failed = sum(r is not None for r in results.values())
+            on_progress(
+                PrepareStatus(
+                    total=len(wanted),
+                    ready=len(results) - failed,
+                    failed=failed,
+                    running=tuple(sorted(running.values())),
+                ).line()
+            )
+
+    async def one(task_image: TaskImage) -> None:
+        async with gate:
+            running[task_image] = describe(task_image)
+            report()
+            try:
+                check_runnable(task_image)
+                await task_image_root(
+                    task_image, tool=tool, cache_dir=cache, id_base=id_base, log_dir=log_dir
+                )
+            except (SandboxError, ImageError) as exc:
+                results[task_image] = exc
+            else:
+                results[task_image] = None
+            finally:
+                running.pop(task_image, None)
+            report()
+
+    await asyncio.gather(*(one(i) for i in wanted))
+    return [results[h.image] if h.image else None for h in hints]
+
+
+async def hold_image_root(
+    image: TaskImage, *, image_tool: ImageTool, image_cache: Path | None, id_base: int | None
+) -> tuple[ImageRoot, int]:
+    """The task's image root, and the shared lock that keeps a prune from removing it."""
+    tool = find_image_tool(image_tool)
+    for _ in range(3):
+        root = await task_image_root(image, tool=tool, cache_dir=image_cache, id_base=id_base)
+        fd = await asyncio.to_thread(hold, root)
+        if fd is not None:
+            return root, fd
+    raise SandboxError(
+        f"the exported root of {describe(image)} was removed as the sandbox started, "
+        "three times (is `agentkit sandbox prune --image-roots` running in a loop?)"
+    )
+
+
+async def wait_healthy(
+    sandbox: BaseSandbox, check: HealthCheck, *, shell: str, user: str | None
+) -> None:
+    """Wait until the image's ``HEALTHCHECK`` passes in ``sandbox``, as ``compose up --wait`` does.
+
+    The check runs at once, then every ``start_interval`` during the start
+    period and every ``interval`` after it; ``retries`` failures after the
+    start period (or a wait past :data:`HEALTH_TIMEOUT_SEC`) fail the start.
+    It runs with ``shell`` (for a shell-form check), as ``user`` when given.
+    """
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    argv = check.argv(shell)
+    failures = 0
+    while True:
+        r = await sandbox.exec(argv, user=user, timeout=check.timeout)
+        if r.ok:
+            return
+        now = loop.time()
+        in_start = now - started < check.start_period
+        failures += 0 if in_start else 1
+        if failures >= check.retries or now - started > HEALTH_TIMEOUT_SEC:
+            output = " ".join((r.stdout + r.stderr).split())[:300]
+            raise SandboxError(
+                f"the image's HEALTHCHECK failed ({failures} time(s) after its start "
+                f"period; last: exit {r.exit_code}{', timed out' if r.timed_out else ''}"
+                f"{': ' + output if output else ''})"
+            )
+        await asyncio.sleep(check.start_interval if in_start else check.interval)
