@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from agentkit._errors import AgentkitError
-from agentkit._plugins import command_hooks
+from agentkit._plugins import add_plugin_commands
 from agentkit._version import __version__
 
 __all__ = ["cli", "main"]
@@ -85,9 +85,6 @@ class LazyGroup(click.Group):
             return
         self._plugins_loaded = True
         if light:  # a broken plugin must not break --help: it is left out
-            # deferred: the plugin loader (pluggy) is not needed for the built-in commands
-            from agentkit._plugins import add_plugin_commands
-
             add_plugin_commands(self)
         else:
             # deferred: the registry and its option schemas are not needed for --help
