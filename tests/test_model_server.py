@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import anthropic
+import anyio
 import httpx
 import openai
 import pytest
@@ -30,6 +32,10 @@ def client(server: ScriptedModelServer, **kw: Any) -> openai.OpenAI:
     )
 
 
+def claude(server: ScriptedModelServer, api_key: str) -> anthropic.Anthropic:
+    return anthropic.Anthropic(base_url=server.url, api_key=api_key, max_retries=0)
+
+
 def raw_post(server: ScriptedModelServer, body: dict[str, Any]) -> httpx.Response:
     return httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=10)
 
@@ -39,6 +45,7 @@ def sse_events(text: str) -> list[str]:
 
 
 def test_text_reply_usage_and_request_log(model_server: ScriptedModelServer) -> None:
+    model_server.set_api_key("sk-test")
     model_server.set_script(
         {
             "default": {
@@ -77,6 +84,102 @@ def test_request_without_key_is_logged_as_such(model_server: ScriptedModelServer
     raw_post(model_server, {"model": "m", "messages": USER}).raise_for_status()
     assert model_server.requests[-1].api_key_sent is False
     assert "authorization" not in model_server.requests[-1].headers
+
+
+def test_a_server_given_no_key_answers_any_key_but_none_counts_as_its_own(
+    model_server: ScriptedModelServer,
+) -> None:
+    reply = client(model_server, api_key="anything").chat.completions.create(
+        model="m", messages=USER
+    )
+    assert reply.choices[0].message.content == "ok"
+    [logged] = model_server.requests
+    assert logged.headers["authorization"] == "[redacted]" and logged.api_key_sent is False
+
+
+KEY = "sk-scripted-3f9c2a71e5"
+
+
+@pytest.mark.model_script({"rules": [{"times": 1, "reply": {"content": "first"}}]})
+def test_a_server_given_a_key_refuses_any_other_key_or_none_in_each_protocol(
+    model_server: ScriptedModelServer,
+) -> None:
+    model_server.set_api_key(KEY)
+    assert model_server.api_key == KEY
+    for wrong in ("agentkit-no-key", KEY + "x", KEY[:-1]):
+        with pytest.raises(openai.AuthenticationError) as refused:
+            client(model_server, api_key=wrong).chat.completions.create(model="m", messages=USER)
+        assert refused.value.status_code == 401 and refused.value.code == "invalid_api_key"
+        assert wrong not in str(refused.value.body)
+        with pytest.raises(openai.AuthenticationError):
+            client(model_server, api_key=wrong).responses.create(model="m", input="hi")
+        with pytest.raises(openai.AuthenticationError):
+            client(model_server, api_key=wrong).models.list()
+        with pytest.raises(anthropic.AuthenticationError) as refused_messages:
+            claude(model_server, wrong).messages.create(model="m", max_tokens=9, messages=USER)
+        assert refused_messages.value.body["error"]["type"] == "authentication_error"
+        with pytest.raises(anthropic.AuthenticationError):
+            claude(model_server, wrong).messages.count_tokens(model="m", messages=USER)
+    # no key at all, a bearer token with no token, the key beside another one
+    keyless = raw_post(model_server, {"model": "m", "messages": USER})
+    assert keyless.status_code == 401 and keyless.json()["error"]["code"] == "invalid_api_key"
+    for headers in (
+        {"authorization": "Bearer"},
+        {"authorization": f"Bearer {KEY}", "x-api-key": "agentkit-no-key"},
+        {"authorization": f"Basic {KEY}"},
+    ):
+        body = {"model": "m", "messages": USER}
+        url = f"{model_server.base_url}/chat/completions"
+        assert httpx.post(url, json=body, headers=headers, timeout=10).status_code == 401
+    refused_log = model_server.requests
+    assert refused_log and not any(r.api_key_sent for r in refused_log)
+    assert all(r.rule is None for r in refused_log)
+    assert KEY not in json.dumps([r.headers for r in refused_log])
+    # the refused requests used no rule's ``times``: the first answered one gets "first"
+    model_server.clear_requests()
+    reply = client(model_server, api_key=KEY).chat.completions.create(model="m", messages=USER)
+    assert reply.choices[0].message.content == "first"
+    message = claude(model_server, KEY).messages.create(model="m", max_tokens=9, messages=USER)
+    assert message.content[0].type == "text"
+    azure = httpx.post(
+        f"{model_server.base_url}/chat/completions",
+        json={"model": "m", "messages": USER},
+        headers={"api-key": KEY},
+        timeout=10,
+    )
+    assert azure.status_code == 200
+    assert [r.api_key_sent for r in model_server.requests] == [True, True, True]
+    model_server.set_api_key(None)  # any key again
+    raw_post(model_server, {"model": "m", "messages": USER}).raise_for_status()
+    with pytest.raises(ValueError, match="api_key"):
+        model_server.set_api_key("")
+
+
+@pytest.mark.anyio
+async def test_wait_for_requests_returns_once_held_requests_arrived(
+    model_server: ScriptedModelServer,
+) -> None:
+    model_server.hold()
+    aclient = openai.AsyncOpenAI(base_url=model_server.base_url, api_key="k", max_retries=0)
+    calls = [
+        asyncio.ensure_future(aclient.chat.completions.create(model="m", messages=USER))
+        for _ in range(3)
+    ]
+    with anyio.fail_after(30):  # a hang guard: the three calls are all held, all logged
+        logged = await model_server.wait_for_requests(3)
+    assert len(logged) == 3 and not any(c.done() for c in calls)
+    assert len(await model_server.wait_for_requests(2)) == 3  # already there: at once
+    model_server.release()
+    replies = await asyncio.gather(*calls)
+    assert [r.choices[0].message.content for r in replies] == ["ok"] * 3
+    model_server.clear_requests()
+    waiting = asyncio.ensure_future(model_server.wait_for_requests(1))
+    await asyncio.sleep(0)
+    assert not waiting.done()  # cleared: the three do not count
+    await aclient.chat.completions.create(model="m", messages=USER)
+    with anyio.fail_after(30):
+        assert len(await waiting) == 1
+    await aclient.close()
 
 
 def test_estimated_usage_grows_with_text(model_server: ScriptedModelServer) -> None:

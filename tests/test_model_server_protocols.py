@@ -88,6 +88,7 @@ def sse(text: str) -> list[tuple[str | None, str]]:
 
 @pytest.mark.model_script(TOOL_SCRIPT)
 def test_messages_tool_use_thinking_and_usage(model_server: ScriptedModelServer) -> None:
+    model_server.set_api_key("sk-ant-test")
     message = claude(model_server).messages.create(
         model="claude-x", max_tokens=100, messages=USER, tools=ANTHROPIC_TOOLS
     )

@@ -8,11 +8,13 @@ Responses API (``POST /v1/responses``), each streamed as server-sent events
 or not; ``GET /v1/models`` lists the script's models. A scripted reply (text,
 reasoning, tool calls, usage) is rendered in whichever protocol the request
 used, and the same failures can be injected in all of them (429, 5xx, hangs,
-malformed bodies, broken streams, dropped connections, latency). Every
+malformed bodies, broken streams, dropped connections, latency). Given an
+``api_key``, it answers only requests that carry exactly that key (401 in
+the protocol's own error format otherwise), as a provider does. Every
 request is logged with its secret headers redacted.
 
->>> with ScriptedModelServer({"default": {"content": "hi"}}) as server:  # doctest: +SKIP
-...     client = openai.OpenAI(base_url=server.base_url, api_key="x")
+>>> with ScriptedModelServer("hi", api_key="sk-test") as server:  # doctest: +SKIP
+...     client = openai.OpenAI(base_url=server.base_url, api_key=server.api_key)
 
 From the command line: ``python -m agentkit.testing.model_server --script FILE --port N``.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import hmac
 import itertools
 import json
 import threading
@@ -51,7 +54,9 @@ class RecordedRequest:
 
     ``headers`` (names in lower case) has secret headers (``Authorization``,
     ``x-api-key``...) replaced by ``"[redacted]"``; ``api_key_sent`` says
-    whether a non-empty key came with it. ``path`` includes the query string.
+    whether the server's ``api_key`` came with it, exactly (always False on a
+    server given no key; a request with another key or none was refused with
+    a 401 when the server has one). ``path`` includes the query string.
     ``body`` is the parsed JSON body (None when absent or not JSON; then
     ``body_text`` holds the text). ``api`` is the protocol of a model request
     (``chat``, ``messages``, ``responses``; None for other requests) and
@@ -103,6 +108,10 @@ class ScriptedModelServer:
     sync and async code can call it) or ``async with server:`` (it serves on
     the running event loop). ``port=0`` lets the OS choose a free port;
     ``log_limit`` keeps only the newest N requests in the log (long benchmarks).
+    ``api_key``: the one key the server accepts (as a bearer token, ``x-api-key``
+    or ``api-key``); a model request (or ``/v1/models``, token counting) with
+    another key or none gets a 401 in its protocol's error format. Without it,
+    every request is answered whatever key it carries.
     """
 
     def __init__(
@@ -112,8 +121,10 @@ class ScriptedModelServer:
         host: str = "127.0.0.1",
         port: int = 0,
         log_limit: int | None = None,
+        api_key: str | None = None,
     ) -> None:
         self._script = load_script(script)
+        self._api_key = _checked_key(api_key)
         self.host = host
         self.port = port
         # the newest ``log_limit`` requests are kept (all of them by default)
@@ -129,6 +140,9 @@ class ScriptedModelServer:
         # set: model answers go out; cleared by hold(), set again by release()
         self._open = threading.Event()
         self._open.set()
+        # wait_for_requests(): (how many model requests, the waiter's loop, its future)
+        self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._model_received = 0  # model requests logged since the last clear_requests()
 
     # -- public API ---------------------------------------------------------
 
@@ -150,6 +164,16 @@ class ScriptedModelServer:
         return self._script
 
     @property
+    def api_key(self) -> str | None:
+        """The one key the server accepts (None: any key, or none)."""
+        return self._api_key
+
+    def set_api_key(self, api_key: str | None) -> None:
+        """Accept only ``api_key`` from now on (None: answer whatever key comes); safe
+        while serving."""
+        self._api_key = _checked_key(api_key)
+
+    @property
     def requests(self) -> list[RecordedRequest]:
         """A copy of the log of requests received so far, oldest first."""
         with self._lock:
@@ -169,6 +193,29 @@ class ScriptedModelServer:
         """Forget the logged requests."""
         with self._lock:
             self._requests.clear()
+            self._model_received = 0
+
+    async def wait_for_requests(self, count: int = 1) -> list[RecordedRequest]:
+        """Wait until at least ``count`` model requests have been received since the
+        server started (or since :meth:`clear_requests`), and return the logged ones:
+        one whose answer :meth:`hold` keeps back, or refused for its key, counts once
+        received. It waits on the server's own signal, never on the clock: bound it
+        with ``anyio.fail_after``."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        waiter = (count, loop, future)
+        with self._lock:
+            if self._model_received >= count:
+                future.set_result(None)
+            else:
+                self._waiters.append(waiter)
+        try:
+            await future
+        finally:
+            with self._lock:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+        return self.model_requests
 
     def hold(self) -> None:
         """Keep every model answer back (requests are still received and logged) until
@@ -296,9 +343,6 @@ class ScriptedModelServer:
                 parsed = json.loads(text)
                 text = ""
         headers = request.headers
-        key_sent = bool(headers.get("authorization", "").partition(" ")[2].strip()) or bool(
-            headers.get("api-key") or headers.get("x-api-key")
-        )
         shown = {}
         for name, value in headers.items():
             name = name.lower()
@@ -307,7 +351,7 @@ class ScriptedModelServer:
             method=request.method,
             path=request.raw_path,
             headers=shown,
-            api_key_sent=key_sent,
+            api_key_sent=self._key_accepted(request) is True,
             body=parsed,
             body_text=text,
             timestamp=time.time(),
@@ -316,6 +360,40 @@ class ScriptedModelServer:
         )
         with self._lock:
             self._requests.append(entry)
+            if api is not None:
+                self._model_received += 1
+                if self._waiters:
+                    self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
+        """Resolve the :meth:`wait_for_requests` calls now satisfied (under the lock)."""
+        count = self._model_received
+        for waiter in [w for w in self._waiters if w[0] <= count]:
+            self._waiters.remove(waiter)
+            _, loop, future = waiter
+            with contextlib.suppress(RuntimeError):  # the waiter's loop is gone
+                loop.call_soon_threadsafe(_resolve, future)
+
+    def _key_accepted(self, request: web.BaseRequest) -> bool | None:
+        """Whether ``request`` carries exactly the server's key (and no other key):
+        None when the server has no key to check."""
+        expected = self._api_key
+        if expected is None:
+            return None
+        sent = _keys_sent(request.headers)
+        return bool(sent) and all(
+            hmac.compare_digest(key.encode(), expected.encode()) for key in sent
+        )
+
+    def _refuse_key(self, request: web.BaseRequest, body: bytes, api: Api | None) -> web.Response:
+        """The 401 a provider gives a request with a wrong key or none, in the
+        protocol's own error format (the key itself is never echoed)."""
+        self._record(request, body, None, api)
+        if api == "messages" or (api is None and request.path.startswith(_MESSAGES_PATHS)):
+            message = "invalid x-api-key (scripted): not the key this server was given"
+            return _json(401, _messages_wire.error_body(401, message))
+        message = "Incorrect API key provided (scripted): not the key this server was given."
+        return _json(401, _chat_wire.error_body(401, message))
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         if (request.content_length or 0) > _MAX_BODY:
@@ -324,6 +402,10 @@ class ScriptedModelServer:
         if len(body) > _MAX_BODY:  # a chunked body has no content-length to check first
             return _json(413, chat_wire.error_body(413, "request body too large"))
         route = request.raw_path.partition("?")[0].rstrip("/")
+        api = _ROUTES.get(route)
+        known = api is not None or route in (*_COUNT_TOKENS, "/v1/models", "/models")
+        if known and self._key_accepted(request) is False:
+            return self._refuse_key(request, body, api)
         if route in ("/v1/models", "/models"):
             self._record(request, body)
             if request.method != "GET":
@@ -333,7 +415,6 @@ class ScriptedModelServer:
                 for m in self._script.models
             ]
             return _json(200, {"object": "list", "data": data})
-        api = _ROUTES.get(route)
         if route in _COUNT_TOKENS:
             return self._count_tokens(request, body)
         if api is None:
@@ -460,6 +541,29 @@ class ScriptedModelServer:
 
 _JSON = {"content-type": "application/json"}
 _SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
+_MESSAGES_PATHS = ("/v1/messages", "/messages")
+
+
+def _checked_key(api_key: str | None) -> str | None:
+    if api_key is not None and (not api_key or api_key != api_key.strip()):
+        raise ValueError("api_key must be a non-empty string without surrounding spaces")
+    return api_key
+
+
+def _keys_sent(headers: Mapping[str, str]) -> list[str]:
+    """Every key the request carries: a bearer token, ``x-api-key``, ``api-key``."""
+    keys: list[str] = []
+    authorization = headers.get("authorization")
+    if authorization is not None:
+        scheme, _, token = authorization.strip().partition(" ")
+        keys.append(token.strip() if scheme.lower() == "bearer" else authorization)
+    keys += [v for v in (headers.get("x-api-key"), headers.get("api-key")) if v is not None]
+    return keys
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 def _json(status: int, data: Any, headers: Mapping[str, str] | None = None) -> web.Response:

@@ -5,9 +5,11 @@ Fixtures:
 - ``model_server``: a fresh :class:`~agentkit.testing.model_server.ScriptedModelServer`
   per test, serving from a background thread (so sync and async tests can
   use it). Its script comes from the ``@pytest.mark.model_script(...)``
-  marker, or is set in the test with ``model_server.set_script(...)``.
-- ``model_server_factory``: ``model_server_factory(script)`` starts another
-  server; all are stopped at the end of the test.
+  marker, or is set in the test with ``model_server.set_script(...)``; it
+  answers any key until ``model_server.set_api_key(key)`` names the one key
+  it accepts.
+- ``model_server_factory``: ``model_server_factory(script, api_key=...)``
+  starts another server; all are stopped at the end of the test.
 - the sandbox fixtures of :mod:`agentkit.testing.sandbox_fixtures`, when that
   module is present.
 """
