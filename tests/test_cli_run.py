@@ -58,6 +58,7 @@ def test_run_chat_on_jsonl_against_the_scripted_server(
         }
     )
     out = tmp_path / "run"
+    model_server.set_api_key(SECRET)
     proc = agentkit(
         "run",
         f"jsonl:{tasks_file}",

@@ -19,6 +19,8 @@ from agentkit.testing.model_server import ScriptedModelServer
 
 REPO = Path(__file__).resolve().parents[3]
 VF_EVAL = str(Path(sys.executable).parent / "vf-eval")
+#: The key vf-eval is given (VF_TEST_KEY) for the model server.
+VF_KEY = "sk-scripted-vf-5e1c"
 
 
 def vf_eval(
@@ -26,7 +28,7 @@ def vf_eval(
 ) -> list[dict[str, Any]]:
     """Run ``vf-eval agentkit-verifiers ...``; return every trace with its task data."""
     out = tmp_path / "out"
-    env = dict(os.environ, VF_TEST_KEY="sk-scripted", PRIME_DISABLE_VERSION_CHECK="1")
+    env = dict(os.environ, VF_TEST_KEY=VF_KEY, PRIME_DISABLE_VERSION_CHECK="1")
     command = [
         VF_EVAL,
         "agentkit-verifiers",
@@ -120,6 +122,7 @@ def test_chat_harness_calls_the_model_through_verifiers_interception(
             "default": {"content": "3"},
         }
     )
+    model_server.set_api_key(VF_KEY)  # any other key gets a 401
     traces = vf_eval(tmp_path, model_server, "--env.taskset.spec", f"jsonl:{tasks}", "-r", "2")
     rewards = sorted(
         (t["task_data"]["agentkit_task_id"], t["rewards"]["agentkit"]["score"]) for t in traces

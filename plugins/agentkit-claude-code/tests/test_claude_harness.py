@@ -90,6 +90,7 @@ async def test_bash_tool_writes_a_file_then_answers(
             running.append(bool(await sandbox_processes(sandbox, str(claude_bin.path))))
             await sandbox.exec(["touch", "/app/release"])
 
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await ClaudeCode(model="scripted-model").run(task, context, on_event=on_event)
 
@@ -212,6 +213,7 @@ async def test_server_error_fails_with_the_message(
     model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
 ) -> None:
     sandbox = await bound_sandbox(sandbox_factory, claude_bin.mount_dirs, model_server)
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await ClaudeCode(model="scripted-model", max_retries=1).run(unique_task(), context)
     assert result.status == "failed"
@@ -395,6 +397,7 @@ async def test_host_sandbox_keeps_claude_files_in_the_rollout(
     model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
 ) -> None:
     sandbox = await sandbox_factory("host", model_endpoint=model_server.base_url)
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await ClaudeCode(model="scripted-model").run(unique_task("host"), context)
     assert result.status == "completed", result.error

@@ -21,7 +21,6 @@ from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.programs import (
     agentkit_run,
     assert_key_only_reached_the_model,
-    files_containing,
     harbor_rollout,
 )
 from agentkit.testing.sandbox_fixtures import need_docker, need_image_tool
@@ -64,6 +63,7 @@ async def test_claude_code_solves_a_no_network_task_on_its_image_root(
     need_image_tool()
     pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
     monkeypatch.setenv("AGENTKIT_TEST_CLAUDE_KEY", API_KEY)
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     seen: list[Event] = []
     env = AgentEnv.from_names(f"harbor:{TASKS}", "claude-code", trace_callback=seen.append)
     run_dir = tmp_path / "run"
@@ -82,9 +82,7 @@ async def test_claude_code_solves_a_no_network_task_on_its_image_root(
     assert "12 EUR" in results_text
     # read-only bind of the binary's directory: never copied in
     assert not [e for e in seen if "is not visible in the sandbox" in str(e.data)]
-    assert_key_only_reached_the_model(
-        API_KEY, requests=model_server.model_requests, run_dir=run_dir, events=seen
-    )
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir, events=seen)
 
 
 @pytest.mark.model_script(TOTAL)
@@ -94,6 +92,7 @@ def test_claude_code_solves_a_no_network_task_in_docker_through_agentkit_run(
     need_docker()
     pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
     run_dir = tmp_path / "run"
+    model_server.set_api_key(API_KEY)
     proc, rollout = agentkit_run(
         f"harbor:{TASKS}",
         "claude-code",
@@ -119,8 +118,7 @@ def test_claude_code_solves_a_no_network_task_in_docker_through_agentkit_run(
     assert "12 EUR" in json.dumps([e["data"] for e in events if e["type"] == "tool.result"])
     # read-only bind of the binary's directory: never copied in
     assert not [e for e in events if "is not visible in the sandbox" in json.dumps(e["data"])]
-    assert all(r.api_key_sent for r in model_server.model_requests)
     # the key reached the model server and nothing else: not the run directory (events
     # included), not the output
-    assert files_containing(run_dir, API_KEY) == []
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)
     assert API_KEY not in proc.stdout + proc.stderr

@@ -16,7 +16,6 @@ from agentkit.testing.programs import (
     TELEMETRY_WEIGHTS,
     agentkit_run,
     assert_key_only_reached_the_model,
-    files_containing,
     harbor_rollout,
     need_harbor_task,
     telemetry_weights,
@@ -67,6 +66,7 @@ async def test_harbor_task_passes_its_verifier(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AGENTKIT_TEST_CODEX_KEY", API_KEY)
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     seen: list[Event] = []
     env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "codex", trace_callback=seen.append)
     assert telemetry_weights(env) == TELEMETRY_WEIGHTS
@@ -91,9 +91,7 @@ async def test_harbor_task_passes_its_verifier(
     assert not [e for e in seen if "is not visible in the sandbox" in str(e.data)]
     assert {"tool.call", "tool.result", "harness.end"} <= {e.type for e in seen}
     # the key reached the model server and nothing else
-    assert_key_only_reached_the_model(
-        API_KEY, requests=model_server.model_requests, run_dir=run_dir, events=seen
-    )
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir, events=seen)
 
 
 @pytest.mark.model_script(HELLO_WORLD)
@@ -101,6 +99,7 @@ def test_agentkit_run_codex_by_name(
     model_server: ScriptedModelServer, codex_bin: ProgramBinary, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "cli-run"
+    model_server.set_api_key(API_KEY)
     proc, record = agentkit_run(
         f"harbor:{EXAMPLES}", "codex", "--task", "harbor:hello-world",
         "--model", "scripted-model", "--base-url", model_server.base_url,
@@ -110,4 +109,4 @@ def test_agentkit_run_codex_by_name(
     assert record["status"] == "completed", record["error"]
     assert record["rewards"]["core.reward"] == 1.0
     assert API_KEY not in proc.stdout + proc.stderr
-    assert files_containing(run_dir, API_KEY) == []
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)

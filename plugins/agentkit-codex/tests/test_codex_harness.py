@@ -89,6 +89,7 @@ async def test_shell_tool_writes_a_file_then_answers(
             running.append(bool(await sandbox_processes(sandbox, str(codex_bin.path))))
             await sandbox.exec(["touch", "/app/release"])
 
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await Codex(model="scripted-model").run(task, context, on_event=on_event)
 
@@ -195,6 +196,7 @@ async def test_server_error_fails_with_the_message(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
     sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await Codex(model="scripted-model", max_retries=1).run(unique_task(), context)
     assert result.status == "failed"
@@ -401,6 +403,7 @@ async def test_host_sandbox_keeps_codex_home_in_the_rollout(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
     sandbox = await sandbox_factory("host", model_endpoint=model_server.base_url)
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await Codex(model="scripted-model").run(unique_task("host"), context)
     assert result.status == "completed", result.error

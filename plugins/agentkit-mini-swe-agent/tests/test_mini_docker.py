@@ -18,7 +18,7 @@ import pytest
 from agentkit_mini_swe_agent import MiniSweAgentInstall
 
 from agentkit.testing.model_server import ScriptedModelServer
-from agentkit.testing.programs import agentkit_run, files_containing
+from agentkit.testing.programs import agentkit_run, assert_key_only_reached_the_model
 from agentkit.testing.sandbox_fixtures import requires_docker
 
 pytestmark = [requires_docker]
@@ -66,6 +66,7 @@ def test_mini_solves_a_task_in_an_image_without_python(
 ) -> None:
     pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
     run_dir = tmp_path / "run"
+    model_server.set_api_key(API_KEY)
     proc, rollout = agentkit_run(
         f"harbor:{TASKS}",
         "mini-swe-agent",
@@ -91,8 +92,7 @@ def test_mini_solves_a_task_in_an_image_without_python(
     events = [json.loads(x) for x in (run_dir / rollout["events_file"]).read_text().splitlines()]
     outputs = [e["data"]["output"] for e in events if e["type"] == "tool.result"]
     assert outputs[0] == "bonjour\nnone\n/srv/work\n"
-    assert all(r.api_key_sent for r in model_server.chat_requests)
     # the key reached the model server and nothing else: not the run directory (events
     # included), not the output
-    assert files_containing(run_dir, API_KEY) == []
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)
     assert API_KEY not in proc.stdout + proc.stderr

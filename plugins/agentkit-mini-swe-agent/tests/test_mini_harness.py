@@ -149,6 +149,7 @@ async def test_bash_tool_writes_a_file_then_submits(
         if event.type == "tool.result" and not (gate := sandbox.host_path("/app/.go")).exists():
             gate.touch()  # let mini submit: its first step reached us while it ran
 
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await harness().run(task, context, on_event=on_event)
 
@@ -225,7 +226,8 @@ async def test_rate_limit_fails_with_its_message(
     assert result.error is not None and "Rate limit reached" in result.error
     assert result.raw["exit_status"] == "RateLimitError"
     # no key in the run: a placeholder is sent (litellm's client insists on one)
-    assert all(r.api_key_sent for r in model_server.chat_requests)
+    chats = model_server.chat_requests
+    assert chats and all(r.headers.get("authorization") == "[redacted]" for r in chats)
 
 
 @pytest.mark.model_script({"default": {"fail": "hang"}})
@@ -315,6 +317,7 @@ async def test_a_key_echoed_by_the_server_is_scrubbed_from_minis_files(
     """mini keeps the error in its trajectory under /logs/agent: a failed rollout's
     directory is kept, so the key must not stay there."""
     sandbox = await bound_sandbox(sandbox_factory, mini_runtime.mount_dirs, model_server)
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await harness().run(unique_task("echo"), context)
     assert result.status == "failed"
@@ -361,6 +364,7 @@ async def test_host_sandbox_keeps_minis_files_in_the_rollout(
     model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
 ) -> None:
     sandbox = await sandbox_factory("host", model_endpoint=model_server.base_url)
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     context = RunContext(base_url=model_server.base_url, api_key=API_KEY, sandbox=sandbox)
     result = await harness().run(unique_task("host"), context)
     assert result.status == "completed", result.error

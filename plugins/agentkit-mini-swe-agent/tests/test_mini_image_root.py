@@ -31,6 +31,7 @@ async def test_mini_solves_a_task_on_an_image_root_without_python(
 ) -> None:
     pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
     monkeypatch.setenv("AGENTKIT_TEST_MINI_KEY", API_KEY)
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     seen: list[Event] = []
     env = AgentEnv.from_names(
         f"harbor:{TASKS}", "mini-swe-agent", trace_callback=seen.append, retry_attempts=1
@@ -47,6 +48,4 @@ async def test_mini_solves_a_task_on_an_image_root_without_python(
     assert rollout.rewards["core.reward"] == 1.0
     outputs = [e.data["output"] for e in seen if e.type == "tool.result"]
     assert outputs[0] == "bonjour\nnone\n/srv/work\n"
-    assert_key_only_reached_the_model(
-        API_KEY, requests=model_server.chat_requests, run_dir=run_dir, events=seen
-    )
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir, events=seen)

@@ -67,6 +67,7 @@ async def test_harbor_task_passes_its_verifier(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("AGENTKIT_TEST_OPENCODE_KEY", API_KEY)
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     seen: list[Event] = []
     env = AgentEnv.from_names(
         f"harbor:{EXAMPLES}",
@@ -98,9 +99,7 @@ async def test_harbor_task_passes_its_verifier(
     assert {"tool.call", "tool.result", "harness.end"} <= {e.type for e in seen}
     # the key reached the model server and nothing else: not the run directory,
     # not the events, not opencode's own files
-    assert_key_only_reached_the_model(
-        API_KEY, requests=model_server.chat_requests, run_dir=run_dir, events=seen
-    )
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir, events=seen)
     events_file = run_dir / rollout.events_file if rollout.events_file else None
     assert events_file is not None and "tool.result" in events_file.read_text()
 

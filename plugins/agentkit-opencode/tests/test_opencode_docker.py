@@ -57,6 +57,7 @@ async def test_opencode_solves_a_no_network_task_in_its_image(
 ) -> None:
     pytest.importorskip("agentkit_harbor", reason="the Harbor plugin is not installed")
     monkeypatch.setenv("AGENTKIT_TEST_OPENCODE_KEY", API_KEY)
+    model_server.set_api_key(API_KEY)  # any other key: a 401
     seen: list[Event] = []
     env = AgentEnv.from_names(
         f"harbor:{TASKS}", "opencode", trace_callback=seen.append, sandbox="docker"
@@ -75,6 +76,4 @@ async def test_opencode_solves_a_no_network_task_in_its_image(
     assert "12 EUR" in results_text
     # read-only bind of the binary's directory: never copied in
     assert not [e for e in seen if "is not visible in the sandbox" in str(e.data)]
-    assert_key_only_reached_the_model(
-        API_KEY, requests=model_server.chat_requests, run_dir=run_dir, events=seen
-    )
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir, events=seen)

@@ -226,13 +226,20 @@ def agentkit_run(
 def assert_key_only_reached_the_model(
     api_key: str,
     *,
-    requests: Iterable[RecordedRequest],
+    server: ScriptedModelServer,
     run_dir: Path,
     events: Iterable[Event] = (),
 ) -> None:
-    """The API key went with every model request and nowhere else: not into a file
-    of the run directory (events, artifacts, the program's kept files), not into
-    the ``events`` seen live."""
-    assert all(r.api_key_sent for r in requests)
+    """The API key went with every model request and nowhere else: ``server`` was
+    given that key (``server.set_api_key(api_key)`` before the run, so it refused
+    any other key, a program's placeholder too) and received at least one model
+    request, each carrying exactly it; the key is in no file of the run directory
+    (events, artifacts, the program's kept files) and in none of the ``events``
+    seen live."""
+    assert server.api_key == api_key, "give the server the key first: server.set_api_key(key)"
+    requests = server.model_requests
+    assert requests, "no model request reached the server"
+    refused = [r.path for r in requests if not r.api_key_sent]
+    assert not refused, f"requests without the run's key (refused with a 401): {refused}"
     assert files_containing(run_dir, api_key) == []
     assert api_key not in json.dumps([e.data for e in events])
