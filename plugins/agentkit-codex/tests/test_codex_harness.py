@@ -20,6 +20,7 @@ from agentkit.testing.conformance import harness_conformance_test
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.programs import (
     bound_sandbox,
+    cancel_while_the_model_is_called,
     files_containing,
     host_processes_with,
     sandbox_processes,
@@ -251,21 +252,41 @@ async def test_request_error_gives_the_servers_message(
     assert not result.retryable
 
 
-@pytest.mark.model_script({"default": {"fail": "hang"}})
 async def test_hanging_model_times_out_and_nothing_is_left(
     model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
 ) -> None:
+    """The model never answers (the server holds every answer back), so codex cannot
+    finish however far it got: its own timeout ends the run. That it was waiting for
+    the model is the next test's to see."""
+    model_server.hold()
     sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
     context = RunContext(
         base_url=model_server.base_url, sandbox=sandbox, limits=Limits(timeout_sec=60)
     )
-    result = await Codex(model="scripted-model", timeout=8).run(unique_task("hang"), context)
+    with anyio.fail_after(120):  # a hang guard: the timeout must end the run
+        result = await Codex(model="scripted-model", timeout=3).run(unique_task("hang"), context)
     assert result.status == "timeout"
     assert result.error_kind == "timeout"
-    assert "within 8 s" in (result.error or "")
+    assert "within 3 s" in (result.error or "")
     # the sandbox is still open: the harness itself killed codex's whole tree
     assert not await sandbox_processes(sandbox, str(codex_bin.path))
     assert result.events[-1].type == "harness.end"
+
+
+async def test_a_run_cancelled_while_codex_waits_for_the_model_leaves_nothing(
+    model_server: ScriptedModelServer, sandbox_factory: Any, codex_bin: ProgramBinary
+) -> None:
+    """Codex's request reached the model, whose answer is held back; the run is then
+    cancelled as a runner's timeout does: codex's whole tree is killed."""
+    sandbox = await bound_sandbox(sandbox_factory, codex_bin.mount_dirs, model_server)
+    context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
+    task = unique_task("hang")
+    harness = Codex(model="scripted-model")
+    received = await cancel_while_the_model_is_called(
+        lambda: harness.run(task, context), model_server, str(task.input), within=120
+    )
+    assert all(r.api == "responses" for r in received)
+    assert not await sandbox_processes(sandbox, str(codex_bin.path))
 
 
 SLEEP = unique_sleep_arg()
@@ -306,7 +327,8 @@ async def test_cancelling_a_run_kills_the_commands_codex_started(
             )
 
         tg.start_soon(run)
-        await sleeping.wait()  # the shell tool's sleep is running inside codex
+        with anyio.fail_after(120):  # a hang guard; the wait is for the sleep to run
+            await sleeping.wait()  # the shell tool's sleep is running inside codex
         tg.cancel_scope.cancel()
     assert finished == []
     assert not host_processes_with(f"sleep {SLEEP}")

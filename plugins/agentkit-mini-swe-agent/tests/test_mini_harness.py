@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from agentkit_mini_swe_agent import MINI_SWE_AGENT_VERSION, MiniSweAgent, MiniSweAgentRuntime
 
@@ -19,6 +20,7 @@ from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.programs import (
     bound_sandbox,
     cancel_when_running,
+    cancel_while_the_model_is_called,
     files_containing,
     processes_with,
 )
@@ -230,26 +232,45 @@ async def test_rate_limit_fails_with_its_message(
     assert chats and all(r.headers.get("authorization") == "[redacted]" for r in chats)
 
 
-@pytest.mark.model_script({"default": {"fail": "hang"}})
 async def test_hanging_model_times_out_and_nothing_is_left(
     model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
 ) -> None:
+    """The model never answers (the server holds every answer back), so mini cannot
+    finish however far it got (its start-up, mostly importing litellm, takes seconds):
+    its own timeout ends the run. That it was waiting for the model is the next
+    test's to see."""
+    model_server.hold()
     sandbox = await bound_sandbox(sandbox_factory, mini_runtime.mount_dirs, model_server)
     task = unique_task("hang")
     context = RunContext(
         base_url=model_server.base_url, sandbox=sandbox, limits=Limits(timeout_sec=600)
     )
     seen: list[Event] = []
-    # (mini's start-up, mostly importing litellm, takes seconds: it is usually waiting
-    # for the model when the time is up, but the outcome is the same if not)
-    result = await harness(timeout=45).run(task, context, seen.append)
+    with anyio.fail_after(120):  # a hang guard: the timeout must end the run
+        result = await harness(timeout=3).run(task, context, seen.append)
     assert result.status == "timeout"
     assert result.error_kind == "timeout"
-    assert "within 45 s" in (result.error or "")
+    assert "within 3 s" in (result.error or "")
     # the sandbox is still open: the harness itself killed mini's whole tree
     assert not processes_with(marker(task))
     assert result.events[-1].type == "harness.end"
     assert seen == result.events
+
+
+async def test_a_run_cancelled_while_mini_waits_for_the_model_leaves_nothing(
+    model_server: ScriptedModelServer, sandbox_factory: Any, mini_runtime: MiniSweAgentRuntime
+) -> None:
+    """Mini's request reached the model, whose answer is held back; the run is then
+    cancelled as a runner's timeout does: mini's whole tree is killed."""
+    sandbox = await bound_sandbox(sandbox_factory, mini_runtime.mount_dirs, model_server)
+    task = unique_task("hang")
+    context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
+    mini = harness()
+    received = await cancel_while_the_model_is_called(
+        lambda: mini.run(task, context), model_server, str(task.input), within=240
+    )
+    assert all(r.api == "chat" for r in received)
+    assert not processes_with(marker(task))
 
 
 SLEEPING_TOOL = {

@@ -11,6 +11,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from agentkit_opencode import OPENCODE_VERSION, OpenCode, OpenCodeBinary
 
@@ -20,6 +21,7 @@ from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.programs import (
     bound_sandbox,
     cancel_when_running,
+    cancel_while_the_model_is_called,
     files_containing,
     processes_with,
 )
@@ -193,25 +195,42 @@ async def test_rate_limit_is_classified(
     assert result.error is not None and "Rate limit reached" in result.error
 
 
-@pytest.mark.model_script({"default": {"fail": "hang"}})
 async def test_a_hanging_agent_times_out_and_nothing_is_left(
     model_server: ScriptedModelServer, sandbox_factory: Any, opencode_bin: OpenCodeBinary
 ) -> None:
+    """The model never answers (the server holds every answer back), so opencode
+    cannot finish however far it got: its own timeout ends the run. That it was
+    waiting for the model is the next test's to see."""
+    model_server.hold()
     sandbox = await bound_sandbox(sandbox_factory, opencode_bin.mount_dirs, model_server)
     task = unique_task("hang")
     context = RunContext(
         base_url=model_server.base_url, sandbox=sandbox, limits=Limits(timeout_sec=60)
     )
-    result = await OpenCode(model="scripted-model", timeout=12).run(task, context)
+    with anyio.fail_after(120):  # a hang guard: the timeout must end the run
+        result = await OpenCode(model="scripted-model", timeout=3).run(task, context)
     assert result.status == "timeout"
     assert result.error_kind == "timeout"
-    assert "within 12 s" in (result.error or "")
-    # The model never answers, so opencode cannot finish; whether its request
-    # reached the server within 12 s depends on how loaded the machine is, so
-    # it is not asserted: the timeout must end it either way.
+    assert "within 3 s" in (result.error or "")
     # the sandbox is still open: the harness itself killed opencode's whole tree
     assert not processes_with(f"agentkit {task.task_id}")
     assert result.events[-1].type == "harness.end"
+
+
+async def test_a_run_cancelled_while_opencode_waits_for_the_model_leaves_nothing(
+    model_server: ScriptedModelServer, sandbox_factory: Any, opencode_bin: OpenCodeBinary
+) -> None:
+    """Opencode's request reached the model, whose answer is held back; the run is then
+    cancelled as a runner's timeout does: opencode's whole tree is killed."""
+    sandbox = await bound_sandbox(sandbox_factory, opencode_bin.mount_dirs, model_server)
+    task = unique_task("hang")
+    context = RunContext(base_url=model_server.base_url, sandbox=sandbox)
+    harness = OpenCode(model="scripted-model")
+    received = await cancel_while_the_model_is_called(
+        lambda: harness.run(task, context), model_server, str(task.input), within=120
+    )
+    assert all(r.api == "chat" for r in received)
+    assert not processes_with(f"agentkit {task.task_id}")
 
 
 SLEEPING_TOOL = {

@@ -7,7 +7,9 @@ against the scripted model server and use these to set up and to look.
 - :func:`sandbox_processes`, :func:`processes_with` and
   :func:`host_processes_with` look for processes left behind;
   :func:`files_containing` for a secret left in files;
-  :func:`cancel_when_running` cancels a run once a command it started runs;
+  :func:`cancel_when_running` cancels a run once a command it started runs,
+  :func:`cancel_while_the_model_is_called` once the program waits for a model
+  answer that is held back;
 - :func:`need_harbor_task` skips a test without the Harbor plugin or task;
   :func:`harbor_rollout` runs a harness on one Harbor task through
   :class:`~agentkit.AgentEnv`, :func:`agentkit_run` through the
@@ -38,6 +40,7 @@ __all__ = [
     "assert_key_only_reached_the_model",
     "bound_sandbox",
     "cancel_when_running",
+    "cancel_while_the_model_is_called",
     "files_containing",
     "harbor_rollout",
     "host_processes_with",
@@ -142,6 +145,45 @@ async def cancel_when_running(
         tg.cancel_scope.cancel()
     assert finished == []
     assert not processes_with(marker)
+
+
+async def cancel_while_the_model_is_called(
+    run: Callable[[], Awaitable[object]],
+    server: ScriptedModelServer,
+    marker: str,
+    *,
+    within: float,
+) -> list[RecordedRequest]:
+    """Hold ``server``'s answers back, start ``run()`` (a harness run), wait until a
+    model request whose body contains ``marker`` (the task's prompt, say) has reached
+    the server, then cancel the run as a runner's timeout does: the program was
+    waiting for the model when it was stopped. The run must not have finished;
+    returns the model requests received. ``within`` seconds only bound the wait (a
+    hang guard); the wait itself is on the server's signal."""
+    import anyio
+
+    server.hold()
+    finished: list[object] = []
+    received: list[RecordedRequest] = []
+
+    async def start() -> None:
+        finished.append(await run())
+        tg.cancel_scope.cancel()  # it ended without its model's answer: said below
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(start)
+            with anyio.fail_after(within):
+                count = 1
+                while not any(marker in json.dumps(r.body, ensure_ascii=False) for r in received):
+                    received = await server.wait_for_requests(count)
+                    count = len(received) + 1
+            tg.cancel_scope.cancel()
+    finally:
+        server.release()
+    ended = [getattr(r, "error", r) for r in finished]
+    assert finished == [], f"the run ended before its model answered: {ended}"
+    return received
 
 
 def files_containing(root: Path, needle: str) -> list[Path]:
