@@ -158,8 +158,10 @@ async def cancel_while_the_model_is_called(
     model request whose body contains ``marker`` (the task's prompt, say) has reached
     the server, then cancel the run as a runner's timeout does: the program was
     waiting for the model when it was stopped. The run must not have finished;
-    returns the model requests received. ``within`` seconds only bound the wait (a
-    hang guard); the wait itself is on the server's signal."""
+    returns the model requests received. The answers stay held back (a program the
+    cancellation failed to kill cannot finish on its own and leave no trace), until
+    the caller's ``server.release()`` or the server's end. ``within`` seconds only
+    bound the wait (a hang guard); the wait itself is on the server's signal."""
     import anyio
 
     server.hold()
@@ -170,19 +172,22 @@ async def cancel_while_the_model_is_called(
         finished.append(await run())
         tg.cancel_scope.cancel()  # it ended without its model's answer: said below
 
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(start)
-            with anyio.fail_after(within):
-                count = 1
-                while not any(marker in json.dumps(r.body, ensure_ascii=False) for r in received):
-                    received = await server.wait_for_requests(count)
-                    count = len(received) + 1
-            tg.cancel_scope.cancel()
-    finally:
-        server.release()
+    reached = False
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(start)
+        with anyio.move_on_after(within):  # a hang guard
+            count = 1
+            while not any(marker in json.dumps(r.body, ensure_ascii=False) for r in received):
+                received = await server.wait_for_requests(count)
+                count = len(received) + 1
+            reached = True
+        tg.cancel_scope.cancel()
     ended = [getattr(r, "error", r) for r in finished]
     assert finished == [], f"the run ended before its model answered: {ended}"
+    assert reached, (
+        f"no model request with {marker!r} reached the server within {within:g} s "
+        f"(it received {len(received)})"
+    )
     return received
 
 
