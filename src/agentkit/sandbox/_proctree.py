@@ -3,16 +3,24 @@
 A command's tree is every process descending from the process we spawned,
 plus every process still in the session we created for it (a background
 ``sleep 1000 &`` is reparented away from its shell but keeps the session).
-Processes are stopped first, then killed, so a forking loop cannot outrun us.
+Processes are stopped first, then killed, so a forking loop cannot outrun us;
+:func:`kill_tree` returns once they have exited, so a caller that then looks for
+them finds none.
 """
 
 from __future__ import annotations
 
 import os
+import select
 import signal
+import time
 from collections.abc import Iterable
 
-__all__ = ["find_tree", "kill_tree"]
+__all__ = ["EXIT_WAIT_SEC", "find_tree", "kill_tree"]
+
+#: The longest :func:`kill_tree` waits for the killed processes to exit (stopped,
+#: SIGKILL ends them at once, unless the kernel holds one in an uninterruptible wait).
+EXIT_WAIT_SEC = 5.0
 
 
 def _read_stat(pid: int) -> tuple[int, int] | None:
@@ -71,18 +79,53 @@ def find_tree(
     return found
 
 
-def _signal_all(pids: Iterable[int], sig: int) -> None:
+def _signal_all(pids: Iterable[int], sig: int) -> set[int]:
+    """Send ``sig`` to each of ``pids``; those it reached."""
+    sent: set[int] = set()
     for pid in pids:
         try:
             os.kill(pid, sig)
         except (ProcessLookupError, PermissionError):
-            pass
+            continue
+        sent.add(pid)
+    return sent
+
+
+def _pidfds(pids: Iterable[int]) -> dict[int, int]:
+    """A pidfd for each of ``pids`` still there (none where pidfds do not exist)."""
+    fds: dict[int, int] = {}
+    for pid in pids:
+        try:
+            fds[pid] = os.pidfd_open(pid)
+        except (OSError, AttributeError):  # gone already, or no pidfd_open here
+            continue
+    return fds
+
+
+def _wait_exited(fds: list[int], timeout: float) -> None:
+    """Until every pidfd in ``fds`` is readable (its process has exited) or ``timeout``."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    pending = set(fds)
+    deadline = time.monotonic() + timeout
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return
+        for fd, _ in poller.poll(left * 1000):
+            pending.discard(fd)
+            poller.unregister(fd)
 
 
 def kill_tree(
     roots: Iterable[int], sessions: Iterable[int] = (), marker: bytes | None = None
 ) -> int:
-    """SIGSTOP the whole tree until it stops growing, then SIGKILL it; return how many."""
+    """SIGSTOP the whole tree until it stops growing, then SIGKILL it and wait (at most
+    :data:`EXIT_WAIT_SEC`) until every process of it has exited; return how many.
+
+    A killed process is not gone when the signal is sent: the kernel ends it a moment
+    later, and until then it is still listed with its command line."""
     roots = list(roots)
     sessions = list(sessions)
     stopped: set[int] = set()
@@ -92,5 +135,13 @@ def kill_tree(
             break
         _signal_all(pids, signal.SIGSTOP)
         stopped |= pids
-    _signal_all(stopped, signal.SIGKILL)
+    # opened while they are stopped: each names the process stopped, not one that
+    # takes its pid once it is gone
+    fds = _pidfds(stopped)
+    try:
+        killed = _signal_all(stopped, signal.SIGKILL)
+        _wait_exited([fd for pid, fd in fds.items() if pid in killed], EXIT_WAIT_SEC)
+    finally:
+        for fd in fds.values():
+            os.close(fd)
     return len(stopped)
