@@ -391,9 +391,9 @@ class ScriptedModelServer:
         self._record(request, body, None, api)
         if api == "messages" or (api is None and request.path.startswith(_MESSAGES_PATHS)):
             message = "invalid x-api-key (scripted): not the key this server was given"
-            return _json(401, _messages_wire.error_body(401, message))
+            return _json(401, messages_wire.error_body(401, message))
         message = "Incorrect API key provided (scripted): not the key this server was given."
-        return _json(401, _chat_wire.error_body(401, message))
+        return _json(401, chat_wire.error_body(401, message))
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         if (request.content_length or 0) > _MAX_BODY:
