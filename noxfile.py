@@ -493,10 +493,13 @@ def layers(session: nox.Session) -> None:
 
 @nox.session
 def types(session: nox.Session) -> None:
-    """mypy --strict on src/agentkit and on every first-party plugin."""
+    """mypy --strict on src/agentkit and on every first-party plugin; and on
+    tests/typecheck, the callers whose mistakes mypy must refuse (each marked
+    ``# type: ignore[...]``: one mypy accepts is an unused ignore, an error)."""
     install_project(session, "test")
     session.install("mypy>=1.10")
     session.run("mypy")
+    session.run("mypy", str(ROOT / "tests" / "typecheck"))
     for d in plugin_dirs():
         session.run("mypy", "--strict", str(Path(d) / "src"))
 

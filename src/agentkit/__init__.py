@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from agentkit._pricing import Price
     from agentkit._result import INFRA_ERROR_KINDS, RETRYABLE_ERROR_KINDS, HarnessResult
     from agentkit._rubric import RewardFunction, Rubric, reward
+    from agentkit._run_options import RunOptions
     from agentkit._sandbox import ExecResult, ExecutionHints, Sandbox, TaskImage
     from agentkit._task import Task
     from agentkit._taskset import ListTaskset, Taskset
@@ -63,6 +64,7 @@ _LAZY: dict[str, str] = {
     "RewardFunction": "agentkit._rubric",
     "Rubric": "agentkit._rubric",
     "RunContext": "agentkit._context",
+    "RunOptions": "agentkit._run_options",
     "Sandbox": "agentkit._sandbox",
     "Task": "agentkit._task",
     "TaskImage": "agentkit._sandbox",
@@ -93,6 +95,7 @@ __all__ = [
     "RewardFunction",
     "Rubric",
     "RunContext",
+    "RunOptions",
     "Sandbox",
     "SpecError",
     "StepCapableHarness",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentkit._run_options import RunOptions, RunOptionsKeywords
 from agentkit.env._records import EvalResults, RolloutGroup, RolloutRecord
 from agentkit.env._rubric_compile import CompiledRubric, RubricCompileError
 from agentkit.env._stats import group_advantages, pass_at_k
@@ -17,6 +18,8 @@ __all__ = [
     "RolloutRecord",
     "RubricCompileError",
     "RunDirError",
+    "RunOptions",
+    "RunOptionsKeywords",
     "group_advantages",
     "pass_at_k",
 ]

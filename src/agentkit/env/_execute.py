@@ -1,0 +1,290 @@
+"""Running a prepared session: the executor, the preflight, the run directory, the rollouts,
+the summary.
+
+:func:`execute` serves a scripted model when the run names one, opens the
+session's executor, runs the preflight where the rollouts run, opens the run
+directory (a new one, or the resumed one with its manifest's history carried
+on), runs the jobs through the :class:`~agentkit.env._runner.Runner` and
+writes the summary, also when the run is interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from agentkit._context import SECRET_HEADER_WORDS, RunContext
+from agentkit._executor import Executor, PlannedTask
+from agentkit._redact import Redactor
+from agentkit.env._attempt import RolloutWork
+from agentkit.env._live import LiveEvents
+from agentkit.env._preflight import check_before_run
+from agentkit.env._progress import ProgressBar, StatusLine
+from agentkit.env._records import EvalResults
+from agentkit.env._runner import Runner, group_json
+from agentkit.env._scripted import SCRIPTED_PREFIX, scripted_endpoint
+from agentkit.env._session import Session
+from agentkit.env._store import RunDirError, RunStore
+from agentkit.env._summary import build_groups, summarize
+
+__all__ = ["execute"]
+
+
+async def execute(session: Session) -> EvalResults:
+    """Run ``session``'s jobs and record them; the results of every planned rollout."""
+    async with contextlib.AsyncExitStack() as stack:
+        ctx = session.ctx
+        if ctx.model and ctx.model.startswith(SCRIPTED_PREFIX):
+            name, url = stack.enter_context(scripted_endpoint(ctx.model))
+            ctx = ctx.evolve(model=name, base_url=url)
+        return await _open_executor(session, ctx)
+    raise AssertionError("unreachable")  # pragma: no cover - the stack does not swallow
+
+
+async def _open_executor(session: Session, ctx: RunContext) -> EvalResults:
+    opts = session.runner_options
+    work = RolloutWork(
+        harness=session.env.harness,
+        rubric=session.env.rubric,
+        context=ctx,
+        timeout=opts.timeout,
+        sandbox_factory=session.factory,
+        sandbox_close_timeout=opts.sandbox_close_timeout,
+        keep_sandboxes=opts.keep_sandboxes,
+    )
+    executor = session.executor
+    await executor.open(work, run_dir=session.resume or session.target)
+    try:
+        return await _execute_on(session, ctx, executor, work)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await executor.close()
+
+
+async def _execute_on(
+    session: Session, ctx: RunContext, executor: Executor, work: RolloutWork
+) -> EvalResults:
+    env = session.env
+    run_options = session.options
+    # the API key, secret-looking host variables and headers, values plugins register
+    secret_headers = [
+        v for k, v in ctx.headers.items() if any(w in k.lower() for w in SECRET_HEADER_WORDS)
+    ]
+    redactor = Redactor.for_run(ctx.resolved_api_key, extra=secret_headers)
+    opts = session.runner_options
+    planned = session.planned
+    check = functools.partial(
+        check_before_run,
+        harness=env.harness,
+        ctx=ctx,
+        sandbox_name=session.sandbox_name,
+        factory=session.factory,
+        first=next((p for p in planned if p.hints is not None), planned[0]),
+        preflight=run_options.preflight and bool(session.jobs),
+    )
+    kind_warning, warnings = await executor.check(check, sandboxed=session.factory is not None)
+    if kind_warning:
+        session.sandbox_warning = "; ".join(w for w in (session.sandbox_warning, kind_warning) if w)
+        session.manifest["sandbox_warning"] = session.sandbox_warning
+    manifest = session.manifest
+    store, repair_note = _open_store(session, redactor)
+    finished = session.finished
+    try:
+        if store is not None and session.resume is not None:
+            # a kill between a group's last rollout line and its group line, or a
+            # group that changed (more rollouts per task)
+            stored_groups = store.load_groups(repair=True)
+            for group in build_groups(
+                finished,
+                opts.rollouts_per_task,
+                threshold=opts.pass_threshold,
+                normalize=opts.normalize_advantages,
+            ):
+                line = stored_groups.get(group.task_id)
+                if line is None or line.get("rollout_ids") != [
+                    r.rollout_id for r in group.rollouts
+                ]:
+                    store.append_group(group_json(group))
+        if store is not None:
+            store.write_manifest(manifest)
+            store.write_tasks(planned)
+        wanted = len(planned) * opts.rollouts_per_task
+        info = {
+            "run_dir": None if store is None else str(store.run_dir),
+            "planned": wanted,
+            "tasks": len(planned),
+            "rollouts_per_task": opts.rollouts_per_task,
+            "already_finished": len(finished),
+            "to_run": len(session.jobs),
+            "rerun": len(session.rerun),
+            "sandbox_warning": session.sandbox_warning,
+            "repair_note": repair_note,
+            "pricing_note": session.pricing_note,
+            "preflight_warnings": warnings,
+            "unsupported_warning": session.left_out(),
+            "resume_changes": session.changes,
+            "taskset_problems": [str(p) for p in getattr(env.taskset, "problems", None) or []],
+        }
+        if run_options.on_start is not None:
+            run_options.on_start(info)
+
+        live = LiveEvents(
+            run_options.trace_callback or env.trace_callback,
+            buffer=run_options.event_buffer,
+            drain_timeout=run_options.callback_drain_timeout,
+        )
+        bar = None
+        if run_options.progress:
+            bar = ProgressBar(wanted, done=len(finished))
+        runner = Runner(
+            work=work,
+            executor=executor,
+            jobs=session.jobs,
+            options=opts,
+            store=store,
+            live=live,
+            progress=bar,
+            finished=finished,
+        )
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+    started = time.perf_counter()
+    interrupted = True
+    try:
+        await _prepare_environments(runner, run_options.progress)
+        if bar is not None:
+            with bar:
+                await runner.run()
+        else:
+            await runner.run()
+        interrupted = False
+    finally:
+        elapsed = time.perf_counter() - started
+        records = sorted(runner.records, key=lambda r: (r.group, r.rollout_index))
+        groups = build_groups(
+            records,
+            opts.rollouts_per_task,
+            threshold=opts.pass_threshold,
+            normalize=opts.normalize_advantages,
+        )
+        summary = summarize(
+            records,
+            [(p.task.task_id, p.example_id) for p in planned],
+            opts.rollouts_per_task,
+            threshold=opts.pass_threshold,
+            complete=len(records) >= wanted,
+            interrupted=interrupted,
+            extra={
+                "run_dir": None if store is None else str(store.run_dir),
+                "stopped": runner.stop_reason,
+                "this_session": {
+                    "ran": len(runner.records) - len(finished),
+                    "resumed_from": len(finished),
+                    "rerun": len(session.rerun),
+                    "duration_s": elapsed,
+                    "executor": executor.describe(),
+                },
+                "trace_callback": live.report(),
+                "sandbox_warning": session.sandbox_warning,
+                "repair_note": repair_note,
+                "pricing_note": session.pricing_note,
+                "unsupported_tasks": [u.to_json() for u in session.unsupported],
+            },
+            breakdowns=_breakdowns(env.taskset, planned),
+        )
+        # the summary is printed (results table, --json): no secret in it either
+        summary = redactor.json(summary)
+        if store is not None:
+            if session.factory is not None:
+                for rec in runner.records[len(finished) :]:
+                    if rec.ok and not opts.keep_sandboxes:
+                        store.remove_sandbox_dir(rec.rollout_id)
+                    else:  # kept sandbox files are part of the run directory too
+                        store.scrub_files(store.sandbox_root(rec.rollout_id))
+                store.remove_empty_sandbox_parent()
+            try:
+                store.write_summary(summary)
+            except RunDirError:
+                # the run already stops with an error (a full disk): that one is
+                # reported; the summary is derived data that `show` recomputes
+                if not interrupted:
+                    raise
+            finally:
+                store.close()
+    return EvalResults(
+        rollouts=records,
+        groups=groups,
+        summary=summary,
+        run_dir=None if store is None else store.run_dir,
+    )
+
+
+async def _prepare_environments(runner: Runner, progress: bool) -> None:
+    """The sandbox kind's preparation (image builds), with a live line when ``progress``."""
+    if not progress:
+        await runner.prepare()
+        return
+
+    with StatusLine() as line:
+        await runner.prepare(line.update)
+
+
+def _open_store(session: Session, redactor: Redactor) -> tuple[RunStore | None, str | None]:
+    """Open the run directory: a new one at ``session.target``, or ``session.resume``.
+
+    Returns the store (None: no persistence) and a note about a repaired torn line.
+    """
+    if session.resume is None:
+        if session.target is None:
+            return None, None
+        store = RunStore(session.target, redactor=redactor)
+        if store.manifest_path.exists():
+            raise RunDirError(
+                f"{session.target} already holds a run; resume it with --resume "
+                f"{session.target} (resume=...) or choose another directory"
+            )
+        store.open()
+        return store, None
+    store = RunStore(session.resume, redactor=redactor)
+    store.open()
+    try:
+        _records, repair_note = store.load_rollouts(repair=True)
+    except BaseException:
+        store.close()
+        raise
+    old = session.old_manifest or {}
+    manifest = session.manifest
+    manifest["created_at"] = old.get("created_at", manifest["created_at"])
+    now = time.time()
+    manifest["resumed_at"] = [*old.get("resumed_at", []), now]
+    resumes = list(old.get("resumes") or [])
+    resumes.append(
+        {
+            "at": now,
+            "rerun": [r.rollout_id for r in session.rerun],
+            "changed": {k: {"was": v[0], "now": v[1]} for k, v in session.changes.items()},
+        }
+    )
+    manifest["resumes"] = resumes
+    return store, repair_note
+
+
+def _breakdowns(taskset: Any, planned: Sequence[PlannedTask]) -> dict[str, dict[str, str]]:
+    """Each of the taskset's ``summary_keys`` mapped to every planned task's value of it."""
+    out: dict[str, dict[str, str]] = {}
+    for key in getattr(taskset, "summary_keys", ()) or ():
+        values = {
+            p.task.task_id: str(p.task.metadata[key])
+            for p in planned
+            if p.task.metadata.get(key) is not None
+        }
+        if values:
+            out[str(key)] = values
+    return out
