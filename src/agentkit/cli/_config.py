@@ -24,6 +24,7 @@ or a parent), except on ``--resume`` (a run keeps its own settings).
 from __future__ import annotations
 
 import math
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -72,8 +73,6 @@ def _find_pyproject(start: Path) -> Path | None:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    import tomllib
-
     try:
         with open(path, "rb") as fh:
             data: dict[str, Any] = tomllib.load(fh)

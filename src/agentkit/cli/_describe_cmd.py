@@ -6,7 +6,7 @@ import json
 
 import click
 
-from agentkit.cli._run_cmd import build_env, parse_options, provider_of
+from agentkit.cli._run_settings import build_env, parse_options, provider_of
 
 __all__ = ["describe_cmd"]
 

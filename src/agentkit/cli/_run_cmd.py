@@ -6,70 +6,19 @@ import functools
 import json
 import signal
 import sys
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
 import click
+from click.core import ParameterSource
 
-from agentkit._errors import SpecError
+from agentkit.cli._config import load_run_config
+from agentkit.cli._run_settings import RunSettings, resolve_settings
+from agentkit.cli._show_cmd import print_results
 from agentkit.cli._signals import run_stoppable
 from agentkit.cli._stdout import reserved_stdout
 
-__all__ = ["build_env", "parse_options", "provider_of", "run_cmd"]
-
-
-def parse_options(kind: str, name: str, pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
-    """``-H/-T/-S NAME=VALUE`` pairs, parsed by the plugin's option schema."""
-    from agentkit import registry
-
-    if not pairs:
-        return {}
-    return registry.option_schema(kind, name).parse_cli(pairs, flag=flag)  # type: ignore[arg-type]
-
-
-def _check_options(kind: str, name: str, values: dict[str, Any], where: str) -> dict[str, Any]:
-    """Options from a config file (already typed), checked by the plugin's option schema."""
-    from agentkit import registry
-
-    if not values:
-        return {}
-    try:
-        return registry.option_schema(kind, name).validate(values)  # type: ignore[arg-type]
-    except SpecError as exc:
-        raise SpecError(f"{where}: {exc}") from None
-
-
-def build_env(
-    taskset_spec: str,
-    harness: str,
-    h_options: dict[str, Any],
-    t_options: dict[str, Any],
-    sandbox: str,
-) -> Any:
-    """The AgentEnv of a command line."""
-    from agentkit.env import AgentEnv
-
-    return AgentEnv.from_names(
-        taskset_spec, harness, taskset_options=t_options, sandbox=sandbox, **h_options
-    )
-
-
-def provider_of(spec: str) -> str:
-    """The taskset provider of ``provider:argument``."""
-    from agentkit import registry
-
-    return registry.parse_taskset_spec(spec)[0]
-
-
-def _default_out(harness: str) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = Path("runs") / f"{stamp}-{harness}"
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    return path
+__all__ = ["run_cmd"]
 
 
 def _echo_err(message: str) -> None:
@@ -79,36 +28,6 @@ def _echo_err(message: str) -> None:
 def plural(count: int, word: str) -> str:
     """``1 rollout``, ``2 rollouts``."""
     return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
-def _model_args(pairs: tuple[str, ...]) -> dict[str, Any]:
-    """``-M key=value``: the value is JSON when it parses (numbers, true, objects), else text."""
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise SpecError(f"-M {pair!r}: expected KEY=VALUE (a request field for the model)")
-        if key in out:
-            raise SpecError(f"-M {key} given twice; give it once")
-        try:
-            out[key] = json.loads(text)
-        except ValueError:
-            out[key] = text
-    return out
-
-
-def _headers(pairs: tuple[str, ...]) -> dict[str, str]:
-    """``--header 'Name: value'`` (or ``Name=value``)."""
-    out: dict[str, str] = {}
-    for pair in pairs:
-        colon, equals = pair.find(":"), pair.find("=")
-        cut = colon if colon != -1 and (equals == -1 or colon < equals) else equals
-        name = pair[:cut].strip() if cut > 0 else ""
-        if not name or any(c.isspace() for c in name):
-            raise SpecError(f"--header {pair.split(':')[0]!r}...: expected 'Name: value'")
-        out[name] = pair[cut + 1 :].strip()
-    return out
 
 
 @click.command("run")
@@ -349,10 +268,6 @@ def run_cmd(ctx: click.Context, /, **params: Any) -> None:
 
 def _run(ctx: click.Context, params: dict[str, Any], out: TextIO) -> None:
     """``agentkit run``, its own output (a plan, a table, JSON) written to ``out``."""
-    from click.core import ParameterSource
-
-    from agentkit.cli._config import load_run_config
-
     resume: Path | None = params["resume"]
     config = load_run_config(
         ctx.command, params["config"], use_pyproject=resume is None and params["config"] is None
@@ -360,18 +275,12 @@ def _run(ctx: click.Context, params: dict[str, Any], out: TextIO) -> None:
     for name, value in config.values.items():
         if ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, None):
             params[name] = value
-    settings = _resolve(params, config.tables, config.source, resume)
-    env = build_env(
-        settings["taskset_spec"],
-        settings["harness"],
-        settings["h_options"],
-        settings["t_options"],
-        settings["sandbox"] or "local",
-    )
-    options = settings["options"]
+    settings: RunSettings = resolve_settings(params, config.tables, config.source, resume)
+    env = settings.build_env()
+    options = settings.options
     as_json: bool = params["as_json"]
     if params["dry_run"]:
-        plan = env.plan(**options)
+        plan = env.plan(options)
         if as_json:
             click.echo(json.dumps(plan, indent=2, default=str), file=out)
         else:
@@ -410,15 +319,14 @@ def _run(ctx: click.Context, params: dict[str, Any], out: TextIO) -> None:
                 extra.append(f"{plural(info['rerun'], 'rollout')} to run again")
             _echo_err(what + (f"; {', '.join(extra)}" if extra else ""))
 
-    run_dir = options.get("out")
     stop_signal: list[int] = []
     try:
         results = run_stoppable(
-            functools.partial(env.evaluate, **options, progress=show_progress, on_start=on_start),
+            functools.partial(env.evaluate, options, progress=show_progress, on_start=on_start),
             stop_signal,
         )
     except KeyboardInterrupt:
-        where = resume or run_dir
+        where = resume or options.out
         _echo_err(
             f"Interrupted. Finished rollouts are saved in {where}; continue with: "
             f"agentkit run --resume {where}"
@@ -428,9 +336,7 @@ def _run(ctx: click.Context, params: dict[str, Any], out: TextIO) -> None:
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str), file=out)
         return
-    from agentkit.cli._show_cmd import print_results
-
-    print_results(summary, title=f"{settings['taskset_spec']} × {settings['harness']}", file=out)
+    print_results(summary, title=f"{settings.taskset_spec} × {settings.harness}", file=out)
     click.echo(f"Run directory: {results.run_dir}", file=out)
     if summary.get("stopped"):
         _echo_err(
@@ -439,189 +345,6 @@ def _run(ctx: click.Context, params: dict[str, Any], out: TextIO) -> None:
         )
     elif summary.get("errors") and results.run_dir is not None:
         _echo_err(f"See why: agentkit show {results.run_dir} --failed")
-
-
-def _resolve(
-    params: dict[str, Any],
-    tables: dict[str, dict[str, Any]],
-    source: str | None,
-    resume: Path | None,
-) -> dict[str, Any]:
-    """Every setting: flags, then the config file, then the resumed run's manifest."""
-    stored: dict[str, Any] = {}
-    if resume is not None:
-        if params["out"] is not None:
-            raise SpecError("give either --out (a new run) or --resume (an existing run)")
-        from agentkit.env._store import RunStore
-
-        stored = RunStore(resume).read_manifest()
-    elif params["retry_errors"]:
-        raise SpecError("--retry-errors reruns rollouts of an existing run: give --resume DIR")
-    taskset_spec: str | None = params["taskset_spec"]
-    harness: str | None = params["harness"]
-    if taskset_spec is None or harness is None:
-        if not stored:
-            raise click.UsageError(
-                "TASKSET_SPEC and HARNESS are required (unless --resume DIR, or 'taskset' and "
-                "'harness' in --config)"
-            )
-        taskset_spec = taskset_spec or stored["taskset"].get("spec")
-        harness = harness or stored["harness"].get("name")
-        if not taskset_spec or not harness:
-            raise SpecError(f"{resume} was not started from names; pass TASKSET_SPEC and HARNESS")
-    provider = provider_of(taskset_spec)
-    where = source or "config"
-    h_options = {
-        **_check_options("harness", harness, tables.get("harness_options", {}), where),
-        **parse_options("harness", harness, params["harness_pairs"], "-H"),
-    }
-    t_options = {
-        **_check_options("taskset", provider, tables.get("taskset_options", {}), where),
-        **parse_options("taskset", provider, params["taskset_pairs"], "-T"),
-    }
-    sampling: dict[str, Any] = dict(tables.get("model_args", {}))
-    sampling.update(_model_args(params["model_pairs"]))
-    for name in ("temperature", "top_p", "seed"):
-        if params[name] is not None:
-            sampling[name] = params[name]
-    headers = {str(k): str(v) for k, v in tables.get("headers", {}).items()}
-    headers.update(_headers(params["header_pairs"]))
-    limits = {
-        k: params[k]
-        for k in ("max_tokens", "max_turns", "token_limit", "cost_limit", "message_limit")
-    }
-    run_limits = {k: params[k] for k in ("run_token_limit", "run_cost_limit", "timeout")}
-    price: Any = tables.get("price") or params["price"]
-    model, base_url, api_key_env = params["model"], params["base_url"], params["api_key_env"]
-    rollouts, limit, task_ids = params["rollouts"], params["limit"], params["task_ids"]
-    pass_threshold = params["pass_threshold"]
-    normalize = params["normalize_advantages"]
-    sb_name, allow_network = params["sandbox"], params["allow_network"]
-    sb_options: dict[str, Any] = {}
-    if tables.get("sandbox_options"):
-        sb_options = _check_options("sandbox", sb_name or "local", tables["sandbox_options"], where)
-    if stored:
-        # the stored settings are the defaults; those given again override them one
-        # by one (and a change that alters results is then refused, naming it)
-        if taskset_spec == stored["taskset"].get("spec"):
-            t_options = {**(stored["taskset"].get("options") or {}), **t_options}
-        if harness == stored["harness"].get("name"):
-            h_options = {**(stored["harness"].get("options") or {}), **h_options}
-        sctx = stored.get("context", {})
-        model = model if model is not None else sctx.get("model")
-        if base_url is None:
-            base_url = sctx.get("base_url")
-            if base_url and "***" in base_url:
-                raise SpecError(
-                    f"the base URL of {resume} ({base_url}) held credentials, which are not "
-                    "stored; pass it again with --base-url"
-                )
-        if api_key_env is None and sctx.get("api_key_env") not in (None, "OPENAI_API_KEY"):
-            api_key_env = sctx.get("api_key_env")
-        sampling = {**(sctx.get("sampling_args") or {}), **sampling}
-        headers = {**(sctx.get("headers") or {}), **headers}
-        for key, value in (sctx.get("limits") or {}).items():
-            if key in limits and limits[key] is None:
-                limits[key] = value
-        run_options = stored.get("options") or {}
-        for key in run_limits:
-            if run_limits[key] is None:
-                run_limits[key] = run_options.get(key)
-        if pass_threshold is None:
-            pass_threshold = run_options.get("pass_threshold")
-        normalize = normalize or bool(run_options.get("normalize_advantages"))
-        pricing = stored.get("pricing") or {}
-        if price is None and pricing.get("source") == "given":
-            price = {k: pricing[k] for k in ("input", "output", "cached_input") if pricing.get(k)}
-        plan = stored.get("plan", {})
-        rollouts = rollouts if rollouts is not None else plan.get("rollouts_per_task")
-        limit = limit if limit is not None else plan.get("limit")
-        if not task_ids and plan.get("requested_task_ids"):
-            task_ids = tuple(plan["requested_task_ids"])
-        sb = stored.get("sandbox", {})
-        if sb.get("used"):
-            sb_name = sb_name or sb.get("name")
-            if not params["sandbox_pairs"] and not sb_options:
-                sb_options = {
-                    k: v for k, v in (sb.get("options") or {}).items() if k != "allow_network"
-                }
-                allow_network = allow_network or bool(
-                    (sb.get("options") or {}).get("allow_network")
-                )
-    if params["sandbox_pairs"]:
-        sb_options.update(
-            parse_options("sandbox", sb_name or "local", params["sandbox_pairs"], "-S")
-        )
-    hidden = [k for k, v in {**h_options, **t_options, **sb_options}.items() if v == "***"]
-    hidden += [f"--header {k}" for k, v in headers.items() if v == "***"]
-    if hidden:
-        raise SpecError(
-            f"{', '.join(hidden)} of {resume} held secrets, which are not stored; "
-            "pass them again (-H/-T/-S NAME=VALUE, --header 'NAME: VALUE')"
-        )
-    from agentkit._pricing import Price
-
-    parsed_price = None if price is None else Price.parse(price, where="--price")
-    executor = _executor(params)
-    out = None if resume is not None else (params["out"] or _default_out(harness))
-    options: dict[str, Any] = {
-        "rollouts_per_task": 1 if rollouts is None else rollouts,
-        "concurrency": params["concurrency"],
-        "limit": limit,
-        "task_ids": list(task_ids) or None,
-        "timeout": run_limits["timeout"],
-        "max_retries": params["max_retries"],
-        "out": out,
-        "resume": resume,
-        "retry_errors": params["retry_errors"],
-        "model": model,
-        "base_url": base_url,
-        "api_key_env": api_key_env,
-        "sampling_args": sampling,
-        "headers": headers,
-        **limits,
-        "run_token_limit": run_limits["run_token_limit"],
-        "run_cost_limit": run_limits["run_cost_limit"],
-        "price": parsed_price,
-        "sandbox": sb_name,
-        "sandbox_options": sb_options,
-        "keep_sandboxes": params["keep_sandboxes"],
-        "allow_network": allow_network,
-        "pass_threshold": 1.0 if pass_threshold is None else pass_threshold,
-        "normalize_advantages": normalize,
-        "preflight": params["preflight"],
-        "executor": executor,
-    }
-    return {
-        "taskset_spec": taskset_spec,
-        "harness": harness,
-        "h_options": h_options,
-        "t_options": t_options,
-        "sandbox": sb_name,
-        "options": options,
-    }
-
-
-def _executor(params: dict[str, Any]) -> Any:
-    """``--executor`` and its ``--ray-*`` options: a name, or a configured RayExecutor."""
-    ray_flags = {
-        "--ray-address": params["ray_address"],
-        "--ray-cpus": params["ray_cpus"],
-        "--ray-artifacts-dir": params["ray_artifacts_dir"],
-    }
-    if params["executor"] != "ray":
-        given = [flag for flag, value in ray_flags.items() if value is not None]
-        if given:
-            raise SpecError(f"{', '.join(given)} needs --executor ray")
-        return params["executor"]
-    from agentkit.executors import RayExecutor
-
-    cpus = params["ray_cpus"]
-    return RayExecutor(
-        address=params["ray_address"],
-        cpus_per_rollout=1.0 if cpus is None else cpus,
-        artifacts_dir=params["ray_artifacts_dir"],
-    )
 
 
 def _print_plan(plan: dict[str, Any], out: TextIO) -> None:
