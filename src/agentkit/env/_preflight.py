@@ -21,10 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 
 from agentkit._context import RunContext
+from agentkit._endpoint import EndpointError, ModelEndpoint
 from agentkit._errors import AgentkitError
 from agentkit._limits import loads_bounded
+from agentkit._sandbox import ExecutionHints
+from agentkit.env._manifest import public_url
 
 __all__ = [
     "PreflightError",
@@ -44,9 +48,6 @@ class PreflightError(AgentkitError):
 
 async def check_endpoint(ctx: RunContext) -> tuple[str | None, str | None]:
     """``GET {base_url}/models``: returns ``(problem, warning)``, either may be None."""
-    from agentkit._endpoint import EndpointError, ModelEndpoint
-    from agentkit.env._manifest import public_url
-
     assert ctx.base_url is not None
     where = public_url(ctx.base_url)
     key = ctx.resolved_api_key
@@ -201,10 +202,6 @@ async def check_before_run(
     that has execution hints, else the first). Returns the kind's warning
     and the preflight's warnings.
     """
-    import attrs
-
-    from agentkit._sandbox import ExecutionHints
-
     kind_warning = await sandbox_kind_preflight(factory)
     if not preflight:
         return kind_warning, []

@@ -24,16 +24,14 @@ import shutil
 import subprocess
 import tarfile
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, ClassVar
+from typing import IO, ClassVar
 
 from agentkit._sandbox import TaskImage
-from agentkit.images import ImageError
+from agentkit.images import BuildContext, DockerBackend, ImageBackend, ImageError, resolve_image
 from agentkit.sandbox._buildruntime import build_runtime, known_build_runtime
+from agentkit.sandbox._docker_engine import LABEL, owner_labels
 from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
 from agentkit.sandbox._imageroot import ImageConfig, ImageRoot, extract_root, image_root
-
-if TYPE_CHECKING:
-    from agentkit.images import BuildContext, ImageBackend
 
 __all__ = [
     "INSTALL_TOOL",
@@ -227,8 +225,6 @@ class DockerTool(ImageTool):
     name: ClassVar[str] = "docker"
 
     def backend(self) -> ImageBackend:
-        from agentkit.images import DockerBackend
-
         return DockerBackend()
 
     def inspect(self, reference: str) -> tuple[str, ImageConfig] | None:
@@ -247,8 +243,6 @@ class DockerTool(ImageTool):
         return _image_id(str(data["Id"])), ImageConfig.from_engine(config)
 
     def export(self, reference: str, dest: Path, id_base: int | None) -> None:
-        from agentkit.sandbox._docker_engine import LABEL, owner_labels
-
         # Labelled as the docker sandbox's containers: one an orchestrator killed
         # mid-export leaves is removed by `agentkit sandbox prune`.
         labels = {**owner_labels("image-export"), LABEL: "local-image-export"}
@@ -393,8 +387,6 @@ async def obtain_image(
 ) -> tuple[str, str, ImageConfig]:
     """(reference, image id, config) of ``image``: built or pulled by ``tool`` when needed,
     through :func:`agentkit.images.resolve_image` (once per process, tagged by digest)."""
-    from agentkit.images import resolve_image
-
     try:
         ref = await resolve_image(image, log_dir=log_dir, backend=tool.backend())
     except ImageError as exc:
