@@ -66,7 +66,7 @@ REFUSED: list[tuple[str, Any, str]] = [
     ("timeout", float("inf"), "timeout must be a number of seconds above 0, got inf"),
     ("timeout", float("nan"), "timeout must be a number of seconds above 0, got nan"),
     ("pass_threshold", float("nan"), "pass_threshold must be a finite number, got nan"),
-    ("retry_base_delay", -1.0, "retry_base_delay must be a number of seconds (0 or more), got -1.0"),
+    ("retry_base_delay", -1.0, "retry_base_delay must be a number of seconds (0 or more), got -1"),
     ("retry_max_delay", float("inf"), "retry_max_delay must be a number of seconds (0 or more)"),
     ("callback_drain_timeout", -0.5, "callback_drain_timeout must be a number of seconds"),
     ("max_tokens", 0, "max_tokens must be at least 1, got 0"),
@@ -208,23 +208,23 @@ def test_from_mapping_builds_the_same_class_from_a_toml_table() -> None:
 @pytest.mark.parametrize(
     ("table", "error", "message"),
     [
-        ({"concurrency": "4"}, ValidationError, "run.toml: concurrency: expected an integer, got str '4'"),
-        ({"preflight": "no"}, ValidationError, "run.toml: preflight: expected a boolean, got str 'no'"),
-        ({"task_ids": "ts:0"}, ValidationError, "run.toml: task_ids: expected list[str] | None"),
-        ({"timeout": True}, ValidationError, "run.toml: timeout: expected float | None, got bool True"),
-        ({"concurency": 2}, ValidationError, "run.toml: concurency: unknown run option; known: "),
-        ({"context": {}}, ValidationError, "run.toml: context: not a file setting; known: "),
-        ({"on_start": "print"}, ValidationError, "run.toml: on_start: not a file setting"),
-        ({"concurrency": 0}, SpecError, "run.toml: concurrency must be at least 1, got 0"),
-        ({"price": {"input": -1}}, SpecError, "run.toml: price input: expected USD per million"),
+        ({"concurrency": "4"}, ValidationError, "concurrency: expected an integer, got str '4'"),
+        ({"preflight": "no"}, ValidationError, "preflight: expected a boolean, got str 'no'"),
+        ({"task_ids": "ts:0"}, ValidationError, "task_ids: expected list[str] | None"),
+        ({"timeout": True}, ValidationError, "timeout: expected float | None, got bool True"),
+        ({"concurency": 2}, ValidationError, "concurency: unknown run option; known: "),
+        ({"context": {}}, ValidationError, "context: not a file setting; known: "),
+        ({"on_start": "print"}, ValidationError, "on_start: not a file setting"),
+        ({"concurrency": 0}, SpecError, "concurrency must be at least 1, got 0"),
+        ({"price": {"input": -1}}, SpecError, "price input: expected USD per million"),
     ],
-)  # fmt: skip
+)
 def test_from_mapping_is_strict_and_names_the_file_and_the_key(
     table: dict[str, Any], error: type[Exception], message: str
 ) -> None:
     with pytest.raises(error) as raised:
         RunOptions.from_mapping(table, source="run.toml")
-    assert message in str(raised.value)
+    assert f"run.toml: {message}" in str(raised.value)
 
 
 async def test_the_context_starts_the_run_context(tmp_path: Path) -> None:
