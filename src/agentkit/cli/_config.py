@@ -24,7 +24,6 @@ or a parent), except on ``--resume`` (a run keeps its own settings).
 from __future__ import annotations
 
 import math
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +72,9 @@ def _find_pyproject(start: Path) -> Path | None:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    # deferred: about 7 ms, and a run outside a project reads no TOML
+    import tomllib
+
     try:
         with open(path, "rb") as fh:
             data: dict[str, Any] = tomllib.load(fh)

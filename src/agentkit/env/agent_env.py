@@ -7,7 +7,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Unpack
 
 import anyio
-import sniffio
 
 from agentkit import registry
 from agentkit._errors import AgentkitError, SpecError
@@ -182,6 +181,9 @@ class AgentEnv:
         self, options: RunOptions | None = None, **overrides: Unpack[RunOptionsKeywords]
     ) -> EvalResults:
         """Synchronous :meth:`evaluate` (not from inside a running event loop)."""
+        # deferred: only this synchronous entry asks which event loop runs
+        import sniffio
+
         try:
             sniffio.current_async_library()
         except sniffio.AsyncLibraryNotFoundError:
