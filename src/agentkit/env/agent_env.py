@@ -195,8 +195,8 @@ class AgentEnv:
     async def generate(
         self, options: RunOptions | None = None, **overrides: Unpack[RunOptionsKeywords]
     ) -> list[RolloutGroup]:
-        """Run rollouts for training: complete groups with GRPO advantages; prints nothing."""
-        overrides.setdefault("progress", False)
+        """Run rollouts for training: complete groups with GRPO advantages; prints nothing
+        (unless the options ask for the progress bar)."""
         results = await self.evaluate(options, **overrides)
         return results.groups
 
