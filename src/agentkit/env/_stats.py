@@ -2,7 +2,8 @@
 
 A *group* is every rollout of one task. Rollouts whose total reward could not
 be computed (a scoring error) are left out of the statistics and get no
-advantage; they are counted as errors instead.
+advantage; they are counted as errors instead. pass@k lives in
+:mod:`agentkit._pass_at_k`, shared with :mod:`agentkit.stats`.
 """
 
 from __future__ import annotations
@@ -10,41 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from agentkit._pass_at_k import DEFAULT_PASS_THRESHOLD, pass_at_k, pass_ks
+
 __all__ = ["DEFAULT_PASS_THRESHOLD", "group_advantages", "pass_at_k", "pass_ks"]
-
-#: A rollout "passes" when its total reward is at least this value.
-DEFAULT_PASS_THRESHOLD = 1.0
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """The unbiased pass@k estimator of Chen et al. (2021).
-
-    ``n`` samples of which ``c`` passed: the probability that at least one of
-    ``k`` samples drawn without replacement passes, ``1 - C(n-c, k) / C(n, k)``,
-    computed as a stable product. ``k > n`` is an error.
-    """
-    if n < 0 or c < 0 or c > n:
-        raise ValueError(f"pass_at_k: need 0 <= c <= n, got n={n}, c={c}")
-    if k < 1 or k > n:
-        raise ValueError(f"pass_at_k: need 1 <= k <= n, got k={k}, n={n}")
-    if n - c < k:
-        return 1.0
-    product = 1.0
-    for i in range(n - c + 1, n + 1):
-        product *= 1.0 - k / i
-    return 1.0 - product
-
-
-def pass_ks(n: int) -> list[int]:
-    """The k values reported for groups of ``n``: 1, 2, 4, ... and ``n`` itself."""
-    ks: list[int] = []
-    k = 1
-    while k < n:
-        ks.append(k)
-        k *= 2
-    if n >= 1:
-        ks.append(n)
-    return ks
 
 
 def group_advantages(
