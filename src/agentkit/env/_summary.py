@@ -142,6 +142,11 @@ def summarize(
         if records and (key != "cost" or priced)
     }
     could_not_run = [r for r in records if r.infra_error]
+    durations = [
+        float(d)
+        for r in records
+        if isinstance(d := r.timings.get("duration_s"), (int, float)) and not isinstance(d, bool)
+    ]
     summary: dict[str, Any] = {
         "schema_version": RUN_SCHEMA_VERSION,
         "complete": complete and not could_not_run,
@@ -169,6 +174,7 @@ def summarize(
         "usage": usage_total,
         "usage_mean": usage_mean,
         "priced": priced,
+        "rollout_time_s": {"total": math.fsum(durations), "timed": len(durations)},
         "tasks": tasks,
     }
     if breakdowns:
