@@ -1,0 +1,106 @@
+"""Real run directories for the statistics tests: ``agentkit run`` of the chat harness
+against the scripted model server, as docs/statistics.md's worked example describes.
+
+Five tasks ``example:t1`` ... ``example:t5``, two rollouts each. Model ``a`` (run A,
+``--limit 4``) answers t1 and t4 right, t2 right once, t3 never; model ``b`` (run B)
+answers t1 right once, t4 and t5 right, and its first call of t3 fails with a server
+error (``--max-retries 0``: that rollout could not run). Run C is of another
+taskset (no task in common with A or B).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from agentkit.testing.model_server import ScriptedModelServer
+
+__all__ = ["EXAMPLE_SCRIPT", "make_example_runs", "run_cli"]
+
+
+def _right(model: str, task: int, times: int | None = None) -> dict[str, Any]:
+    rule: dict[str, Any] = {
+        "match": {"model": model, "last_user_contains": f"task {task}."},
+        "reply": {"content": "right"},
+    }
+    if times is not None:
+        rule["times"] = times
+    return rule
+
+
+EXAMPLE_SCRIPT: dict[str, Any] = {
+    "models": ["a", "b", "c"],
+    "rules": [
+        _right("a", 1),
+        _right("a", 2, times=1),
+        _right("a", 4),
+        _right("b", 1, times=1),
+        {
+            "match": {"model": "b", "last_user_contains": "task 3."},
+            "times": 1,
+            "reply": {"fail": "server_error"},
+        },
+        _right("b", 4),
+        _right("b", 5),
+        _right("c", 1),
+    ],
+    "default": {"content": "wrong"},
+}
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``agentkit ARGS...`` in a fresh process (the command as users run it)."""
+    return subprocess.run(
+        [sys.executable, "-m", "agentkit", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+def _tasks(path: Path, count: int) -> None:
+    rows = [
+        {"id": f"t{i}", "input": f"This is task {i}. Say right.", "target": "right"}
+        for i in range(1, count + 1)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def make_example_runs(folder: Path) -> dict[str, Path]:
+    """Runs A, B and C under ``folder/runs`` (made in ``folder``, so their paths print
+    as ``runs/A``...); returns their directories by name."""
+    _tasks(folder / "example.jsonl", 5)
+    _tasks(folder / "other.jsonl", 2)
+    plans = {
+        "A": ("example.jsonl", "a", ("--limit", "4")),
+        "B": ("example.jsonl", "b", ()),
+        "C": ("other.jsonl", "c", ()),
+    }
+    out = {}
+    with ScriptedModelServer(EXAMPLE_SCRIPT) as server:
+        for name, (tasks, model, extra) in plans.items():
+            done = run_cli(
+                "run",
+                f"jsonl:{tasks}",
+                "chat",
+                "--model",
+                model,
+                "--base-url",
+                server.base_url,
+                "-n",
+                "2",
+                "--max-retries",
+                "0",
+                "--out",
+                f"runs/{name}",
+                "--no-progress",
+                *extra,
+                cwd=folder,
+            )
+            assert done.returncode == 0, done.stderr
+            out[name] = folder / "runs" / name
+    return out
