@@ -11,6 +11,8 @@ import click
 
 from agentkit._errors import SpecError
 from agentkit.env._progress import render_results_table
+from agentkit.cli._compare_cmd import leaderboard_command
+from agentkit.stats import LEADERBOARD_FORMATS
 
 __all__ = ["print_results", "runs_cmd", "show_cmd"]
 
@@ -325,12 +327,47 @@ def _step_counts(steps: list[Any]) -> list[str]:
 
 
 @click.command("runs")
-@click.argument(
-    "folder", required=False, type=click.Path(path_type=Path, file_okay=False), default="runs"
-)
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path, file_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def runs_cmd(folder: Path, as_json: bool) -> None:
-    """List the run directories under FOLDER (default: runs), newest first."""
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="A leaderboard of the runs given (run directories or folders of runs): mean reward "
+    "with its 95% CI clustered by task, pass@k, tokens, cost and time.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(LEADERBOARD_FORMATS),
+    default=None,
+    help="With --compare: table (default), csv, markdown or json.",
+)
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path, dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="With --compare: write the leaderboard to FILE instead of stdout.",
+)
+def runs_cmd(
+    paths: tuple[Path, ...], as_json: bool, compare: bool, fmt: str | None, out: Path | None
+) -> None:
+    """List the run directories under FOLDER (default: runs), newest first.
+
+    With --compare, print a leaderboard of the runs given instead: each
+    argument a run directory or a folder of runs (default: runs).
+    """
+    if compare:
+        if as_json and fmt not in (None, "json"):
+            raise click.UsageError("--json is --format json: give one of them")
+        chosen = "json" if as_json else fmt or "table"
+        leaderboard_command(paths or (Path("runs"),), chosen, out)
+        return
+    if fmt is not None or out is not None:
+        raise click.UsageError("--format and --out go with --compare")
+    if len(paths) > 1:
+        raise click.UsageError("give one FOLDER of runs (or --compare RUN...)")
+    folder = paths[0] if paths else Path("runs")
     # deferred: `agentkit run` prints its results through this module without the reader
     import agentkit.runs
 

@@ -1,0 +1,138 @@
+"""``agentkit compare`` (two runs, paired on their shared tasks) and the leaderboard
+that ``agentkit runs --compare`` prints (and a job's cells can print the same way)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from agentkit._errors import SpecError
+from agentkit.runs import Run, list_runs, open_run
+from agentkit.stats import (
+    RunStats,
+    compare_runs,
+    comparison_json,
+    comparison_text,
+    format_leaderboard,
+    leaderboard_table,
+    ranked,
+    run_stats,
+)
+
+__all__ = [
+    "compare_cmd",
+    "leaderboard_command",
+    "leaderboard_runs",
+    "print_leaderboard",
+]
+
+
+def leaderboard_runs(paths: Sequence[Path]) -> list[Run]:
+    """The runs named: each path a run directory, or a folder whose runs are all taken."""
+    runs: list[Run] = []
+    for path in paths:
+        if not path.is_dir():
+            raise SpecError(f"{path}: no such run directory")
+        if (path / "manifest.json").is_file():
+            runs.append(open_run(path))
+            continue
+        found = list_runs(path)
+        if not found:
+            raise SpecError(
+                f"{path}: neither a run directory (no manifest.json) nor a folder of runs"
+            )
+        runs.extend(open_run(r.path) for r in sorted(found, key=lambda r: r.created_at))
+    return runs
+
+
+def print_leaderboard(
+    rows: Sequence[RunStats],
+    fmt: str,
+    *,
+    out: Path | None = None,
+    title: str | None = None,
+) -> None:
+    """Print ranked leaderboard rows on stdout in ``fmt``, or write them to ``out``."""
+    rows = ranked(rows)
+    if out is not None:
+        text = format_leaderboard(rows, fmt, title=title)
+        try:
+            out.write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise SpecError(f"{out}: cannot write the leaderboard: {exc.strerror or exc}") from None
+        click.echo(f"Wrote {out} ({fmt}, {len(rows)} row{'' if len(rows) == 1 else 's'})", err=True)
+        return
+    if fmt != "table":
+        click.echo(format_leaderboard(rows, fmt), nl=False)
+        return
+    console = Console(soft_wrap=False)
+    if not console.is_terminal:  # piped: no need to fold paths at 80 columns
+        console = Console(soft_wrap=False, width=200)
+    console.print(leaderboard_table(rows, title=title))
+    left_out = [r for r in rows if r.could_not_run or r.unscored]
+    for r in left_out:
+        console.print(
+            f"{r.label}: {r.could_not_run} rollout{'' if r.could_not_run == 1 else 's'} could "
+            f"not run, {r.unscored} ran without a total reward: left out of the statistics",
+            highlight=False,
+            markup=False,
+        )
+    if rows:
+        level = f"{rows[0].reward.confidence * 100:g}%"
+        console.print(
+            f"{level} CI: mean ± t(tasks - 1) x SE, SE clustered by task; pass@k unbiased, "
+            "averaged over tasks. See docs/statistics.md.",
+            highlight=False,
+            markup=False,
+        )
+
+
+def leaderboard_command(paths: Sequence[Path], fmt: str, out: Path | None) -> None:
+    """``agentkit runs --compare``: the leaderboard of the runs under ``paths``."""
+    runs = leaderboard_runs(paths)
+    if not runs:
+        raise SpecError("no runs to compare: give run directories or folders of runs")
+    names = [r.path.name for r in runs]
+    labels = [r.path.name if names.count(r.path.name) == 1 else str(r.path) for r in runs]
+    rows = [run_stats(run, label=label) for run, label in zip(runs, labels, strict=True)]
+    print_leaderboard(rows, fmt, out=out)
+
+
+@click.command("compare")
+@click.argument("run_a", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.argument("run_b", type=click.Path(path_type=Path, exists=True, file_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
+@click.option(
+    "--top",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    metavar="N",
+    help="How many of the tasks that differ most to list.",
+)
+def compare_cmd(run_a: Path, run_b: Path, as_json: bool, top: int) -> None:
+    """Compare two runs on the tasks both scored: a paired comparison.
+
+    Prints each run's mean reward on the shared tasks, the mean difference
+    A - B with its 95% confidence interval and the p-value of a paired
+    t-test on per-task mean rewards, how many tasks each does better on,
+    and the tasks that differ most. Tasks only one run scored are counted
+    and left out.
+    """
+    comparison = compare_runs(open_run(run_a), open_run(run_b))
+    if not comparison.shared:
+        sample_a = ", ".join(comparison.only_a[:3])
+        sample_b = ", ".join(comparison.only_b[:3])
+        raise SpecError(
+            f"{run_a} and {run_b} share no scored task, so there is nothing to compare "
+            f"(A scored {comparison.a.tasks} tasks, e.g. {sample_a or 'none'}; "
+            f"B scored {comparison.b.tasks}, e.g. {sample_b or 'none'})"
+        )
+    if as_json:
+        click.echo(json.dumps(comparison_json(comparison, top=top), indent=2))
+        return
+    click.echo(comparison_text(comparison, top=top), nl=False)

@@ -1,0 +1,211 @@
+"""docs/statistics.md's worked example, made by real ``agentkit run`` invocations: every
+number the page works out by hand is what agentkit.stats and the commands report."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import shutil
+from pathlib import Path
+
+import attrs
+import pytest
+from _stats_runs import make_example_runs, run_cli
+
+import agentkit.stats
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = (ROOT / "docs" / "statistics.md").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("stats-example")
+    make_example_runs(folder)
+    return folder
+
+
+def in_doc(*texts: str) -> None:
+    for text in texts:
+        assert text in DOC, f"docs/statistics.md does not say {text!r}"
+
+
+def test_the_runs_are_what_the_page_describes(folder: Path) -> None:
+    rewards: dict[str, dict[str, list[float | None]]] = {}
+    for name in ("A", "B"):
+        for line in (folder / "runs" / name / "rollouts.jsonl").read_text().splitlines():
+            d = json.loads(line)
+            rewards.setdefault(name, {}).setdefault(d["task_id"], []).append(d["reward"])
+    got = {
+        name: {t: sorted(v, key=str) for t, v in tasks.items()} for name, tasks in rewards.items()
+    }
+    assert got["A"] == {
+        "example:t1": [1.0, 1.0],
+        "example:t2": [0.0, 1.0],
+        "example:t3": [0.0, 0.0],
+        "example:t4": [1.0, 1.0],
+    }
+    assert got["B"] == {
+        "example:t1": [0.0, 1.0],
+        "example:t2": [0.0, 0.0],
+        "example:t3": [0.0, None],  # the rollout that could not run
+        "example:t4": [1.0, 1.0],
+        "example:t5": [1.0, 1.0],
+    }
+
+
+def test_run_a_by_hand(folder: Path) -> None:
+    row = agentkit.stats.run_stats(folder / "runs" / "A")
+    e = row.reward
+    assert (row.rollouts, row.scored, row.tasks, row.could_not_run) == (8, 8, 4, 0)
+    assert e.mean == 0.625 and e.df == 3
+    assert e.se == pytest.approx(math.sqrt(4 / 3 * 2.75) / 8, rel=1e-12)
+    assert e.se == pytest.approx(math.sqrt(0.6875 / 3 / 4), rel=1e-12)  # SE of the task means
+    assert round(e.se, 4) == 0.2394
+    assert (round(e.ci_low or 0, 3), round(e.ci_high or 0, 3)) == (-0.137, 1.387)
+    assert row.pass_at_k == {1: 0.625, 2: 0.75}
+    in_doc(
+        "= 0.2394", "**[-0.137, 1.387]**", "0.625 ± 0.762", "pass@2 is `(1 + 1 + 0 + 1) / 4 = 0.75`"
+    )
+    naive = agentkit.stats.clustered_mean([1, 1, 1, 0, 0, 0, 1, 1])
+    assert round(naive.se or 0, 4) == 0.1830
+    in_doc("would give 0.1830")
+
+
+def test_run_b_by_hand(folder: Path) -> None:
+    row = agentkit.stats.run_stats(folder / "runs" / "B")
+    e = row.reward
+    assert (row.rollouts, row.scored, row.tasks, row.could_not_run, row.unscored) == (
+        10,
+        9,
+        5,
+        1,
+        0,
+    )
+    assert e.mean == pytest.approx(5 / 9) and e.df == 4
+    assert e.se == pytest.approx(math.sqrt(5 / 4 * 254 / 81) / 9, rel=1e-12)
+    assert round(e.se, 4) == 0.2200
+    assert (round(e.ci_low or 0, 3), round(e.ci_high or 0, 3)) == (-0.055, 1.166)
+    assert row.pass_at_k == {1: 0.5}  # t3 has one scored rollout: no pass@2
+    in_doc("`254/81 = 3.1358`", "**[-0.055, 1.166]**", "`(0.5 + 0 + 0 + 1 + 1) / 5 = 0.5`")
+
+
+def test_a_against_b_by_hand(folder: Path) -> None:
+    c = agentkit.stats.compare_runs(folder / "runs" / "A", folder / "runs" / "B")
+    t = c.test
+    assert [d.difference for d in c.tasks] == [0.5, 0.5, 0.0, 0.0]
+    assert c.only_a == [] and c.only_b == ["example:t5"]
+    assert (c.wins_a, c.wins_b, c.ties) == (2, 0, 2)
+    assert t.mean == 0.25 and t.df == 3
+    assert t.se == pytest.approx(math.sqrt(4 * 0.25**2 / 3) / 2, rel=1e-12)
+    assert t.t == pytest.approx(math.sqrt(3), rel=1e-12)
+    assert round(t.p_value or 0, 4) == 0.1817
+    assert (round(t.ci_low or 0, 3), round(t.ci_high or 0, 3)) == (-0.209, 0.709)
+    in_doc("**p = 0.1817**", "**[-0.209, +0.709]**", "A is higher on 2")
+
+
+def test_agentkit_compare_prints_what_the_page_shows(folder: Path) -> None:
+    done = run_cli("compare", "runs/A", "runs/B", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    block = DOC.split("`agentkit compare A B` prints:\n\n```text\n", 1)[1].split("```", 1)[0]
+    assert done.stdout == block
+
+
+def test_compare_json_is_the_same_comparison(folder: Path) -> None:
+    done = run_cli("compare", "runs/A", "runs/B", "--json", "--top", "1", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["shared_tasks"] == 4 and data["only_b"] == ["example:t5"]
+    assert data["difference"]["mean"] == 0.25 and data["difference"]["df"] == 3
+    assert round(data["difference"]["p_value"], 4) == 0.1817
+    assert (data["wins_a"], data["wins_b"], data["ties"]) == (2, 0, 2)
+    assert [x["task_id"] for x in data["top"]] == ["example:t1"]  # --top 1
+    assert data["a"]["mean_reward"] == 0.625 and data["b"]["could_not_run"] == 1
+    assert any("only in B" in note for note in data["notes"])
+
+
+def test_a_run_against_itself_has_no_p_value(folder: Path) -> None:
+    done = run_cli("compare", "runs/A", "runs/A", "--json", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["difference"]["mean"] == 0 and data["difference"]["p_value"] is None
+    assert data["ties"] == 4 and data["top"] == []
+    assert any("no variance" in note for note in data["notes"])
+    text = run_cli("compare", "runs/A", "runs/A", cwd=folder)
+    assert "same mean reward on every shared task" in text.stdout
+    assert "p =" not in text.stdout
+
+
+def test_leaderboard_in_every_format(folder: Path) -> None:
+    done = run_cli("runs", "--compare", "runs/A", "runs/B", "--format", "csv", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    assert [r["label"] for r in rows] == ["A", "B"]  # ranked by mean reward
+    assert rows[0]["mean_reward"] == "0.625" and rows[0]["df"] == "3"
+    assert round(float(rows[1]["ci_low"]), 3) == -0.055 and rows[1]["could_not_run"] == "1"
+    assert rows[0]["pass@2"] == "0.75" and rows[1]["pass@2"] == ""
+    as_json = json.loads(
+        run_cli("runs", "--compare", "runs", "--format", "json", cwd=folder).stdout
+    )
+    # a folder of runs: every run in it (C has tasks of its own)
+    assert sorted(r["label"] for r in as_json) == ["A", "B", "C"]
+    same = json.loads(run_cli("runs", "--compare", "runs/A", "runs/B", "--json", cwd=folder).stdout)
+    assert same[0]["se"] == pytest.approx(0.23935677693908453, rel=1e-12)
+    markdown = run_cli("runs", "--compare", "runs/A", "runs/B", "--format", "markdown", cwd=folder)
+    lines = markdown.stdout.splitlines()
+    assert lines[0].startswith("| run | harness | model |") and "95% CI" in lines[0]
+    assert lines[2].startswith("| A | chat | a | 4 | 8 | 0 | 0.625 | [-0.137, 1.387] |")
+    table = run_cli("runs", "--compare", "runs/A", "runs/B", cwd=folder)
+    assert "95% CI" in table.stdout and "[-0.055, 1.166]" in table.stdout
+    assert "B: 1 rollout could not run" in table.stdout
+    out = folder / "board.md"
+    wrote = run_cli(
+        "runs", "--compare", "runs/A", "runs/B", "--format", "markdown", "--out", str(out),
+        cwd=folder,
+    )  # fmt: skip
+    assert wrote.returncode == 0 and wrote.stdout == ""
+    assert out.read_text() == markdown.stdout
+
+
+def test_summary_and_rollouts_give_the_same_row(folder: Path, tmp_path: Path) -> None:
+    """The leaderboard reads summary.json when it is current; without it, the rollouts."""
+    for name in ("A", "B"):
+        fast = agentkit.stats.run_stats(folder / "runs" / name)
+        copy = tmp_path / name
+        shutil.copytree(folder / "runs" / name, copy)
+        summary = json.loads((copy / "summary.json").read_text())
+        assert summary["rollout_time_s"]["timed"] == fast.rollouts
+        (copy / "summary.json").unlink()
+        slow = agentkit.stats.run_stats(copy, label=name)
+        assert slow.duration_s == pytest.approx(fast.duration_s, rel=1e-12)
+        assert slow.reward == fast.reward
+        skip = ("path", "duration_s")
+        assert {k: v for k, v in attrs.asdict(slow).items() if k not in skip} == {
+            k: v for k, v in attrs.asdict(fast).items() if k not in skip
+        }
+
+
+def test_bad_input_is_one_message_and_exit_2(folder: Path, tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    cases = {
+        ("compare", "runs/A", "runs/C"): "share no scored task",
+        ("compare", "runs/A", str(tmp_path / "empty")): "no manifest.json",
+        ("compare", "runs/A", "runs/missing"): "does not exist",
+        ("compare", "runs/A", "runs/B", "--top", "-1"): "--top",
+        ("runs", "--compare", str(tmp_path / "empty")): "neither a run directory",
+        ("runs", "--compare", "runs/missing"): "no such run directory",
+        ("runs", "--format", "csv"): "--format and --out go with --compare",
+        ("runs", "runs/A", "runs/B"): "give one FOLDER",
+        ("runs", "--compare", "runs/A", "--format", "xml"): "'xml' is not one of",
+        ("runs", "--compare", "runs/A", "--json", "--format", "csv"): "--json is --format json",
+        ("runs", "--compare", "runs/A", "--out", str(tmp_path / "no" / "board.csv")): (
+            "cannot write the leaderboard"
+        ),
+    }
+    for args, message in cases.items():
+        done = run_cli(*args, cwd=folder)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert message in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr and done.stdout == "", args
