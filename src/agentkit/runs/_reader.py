@@ -459,6 +459,39 @@ class Run:
             return None
         return data
 
+    def current_summary(self) -> dict[str, Any] | None:
+        """summary.json when it describes every finished rollout as it is now, else None.
+
+        It is current when ``rollouts.jsonl`` has exactly as many lines as the
+        summary counts rollouts (lines are only appended, so nothing was added
+        or run again since it was written; counting newlines does not index
+        the file), or when it was written after the last line and counts every
+        rollout. A resume killed after running a rollout again, before writing
+        its summary, leaves a summary that is not current.
+        """
+        stored = self.stored_summary()
+        finished = stored.get("finished") if stored is not None else None
+        if stored is None or not isinstance(finished, int):
+            return None
+        rollouts = self.path / ROLLOUTS
+        try:
+            if _count_lines(rollouts) == finished:
+                return stored
+            summary_ns = (self.path / SUMMARY).stat().st_mtime_ns
+            written_after = summary_ns >= rollouts.stat().st_mtime_ns
+        except FileNotFoundError:
+            return stored if finished == 0 else None
+        return stored if written_after and finished == len(self) else None
+
+
+def _count_lines(path: Path) -> int:
+    """Newlines in a file, read in large blocks (no parsing)."""
+    count = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            count += block.count(b"\n")
+    return count
+
 
 def list_runs(folder: str | os.PathLike[str] = "runs") -> list[RunListing]:
     """Every run directory directly under ``folder``, newest first.
