@@ -18,7 +18,7 @@ from typing import Any
 
 from agentkit.testing.model_server import ScriptedModelServer
 
-__all__ = ["EXAMPLE_SCRIPT", "make_example_runs", "run_cli"]
+__all__ = ["EXAMPLE_SCRIPT", "PLANS", "make_example_run", "make_example_runs", "run_cli"]
 
 
 def _right(model: str, task: int, times: int | None = None) -> dict[str, Any]:
@@ -70,37 +70,44 @@ def _tasks(path: Path, count: int) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
+#: Each run: its tasks file, its model and its other options.
+PLANS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "A": ("example.jsonl", "a", ("--limit", "4")),
+    "B": ("example.jsonl", "b", ()),
+    "C": ("other.jsonl", "c", ()),
+}
+
+
+def make_example_run(folder: Path, name: str, server: ScriptedModelServer) -> Path:
+    """Run ``name`` of :data:`PLANS` against ``server``, as ``folder/runs/NAME``."""
+    if not (folder / "example.jsonl").exists():
+        _tasks(folder / "example.jsonl", 5)
+        _tasks(folder / "other.jsonl", 2)
+    tasks, model, extra = PLANS[name]
+    done = run_cli(
+        "run",
+        f"jsonl:{tasks}",
+        "chat",
+        "--model",
+        model,
+        "--base-url",
+        server.base_url,
+        "-n",
+        "2",
+        "--max-retries",
+        "0",
+        "--out",
+        f"runs/{name}",
+        "--no-progress",
+        *extra,
+        cwd=folder,
+    )
+    assert done.returncode == 0, done.stderr
+    return folder / "runs" / name
+
+
 def make_example_runs(folder: Path) -> dict[str, Path]:
     """Runs A, B and C under ``folder/runs`` (made in ``folder``, so their paths print
     as ``runs/A``...); returns their directories by name."""
-    _tasks(folder / "example.jsonl", 5)
-    _tasks(folder / "other.jsonl", 2)
-    plans = {
-        "A": ("example.jsonl", "a", ("--limit", "4")),
-        "B": ("example.jsonl", "b", ()),
-        "C": ("other.jsonl", "c", ()),
-    }
-    out = {}
     with ScriptedModelServer(EXAMPLE_SCRIPT) as server:
-        for name, (tasks, model, extra) in plans.items():
-            done = run_cli(
-                "run",
-                f"jsonl:{tasks}",
-                "chat",
-                "--model",
-                model,
-                "--base-url",
-                server.base_url,
-                "-n",
-                "2",
-                "--max-retries",
-                "0",
-                "--out",
-                f"runs/{name}",
-                "--no-progress",
-                *extra,
-                cwd=folder,
-            )
-            assert done.returncode == 0, done.stderr
-            out[name] = folder / "runs" / name
-    return out
+        return {name: make_example_run(folder, name, server) for name in PLANS}

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import attrs
 import pytest
-from _stats_runs import make_example_runs, run_cli
+from _stats_runs import EXAMPLE_SCRIPT, make_example_run, make_example_runs, run_cli
 
+import agentkit.runs
 import agentkit.stats
+from agentkit.testing.model_server import ScriptedModelServer
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "statistics.md").read_text(encoding="utf-8")
@@ -209,3 +211,58 @@ def test_bad_input_is_one_message_and_exit_2(folder: Path, tmp_path: Path) -> No
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert message in done.stderr, (args, done.stderr)
         assert "Traceback" not in done.stderr and done.stdout == "", args
+
+
+def test_a_summary_left_behind_by_a_killed_resume_is_not_used(tmp_path: Path) -> None:
+    """A resume that ran a rollout again and was killed before writing its summary leaves
+    the old summary.json (older than rollouts.jsonl, counting the same rollouts): the
+    statistics come from the rollouts then."""
+    with ScriptedModelServer(EXAMPLE_SCRIPT) as server:
+        run = make_example_run(tmp_path, "B", server)
+        before = agentkit.stats.run_stats(run)
+        old = tmp_path / "summary-before-resume.json"
+        shutil.copy2(run / "summary.json", old)  # its time too
+        # t3's rollout that could not run runs again (the server answers it now: wrong)
+        done = run_cli("run", "--resume", "runs/B", "--no-progress", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    after = agentkit.stats.run_stats(run)
+    assert (before.could_not_run, before.scored) == (1, 9)
+    assert (after.could_not_run, after.scored, after.reward.mean) == (0, 10, 0.5)
+    shutil.copy2(old, run / "summary.json")  # the state a resume killed at its end leaves
+    assert agentkit.runs.open(run).current_summary() is None
+    assert agentkit.stats.run_stats(run) == after
+
+
+SUMMARY_DAMAGE = {
+    "a count as text": lambda s: s["tasks"][0].update(scored="2"),
+    "no mean for a scored task": lambda s: s["tasks"][1].update(mean_reward=None),
+    "no pass@k": lambda s: s["tasks"][0].pop("pass_at_k"),
+    "more rollouts left out than ran": lambda s: s["tasks"][2].update(infra_errors=5),
+    "tasks not a list": lambda s: s.update(tasks={"example:t1": {}}),
+    "written before rollout_time_s": lambda s: s.pop("rollout_time_s"),
+    # as written with --pass-threshold 0, not the manifest's 1.0: every reward passes
+    "another pass threshold": lambda s: [
+        s.update(pass_threshold=0.0),
+        *(t.update(pass_at_k={"1": 1.0, "2": 1.0}) for t in s["tasks"]),
+    ],
+    "a task outside the counts": lambda s: s["tasks"][0].update(rollouts=3),
+    "a token count as text": lambda s: s["usage"].update(input_tokens="12"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(SUMMARY_DAMAGE))
+def test_a_summary_that_is_not_as_agentkit_writes_it_is_not_used(
+    folder: Path, tmp_path: Path, damage: str
+) -> None:
+    """The summary is only a faster way to the same numbers: one that does not look as
+    agentkit writes it (edited by hand, or written by another version) is passed over
+    for the rollouts, and the numbers stay right."""
+    right = agentkit.stats.run_stats(folder / "runs" / "B", label="B")
+    copy = tmp_path / "B"
+    shutil.copytree(folder / "runs" / "B", copy)
+    summary = json.loads((copy / "summary.json").read_text())
+    SUMMARY_DAMAGE[damage](summary)
+    (copy / "summary.json").write_text(json.dumps(summary))
+    got = agentkit.stats.run_stats(copy, label="B")
+    assert attrs.evolve(got, path=right.path, duration_s=right.duration_s) == right
+    assert got.duration_s == pytest.approx(right.duration_s, rel=1e-12)

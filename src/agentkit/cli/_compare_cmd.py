@@ -11,7 +11,7 @@ import click
 from rich.console import Console
 
 from agentkit._errors import SpecError
-from agentkit.runs import Run, list_runs, open_run
+from agentkit.runs import Run, open_run
 from agentkit.stats import (
     RunStats,
     compare_runs,
@@ -40,12 +40,13 @@ def leaderboard_runs(paths: Sequence[Path]) -> list[Run]:
         if (path / "manifest.json").is_file():
             runs.append(open_run(path))
             continue
-        found = list_runs(path)
+        # every run in the folder, oldest first; a broken one is an error, not left out
+        found = [open_run(c) for c in sorted(path.iterdir()) if (c / "manifest.json").is_file()]
         if not found:
             raise SpecError(
                 f"{path}: neither a run directory (no manifest.json) nor a folder of runs"
             )
-        runs.extend(open_run(r.path) for r in sorted(found, key=lambda r: r.created_at))
+        runs.extend(sorted(found, key=lambda r: r.info.created_at))
     return runs
 
 

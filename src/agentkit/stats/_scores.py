@@ -146,13 +146,13 @@ def scores_of_rollouts(
 def scores_of_run(run: Run) -> Scores:
     """Per-task scores and totals of a run directory (every finished rollout).
 
-    From ``summary.json`` when it counts every finished rollout and has
-    every figure needed, else from the rollouts themselves; both give the
-    same numbers.
+    From ``summary.json`` when it is current
+    (:meth:`~agentkit.runs.Run.current_summary`) and has every figure
+    needed, else from the rollouts themselves; both give the same numbers.
     """
     threshold = float(run.info.options.get("pass_threshold", DEFAULT_PASS_THRESHOLD))
-    stored = run.stored_summary()
-    if stored is not None and stored.get("finished") == len(run):
+    stored = run.current_summary()
+    if stored is not None:
         from_summary = _scores_of_summary(stored, threshold)
         if from_summary is not None:
             return from_summary
@@ -182,34 +182,44 @@ def _scores_of_summary(summary: dict[str, Any], threshold: float) -> Scores | No
     if not (isinstance(usage, dict) and isinstance(timing, dict) and isinstance(rows, list)):
         return None
     tasks = []
-    for row in rows:
-        if not isinstance(row, dict) or not isinstance(row.get("task_id"), str):
+    for row in rows:  # a loop without calls per row: a summary may list 10,000 tasks
+        if type(row) is not dict:
             return None
-        rollouts, scored, infra = (
-            _int(row.get(key)) for key in ("rollouts", "scored", "infra_errors")
-        )
-        if rollouts is None or scored is None or infra is None:
+        task_id, rollouts = row.get("task_id"), row.get("rollouts")
+        scored, infra = row.get("scored"), row.get("infra_errors")
+        if (
+            type(task_id) is not str
+            or type(rollouts) is not int
+            or type(scored) is not int
+            or type(infra) is not int
+            or not 0 <= infra <= rollouts - scored
+            or scored < 0
+        ):
             return None
         if not rollouts:
             continue
-        mean = _number(row.get("mean_reward"))
-        passes = row.get("pass_at_k")
-        pass_1 = _number(passes.get("1")) if isinstance(passes, dict) else None
-        if scored and (mean is None or pass_1 is None):
-            return None
-        unscored = rollouts - scored - infra
-        if unscored < 0:
-            return None
+        mean: float | None = None
+        pass_1: float | None = None
+        if scored:
+            found, passes = row.get("mean_reward"), row.get("pass_at_k")
+            first = passes.get("1") if type(passes) is dict else None
+            if not isinstance(found, (int, float)) or not isinstance(first, (int, float)):
+                return None
+            if isinstance(found, bool) or isinstance(first, bool):
+                return None
+            mean, pass_1 = float(found), float(first)
+            if not (math.isfinite(mean) and 0.0 <= pass_1 <= 1.0):
+                return None
         tasks.append(
             TaskScores(
-                task_id=row["task_id"],
+                task_id=task_id,
                 rollouts=rollouts,
                 scored=scored,
                 could_not_run=infra,
-                unscored=unscored,
-                mean=mean if scored else None,
+                unscored=rollouts - scored - infra,
+                mean=mean,
                 # pass@1 of a task is c / n (the estimator's product telescopes)
-                passed=round(pass_1 * scored) if scored and pass_1 is not None else 0,
+                passed=0 if pass_1 is None else round(pass_1 * scored),
             )
         )
     if sum(t.rollouts for t in tasks) != summary.get("finished"):
