@@ -123,7 +123,7 @@ def _human_rows(rows: Sequence[RunStats]) -> tuple[list[str], list[list[str]]]:
     head = ["run"]
     if len(tasksets) > 1:
         head.append("taskset")
-    head += ["harness", "model", "tasks", "rollouts", "left out", "mean reward"]
+    head += ["harness", "model", "tasks", "scored", "left out", "mean reward"]
     head += [f"{confidence * 100:g}% CI", "± SE"]
     head += [f"pass@{k}" for k in ks]
     head += ["tokens/rollout", "cost", "s/rollout"]
