@@ -5,17 +5,54 @@
 task) in the same format: the template's lines with new task and rollout
 ids and varied rewards, an events file per rollout, tasks.jsonl, and
 summary.json unless ``summary=False`` (a run killed before its end).
-Used by bench/view.py and the viewer's tests.
+``make_template(workdir)`` makes such a template: ``agentkit run`` of the JSONL
+arithmetic set with the chat harness against the scripted model server, two
+rollouts per task. Used by bench/view.py, bench/stats.py and the viewer's tests.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["make_big_run"]
+from agentkit.testing.model_server import ScriptedModelServer
+
+__all__ = ["make_big_run", "make_template"]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def make_template(workdir: Path) -> Path:
+    """A real run directory, ``workdir/template``: the arithmetic set, chat harness, 2 rollouts."""
+    out = workdir / "template"
+    with ScriptedModelServer(ROOT / "examples" / "scripts" / "arithmetic.json") as server:
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "agentkit",
+                "run",
+                f"jsonl:{ROOT / 'examples' / 'jsonl' / 'arithmetic.jsonl'}",
+                "chat",
+                "--model",
+                "scripted",
+                "--base-url",
+                server.base_url,
+                "--out",
+                str(out),
+                "--no-progress",
+                "-n",
+                "2",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    return out
 
 
 def _dumps(data: Any) -> str:

@@ -40,11 +40,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bigrun import make_big_run  # noqa: E402
+from _bigrun import make_big_run, make_template  # noqa: E402
 
 import agentkit.runs  # noqa: E402
 import agentkit.stats  # noqa: E402
-from agentkit.testing.model_server import ScriptedModelServer  # noqa: E402
 
 TARGET_S = 2.0
 
@@ -68,34 +67,6 @@ def median(fn: Callable[[], Any], runs: int) -> tuple[float, float]:
     from other processes changes least)."""
     samples = [timed(fn) for _ in range(runs)]
     return statistics.median(w for w, _ in samples), statistics.median(c for _, c in samples)
-
-
-def make_template(workdir: Path) -> Path:
-    out = workdir / "template"
-    with ScriptedModelServer(ROOT / "examples" / "scripts" / "arithmetic.json") as server:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "agentkit",
-                "run",
-                f"jsonl:{ROOT / 'examples' / 'jsonl' / 'arithmetic.jsonl'}",
-                "chat",
-                "--model",
-                "scripted",
-                "--base-url",
-                server.base_url,
-                "--out",
-                str(out),
-                "--no-progress",
-                "-n",
-                "2",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    return out
 
 
 def cli(*args: str) -> Callable[[], None]:

@@ -42,7 +42,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _bigrun import make_big_run  # noqa: E402
+from _bigrun import make_big_run, make_template  # noqa: E402
 
 TARGET_S = 2.0
 CHROMIUM = "/usr/bin/chromium"
@@ -83,37 +83,6 @@ def timed(fn: Callable[[], Any]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
-
-
-def make_template(workdir: Path) -> Path:
-    from agentkit.testing.model_server import ScriptedModelServer
-
-    script = ROOT / "examples" / "scripts" / "arithmetic.json"
-    out = workdir / "template"
-    with ScriptedModelServer(script) as server:
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "agentkit",
-                "run",
-                f"jsonl:{ROOT / 'examples' / 'jsonl' / 'arithmetic.jsonl'}",
-                "chat",
-                "--model",
-                "scripted",
-                "--base-url",
-                server.base_url,
-                "--out",
-                str(out),
-                "--no-progress",
-                "-n",
-                "2",
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    return out
 
 
 def measure_open(folder: Path, name: str, runs: int) -> dict[str, float]:

@@ -17,7 +17,7 @@ import attrs
 
 from agentkit.runs import Run, open_run
 from agentkit.stats._estimate import DEFAULT_CONFIDENCE, PairedTest, paired_t_test
-from agentkit.stats._leaderboard import RunStats, scores_stats
+from agentkit.stats._leaderboard import RunStats, run_row, scores_stats
 from agentkit.stats._scores import Scores, scores_of_run
 
 __all__ = ["Comparison", "TaskDifference", "compare_runs", "compare_scores"]
@@ -131,24 +131,16 @@ def compare_runs(
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> Comparison:
     """Compare two run directories (paths or open runs) on the tasks both scored."""
-    sides = []
-    for side in (a, b):
-        run = side if isinstance(side, Run) else open_run(Path(side))
-        scores = scores_of_run(run)
-        info = run.info
-        row = scores_stats(
-            scores,
-            label=str(run.path),
-            path=str(run.path),
-            taskset=info.taskset,
-            harness=info.harness,
-            model=info.model,
-            planned=info.planned,
-            confidence=confidence,
-        )
-        sides.append((scores, row))
-    (a_scores, a_row), (b_scores, b_row) = sides
-    return _compare(a_scores, b_scores, a_row, b_row, confidence)
+    run_a = a if isinstance(a, Run) else open_run(Path(a))
+    run_b = b if isinstance(b, Run) else open_run(Path(b))
+    a_scores, b_scores = scores_of_run(run_a), scores_of_run(run_b)
+    return _compare(
+        a_scores,
+        b_scores,
+        run_row(run_a, a_scores, label=str(run_a.path), confidence=confidence),
+        run_row(run_b, b_scores, label=str(run_b.path), confidence=confidence),
+        confidence,
+    )
 
 
 def _compare(

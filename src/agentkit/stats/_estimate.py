@@ -46,11 +46,11 @@ class Estimate:
     #: Tasks (clusters) in the estimate.
     clusters: int
     mean: float | None
-    se: float | None
-    ci_low: float | None
-    ci_high: float | None
+    se: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
     #: Degrees of freedom of the t distribution: ``clusters - 1``.
-    df: int | None
+    df: int | None = None
     confidence: float
 
 
@@ -70,14 +70,14 @@ class PairedTest:
 
     n: int
     mean: float | None
-    se: float | None
-    ci_low: float | None
-    ci_high: float | None
-    df: int | None
-    t: float | None
-    p_value: float | None
+    se: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    df: int | None = None
+    t: float | None = None
+    p_value: float | None = None
     confidence: float
-    note: str | None
+    note: str | None = None
 
 
 def _check_confidence(confidence: float) -> None:
@@ -114,28 +114,10 @@ def clustered_mean_of_groups(
     total = sum(n for n, _ in groups)
     g = len(groups)
     if total == 0:
-        return Estimate(
-            n=0,
-            clusters=0,
-            mean=None,
-            se=None,
-            ci_low=None,
-            ci_high=None,
-            df=None,
-            confidence=confidence,
-        )
+        return Estimate(n=0, clusters=0, mean=None, confidence=confidence)
     mean = math.fsum(n * m for n, m in groups) / total
     if g < 2:
-        return Estimate(
-            n=total,
-            clusters=g,
-            mean=mean,
-            se=None,
-            ci_low=None,
-            ci_high=None,
-            df=None,
-            confidence=confidence,
-        )
+        return Estimate(n=total, clusters=g, mean=mean, confidence=confidence)
     # Σ_task (Σ_rollout (r - mean))² = Σ_task (n_task · (mean_task - mean))²
     spread = math.fsum((n * (m - mean)) ** 2 for n, m in groups)
     se = math.sqrt(g / (g - 1) * spread) / total
@@ -185,28 +167,13 @@ def paired_t_test(
     n = len(diffs)
     if n == 0:
         return PairedTest(
-            n=0,
-            mean=None,
-            se=None,
-            ci_low=None,
-            ci_high=None,
-            df=None,
-            t=None,
-            p_value=None,
-            confidence=confidence,
-            note="no shared task: nothing to compare",
+            n=0, mean=None, confidence=confidence, note="no shared task: nothing to compare"
         )
     mean = math.fsum(diffs) / n
     if n == 1:
         return PairedTest(
             n=1,
             mean=mean,
-            se=None,
-            ci_low=None,
-            ci_high=None,
-            df=None,
-            t=None,
-            p_value=None,
             confidence=confidence,
             note="one shared task: no standard error, interval or p-value (they need two)",
         )
@@ -224,8 +191,6 @@ def paired_t_test(
             ci_low=same,
             ci_high=same,
             df=n - 1,
-            t=None,
-            p_value=None,
             confidence=confidence,
             note=f"{why}: the differences have no variance, so there is no t-test (no p-value)",
         )

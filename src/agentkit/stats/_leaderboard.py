@@ -23,7 +23,7 @@ from agentkit.stats._estimate import (
 )
 from agentkit.stats._scores import Scores, scores_of_run
 
-__all__ = ["RunStats", "run_stats", "scores_stats"]
+__all__ = ["RunStats", "run_row", "run_stats", "scores_stats"]
 
 
 @attrs.frozen(kw_only=True)
@@ -154,9 +154,17 @@ def run_stats(
     """
     if not isinstance(run, Run):
         run = open_run(Path(run))
+    return run_row(run, scores_of_run(run), label=label, confidence=confidence)
+
+
+def run_row(
+    run: Run, scores: Scores, *, label: str | None = None, confidence: float = DEFAULT_CONFIDENCE
+) -> RunStats:
+    """The leaderboard row of ``run`` whose scores are ``scores`` (its settings from its
+    manifest; ``label`` defaults to the directory's name)."""
     info = run.info
     return scores_stats(
-        scores_of_run(run),
+        scores,
         label=label if label is not None else run.path.name,
         path=str(run.path),
         taskset=info.taskset,
