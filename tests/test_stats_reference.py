@@ -8,6 +8,7 @@ import json
 import math
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -46,15 +47,11 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def read_rewards(run: Path) -> list[tuple[str, float]]:
     """(task, reward) of every scored rollout, read from rollouts.jsonl by hand."""
-    last: dict[str, dict[str, object]] = {}
+    last: dict[str, dict[str, Any]] = {}
     for line in (run / "rollouts.jsonl").read_text().splitlines():
         d = json.loads(line)
-        last[d["rollout_id"]] = d
-    return [
-        (str(d["task_id"]), float(d["reward"]))  # type: ignore[arg-type]
-        for d in last.values()
-        if d["reward"] is not None
-    ]
+        last[d["rollout_id"]] = d  # the last line of a rollout wins
+    return [(d["task_id"], float(d["reward"])) for d in last.values() if d["reward"] is not None]
 
 
 @pytest.mark.parametrize("name", ["A", "B", "C"])
