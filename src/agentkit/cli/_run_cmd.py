@@ -13,8 +13,8 @@ import click
 from click.core import ParameterSource
 
 from agentkit.cli._config import load_run_config
+from agentkit.cli._results import print_results
 from agentkit.cli._run_settings import RunSettings, resolve_settings
-from agentkit.cli._show_cmd import print_results
 from agentkit.cli._signals import run_stoppable
 from agentkit.cli._stdout import reserved_stdout
 

@@ -1,0 +1,90 @@
+"""The results of a run as the CLI prints them: the table, tokens and cost, errors.
+
+Shared by ``agentkit run`` (at the end of a run) and ``agentkit show``; kept apart from
+``_show_cmd`` so that ``agentkit run`` loads neither the run reader nor the statistics.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TextIO
+
+from rich.console import Console
+
+from agentkit.env._progress import render_results_table
+
+__all__ = ["money", "print_results", "usage_lines"]
+
+
+def money(value: Any) -> str:
+    if not isinstance(value, (int, float)):
+        return "unknown"
+    return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
+
+
+def usage_lines(summary: dict[str, Any]) -> list[str]:
+    """Tokens and cost: totals and per-rollout means."""
+    usage = summary.get("usage") or {}
+    means = summary.get("usage_mean") or {}
+    if not usage:
+        return []
+    tokens = (
+        f"Tokens: {usage.get('input_tokens', 0):,} in ({usage.get('cached_tokens', 0):,} cached), "
+        f"{usage.get('output_tokens', 0):,} out ({usage.get('reasoning_tokens', 0):,} reasoning)"
+    )
+    if means:
+        tokens += (
+            f"; per rollout {means.get('input_tokens', 0):,.0f} in, "
+            f"{means.get('output_tokens', 0):,.0f} out"
+        )
+    cost = f"Cost: {money(usage.get('cost'))}"
+    if isinstance(means.get("cost"), (int, float)):
+        cost += f" ({money(means['cost'])} per rollout)"
+    priced = summary.get("priced")
+    finished = summary.get("finished", 0)
+    if isinstance(priced, int) and 0 < priced < finished:
+        cost += f"; {priced} of {finished} rollouts priced"
+    return [tokens, cost]
+
+
+def print_results(summary: dict[str, Any], *, title: str, file: TextIO | None = None) -> None:
+    """The results table, tokens and cost, and one line per error kind (on ``file``,
+    default stdout)."""
+    console = Console(soft_wrap=False, file=file)
+    console.print(render_results_table(summary, title=title))
+    for line in usage_lines(summary):
+        console.print(line, highlight=False, markup=False)
+    kinds = summary.get("error_kinds") or {}
+    firsts = summary.get("first_error_by_kind") or {}
+    for kind, count in sorted(kinds.items()):
+        console.print(
+            f"[red]{count} rollout{'' if count == 1 else 's'} with {kind}[/red]: "
+            + firsts.get(kind, "").replace("[", "\\["),
+            markup=True,
+            highlight=False,
+        )
+    could_not_run = summary.get("infra_errors") or 0
+    if could_not_run:
+        console.print(
+            f"[yellow]{could_not_run} rollout{'' if could_not_run == 1 else 's'} could not "
+            "run[/yellow] (infrastructure failures: no reward, not in the statistics); "
+            "agentkit run --resume runs them again",
+            markup=True,
+            highlight=False,
+        )
+    left_out = summary.get("unsupported_tasks") or []
+    if left_out:
+        count = len(left_out)
+        ids = ", ".join(str(t.get("task_id")) for t in left_out[:5])
+        more = f" and {count - 5} more" if count > 5 else ""
+        reasons = {str(t.get("reason")) for t in left_out}
+        why = f": {reasons.pop()}" if len(reasons) == 1 else "; the reasons are in summary.json"
+        detail = f"({ids}{more}{why}); not in the statistics"
+        console.print(
+            f"[yellow]{count} task{'' if count == 1 else 's'} left out[/yellow]: the harness "
+            f"cannot run {'it' if count == 1 else 'them'} " + detail.replace("[", "\\["),
+            markup=True,
+            highlight=False,
+        )
+    cb = summary.get("trace_callback") or {}
+    if cb.get("error"):
+        console.print(f"trace_callback failed: {cb['error']}", highlight=False, markup=False)
