@@ -11,6 +11,7 @@ from agentkit._errors import AgentkitError
 
 __all__ = [
     "ARTIFACTS_DIR",
+    "CALLS_DIR",
     "EVENTS_DIR",
     "GROUPS",
     "IMAGES_DIR",
@@ -46,6 +47,8 @@ SUMMARY = "summary.json"
 TASKS = "tasks.jsonl"
 #: ``events/<rollout_id>.jsonl``: a finished rollout's events.
 EVENTS_DIR = "events"
+#: ``calls/<rollout_id>.jsonl``: a finished rollout's model calls (``agentkit._calls.ModelCall``).
+CALLS_DIR = "calls"
 #: ``artifacts/<rollout_id>/``: the files a rollout kept.
 ARTIFACTS_DIR = "artifacts"
 #: ``rollouts/<rollout_id>/``: a rollout's sandbox directory.
