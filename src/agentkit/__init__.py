@@ -13,7 +13,7 @@ from agentkit._version import __version__
 
 if TYPE_CHECKING:
     from agentkit._context import Limits, RunContext
-    from agentkit._episode import Episode, StepCapableHarness, StepOutput
+    from agentkit._episode import Episode, StepCapableHarness, StepOutput, is_step_capable
     from agentkit._errors import (
         AgentkitError,
         HarnessError,
@@ -24,15 +24,20 @@ if TYPE_CHECKING:
         UnknownNameError,
         ValidationError,
     )
-    from agentkit._events import Event, EventRecorder
+    from agentkit._events import Event, EventCallback, EventRecorder
     from agentkit._harness import Harness
     from agentkit._pricing import Price
-    from agentkit._result import INFRA_ERROR_KINDS, RETRYABLE_ERROR_KINDS, HarnessResult
-    from agentkit._rubric import RewardFunction, Rubric, reward
+    from agentkit._result import INFRA_ERROR_KINDS, RETRYABLE_ERROR_KINDS, HarnessResult, Status
+    from agentkit._rubric import RewardFunction, Rubric, call_reward, reward
     from agentkit._run_options import RunOptions
-    from agentkit._sandbox import ExecResult, ExecutionHints, Sandbox, TaskImage
-    from agentkit._task import Task
-    from agentkit._taskset import ListTaskset, Taskset
+    from agentkit._sandbox import ExecResult, ExecutionHints, Process, Sandbox, TaskImage
+    from agentkit._task import (
+        RESERVED_AGENT_KEYS,
+        Task,
+        check_no_reserved_keys,
+        is_reserved_key,
+    )
+    from agentkit._taskset import ListTaskset, TaskProblem, Taskset
     from agentkit._usage import Usage
     from agentkit.env import AgentEnv
     from agentkit.hookspecs import hookimpl
@@ -50,37 +55,48 @@ _LAZY: dict[str, str] = {
     "Episode": "agentkit._episode",
     "StepCapableHarness": "agentkit._episode",
     "StepOutput": "agentkit._episode",
+    "is_step_capable": "agentkit._episode",
     "Event": "agentkit._events",
+    "EventCallback": "agentkit._events",
     "EventRecorder": "agentkit._events",
     "ExecResult": "agentkit._sandbox",
     "ExecutionHints": "agentkit._sandbox",
+    "Process": "agentkit._sandbox",
     "Harness": "agentkit._harness",
     "HarnessResult": "agentkit._result",
     "INFRA_ERROR_KINDS": "agentkit._result",
     "RETRYABLE_ERROR_KINDS": "agentkit._result",
+    "Status": "agentkit._result",
     "Limits": "agentkit._context",
     "Price": "agentkit._pricing",
     "ListTaskset": "agentkit._taskset",
+    "TaskProblem": "agentkit._taskset",
     "RewardFunction": "agentkit._rubric",
     "Rubric": "agentkit._rubric",
     "RunContext": "agentkit._context",
     "RunOptions": "agentkit._run_options",
     "Sandbox": "agentkit._sandbox",
+    "RESERVED_AGENT_KEYS": "agentkit._task",
     "Task": "agentkit._task",
+    "check_no_reserved_keys": "agentkit._task",
+    "is_reserved_key": "agentkit._task",
     "TaskImage": "agentkit._sandbox",
     "Taskset": "agentkit._taskset",
     "Usage": "agentkit._usage",
+    "call_reward": "agentkit._rubric",
     "reward": "agentkit._rubric",
     "hookimpl": "agentkit.hookspecs",
 }
 
 __all__ = [
     "INFRA_ERROR_KINDS",
+    "RESERVED_AGENT_KEYS",
     "RETRYABLE_ERROR_KINDS",
     "AgentEnv",
     "AgentkitError",
     "Episode",
     "Event",
+    "EventCallback",
     "EventRecorder",
     "ExecResult",
     "ExecutionHints",
@@ -92,23 +108,30 @@ __all__ = [
     "OptionError",
     "PluginError",
     "Price",
+    "Process",
     "RewardFunction",
     "Rubric",
     "RunContext",
     "RunOptions",
     "Sandbox",
     "SpecError",
+    "Status",
     "StepCapableHarness",
     "StepOutput",
     "Task",
     "TaskImage",
+    "TaskProblem",
     "TaskReferenceError",
     "Taskset",
     "UnknownNameError",
     "Usage",
     "ValidationError",
     "__version__",
+    "call_reward",
+    "check_no_reserved_keys",
     "hookimpl",
+    "is_reserved_key",
+    "is_step_capable",
     "reward",
 ]
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from agentkit._sandbox import Sandbox
     from agentkit._usage import Usage
 
-__all__ = ["SECRET_HEADER_WORDS", "Limits", "RunContext", "public_headers"]
+__all__ = ["SECRET_HEADER_WORDS", "Limits", "RunContext", "is_secret_header", "public_headers"]
 
 #: Header names holding one of these words carry credentials: their values are
 #: never written to a manifest, an event or a log.
@@ -29,12 +29,15 @@ SECRET_HEADER_WORDS = (
 )
 
 
+def is_secret_header(name: str) -> bool:
+    """True when a request header's name says it carries a credential (any case)."""
+    lower = name.lower()
+    return any(word in lower for word in SECRET_HEADER_WORDS)
+
+
 def public_headers(headers: dict[str, str]) -> dict[str, str]:
     """``headers`` with the values of secret-looking names replaced by ``***``."""
-    return {
-        name: "***" if any(w in name.lower() for w in SECRET_HEADER_WORDS) else value
-        for name, value in headers.items()
-    }
+    return {name: "***" if is_secret_header(name) else value for name, value in headers.items()}
 
 
 @attrs.frozen(kw_only=True)

@@ -50,6 +50,9 @@ INFRA_ERROR_KINDS: frozenset[str] = RETRYABLE_ERROR_KINDS | frozenset(
 )
 
 Status = Literal["completed", "failed", "timeout", "cancelled"]
+"""A harness result's status: ``completed`` (the harness ran to its end, whatever the
+answer), ``failed`` (it could not: ``error_kind`` says why), ``timeout`` (a time, turn,
+token, cost or message limit stopped it) or ``cancelled``."""
 _STATUSES = ("completed", "failed", "timeout", "cancelled")
 
 

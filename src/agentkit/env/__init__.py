@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentkit._run_options import RunOptions, RunOptionsKeywords
 from agentkit.env._records import EvalResults, RolloutGroup, RolloutRecord
-from agentkit.env._rubric_compile import CompiledRubric, RubricCompileError
+from agentkit.env._rubric_compile import CompiledRubric, RubricCompileError, compile_rubric
 from agentkit.env._stats import group_advantages, pass_at_k
 from agentkit.env._store import ResumeError, RunDirError
 from agentkit.env.agent_env import AgentEnv
@@ -20,6 +20,7 @@ __all__ = [
     "RunDirError",
     "RunOptions",
     "RunOptionsKeywords",
+    "compile_rubric",
     "group_advantages",
     "pass_at_k",
 ]

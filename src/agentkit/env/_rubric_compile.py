@@ -24,7 +24,7 @@ import attrs
 from agentkit._errors import AgentkitError, PluginError
 from agentkit._rubric import REWARD_ARGUMENTS, RewardFunction, Rubric, ScoreResult, _metrics_of
 
-__all__ = ["CompiledMetric", "CompiledRubric", "RubricCompileError"]
+__all__ = ["CompiledMetric", "CompiledRubric", "RubricCompileError", "compile_rubric"]
 
 RUBRIC_SCHEMA_VERSION = 1
 
@@ -198,6 +198,11 @@ def compile_rubric(
 ) -> CompiledRubric:
     """Build the compiled rubric in the documented order.
 
+    The taskset's ``default_grading_spec`` (namespace ``core``), the harness's
+    ``compile_rubric(taskset)`` (``harness``), each contributor's rubric (its
+    registered name), then ``user_rubrics`` (the rubric's name, else ``user``);
+    the run scores every rollout with the result. ``harness`` may be None (no
+    harness metrics).
     ``contributors`` are registry registrations (``name``, ``factory``,
     ``distribution``); each factory is called as ``factory(taskset, harness)``.
     """

@@ -18,6 +18,10 @@ the registered harness against the scripted model server (in a sandbox when
 asked) and checks every rule of :func:`check_harness`::
 
     test_conformance = harness_conformance_test("my-harness", script={...})
+
+:func:`harness_shape_problem` is the check the registry makes when a plugin
+registers a harness (``run`` is ``async def`` with ``task``, ``context`` and
+``on_event``), for a class or an instance, without running it.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from agentkit._context import RunContext
 from agentkit._errors import AgentkitError, TaskReferenceError
 from agentkit._events import Event
 from agentkit._harness import Harness
-from agentkit._harness import check_harness as _harness_shape_problem
+from agentkit._harness import check_harness as harness_shape_problem
 from agentkit._result import HarnessResult
 from agentkit._sandbox import ExecutionHints
 from agentkit._task import Task, check_no_reserved_keys
@@ -46,6 +50,7 @@ __all__ = [
     "check_harness",
     "check_taskset",
     "harness_conformance_test",
+    "harness_shape_problem",
 ]
 
 #: The API key :func:`harness_conformance_test` runs with (checked to appear nowhere).
@@ -180,7 +185,7 @@ async def check_harness(
     with :class:`~agentkit.TaskReferenceError`.
     """
     name = f"harness {type(harness).__name__}"
-    shape = _harness_shape_problem(harness)
+    shape = harness_shape_problem(harness)
     if shape is not None or not isinstance(harness, Harness):
         raise ConformanceError(name, [shape or "is not a Harness"])
     problems: list[str] = []

@@ -1,0 +1,41 @@
+"""Secrets: what agentkit keeps out of everything it writes, and how a plugin adds to it.
+
+One redactor covers a whole run (see docs/security.md): the run's API key,
+the values of host environment variables whose names look secret
+(:func:`looks_secret`), and every value registered with
+:func:`register_secret` are replaced by :data:`MARKER` in every manifest,
+event, log and kept file. A plugin that reads a secret the run does not know
+about (a host variable a task template names, a platform key) registers it::
+
+    from agentkit.secrets import register_secret
+
+    register_secret(os.environ["MY_PLATFORM_KEY"])
+
+Request headers whose names hold a credential word (:data:`SECRET_HEADER_WORDS`;
+:func:`is_secret_header`) are secret too: :func:`public_headers` shows them
+as ``***``.
+"""
+
+from __future__ import annotations
+
+from agentkit._context import SECRET_HEADER_WORDS, is_secret_header, public_headers
+from agentkit._redact import (
+    MARKER,
+    MIN_SECRET_LENGTH,
+    SECRET_WORDS,
+    looks_secret,
+    register_secret,
+    registered_secrets,
+)
+
+__all__ = [
+    "MARKER",
+    "MIN_SECRET_LENGTH",
+    "SECRET_HEADER_WORDS",
+    "SECRET_WORDS",
+    "is_secret_header",
+    "looks_secret",
+    "public_headers",
+    "register_secret",
+    "registered_secrets",
+]
