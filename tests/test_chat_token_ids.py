@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from agentkit import RunContext, Task
-from agentkit._token_trace import TokenTrace
+from agentkit.chat import TokenTrace
 from agentkit.harnesses.chat import ChatHarness
 from agentkit.testing import tokens
 from agentkit.testing.model_server import ScriptedModelServer

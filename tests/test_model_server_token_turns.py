@@ -1,5 +1,5 @@
 """The scripted server's prompt token ids are cut as chat templates cut them, so a
-multi-turn rollout's token ids can be stitched (agentkit._token_trace)."""
+multi-turn rollout's token ids can be stitched (agentkit.chat.TokenTrace)."""
 
 from __future__ import annotations
 

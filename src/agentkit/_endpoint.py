@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from agentkit._limits import loads_bounded
+from agentkit._version import __version__
 
 __all__ = ["EndpointError", "ModelEndpoint", "retry_after_seconds"]
 
@@ -412,6 +413,4 @@ def _proxy_for(scheme: str, host: str) -> str | None:
 
 
 def _user_agent() -> bytes:
-    from agentkit._version import __version__
-
     return f"agentkit/{__version__}".encode()

@@ -7,10 +7,10 @@ task with 8 user messages makes 8 calls. Structured (dict) input is sent as
 JSON text. The harness never runs tools; tool calls in a reply are recorded
 in the transcript as they came.
 
-Calls go to the endpoint as plain JSON over pooled connections
-(:mod:`agentkit._endpoint`, on ``httpcore``): the ``openai`` package is never
-imported, because importing it takes longer than a whole one-task run.
-Connections are reused across rollouts, sized from the run's concurrency.
+Calls go through the chat client (:mod:`agentkit.chat`): plain JSON over
+pooled ``httpcore`` connections, shared by every rollout on an event loop and
+sized from the run's concurrency; the ``openai`` package is never imported,
+because importing it takes longer than a whole one-task run.
 
 >>> result = await ChatHarness().run(task, RunContext(model="m", base_url=url))  # doctest: +SKIP
 """
@@ -18,27 +18,26 @@ Connections are reused across rollouts, sized from the run's concurrency.
 from __future__ import annotations
 
 import json
-import os
-import time
-import weakref
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from agentkit._context import RunContext
-from agentkit._endpoint import EndpointError, ModelEndpoint, retry_after_seconds
-from agentkit._errors import HarnessError, ValidationError
+from agentkit._errors import HarnessError, OptionError
 from agentkit._events import EventCallback, EventRecorder
-from agentkit._limits import json_type
-from agentkit._redact import MARKER
 from agentkit._result import HarnessResult
 from agentkit._task import Task
-from agentkit._token_trace import TokenTrace, response_tokens
 from agentkit._usage import Usage
-
-if TYPE_CHECKING:
-    import asyncio
+from agentkit.chat import (
+    DEFAULT_CONNECTIONS,
+    MAX_REPLY_BYTES,
+    MAX_REPLY_CHARS,
+    ChatClient,
+    ConnectionCache,
+    ModelCallError,
+    TokenTrace,
+    retry_after_seconds,
+)
 
 __all__ = [
     "MAX_REPLY_BYTES",
@@ -46,56 +45,6 @@ __all__ = [
     "ChatHarness",
     "retry_after_seconds",
 ]
-
-#: Sampling arguments the openai client takes as keywords; others go in ``extra_body``.
-_CLIENT_ARGS = frozenset(
-    {
-        "temperature",
-        "top_p",
-        "max_tokens",
-        "max_completion_tokens",
-        "stop",
-        "seed",
-        "n",
-        "presence_penalty",
-        "frequency_penalty",
-        "logit_bias",
-        "logprobs",
-        "top_logprobs",
-        "response_format",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "reasoning_effort",
-        "user",
-        "metadata",
-        "service_tier",
-        "extra_body",
-        "extra_headers",
-        "extra_query",
-    }
-)
-_OWNED_ARGS = frozenset({"model", "messages", "stream", "stream_options", "timeout"})
-
-#: A reply's text (content, reasoning, each tool call's arguments) longer than
-#: this many characters is cut to it; ``raw["replies_cut"]`` and a ``log``
-#: event say so.
-MAX_REPLY_CHARS = 1_000_000
-#: A reply body (not streamed) larger than this many bytes is refused as a bad
-#: response: JSON cannot be cut, and reading it would hold it all in memory.
-MAX_REPLY_BYTES = 64 * 1024 * 1024
-
-
-class _ModelCallError(Exception):
-    """A model call failed; ``kind`` is the HarnessResult ``error_kind``.
-
-    ``retry_after``: the seconds the server asked to wait (``Retry-After``), if any.
-    """
-
-    def __init__(self, kind: str, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.retry_after = retry_after
 
 
 class _TurnLimit(Exception):
@@ -108,10 +57,6 @@ class _LimitHit(Exception):
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
         self.kind = kind
-
-
-#: Connections per endpoint when the run does not say (``RunContext.max_connections``).
-_DEFAULT_CONNECTIONS = 100
 
 
 class ChatHarness:
@@ -149,8 +94,6 @@ class ChatHarness:
         stream: bool = False,
         token_ids: bool = False,
     ) -> None:
-        from agentkit._errors import OptionError
-
         if max_tokens is not None and max_tokens < 1:
             raise OptionError(
                 f"option 'max_tokens' for harness 'chat': expected >= 1, got {max_tokens}"
@@ -166,37 +109,20 @@ class ChatHarness:
         self.request_timeout = request_timeout
         self.stream = stream
         self.token_ids = token_ids
-        # one client per (event loop, base URL, key): a client's connection
-        # pool belongs to the loop that opened it
-        self._clients: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[tuple[Any, ...], ModelEndpoint]
-        ] = weakref.WeakKeyDictionary()
+        # the connection pools, per event loop and endpoint, shared by every rollout
+        # (pickled empty: the Ray executor's workers open their own)
+        self._clients = ConnectionCache()
 
     def __repr__(self) -> str:
         return f"ChatHarness(model={self.model!r}, stream={self.stream!r})"
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickled without its clients (they belong to this process's event loops):
-        the Ray executor sends the harness to worker processes, which open their own."""
-        state = dict(self.__dict__)
-        state.pop("_clients", None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._clients = weakref.WeakKeyDictionary()
-
     async def aclose(self) -> None:
-        """Close the HTTP clients this harness opened on the running event loop.
+        """Close the connections this harness opened on the running event loop.
 
-        Optional: clients are reused across runs on the same loop, and a later
-        run opens new ones.
+        Optional: connections are reused across runs on the same loop, and a
+        later run opens new ones.
         """
-        import asyncio
-
-        clients = self._clients.pop(asyncio.get_running_loop(), {})
-        for client in clients.values():
-            await client.aclose()
+        await self._clients.aclose()
 
     async def __aenter__(self) -> ChatHarness:
         return self
@@ -225,7 +151,7 @@ class ChatHarness:
             )
         recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
         conversation = _initial_messages(task, self.system_prompt)
-        state = _RunState(model=model, api_key=context.resolved_api_key)
+        state = _RunState(model=model)
         await recorder.emit("harness.start", harness="chat", model=model)
         status = "completed"
         error: str | None = None
@@ -245,8 +171,8 @@ class ChatHarness:
             )
         except _LimitHit as exc:
             status, error_kind, error = "timeout", exc.kind, str(exc)
-        except _ModelCallError as exc:
-            status, error_kind, error = "failed", exc.kind, state.redact(str(exc))
+        except ModelCallError as exc:  # its message never holds the API key
+            status, error_kind, error = "failed", exc.kind, str(exc)
             retry_after = exc.retry_after
         if error is not None:
             await recorder.emit("error", kind=error_kind, message=error)
@@ -297,26 +223,35 @@ class ChatHarness:
             _check_limits(state, context)
             state.transcript.append(await self._call(state, context, recorder))
 
+    def _client(self, state: _RunState, context: RunContext) -> ChatClient:
+        """The run's client (made at its first call), on the harness's shared connections."""
+        if state.client is None:
+            max_tokens = (
+                self.max_tokens if self.max_tokens is not None else context.limits.max_tokens
+            )
+            state.client = ChatClient(
+                self.base_url or context.base_url,
+                model=state.model,
+                api_key=context.resolved_api_key,
+                headers=context.headers,
+                sampling=context.sampling_args,
+                max_tokens=max_tokens,
+                token_ids=self.token_ids,
+                stream=self.stream,
+                request_timeout=self.request_timeout,
+                max_connections=context.max_connections or DEFAULT_CONNECTIONS,
+                max_reply_chars=MAX_REPLY_CHARS,
+                max_reply_bytes=MAX_REPLY_BYTES,
+                connections=self._clients,
+            )
+        return state.client
+
     async def _call(
         self, state: _RunState, context: RunContext, recorder: EventRecorder
     ) -> dict[str, Any]:
         """One chat completion; returns the assistant message."""
-        client = self._client(self.base_url or context.base_url, state.api_key, context)
-        request = state.request
-        if request is None:
-            max_tokens = (
-                self.max_tokens if self.max_tokens is not None else context.limits.max_tokens
-            )
-            request = state.request = _Request.build(
-                context.sampling_args,
-                max_tokens,
-                stream=self.stream,
-            )
-            if self.token_ids:  # vLLM's names; sampling arguments may set them otherwise
-                request.body.setdefault("return_token_ids", True)
-                request.body.setdefault("logprobs", True)
+        client = self._client(state, context)
         turn = state.usage.requests
-        state.last_reasoning = None
         transcript = state.transcript
         await recorder.emit(
             "model.request",
@@ -326,354 +261,50 @@ class ChatHarness:
             n_messages=len(transcript),
             last_message=transcript[-1] if transcript else None,
         )
-        started = time.monotonic()
-        body = {"model": state.model, "messages": transcript, **request.body}
-        call = self._streamed if self.stream else self._plain
-        outcome = None
-        try:
-            # request_timeout bounds the whole call: the HTTP client's timeout is per
-            # read, so a server dripping a byte a second would never reach it
-            with anyio.move_on_after(self.request_timeout):
-                outcome = await call(client, state, body, request)
-        except _ModelCallError:
-            raise
-        except EndpointError as exc:
-            raise _ModelCallError(exc.kind, str(exc), exc.retry_after) from exc
-        except Exception as exc:
-            raise _ModelCallError(
-                "model_error", f"the model call failed: {type(exc).__name__}: {exc}"
-            ) from exc
-        if outcome is None:
-            raise _ModelCallError(
-                "model_connection",
-                "the model request timed out: no complete answer within "
-                f"request_timeout={self.request_timeout:g}s",
-            )
-        message, finish, usage, rid = outcome
-        for cut in state.cuts[state.cuts_reported :]:
-            cut["turn"] = turn
+        response = await client.complete(transcript)
+        for cut in response.cuts:
+            state.cuts.append({**cut, "turn": turn})
             await recorder.emit(
                 "log",
                 level="warning",
                 message=f"the model's {cut['field']} had {cut['chars']} characters; "
                 f"cut to {MAX_REPLY_CHARS} (MAX_REPLY_CHARS)",
             )
-        state.cuts_reported = len(state.cuts)
+        usage = response.usage
         state.usage = state.usage + usage
-        state.response_ids.append(rid)
-        state.finish_reasons.append(finish)
+        state.response_ids.append(response.id)
+        state.finish_reasons.append(response.finish_reason)
+        state.tokens.add(response.prompt_token_ids, response.token_ids, response.logprobs)
         await recorder.emit(
             "model.response",
             turn=turn,
-            message=message,
-            reasoning=state.last_reasoning if isinstance(state.last_reasoning, str) else None,
-            finish_reason=finish,
+            message=response.message,
+            reasoning=response.reasoning,
+            finish_reason=response.finish_reason,
             usage={
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
                 "cached_tokens": usage.cached_tokens,
                 "reasoning_tokens": usage.reasoning_tokens,
             },
-            latency_sec=round(time.monotonic() - started, 6),
+            latency_sec=round(response.latency, 6),
         )
-        return message
-
-    async def _plain(
-        self, client: ModelEndpoint, state: _RunState, body: dict[str, Any], request: _Request
-    ) -> tuple[dict[str, Any], str | None, Usage, str | None]:
-        data = await client.post_json(
-            "/chat/completions",
-            body,
-            query=request.query,
-            headers=request.headers,
-            max_bytes=MAX_REPLY_BYTES,
-        )
-        choice = _first_choice(data)
-        state.tokens.add_response(data)
-        raw = choice.get("message")
-        if not isinstance(raw, dict):
-            raise _ModelCallError("model_bad_response", "the model response has no message")
-        state.last_reasoning = state.cap(raw.get("reasoning_content"), "reasoning")
-        content = raw.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise _ModelCallError(
-                "model_bad_response",
-                f"the model response's content is {json_type(content)}, "
-                "not a string or a list of parts",
-            )
-        message: dict[str, Any] = {
-            "role": "assistant",
-            "content": state.cap(content, "content"),
-        }
-        calls = raw.get("tool_calls")
-        if calls is not None and not isinstance(calls, list):
-            raise _ModelCallError(
-                "model_bad_response",
-                f"the model response's tool_calls is {json_type(calls)}, not a list",
-            )
-        if calls:
-            message["tool_calls"] = [_tool_call(c, state) for c in calls]
-        return message, choice.get("finish_reason"), _usage_of(data.get("usage")), data.get("id")
-
-    async def _streamed(
-        self, client: ModelEndpoint, state: _RunState, body: dict[str, Any], request: _Request
-    ) -> tuple[dict[str, Any], str | None, Usage, str | None]:
-        text = _CappedText("content", state)
-        thought = _CappedText("reasoning", state)
-        calls: dict[int, dict[str, Any]] = {}
-        arg_chars: dict[int, int] = {}  # characters of arguments sent, per tool call
-        finish: str | None = None
-        usage = Usage(requests=1)
-        rid: str | None = None
-        seen = False
-        prompt_ids: list[int] | None = None
-        token_ids: list[int] = []
-        logprobs: list[float] = []
-        async for chunk in client.stream_events(
-            "/chat/completions", body, query=request.query, headers=request.headers
-        ):
-            seen = True
-            rid = rid or chunk.get("id")
-            if chunk.get("usage") is not None:
-                usage = _usage_of(chunk["usage"])
-            if isinstance(chunk.get("prompt_token_ids"), list):
-                prompt_ids = chunk["prompt_token_ids"]
-            for choice in _typed(chunk.get("choices"), list, "a stream chunk's choices") or ():
-                choice = _typed(choice, dict, "a stream chunk's choice")
-                _, ids, lps = response_tokens({"choices": [choice]})
-                token_ids += ids or []
-                logprobs += lps or []
-                delta = _typed(choice.get("delta"), dict, "a stream chunk's delta") or {}
-                content = _typed(delta.get("content"), str, "a stream chunk's content")
-                if content:
-                    text.append(content)
-                reasoning = delta.get("reasoning_content")
-                if isinstance(reasoning, str):
-                    thought.append(reasoning)
-                parts = _typed(delta.get("tool_calls"), list, "a stream chunk's tool_calls")
-                for part in parts or ():
-                    part = _typed(part, dict, "a stream chunk's tool call")
-                    index = part.get("index", 0)
-                    if not isinstance(index, int) or isinstance(index, bool):
-                        raise _ModelCallError(
-                            "model_bad_response",
-                            f"a stream chunk's tool call index is {json_type(index)}, "
-                            "not an integer",
-                        )
-                    call = calls.setdefault(
-                        index,
-                        {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
-                    )
-                    if part.get("id"):
-                        call["id"] = part["id"]
-                    function = _typed(part.get("function"), dict, "a stream chunk's function")
-                    if function is not None:
-                        name = _typed(function.get("name"), str, "a stream chunk's function name")
-                        if name:
-                            call["function"]["name"] += name
-                        piece = _typed(
-                            function.get("arguments"), str, "a stream chunk's function arguments"
-                        )
-                        if piece:
-                            arg_chars[index] = arg_chars.get(index, 0) + len(piece)
-                            kept = call["function"]["arguments"]
-                            if len(kept) < MAX_REPLY_CHARS:
-                                call["function"]["arguments"] = (kept + piece)[:MAX_REPLY_CHARS]
-                if choice.get("finish_reason"):
-                    finish = choice["finish_reason"]
-        if not seen:
-            raise _ModelCallError("model_bad_response", "the model stream ended without any chunk")
-        state.tokens.add(
-            prompt_ids,
-            token_ids if prompt_ids is not None or token_ids else None,
-            logprobs if len(logprobs) == len(token_ids) and logprobs else None,
-        )
-        state.last_reasoning = thought.value()
-        for chars in arg_chars.values():
-            if chars > MAX_REPLY_CHARS:
-                state.cuts.append({"field": "arguments", "chars": chars})
-        message: dict[str, Any] = {"role": "assistant", "content": text.value()}
-        if calls:
-            message["tool_calls"] = [calls[i] for i in sorted(calls)]
-        elif message["content"] is None:
-            message["content"] = ""
-        return message, finish, usage, rid
-
-    def _client(
-        self, base_url: str | None, api_key: str | None, context: RunContext
-    ) -> ModelEndpoint:
-        """The endpoint's connection pools on the running loop, shared by every rollout."""
-        import asyncio
-
-        loop = asyncio.get_running_loop()
-        per_loop = self._clients.get(loop)
-        if per_loop is None:
-            per_loop = self._clients[loop] = {}
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        key = (url, api_key, tuple(sorted(context.headers.items())))
-        client = per_loop.get(key)
-        if client is None:
-            try:
-                client = ModelEndpoint(
-                    url,
-                    api_key=api_key,
-                    headers=context.headers,
-                    max_connections=context.max_connections or _DEFAULT_CONNECTIONS,
-                    timeout=self.request_timeout,
-                )
-            except EndpointError as exc:
-                raise _ModelCallError(exc.kind, str(exc)) from None
-            per_loop[key] = client
-        return client
-
-
-class _Request:
-    """What every call of one run sends besides the model and the messages."""
-
-    __slots__ = ("body", "headers", "query")
-
-    def __init__(
-        self, body: dict[str, Any], headers: dict[str, Any], query: dict[str, Any] | None
-    ) -> None:
-        self.body = body
-        self.headers = headers
-        self.query = query
-
-    @classmethod
-    def build(
-        cls,
-        sampling_args: Mapping[str, Any],
-        max_tokens: int | None,
-        *,
-        stream: bool,
-    ) -> _Request:
-        """The body fields, headers and query, as ``chat.completions.create`` makes them.
-
-        Sampling arguments the API knows go in the body as they are; a given
-        ``extra_body``, then the unknown arguments, are merged in over them.
-        ``extra_headers`` and ``extra_query`` become request headers and query.
-        """
-        body: dict[str, Any] = {}
-        given_extra: dict[str, Any] = {}
-        extra_body: dict[str, Any] = {}
-        headers: dict[str, Any] = {}
-        query: dict[str, Any] | None = None
-        for key, value in sampling_args.items():
-            if key in _OWNED_ARGS:
-                continue
-            if key == "extra_body":
-                given_extra = dict(value or {})
-            elif key == "extra_headers":
-                headers.update(value or {})
-            elif key == "extra_query":
-                if value:
-                    query = dict(value)
-            elif key in _CLIENT_ARGS:
-                body[key] = value
-            else:
-                extra_body[key] = value
-        if max_tokens is not None:
-            body["max_tokens"] = max_tokens
-        if stream:
-            body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
-        body.update(given_extra)
-        body.update(extra_body)
-        return cls(body, headers, query)
-
-
-def _first_choice(data: Any) -> dict[str, Any]:
-    choices = data.get("choices") if isinstance(data, dict) else None
-    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
-        raise _ModelCallError("model_bad_response", "the model response has no choices")
-    return choices[0]
-
-
-def _without_nulls(value: Any) -> Any:
-    """A JSON value without its null object members (as the SDK's ``exclude_none``)."""
-    if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
-    return value
-
-
-def _typed(value: Any, kind: type[Any], what: str) -> Any:
-    """``value`` when it is null or a ``kind`` (a JSON object, list or string); anything
-    else is a bad response naming ``what``."""
-    if value is None or isinstance(value, kind):
-        return value
-    names: dict[type[Any], str] = {dict: "an object", list: "a list", str: "a string"}
-    expected = names.get(kind, kind.__name__)
-    raise _ModelCallError("model_bad_response", f"{what} is {json_type(value)}, not {expected}")
-
-
-def _tool_call(call: Any, state: _RunState) -> dict[str, Any]:
-    """One tool call of a reply, without nulls, its arguments cut to MAX_REPLY_CHARS."""
-    if not isinstance(call, dict):
-        raise _ModelCallError(
-            "model_bad_response", f"a tool call in the model response is {json_type(call)}"
-        )
-    out: dict[str, Any] = _without_nulls(call)
-    function = out.get("function")
-    if isinstance(function, dict) and isinstance(function.get("arguments"), str):
-        function["arguments"] = state.cap(function["arguments"], "arguments")
-    return out
-
-
-class _CappedText:
-    """Streamed text pieces, kept up to MAX_REPLY_CHARS (the rest is counted, not kept)."""
-
-    def __init__(self, field: str, state: _RunState) -> None:
-        self.field = field
-        self.state = state
-        self.parts: list[str] = []
-        self.kept = 0
-        self.seen = 0
-
-    def append(self, piece: str) -> None:
-        self.seen += len(piece)
-        room = MAX_REPLY_CHARS - self.kept
-        if room > 0:
-            kept = piece[:room]
-            self.parts.append(kept)
-            self.kept += len(kept)
-
-    def value(self) -> str | None:
-        if self.seen > MAX_REPLY_CHARS:
-            self.state.cuts.append({"field": self.field, "chars": self.seen})
-        return "".join(self.parts) or None
+        return response.message
 
 
 class _RunState:
     """What one run accumulates: transcript, usage, response ids."""
 
-    def __init__(self, model: str, api_key: str | None) -> None:
+    def __init__(self, model: str) -> None:
         self.model = model
-        self.api_key = api_key
+        self.client: ChatClient | None = None
         self.transcript: list[dict[str, Any]] = []
         self.usage = Usage()
         self.response_ids: list[str | None] = []
         self.finish_reasons: list[str | None] = []
-        self.last_reasoning: str | None = None
-        self.request: _Request | None = None
         self.tokens = TokenTrace()
-        #: Reply texts cut to MAX_REPLY_CHARS: ``{"turn", "field", "chars"}``.
+        #: Reply texts cut to MAX_REPLY_CHARS: ``{"field", "chars", "turn"}``.
         self.cuts: list[dict[str, Any]] = []
-        self.cuts_reported = 0
-
-    def cap(self, text: Any, field: str) -> Any:
-        """``text`` cut to MAX_REPLY_CHARS (noted in ``cuts``); anything else as it is."""
-        if isinstance(text, str) and len(text) > MAX_REPLY_CHARS:
-            self.cuts.append({"field": field, "chars": len(text)})
-            return text[:MAX_REPLY_CHARS]
-        return text
-
-    def redact(self, text: str) -> str:
-        """``text`` with the API key (if any) blanked out."""
-        if self.api_key:
-            text = text.replace(self.api_key, MARKER)
-        return text
 
 
 def _initial_messages(task: Task, system_prompt: str | None) -> list[dict[str, Any]]:
@@ -687,17 +318,6 @@ def _initial_messages(task: Task, system_prompt: str | None) -> list[dict[str, A
     if system_prompt is not None and not (messages and messages[0].get("role") == "system"):
         messages.insert(0, {"role": "system", "content": system_prompt})
     return messages
-
-
-def _usage_of(usage: Any) -> Usage:
-    """One call's usage from the ``usage`` object of a response or its last chunk;
-    counts of the wrong type are a bad response naming the field."""
-    try:
-        return Usage.from_openai(usage)
-    except ValidationError as exc:
-        raise _ModelCallError(
-            "model_bad_response", f"the model response is malformed: {exc}"
-        ) from None
 
 
 def _last_assistant_text(messages: list[dict[str, Any]]) -> str | None:

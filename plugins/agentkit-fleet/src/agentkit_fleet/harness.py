@@ -26,21 +26,30 @@ import shlex
 import shutil
 import tempfile
 import time
-import weakref
 from pathlib import Path
 from typing import Any, Literal
 
-from agentkit._context import RunContext
-from agentkit._endpoint import EndpointError, ModelEndpoint
-from agentkit._errors import HarnessError, ValidationError
-from agentkit._events import EventCallback, EventRecorder
-from agentkit._redact import MARKER
-from agentkit._result import HarnessResult
-from agentkit._rubric import Rubric, reward
-from agentkit._sandbox import ExecutionHints, Sandbox
-from agentkit._task import Task
-from agentkit._token_trace import TokenTrace
-from agentkit._usage import Usage
+from agentkit import (
+    EventCallback,
+    EventRecorder,
+    ExecutionHints,
+    HarnessError,
+    HarnessResult,
+    Rubric,
+    RunContext,
+    Sandbox,
+    Task,
+    Usage,
+    registry,
+    reward,
+)
+from agentkit.chat import (
+    DEFAULT_CONNECTIONS,
+    ChatClient,
+    ConnectionCache,
+    ModelCallError,
+    TokenTrace,
+)
 from agentkit_fleet.environments import (
     EnvironmentError_,
     LocalBookingsEnvironment,
@@ -49,6 +58,7 @@ from agentkit_fleet.environments import (
     ToolEnvironment,
 )
 from agentkit_fleet.episode import FleetToolCallEpisode
+from agentkit_fleet.localenv.zygote import warm_socket
 from agentkit_fleet.mcp_client import McpConnectionError
 from agentkit_fleet.records import FleetRecord, record_of
 
@@ -131,9 +141,7 @@ class FleetToolCallHarness:
         self._fleet_api_key = fleet_api_key
         self.token_ids = token_ids
         # the model endpoint's connections, per event loop, shared by every rollout
-        self._endpoints: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], ModelEndpoint]] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._connections = ConnectionCache()
 
     def _api_key(self) -> str | None:
         return self._fleet_api_key or os.environ.get("FLEET_API_KEY") or None
@@ -151,31 +159,11 @@ class FleetToolCallHarness:
             )
         if self.provider in ("auto", "local") and not (self.mcp_url or self.mcp_command):
             # start the warm bookings process now, so no rollout waits for it
-            from agentkit_fleet.localenv.zygote import warm_socket
-
             await asyncio.to_thread(warm_socket)
 
     async def aclose(self) -> None:
         """Close the model endpoint's connections opened on the running event loop."""
-        loop = asyncio.get_running_loop()
-        for endpoint in self._endpoints.pop(loop, {}).values():
-            await endpoint.aclose()
-
-    def _endpoint(self, base_url: str | None, api_key: str | None, context: RunContext) -> Any:
-        loop = asyncio.get_running_loop()
-        per_loop = self._endpoints.setdefault(loop, {})
-        url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
-        key = (url, api_key, tuple(sorted(context.headers.items())))
-        endpoint = per_loop.get(key)
-        if endpoint is None:
-            endpoint = per_loop[key] = ModelEndpoint(
-                url,
-                api_key=api_key,
-                headers=context.headers,
-                max_connections=context.max_connections or 100,
-                timeout=self.request_timeout,
-            )
-        return endpoint
+        await self._connections.aclose()
 
     def __repr__(self) -> str:
         return f"FleetToolCallHarness(provider={self.provider!r}, max_turns={self.max_turns})"
@@ -184,9 +172,7 @@ class FleetToolCallHarness:
 
     def _sandbox_opener(self, context: RunContext) -> Any:
         def open_sandbox(root: Path, hints: ExecutionHints) -> Sandbox:
-            from agentkit.registry import resolve_sandbox
-
-            factory = resolve_sandbox(self.verifier_sandbox)
+            factory = registry.resolve_sandbox(self.verifier_sandbox)
             rollout = context.rollout_id or "fleet-verifier"
             sandbox: Sandbox = factory(root=root, hints=hints, rollout_id=rollout)
             return sandbox
@@ -413,26 +399,27 @@ class FleetToolCallHarness:
         ``request_timeout`` bounds each model call from start to end; a server's
         ``Retry-After`` goes to ``extra_raw["retry_after"]`` for the runner's backoff.
         """
-        import anyio
-
         recorder = episode.recorder
-        api_key = context.resolved_api_key
+        # the policy sees its tools in the system prompt, never as the API's tools
+        sampling = {k: v for k, v in context.sampling_args.items() if k != "tools"}
         try:
-            endpoint = self._endpoint(base_url, api_key, context)
-        except EndpointError as exc:
+            client = ChatClient(
+                base_url,
+                model=model,
+                api_key=context.resolved_api_key,
+                headers=context.headers,
+                sampling=sampling,
+                # a max_tokens sampling argument wins over the run's limit
+                max_tokens=None if "max_tokens" in sampling else context.limits.max_tokens,
+                token_ids=self.token_ids,
+                request_timeout=self.request_timeout,
+                max_connections=context.max_connections or DEFAULT_CONNECTIONS,
+                # the policy's text is parsed whole (a cut call would be misread)
+                max_reply_chars=None,
+                connections=self._connections,
+            )
+        except ModelCallError as exc:
             return usage, "failed", str(exc), exc.kind
-        sampling = {
-            k: v
-            for k, v in context.sampling_args.items()
-            if k not in ("model", "messages", "stream", "tools")
-        }
-        if context.limits.max_tokens is not None and "max_tokens" not in sampling:
-            sampling["max_tokens"] = context.limits.max_tokens
-        extra_headers = sampling.pop("extra_headers", None) or None
-        extra_body = dict(sampling.pop("extra_body", None) or {})
-        if self.token_ids:  # vLLM's names; sampling arguments may set them otherwise
-            sampling.setdefault("logprobs", True)
-            extra_body.setdefault("return_token_ids", True)
         while not episode.done:
             hit = context.limit_hit(usage, len(episode.chat_history))
             if hit is not None:
@@ -441,53 +428,29 @@ class FleetToolCallHarness:
             await recorder.emit(
                 "model.request", turn=turn, model=model, n_messages=len(episode.chat_history)
             )
-            t0 = time.monotonic()
-            body = {"model": model, "messages": list(episode.chat_history), **sampling}
-            body.update(extra_body)
-            data = None
             try:
-                with anyio.move_on_after(self.request_timeout):
-                    data = await endpoint.post_json(
-                        "/chat/completions", body, headers=extra_headers
-                    )
-            except EndpointError as exc:
+                response = await client.complete(episode.chat_history)
+            except ModelCallError as exc:  # its message never holds the API key
                 if exc.retry_after is not None:
                     extra_raw["retry_after"] = exc.retry_after
-                return usage, "failed", _redact(str(exc), api_key), exc.kind
-            if data is None:
-                message_ = (
-                    "model call timed out: no complete answer within "
-                    f"request_timeout={self.request_timeout:g}s"
-                )
-                return usage, "failed", message_, "model_connection"
-            if isinstance(data, dict):
-                tokens.add_response(data)
-            choices = data.get("choices") if isinstance(data, dict) else None
-            choice = choices[0] if isinstance(choices, list) and choices else {}
-            message = choice.get("message") if isinstance(choice, dict) else None
-            content = message.get("content") if isinstance(message, dict) else None
+                return usage, "failed", str(exc), exc.kind
+            tokens.add(response.prompt_token_ids, response.token_ids, response.logprobs)
+            content = response.content
             text = content if isinstance(content, str) else ""
-            reported = data.get("usage") if isinstance(data, dict) else None
-            try:  # counts of the wrong type: a bad response naming the field
-                call_usage = Usage.from_openai(reported)
-            except ValidationError as exc:
-                bad = f"the model response is malformed: {exc}"
-                return usage, "failed", bad, "model_bad_response"
-            usage = usage + call_usage
-            finish = choice.get("finish_reason") if isinstance(choice, dict) else None
-            finish_reasons.append(finish if isinstance(finish, str) else None)
+            usage = usage + response.usage
+            finish_reasons.append(response.finish_reason)
             await recorder.emit(
                 "model.response",
                 turn=turn,
                 message={"role": "assistant", "content": text},
-                finish_reason=finish_reasons[-1],
+                finish_reason=response.finish_reason,
                 usage={
-                    "input_tokens": call_usage.input_tokens,
-                    "output_tokens": call_usage.output_tokens,
-                    "cached_tokens": call_usage.cached_tokens,
-                    "reasoning_tokens": call_usage.reasoning_tokens,
+                    "input_tokens": response.usage.input_tokens,
+                    "output_tokens": response.usage.output_tokens,
+                    "cached_tokens": response.usage.cached_tokens,
+                    "reasoning_tokens": response.usage.reasoning_tokens,
                 },
-                latency_sec=round(time.monotonic() - t0, 6),
+                latency_sec=round(response.latency, 6),
             )
             await episode.step(text)
         return usage, "completed", None, None
@@ -600,12 +563,6 @@ def _metric(key: str) -> Any:
     metric.__name__ = key
     metric.__qualname__ = f"fleet_metric_{key}"
     return metric
-
-
-def _redact(text: str, secret: str | None) -> str:
-    if secret and len(secret) >= 4:
-        return text.replace(secret, MARKER)
-    return text
 
 
 def _expand(part: str, values: dict[str, str]) -> str:

@@ -2,9 +2,10 @@
 
 vLLM returns, when asked (``"return_token_ids": true``, ``"logprobs": true``),
 ``prompt_token_ids`` beside a chat completion and ``token_ids`` and
-``logprobs`` on its choice. A harness hands each response to a
-:class:`TokenTrace`; at the end :meth:`TokenTrace.to_raw` gives the fields
-:mod:`agentkit.training` reads from ``HarnessResult.raw``:
+``logprobs`` on its choice (:class:`~agentkit.chat.ChatResponse` carries them
+as ``prompt_token_ids``, ``token_ids`` and ``logprobs``). A harness hands each
+call's to a :class:`TokenTrace`; at the end :meth:`TokenTrace.to_raw` gives
+the fields :mod:`agentkit.training` reads from ``HarnessResult.raw``:
 
 - ``prompt_token_ids``: the first call's prompt;
 - ``completion_token_ids``: everything after it up to the end of the last

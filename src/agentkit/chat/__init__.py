@@ -1,0 +1,61 @@
+"""The chat client: calls to an OpenAI-compatible chat completions endpoint.
+
+The built-in ``chat`` harness and the Fleet tool-call harness call their
+model through it, and so can any plugin's harness:
+
+>>> from agentkit.chat import ChatClient                                # doctest: +SKIP
+>>> client = ChatClient(context.base_url, model=context.model,          # doctest: +SKIP
+...                     api_key=context.resolved_api_key, headers=context.headers,
+...                     sampling=context.sampling_args, connections=self._connections)
+>>> response = await client.complete(messages)                          # doctest: +SKIP
+>>> response.message, response.usage, response.finish_reason            # doctest: +SKIP
+
+- :class:`ChatClient` sends one call (:meth:`ChatClient.complete`), plain
+  or streamed, as plain JSON over pooled ``httpcore`` connections, and reads
+  the reply strictly into a :class:`ChatResponse`: the assistant message
+  (text, tool calls), usage, finish reason, vLLM's token ids and logprobs
+  when the server returns them, the request and response bodies and the
+  call's timing.
+- :class:`ModelCallError` is every failure, with the ``error_kind`` the
+  runner retries by (``model_rate_limit``, ``model_connection``...) and the
+  server's ``Retry-After``.
+- :class:`ConnectionCache` keeps the connection pools per event loop and
+  endpoint, so a harness's rollouts share them.
+- :class:`TokenTrace` stitches a rollout's calls into one token-level record
+  for training export; :func:`response_tokens` reads the token fields of a
+  completion body; :func:`retry_after_seconds` reads a server's
+  ``Retry-After`` as the ``openai`` client does.
+- Caps: :data:`MAX_REPLY_CHARS` (a longer text is cut, and the cut noted),
+  :data:`MAX_REPLY_BYTES` (a larger body is refused unread).
+
+See docs/chat-client.md.
+"""
+
+from __future__ import annotations
+
+from agentkit._endpoint import retry_after_seconds
+from agentkit.chat._client import (
+    DEFAULT_BASE_URL,
+    DEFAULT_CONNECTIONS,
+    MAX_REPLY_BYTES,
+    MAX_REPLY_CHARS,
+    ChatClient,
+)
+from agentkit.chat._connections import ConnectionCache
+from agentkit.chat._errors import ModelCallError
+from agentkit.chat._response import ChatResponse
+from agentkit.chat._tokens import TokenTrace, response_tokens
+
+__all__ = [
+    "DEFAULT_BASE_URL",
+    "DEFAULT_CONNECTIONS",
+    "MAX_REPLY_BYTES",
+    "MAX_REPLY_CHARS",
+    "ChatClient",
+    "ChatResponse",
+    "ConnectionCache",
+    "ModelCallError",
+    "TokenTrace",
+    "response_tokens",
+    "retry_after_seconds",
+]
