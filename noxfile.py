@@ -465,30 +465,21 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "format", "--check", ".")
 
 
-#: The contracts written down but not yet kept by the code (see the file's head):
-#: ``nox -s layers -- --pending`` reports them; CI does not fail on them.
-PENDING_CONTRACTS = ROOT / ".ci" / "importlinter-pending.toml"
-
-
 @nox.session
 def layers(session: nox.Session) -> None:
     """The layers of docs/architecture.md, checked by import-linter.
 
     Every contract in pyproject.toml's ``[tool.importlinter]`` must be kept: the
     layers (no upward import), no import circles (in agentkit and in every plugin
-    and bridge), no import of the ``agentkit`` facade from inside agentkit. The core,
+    and bridge), no import of the ``agentkit`` facade from inside agentkit, and no
+    import of agentkit's private modules from a plugin or a contrib bridge. The core,
     every plugin and every contrib bridge are installed (without their dependencies:
-    import-linter reads the source, it imports nothing). With ``-- --pending`` the
-    pending contracts of .ci/importlinter-pending.toml are reported too, without failing.
+    import-linter reads the source, it imports nothing).
     """
     session.install("import-linter>=2.17")
     dists = [str(ROOT), *plugin_dirs(), *contrib_dirs()]
     session.install("--no-deps", *[a for d in dists for a in ("-e", d)])
     session.run("lint-imports", "--no-cache", "--no-logo", str(ROOT / "pyproject.toml"))
-    if "--pending" in session.posargs:
-        session.run(
-            "lint-imports", "--no-cache", "--no-logo", str(PENDING_CONTRACTS), success_codes=[0, 1]
-        )
 
 
 @nox.session

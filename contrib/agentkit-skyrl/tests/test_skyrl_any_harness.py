@@ -14,8 +14,7 @@ import pytest
 import skyrl_gym
 
 import agentkit
-from agentkit import HarnessResult, RunContext, StepOutput, Task, registry
-from agentkit._events import EventCallback
+from agentkit import EventCallback, HarnessResult, RunContext, StepOutput, Task, registry
 
 
 class GuessEpisode:

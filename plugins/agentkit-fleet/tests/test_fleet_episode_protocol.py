@@ -15,9 +15,16 @@ from agentkit_fleet.taskset import fleet_taskset
 from fleet_helpers import SOLUTIONS, TASKS_JSON, script_for
 
 import agentkit
-from agentkit import Episode, HarnessError, RunContext, StepCapableHarness, StepOutput, Task
-from agentkit._context import Limits
-from agentkit._episode import is_step_capable
+from agentkit import (
+    Episode,
+    HarnessError,
+    Limits,
+    RunContext,
+    StepCapableHarness,
+    StepOutput,
+    Task,
+    is_step_capable,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 

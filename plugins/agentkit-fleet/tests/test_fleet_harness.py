@@ -15,9 +15,7 @@ from agentkit_fleet.prompt import FORMAT_REMINDER
 from agentkit_fleet.taskset import fleet_taskset
 from fleet_helpers import SOLUTIONS, TASKS_JSON, HttpBookings, script_for
 
-from agentkit import registry
-from agentkit._context import Limits, RunContext
-from agentkit._events import Event
+from agentkit import Event, Limits, RunContext, registry
 from agentkit.testing.conformance import harness_conformance_test
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")

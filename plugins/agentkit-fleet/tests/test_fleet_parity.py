@@ -29,8 +29,7 @@ from agentkit_fleet.records import FleetRecord
 from agentkit_fleet.taskset import fleet_taskset
 from fleet_helpers import TASKS_JSON, HttpBookings, HttpShapes
 
-from agentkit import StepOutput
-from agentkit._context import Limits, RunContext
+from agentkit import Limits, RunContext, StepOutput
 
 DATA = Path(__file__).with_name("data")
 TASKS = fleet_taskset(str(TASKS_JSON))

@@ -15,7 +15,7 @@ from agentkit_fleet.taskset import fleet_taskset
 from fleet_helpers import SOLUTIONS, TASKS_JSON, script_for
 from fleet_platform_standin import FleetStandIn
 
-from agentkit._context import RunContext
+from agentkit import RunContext
 
 pytest.importorskip("fleet")
 

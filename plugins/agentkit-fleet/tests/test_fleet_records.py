@@ -10,8 +10,7 @@ from agentkit_fleet.records import FleetRecord, escape_reserved, record_of, unes
 from agentkit_fleet.sources import FleetSourceError
 from agentkit_fleet.taskset import fleet_taskset
 
-from agentkit import registry
-from agentkit._task import Task
+from agentkit import Task, registry
 
 
 def write(path: Path, data: object) -> str:

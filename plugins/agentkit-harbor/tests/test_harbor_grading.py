@@ -31,9 +31,8 @@ from agentkit_harbor import (
 from agentkit_harbor._verify import verifier_settings
 from harbor_helpers import needs_bwrap, task_sandbox
 
-from agentkit import RunContext
+from agentkit import RunContext, call_reward
 from agentkit import registry as agentkit_registry
-from agentkit._rubric import call_reward
 
 pytestmark = [needs_bwrap, pytest.mark.anyio]
 

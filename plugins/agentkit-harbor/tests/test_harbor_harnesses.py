@@ -10,8 +10,7 @@ from harbor_helpers import EXAMPLES, needs_bwrap, task_sandbox
 
 from agentkit import ExecutionHints, HarnessResult, RunContext, Task
 from agentkit import registry as agentkit_registry
-from agentkit._harness import check_harness
-from agentkit.testing.conformance import harness_conformance_test
+from agentkit.testing.conformance import harness_conformance_test, harness_shape_problem
 
 BASE = '[environment]\nworkdir = "/app"\nnetwork_mode = "no-network"\n'
 
@@ -35,7 +34,7 @@ test_nop_conforms = harness_conformance_test(
 
 def test_harnesses_satisfy_the_contract_and_are_registered() -> None:
     for cls in (OracleHarness, NopHarness, StepwiseHarness):
-        assert check_harness(cls) is None
+        assert harness_shape_problem(cls) is None
         assert cls.requires_sandbox is True
     assert isinstance(agentkit_registry.resolve_harness("oracle"), OracleHarness)
     assert isinstance(agentkit_registry.resolve_harness("nop"), NopHarness)

@@ -21,10 +21,17 @@ from typing import Any
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
-from agentkit._context import RunContext
-from agentkit._episode import Episode, StepCapableHarness, is_step_capable
-from agentkit._errors import HarnessError, SpecError
-from agentkit._task import Task
+from agentkit import (
+    Episode,
+    HarnessError,
+    Limits,
+    RunContext,
+    SpecError,
+    StepCapableHarness,
+    Task,
+    is_step_capable,
+    registry,
+)
 from agentkit_skyrl._loop import run_sync
 
 __all__ = ["AgentkitTextEnv", "StepCapable", "open_episode", "register"]
@@ -53,15 +60,11 @@ def open_episode(harness: Any, task: Task, context: RunContext) -> Episode:
 
 @functools.lru_cache(maxsize=32)
 def _taskset(spec: str, options_json: str) -> Any:
-    from agentkit import registry
-
     return registry.resolve_taskset(spec, **json.loads(options_json))
 
 
 @functools.lru_cache(maxsize=32)
 def _harness(name: str, options_json: str) -> Any:
-    from agentkit import registry
-
     return registry.resolve_harness(name, **json.loads(options_json))
 
 
@@ -204,8 +207,6 @@ class AgentkitTextEnv(BaseTextEnv):  # type: ignore[misc]
         limit = _max_turns(plain_extras.get("max_turns"), config.get("max_turns"), self.harness)
         if limit is not None:
             self.max_turns = limit
-        from agentkit._context import Limits
-
         # the harness's own default applies when neither extras, env_config nor the harness say
         self.context = RunContext(
             rollout_id=f"skyrl-{uuid.uuid4().hex[:12]}",

@@ -19,9 +19,8 @@ from typing import Any
 
 import attrs
 
-from agentkit._context import RunContext
-from agentkit._result import HarnessResult
-from agentkit._task import Task
+from agentkit import ExecutionHints, HarnessResult, RunContext, Task, registry
+from agentkit.env import compile_rubric
 
 __all__ = [
     "LiveRollout",
@@ -36,8 +35,6 @@ __all__ = [
 
 @functools.lru_cache(maxsize=32)
 def _load(spec: str, options_json: str) -> Any:
-    from agentkit import registry
-
     return registry.resolve_taskset(spec, **json.loads(options_json))
 
 
@@ -48,9 +45,6 @@ def load_taskset(spec: str, options: dict[str, Any] | None = None) -> Any:
 
 def compiled_rubric(taskset: Any, harness: Any) -> Any:
     """agentkit's compiled rubric for this taskset and harness (None: no agentkit harness)."""
-    from agentkit import registry
-    from agentkit.env._rubric_compile import compile_rubric
-
     return compile_rubric(taskset, harness, contributors=registry.resolve_rubric_contributors())
 
 
@@ -76,9 +70,6 @@ async def open_sandbox(
     name: str, options: dict[str, Any], hints: Any, rollout_id: str, endpoint: str
 ) -> tuple[Any, Path]:
     """Start one rollout's agentkit sandbox in a fresh temporary directory."""
-    from agentkit import registry
-    from agentkit._sandbox import ExecutionHints
-
     factory = registry.resolve_sandbox(name, **options)
     workdir = Path(tempfile.mkdtemp(prefix="agentkit-vf-"))
     try:

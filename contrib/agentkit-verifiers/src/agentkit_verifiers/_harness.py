@@ -16,8 +16,7 @@ from typing import Any
 import verifiers.v1 as vf
 from pydantic import Field
 
-from agentkit._context import RunContext
-from agentkit._task import Task
+from agentkit import RunContext, Task, registry
 from agentkit_verifiers import _bridge
 
 __all__ = ["AgentkitHarness", "AgentkitHarnessConfig"]
@@ -55,8 +54,6 @@ class AgentkitHarness(vf.Harness[AgentkitHarnessConfig]):
     EXECUTES_CODE = False  # the agent executes in agentkit's sandbox, not verifiers' runtime
 
     def _harness(self) -> Any:
-        from agentkit import registry
-
         return registry.resolve_harness(self.config.agentkit, **self.config.options)
 
     async def launch(

@@ -10,8 +10,7 @@ import verifiers.v1 as vf
 from pydantic import Field
 from verifiers.v1.errors import TaskError
 
-from agentkit._result import HarnessResult
-from agentkit._task import Task
+from agentkit import HarnessResult, RunContext, Task
 from agentkit_verifiers import _bridge
 
 __all__ = ["AgentkitTask", "AgentkitTaskData", "AgentkitTaskset", "AgentkitTasksetConfig"]
@@ -89,8 +88,6 @@ class AgentkitTask(vf.Task[AgentkitTaskData]):
             rubric, task = rollout.rubric, rollout.task
             result, sandbox, context = rollout.result, rollout.sandbox, rollout.context
         else:
-            from agentkit._context import RunContext
-
             taskset = _bridge.load_taskset(self.data.agentkit_spec, self.data.agentkit_options)
             task = self.agentkit_task()
             rubric = _bridge.compiled_rubric(taskset, None)

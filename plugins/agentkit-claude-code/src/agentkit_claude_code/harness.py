@@ -38,9 +38,7 @@ from agentkit_claude_code._settings import (
 from agentkit_claude_code._stream import ClaudeStream, classify_error
 
 if TYPE_CHECKING:
-    from agentkit import Sandbox
-    from agentkit._events import EventCallback
-    from agentkit._sandbox import ExecResult, Process
+    from agentkit import EventCallback, ExecResult, Process, Sandbox
 
 __all__ = ["ClaudeCode"]
 

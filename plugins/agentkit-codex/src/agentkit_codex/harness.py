@@ -44,9 +44,7 @@ from agentkit_codex._rollout import Rollout
 from agentkit_codex._stream import CodexStream, classify_error, clean_error
 
 if TYPE_CHECKING:
-    from agentkit import Sandbox
-    from agentkit._events import EventCallback
-    from agentkit._sandbox import ExecResult, Process
+    from agentkit import EventCallback, ExecResult, Process, Sandbox
 
 __all__ = ["Codex"]
 

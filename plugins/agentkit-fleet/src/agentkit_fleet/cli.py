@@ -59,6 +59,7 @@ def split_cmd(
     are grouped by environment and each group is split by the hash of its
     task keys. A side without tasks gets no file.
     """
+    # deferred: the records, split and export modules, which agentkit --help does not need
     from agentkit_fleet.export import write_split
     from agentkit_fleet.split import SplitConfig
     from agentkit_fleet.taskset import load_records
@@ -100,6 +101,7 @@ def split_cmd(
 @click.option("--pass-threshold", type=float, default=1.0, show_default=True)
 def summary_cmd(run_dir: str, pass_threshold: float) -> None:
     """Per-environment aggregates (reward, pass rate, turns, tool calls) of a run directory."""
+    # deferred: not needed for agentkit --help
     from agentkit_fleet.summary import env_summary, read_rollouts
 
     click.echo(json.dumps(env_summary(read_rollouts(run_dir), pass_threshold), indent=2))

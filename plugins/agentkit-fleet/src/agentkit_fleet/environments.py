@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sys
 import tempfile
@@ -20,7 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from agentkit._sandbox import Sandbox
+from agentkit import Sandbox
+from agentkit_fleet.localenv.bookings import prepare_databases
+from agentkit_fleet.localenv.zygote import launcher_command, warm_socket
 from agentkit_fleet.mcp_client import McpConnection, McpConnectionError, McpToolResult
 from agentkit_fleet.records import FleetRecord
 from agentkit_fleet.verification import SandboxOpener, VerifierOutcome, run_verifier_in_sandbox
@@ -192,8 +195,6 @@ class LocalBookingsEnvironment(McpEnvironment):
     kind = "local"
 
     def __init__(self, **kwargs: Any) -> None:
-        from agentkit_fleet.localenv.bookings import prepare_databases
-
         self.workdir = Path(tempfile.mkdtemp(prefix="fleet-bookings-"))
         seed, current = prepare_databases(self.workdir)
         self._timeout = float(kwargs.get("tool_timeout", 60.0))
@@ -202,10 +203,6 @@ class LocalBookingsEnvironment(McpEnvironment):
         )
 
     async def start(self) -> list[dict[str, Any]]:
-        import asyncio
-
-        from agentkit_fleet.localenv.zygote import launcher_command, warm_socket
-
         assert self.seed_db is not None and self.current_db is not None
         path = await asyncio.to_thread(warm_socket)
         if path is not None:

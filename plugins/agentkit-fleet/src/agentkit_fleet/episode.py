@@ -26,10 +26,7 @@ import json
 import time
 from typing import Any, Literal
 
-from agentkit._episode import StepOutput
-from agentkit._errors import HarnessError
-from agentkit._events import EventRecorder
-from agentkit._task import Task
+from agentkit import EventRecorder, HarnessError, StepOutput, Task
 from agentkit_fleet.environments import ToolEnvironment
 from agentkit_fleet.mcp_client import McpConnectionError, McpToolCallError
 from agentkit_fleet.parsing import ToolCall, parse_action

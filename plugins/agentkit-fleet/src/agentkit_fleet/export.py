@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agentkit._errors import AgentkitError
+from agentkit import AgentkitError
 from agentkit_fleet.records import FleetRecord
 from agentkit_fleet.split import env_group
 

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from agentkit._limits import loads_bounded
+from agentkit.validation import loads_bounded
 
 __all__ = [
     "EMPTY_RESULT_TEXT",

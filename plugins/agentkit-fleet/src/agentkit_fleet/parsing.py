@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from agentkit._limits import loads_bounded
+from agentkit.validation import loads_bounded
 
 __all__ = ["ParsedAction", "ToolCall", "has_done_signal", "parse_action"]
 

@@ -30,6 +30,7 @@ def agentkit_register_harnesses(register: Any) -> None:
 @hookimpl
 def agentkit_register_commands(cli: Any) -> None:
     """``agentkit fleet split SRC --out DIR``."""
+    # deferred: click and the commands, which a run through the Python API never needs
     from agentkit_fleet.cli import fleet_group
 
     cli.add_command(fleet_group)

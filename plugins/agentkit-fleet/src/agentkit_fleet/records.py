@@ -19,8 +19,7 @@ from typing import Any, Literal, cast
 
 import attrs
 
-from agentkit._task import RESERVED_AGENT_KEYS, Task
-from agentkit._taskset import TaskProblem
+from agentkit import RESERVED_AGENT_KEYS, Task, TaskProblem
 
 __all__ = [
     "ALIASES",

@@ -15,8 +15,8 @@ from typing import Any
 
 import attrs
 
-from agentkit._errors import AgentkitError, ValidationError
-from agentkit._limits import load_json
+from agentkit import AgentkitError, ValidationError
+from agentkit.validation import load_json
 
 __all__ = ["FleetSourceError", "TaskFile", "load_task_files"]
 

@@ -35,7 +35,7 @@ from typing import Literal
 
 import attrs
 
-from agentkit._errors import OptionError
+from agentkit import OptionError
 from agentkit_fleet.records import FleetRecord
 
 __all__ = [

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentkit._errors import AgentkitError
+from agentkit import AgentkitError
 
 __all__ = ["env_summary", "read_rollouts"]
 

@@ -12,8 +12,7 @@ from typing import Literal
 
 import attrs
 
-from agentkit._errors import OptionError
-from agentkit._taskset import ListTaskset, TaskProblem
+from agentkit import ListTaskset, OptionError, TaskProblem
 from agentkit_fleet.records import FleetRecord, group_counts, parse_records
 from agentkit_fleet.sources import FleetSourceError, load_task_files
 from agentkit_fleet.split import SplitConfig, split_records

@@ -31,7 +31,7 @@ from typing import Any
 
 import attrs
 
-from agentkit._sandbox import ExecutionHints, Sandbox
+from agentkit import ExecutionHints, Sandbox
 
 __all__ = [
     "VerifierOutcome",

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 import attrs
 
-from agentkit._convert import structure
-from agentkit._errors import ValidationError
+from agentkit import ValidationError
+from agentkit.validation import structure
 
 __all__ = [
     "KNOWN_SCHEMA_VERSIONS",

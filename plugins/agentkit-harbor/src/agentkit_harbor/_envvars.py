@@ -13,7 +13,7 @@ import os
 import re
 from collections.abc import Mapping
 
-from agentkit._redact import register_secret
+from agentkit.secrets import register_secret
 from agentkit_harbor._errors import HarborTaskError
 
 __all__ = ["is_template", "resolve_env", "template_variables"]

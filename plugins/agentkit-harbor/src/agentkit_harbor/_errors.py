@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentkit._errors import AgentkitError
+from agentkit import AgentkitError
 
 __all__ = [
     "AddTestsDirError",

@@ -14,11 +14,7 @@ instead of a silent 0.
 
 from __future__ import annotations
 
-from agentkit._context import RunContext
-from agentkit._result import HarnessResult
-from agentkit._rubric import Rubric, reward
-from agentkit._sandbox import Sandbox
-from agentkit._task import Task
+from agentkit import HarnessResult, Rubric, RunContext, Sandbox, Task, reward
 from agentkit_harbor._errors import HarborGradingError
 from agentkit_harbor._trial import HarborTrial
 from agentkit_harbor._verify import check_main_reward

@@ -13,10 +13,7 @@ from typing import Any, ClassVar
 
 import anyio
 
-from agentkit._context import RunContext
-from agentkit._events import EventCallback
-from agentkit._result import HarnessResult
-from agentkit._task import Task
+from agentkit import EventCallback, HarnessResult, RunContext, Task
 from agentkit_harbor._envvars import resolve_env
 from agentkit_harbor._errors import HarborTaskError
 from agentkit_harbor._sandbox_io import exec_logged, upload_tree

@@ -23,8 +23,8 @@ from typing import Any
 
 import attrs
 
-from agentkit._convert import structure
-from agentkit._errors import ValidationError
+from agentkit import ValidationError
+from agentkit.validation import structure
 from agentkit_harbor._errors import RegistryError
 
 __all__ = [

@@ -35,8 +35,7 @@ from typing import Any
 
 import attrs
 
-from agentkit._events import EventRecorder
-from agentkit._sandbox import ExecResult, Sandbox
+from agentkit import EventRecorder, ExecResult, Sandbox
 from agentkit_harbor._errors import HarborTaskError
 
 __all__ = [

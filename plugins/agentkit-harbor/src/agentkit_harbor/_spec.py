@@ -15,8 +15,8 @@ from pathlib import Path
 
 import attrs
 
-from agentkit._errors import ValidationError
-from agentkit._limits import MAX_NESTING_DEPTH, check_nesting
+from agentkit import ValidationError
+from agentkit.validation import MAX_NESTING_DEPTH, check_nesting
 from agentkit_harbor._config import KNOWN_SCHEMA_VERSIONS, StepConfig, TaskConfig, parse_task_config
 
 __all__ = [

@@ -21,12 +21,7 @@ from typing import Any
 import anyio
 import attrs
 
-from agentkit._context import RunContext
-from agentkit._events import EventRecorder
-from agentkit._result import Status
-from agentkit._sandbox import Sandbox
-from agentkit._task import Task
-from agentkit._usage import Usage
+from agentkit import EventRecorder, RunContext, Sandbox, Status, Task, Usage
 from agentkit_harbor._config import HealthcheckConfig
 from agentkit_harbor._errors import HarborTaskError
 from agentkit_harbor._sandbox_io import exec_logged, rollout_dir_of

@@ -14,10 +14,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentkit._errors import AgentkitError, ValidationError
-from agentkit._sandbox import ExecutionHints, TaskImage
-from agentkit._task import Task, check_no_reserved_keys
-from agentkit._taskset import TaskProblem, Taskset
+from agentkit import (
+    AgentkitError,
+    ExecutionHints,
+    Task,
+    TaskImage,
+    TaskProblem,
+    Taskset,
+    ValidationError,
+    check_no_reserved_keys,
+)
 from agentkit_harbor._errors import HarborTaskError
 from agentkit_harbor._grading import harbor_rubric
 from agentkit_harbor._registry import (
@@ -27,6 +33,7 @@ from agentkit_harbor._registry import (
     resolve_dataset,
 )
 from agentkit_harbor._spec import COMPOSE_FILES, HarborTaskSpec, load_task_dir
+from agentkit_harbor._steps import spec_for_task
 from agentkit_harbor._verify import STEP_VERIFIER_TIMEOUT_SEC, check_main_reward, task_env
 
 __all__ = ["HarborTaskset"]
@@ -246,8 +253,6 @@ class HarborTaskset(Taskset):
         """
         spec = self._specs.get(task.task_id)
         if spec is None:
-            from agentkit_harbor._steps import spec_for_task
-
             spec = spec_for_task(task)
         cfg = spec.config
         env_cfg = cfg.environment

@@ -22,12 +22,16 @@ from typing import Any
 
 import attrs
 
-from agentkit._context import RunContext
-from agentkit._events import EventCallback, EventRecorder
-from agentkit._result import HarnessResult, Status
-from agentkit._sandbox import Sandbox
-from agentkit._task import Task
-from agentkit._usage import Usage
+from agentkit import (
+    EventCallback,
+    EventRecorder,
+    HarnessResult,
+    RunContext,
+    Sandbox,
+    Status,
+    Task,
+    Usage,
+)
 from agentkit_harbor._errors import HarborGradingError, HarborTaskError, StepSetupError
 from agentkit_harbor._sandbox_io import exec_logged, tail, upload_tree
 from agentkit_harbor._spec import HarborStepSpec, HarborTaskSpec

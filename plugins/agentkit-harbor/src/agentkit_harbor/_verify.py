@@ -27,8 +27,7 @@ from typing import Any
 
 import attrs
 
-from agentkit._events import EventRecorder
-from agentkit._sandbox import Sandbox
+from agentkit import EventRecorder, Sandbox
 from agentkit_harbor._config import ArtifactConfig
 from agentkit_harbor._envvars import resolve_env
 from agentkit_harbor._errors import (

@@ -11,18 +11,17 @@ import argparse
 import sys
 
 from agentkit import HarnessError
+from agentkit_mini_swe_agent._install import (
+    LOCAL_INSTALL,
+    MINI_SWE_AGENT_VERSION,
+    find_mini_swe_agent,
+    install_mini_swe_agent,
+)
+from agentkit_mini_swe_agent._runtime import portable_runtime
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run it; returns the exit status."""
-    from agentkit_mini_swe_agent._install import (
-        LOCAL_INSTALL,
-        MINI_SWE_AGENT_VERSION,
-        find_mini_swe_agent,
-        install_mini_swe_agent,
-    )
-    from agentkit_mini_swe_agent._runtime import portable_runtime
-
     parser = argparse.ArgumentParser(
         prog="python -m agentkit_mini_swe_agent",
         description="Install mini-swe-agent for agentkit's mini-swe-agent harness.",

@@ -27,6 +27,8 @@ from agentkit.programs import (
     time_left,
     timeout_error,
 )
+from agentkit.sandbox import open_sandbox
+from agentkit.secrets import is_secret_header
 from agentkit_mini_swe_agent._config import build_config, build_env, litellm_model
 from agentkit_mini_swe_agent._files import SandboxDir
 from agentkit_mini_swe_agent._install import (
@@ -39,9 +41,7 @@ from agentkit_mini_swe_agent._telemetry import telemetry_rubric
 from agentkit_mini_swe_agent._trajectory import TrajectoryState, classify_exit
 
 if TYPE_CHECKING:
-    from agentkit import Rubric, Sandbox
-    from agentkit._events import EventCallback
-    from agentkit._sandbox import ExecResult, Process
+    from agentkit import EventCallback, ExecResult, Process, Rubric, Sandbox
 
 __all__ = ["MiniSweAgent", "prompt_of"]
 
@@ -215,8 +215,6 @@ class MiniSweAgent:
             return await self._run_in(
                 context.sandbox, task, context, model, install, runtime, on_event
             )
-        from agentkit.sandbox import open_sandbox
-
         hints = ExecutionHints(ro_binds=list(runtime.mount_dirs))
         async with open_sandbox(
             "local",
@@ -242,7 +240,7 @@ class MiniSweAgent:
     ) -> HarnessResult:
         api_key = context.resolved_api_key
         headers = {**context.headers, **dict(context.sampling_args.get("extra_headers") or {})}
-        secrets = [api_key, *(v for k, v in headers.items() if _secret_header(k))]
+        secrets = [api_key, *(v for k, v in headers.items() if is_secret_header(k))]
         redact = redactor(secrets)
         recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
         timeout = self._timeout(context)
@@ -538,12 +536,6 @@ async def _shielded_kill(proc: Process) -> None:
     with anyio.CancelScope(shield=True), contextlib.suppress(Exception):
         await proc.kill()
         await proc.wait(5)  # reap it and close its pipes
-
-
-def _secret_header(name: str) -> bool:
-    from agentkit._context import SECRET_HEADER_WORDS
-
-    return any(word in name.lower() for word in SECRET_HEADER_WORDS)
 
 
 async def _scrub(files: SandboxDir, secrets: list[str | None], recorder: EventRecorder) -> None:

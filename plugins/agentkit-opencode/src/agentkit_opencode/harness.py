@@ -40,9 +40,7 @@ from agentkit_opencode._stream import StreamState
 from agentkit_opencode._telemetry import telemetry_rubric
 
 if TYPE_CHECKING:
-    from agentkit import Rubric, Sandbox
-    from agentkit._events import EventCallback
-    from agentkit._sandbox import ExecResult, Process
+    from agentkit import EventCallback, ExecResult, Process, Rubric, Sandbox
 
 __all__ = ["OpenCode", "prompt_of"]
 

@@ -94,6 +94,7 @@ def _serve_child(args: list[str], fds: list[int]) -> int:
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
+    # deferred: the server imports mcp (seconds); only a zygote loads it, never the harness
     from agentkit_fleet.localenv import server
 
     try:
@@ -112,6 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     """Serve forks until the process that started this one is gone."""
     args = sys.argv[1:] if argv is None else argv
     path = args[0]
+    # deferred: the server imports mcp (seconds); only a zygote loads it, never the harness
     from agentkit_fleet.localenv import server
 
     # the slow part, done once here: importing mcp, and the imports and schema
