@@ -14,7 +14,7 @@ a pool scans all of its connections on every request.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from agentkit._limits import loads_bounded
@@ -228,21 +228,24 @@ class ModelEndpoint:
         headers: Mapping[str, Any] | None = None,
         timeout: float | None = None,
         max_bytes: int | None = None,
+        first_byte: Callable[[], object] | None = None,
     ) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
         index, pool = self._pool()
         self.in_flight[index] += 1
         self.served[index] += 1
         try:
             args = self._request_args(body, headers, timeout)
-            if max_bytes is None:
+            if max_bytes is None and first_byte is None:
                 response = await pool.request(method, self.url(path, query), **args)
                 return response.status, response.headers, response.content
             async with pool.stream(method, self.url(path, query), **args) as response:
                 parts: list[bytes] = []
                 size = 0
                 async for chunk in response.aiter_stream():
+                    if first_byte is not None and not parts:
+                        first_byte()
                     size += len(chunk)
-                    if size > max_bytes:  # never held whole
+                    if max_bytes is not None and size > max_bytes:  # never held whole
                         raise EndpointError(
                             "model_bad_response",
                             f"the model's reply is larger than {max_bytes} bytes; refused",
@@ -262,16 +265,24 @@ class ModelEndpoint:
         query: Mapping[str, Any] | None = None,
         headers: Mapping[str, Any] | None = None,
         max_bytes: int | None = None,
+        first_byte: Callable[[], object] | None = None,
     ) -> Any:
         """POST JSON and return the JSON answer; a non-2xx status raises EndpointError.
 
         An answer that is not JSON, or is nested deeper than
         :data:`~agentkit._limits.MAX_NESTING_DEPTH` levels, is refused
         (``model_bad_response``). With ``max_bytes``, a larger answer is
-        refused likewise without being held whole.
+        refused likewise without being held whole. ``first_byte`` is called
+        when the first bytes of the answer's body arrive.
         """
         status, answer_headers, content = await self._request(
-            "POST", path, body, query=query, headers=headers, max_bytes=max_bytes
+            "POST",
+            path,
+            body,
+            query=query,
+            headers=headers,
+            max_bytes=max_bytes,
+            first_byte=first_byte,
         )
         if status >= 300:
             message = f"model endpoint answered HTTP {status}: {_detail(content)}"

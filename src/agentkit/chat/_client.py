@@ -196,7 +196,7 @@ class ChatClient:
                 if streamed:
                     fields = await self._streamed(body, shape, start, first)
                 else:
-                    fields = await self._plain(body, shape)
+                    fields = await self._plain(body, shape, start, first)
         except ModelCallError as exc:
             raise self._error(exc.kind, str(exc), exc.status, exc.retry_after) from None
         except EndpointError as exc:  # not chained: the server's text may hold the key
@@ -215,13 +215,23 @@ class ChatClient:
             request=body,
             stream=streamed,
             started_at=started_at,
-            time_to_first_token=first[0] if first else None,
-            latency=time.monotonic() - start,
+            ttft_s=first[0] if first else None,
+            duration_s=time.monotonic() - start,
         )
 
-    async def _plain(self, body: dict[str, Any], shape: RequestShape) -> dict[str, Any]:
+    async def _plain(
+        self, body: dict[str, Any], shape: RequestShape, start: float, first: list[float]
+    ) -> dict[str, Any]:
+        def first_byte() -> None:
+            first.append(time.monotonic() - start)
+
         data = await self._pool.post_json(
-            _PATH, body, query=shape.query, headers=shape.headers, max_bytes=self.max_reply_bytes
+            _PATH,
+            body,
+            query=shape.query,
+            headers=shape.headers,
+            max_bytes=self.max_reply_bytes,
+            first_byte=first_byte,
         )
         return read_completion(data, Cap(self.max_reply_chars))
 
@@ -232,9 +242,9 @@ class ChatClient:
         async for chunk in self._pool.stream_events(
             _PATH, body, query=shape.query, headers=shape.headers
         ):
-            reader.add(chunk)
-            if not first and reader.generating:
+            if not first:
                 first.append(time.monotonic() - start)
+            reader.add(chunk)
         return reader.finish_reading()
 
     def _shape(self, stream: bool) -> RequestShape:

@@ -45,10 +45,11 @@ class ChatResponse:
       assembled from its chunks (``id``, ``object``, ``model``, ``choices``
       with the message, ``usage``, the token fields);
     - ``stream``: whether the call was streamed;
-    - ``started_at``: when it was sent (``time.time()``); ``time_to_first_token``:
-      seconds until the first streamed text, reasoning or tool-call piece
-      (None for a call that was not streamed, or a stream without any);
-      ``latency``: seconds from sending to the whole reply read.
+    - ``started_at``: when it was sent (a Unix time); ``ttft_s``: seconds to
+      the first bytes of the answer's body (the first event of a stream);
+      ``duration_s``: seconds from sending to the whole reply read.
+
+    The fields are those a recorded call (``agentkit._calls.ModelCall``) keeps.
     """
 
     message: dict[str, Any]
@@ -64,8 +65,8 @@ class ChatResponse:
     body: dict[str, Any] = attrs.field(factory=dict)
     stream: bool = False
     started_at: float = 0.0
-    time_to_first_token: float | None = None
-    latency: float = 0.0
+    ttft_s: float | None = None
+    duration_s: float = 0.0
 
     @property
     def content(self) -> Any:
@@ -172,8 +173,6 @@ class StreamReader:
         self.id: str | None = None
         self.model: Any = None
         self.seen = False
-        #: Whether a text, reasoning or tool-call piece has arrived yet.
-        self.generating = False
         self.prompt_ids: list[int] | None = None
         self.token_ids: list[int] = []
         self.logprobs: list[float] = []
@@ -196,15 +195,12 @@ class StreamReader:
             delta = _typed(choice.get("delta"), dict, "a stream chunk's delta") or {}
             content = _typed(delta.get("content"), str, "a stream chunk's content")
             if content:
-                self.generating = True
                 self.text.append(content)
             reasoning = delta.get("reasoning_content")
             if isinstance(reasoning, str):
-                self.generating = self.generating or bool(reasoning)
                 self.thought.append(reasoning)
             parts = _typed(delta.get("tool_calls"), list, "a stream chunk's tool_calls")
             for part in parts or ():
-                self.generating = True
                 self._tool_call_part(_typed(part, dict, "a stream chunk's tool call"))
             finish = choice.get("finish_reason")
             if finish and isinstance(finish, str):

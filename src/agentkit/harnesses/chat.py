@@ -287,7 +287,7 @@ class ChatHarness:
                 "cached_tokens": usage.cached_tokens,
                 "reasoning_tokens": usage.reasoning_tokens,
             },
-            latency_sec=round(response.latency, 6),
+            latency_sec=round(response.duration_s, 6),
         )
         return response.message
 

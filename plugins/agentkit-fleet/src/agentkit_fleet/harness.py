@@ -450,7 +450,7 @@ class FleetToolCallHarness:
                     "cached_tokens": response.usage.cached_tokens,
                     "reasoning_tokens": response.usage.reasoning_tokens,
                 },
-                latency_sec=round(response.latency, 6),
+                latency_sec=round(response.duration_s, 6),
             )
             await episode.step(text)
         return usage, "completed", None, None
