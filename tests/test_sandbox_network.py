@@ -220,6 +220,32 @@ async def test_a_failing_slirp4netns_is_a_clear_error_that_leaves_nothing(
     assert host_pids_with_arg(str(root / "fs")) == []  # no bubblewrap left
 
 
+@pytest.mark.needs_root
+async def test_slirp4netns_as_root_without_unshare_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As root slirp4netns starts under util-linux's unshare (why: the last test here);
+    without it, an error that names the package, and nothing left."""
+    need_slirp4netns()
+    if os.geteuid() != 0:
+        pytest.skip("root only: as another user slirp4netns starts without unshare")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for name in ("bwrap", "nsenter", "setpriv", "prlimit", "slirp4netns"):
+        found = shutil.which(name)
+        assert found is not None
+        (tools / name).symlink_to(found)
+    monkeypatch.setenv("PATH", str(tools))
+    root = tmp_path / "rollout"
+    sb = LocalSandbox(
+        root=root, hints=ExecutionHints(network=True), allow_network=True, network_mode="private"
+    )
+    with pytest.raises(SandboxUnavailableError, match="unshare from util-linux"):
+        await sb.setup()
+    await sb.close()
+    assert host_pids_with_arg(str(root / "fs")) == []  # no bubblewrap left
+
+
 async def test_slirp4netns_goes_with_the_sandbox(sandbox_factory) -> None:  # type: ignore[no-untyped-def]
     need_slirp4netns()
     sb = await sandbox_factory("local", hints=ExecutionHints(network=True), allow_network=True)
@@ -268,6 +294,57 @@ asyncio.run(main())
             break
         time.sleep(0.02)
     assert _is_zombie_or_gone(slirp), "slirp4netns outlived its orchestrator"
+
+
+#: Run in a mount namespace of its own (argv: a directory, the sandbox's root): mounts a
+#: shared tmpfs with a tmpfs below it, as Docker's data root holds its containers' root file
+#: systems, then starts a sandbox whose slirp4netns builds its own sandbox (ready is said
+#: after it has detached its copy of the mounts) and says whether the one below is still there.
+SHARED_MOUNT_SURVIVES = """
+import asyncio, os, subprocess, sys
+from pathlib import Path
+from agentkit._sandbox import ExecutionHints
+from agentkit.sandbox.local import LocalSandbox
+
+shared = Path(sys.argv[1])
+below = shared / "below"
+subprocess.run(["mount", "-t", "tmpfs", "agentkit-shared", str(shared)], check=True)
+subprocess.run(["mount", "--make-shared", str(shared)], check=True)
+below.mkdir()
+subprocess.run(["mount", "-t", "tmpfs", "agentkit-below", str(below)], check=True)
+
+
+async def main():
+    sb = LocalSandbox(root=Path(sys.argv[2]), hints=ExecutionHints(network=True),
+                      allow_network=True, network_mode="private")
+    await sb.setup()
+    try:
+        print("mounted" if os.path.ismount(below) else "gone", flush=True)
+    finally:
+        await sb.close()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.needs_root
+def test_slirp4netns_leaves_the_hosts_mounts_alone(tmp_path: Path) -> None:
+    """slirp4netns's own sandbox detaches its copy of the mounts: as root, that must not
+    unmount ours (the mounts below a shared one, as a running Docker container's root file
+    system is below the engine's shared data root)."""
+    need_slirp4netns()
+    if os.geteuid() != 0:
+        pytest.skip("root only: as another user slirp4netns cannot touch the host's mounts")
+    (tmp_path / "shared").mkdir()
+    # A mount namespace of the test's own: what it mounts never reaches the machine.
+    unshare = ["unshare", "--mount", "--propagation", "private"]
+    done = subprocess.run(
+        [*unshare, sys.executable, "-c", SHARED_MOUNT_SURVIVES, str(tmp_path / "shared"),
+         str(tmp_path / "rollout")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "mounted", "slirp4netns unmounted a mount of its parent's"
 
 
 def test_endpoint_parsing() -> None:

@@ -14,6 +14,20 @@ reaches in through the relay, as without network.
 One slirp4netns process serves one sandbox. Its exit descriptor is a pipe
 whose only write end the orchestrator holds: it exits when the sandbox is
 closed, or when the orchestrator dies, however abruptly.
+
+**Its sandbox must not unmount the host's file systems.** ``--enable-sandbox``
+moves slirp4netns into a mount namespace of its own, makes only ``/`` private
+there (not what is mounted below it), pivots into a tmpfs and detaches the old
+root. Run as root (in the user namespace the mounts belong to), that detach
+propagates to every mount that is a peer of one in the old root: Docker's
+data root is a shared mount, so the root file system of every running
+container vanished from the engine's view (``docker cp`` and the archive API
+then wrote into an empty directory the container never sees, ``exec -u root``
+found no ``/etc/passwd``). As root, slirp4netns therefore starts in a mount
+namespace whose mounts are all slaves of ours (``unshare --mount
+--propagation slave``): the host's mount events still reach it, its own
+unmounts stay its own. As another user it builds its sandbox in the
+sandbox's user namespace, where the kernel already makes the mounts slaves.
 """
 
 from __future__ import annotations
@@ -52,6 +66,26 @@ def require_slirp4netns() -> str:
     return found
 
 
+def _own_mount_namespace() -> list[str]:
+    """The command prefix that starts slirp4netns where its sandbox cannot unmount ours.
+
+    As root: ``unshare --mount --propagation slave --`` (util-linux), so the
+    mounts slirp4netns detaches are slaves of the host's, whose unmounting
+    does not propagate back (see the module docstring). As another user:
+    nothing (it builds its sandbox in the sandbox's user namespace).
+    """
+    if os.geteuid() != 0:
+        return []
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        raise SandboxUnavailableError(
+            "network_mode=private as root needs unshare from util-linux, to keep "
+            "slirp4netns's unmounts out of the host's mount namespace: "
+            "install it with `apt-get install util-linux`"
+        )
+    return [unshare, "--mount", "--propagation", "slave", "--"]
+
+
 class Slirp:
     """A running slirp4netns attached to one sandbox's network namespace."""
 
@@ -71,10 +105,12 @@ class Slirp:
         Raises :class:`SandboxError` with slirp4netns's own message when it
         cannot (no ``/dev/net/tun``, a kernel without tap support...).
         """
+        prefix = _own_mount_namespace()
         ready_r, ready_w = os.pipe()
         exit_r, exit_w = os.pipe()
         try:
             proc = await asyncio.create_subprocess_exec(
+                *prefix,
                 program,
                 "--configure",
                 "--mtu=65520",
