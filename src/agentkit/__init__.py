@@ -30,7 +30,14 @@ if TYPE_CHECKING:
     from agentkit._result import INFRA_ERROR_KINDS, RETRYABLE_ERROR_KINDS, HarnessResult, Status
     from agentkit._rubric import RewardFunction, Rubric, call_reward, reward
     from agentkit._run_options import RunOptions
-    from agentkit._sandbox import ExecResult, ExecutionHints, Process, Sandbox, TaskImage
+    from agentkit._sandbox import (
+        ExecResult,
+        ExecutionHints,
+        ForkableSandbox,
+        Process,
+        Sandbox,
+        TaskImage,
+    )
     from agentkit._task import (
         RESERVED_AGENT_KEYS,
         Task,
@@ -61,6 +68,7 @@ _LAZY: dict[str, str] = {
     "EventRecorder": "agentkit._events",
     "ExecResult": "agentkit._sandbox",
     "ExecutionHints": "agentkit._sandbox",
+    "ForkableSandbox": "agentkit._sandbox",
     "Process": "agentkit._sandbox",
     "Harness": "agentkit._harness",
     "HarnessResult": "agentkit._result",
@@ -100,6 +108,7 @@ __all__ = [
     "EventRecorder",
     "ExecResult",
     "ExecutionHints",
+    "ForkableSandbox",
     "Harness",
     "HarnessError",
     "HarnessResult",

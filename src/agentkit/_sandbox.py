@@ -8,7 +8,15 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
-__all__ = ["ExecResult", "ExecutionHints", "Process", "Sandbox", "SandboxFactory", "TaskImage"]
+__all__ = [
+    "ExecResult",
+    "ExecutionHints",
+    "ForkableSandbox",
+    "Process",
+    "Sandbox",
+    "SandboxFactory",
+    "TaskImage",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -154,6 +162,43 @@ class Sandbox(Protocol):
     async def __aenter__(self) -> Sandbox: ...
 
     async def __aexit__(self, *exc: object) -> None: ...
+
+
+@runtime_checkable
+class ForkableSandbox(Sandbox, Protocol):
+    """A sandbox that can branch: an optional capability beside :class:`Sandbox`.
+
+    A sandbox kind that can copy its state offers :meth:`fork`; one that
+    cannot simply has no such method (the :class:`Sandbox` contract does not
+    ask for it). Callers go through :func:`agentkit.sandbox.fork_sandbox`,
+    which raises :class:`~agentkit.sandbox.SandboxForkError` naming the
+    sandbox when it cannot fork. See ``docs/sandboxes.md``, "Forking a
+    sandbox".
+    """
+
+    async def fork(
+        self, *, root: str | Path | None = None, rollout_id: str | None = None
+    ) -> Sandbox:
+        """A new, started, independent sandbox whose files are this one's now.
+
+        Parent and child then diverge: each sees only its own writes. The
+        child carries files, not processes: nothing running in the parent
+        runs in the child, whose start runs what a fresh start runs (the
+        image's entrypoint) but copies no ``hints.paths`` in. It has the
+        parent's hints, options and model endpoint, its own network and, where
+        the sandbox has them, its own host ids. The parent's processes are
+        paused only while its files are copied.
+
+        ``root``: where the child's files live (a directory that does not
+        exist yet, or is empty; kept at close unless ``close(remove=True)``);
+        by default a new directory beside the parent's, removed when the child
+        closes. ``rollout_id``: the child's (default: the parent's with a
+        ``.forkN`` suffix). The caller closes the child (``async with``
+        works). Raises :class:`~agentkit.sandbox.SandboxForkError` when this
+        sandbox cannot fork now (not started, closed, or a kind of it that
+        cannot), leaving the parent as it was.
+        """
+        ...
 
 
 class SandboxFactory(Protocol):

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from agentkit._errors import OptionError
 from agentkit._sandbox import ExecResult, ExecutionHints
 from agentkit.sandbox._errors import SandboxError
+from agentkit.sandbox._fork import Gate
 from agentkit.sandbox._paths import SandboxFS
 from agentkit.sandbox._process import SandboxProcess, spawn
 
@@ -90,6 +91,11 @@ class BaseSandbox:
         self._procs: set[SandboxProcess] = set()
         self._state = "new"
         self._lock = asyncio.Lock()
+        #: Closed while a fork copies the files: commands and uploads wait.
+        self._gate = Gate()
+        #: True for a fork's child: it starts with the parent's files (``hints.paths``
+        #: included), which it neither makes nor copies in again.
+        self._fork_child = False
         self.fs: SandboxFS = SandboxFS(mounts=(), workdir=self.workdir)
 
     @property
@@ -123,7 +129,7 @@ class BaseSandbox:
             await self._start_backend()
             self._state = "running"
         try:
-            for dst, src in self.hints.paths.items():
+            for dst, src in () if self._fork_child else self.hints.paths.items():
                 await asyncio.to_thread(self.fs.copy_in, Path(src), dst)
             await self._after_start()
         except BaseException:
@@ -255,21 +261,26 @@ class BaseSandbox:
             await self.setup()
         who = self._resolve_user(user)
         wd = self.fs.absolute(cwd) if cwd else self.workdir
-        argv, host_env, host_cwd = self._spawn_args(self._argv(cmd), wd, self._env(env, who), who)
-        proc, exited, transport = await spawn(
-            argv, stdin=stdin, env=host_env, cwd=host_cwd, pass_fds=self._spawn_fds()
-        )
-        pid = proc.pid
-        self._on_spawn(pid)
-        sp = SandboxProcess(
-            proc,
-            exited,
-            lambda: self._kill_process_tree(pid),
-            max_output=self._max_output,
-            on_exit=self._procs.discard,
-            transport=transport,
-        )
-        self._procs.add(sp)
+        async with self._gate.passing():
+            # Started and registered while no fork copies the files (a fork
+            # pauses the processes it finds registered).
+            argv, host_env, host_cwd = self._spawn_args(
+                self._argv(cmd), wd, self._env(env, who), who
+            )
+            proc, exited, transport = await spawn(
+                argv, stdin=stdin, env=host_env, cwd=host_cwd, pass_fds=self._spawn_fds()
+            )
+            pid = proc.pid
+            self._on_spawn(pid)
+            sp = SandboxProcess(
+                proc,
+                exited,
+                lambda: self._kill_process_tree(pid),
+                max_output=self._max_output,
+                on_exit=self._procs.discard,
+                transport=transport,
+            )
+            self._procs.add(sp)
         return sp
 
     async def exec(
@@ -304,7 +315,8 @@ class BaseSandbox:
         """Copy host ``src`` to ``dst`` inside: a file, or a directory's contents."""
         if self._state != "running":
             await self.setup()
-        await asyncio.to_thread(self.fs.copy_in, Path(src), dst)
+        async with self._gate.passing():
+            await asyncio.to_thread(self.fs.copy_in, Path(src), dst)
 
     async def download(self, src: str, dst: str | Path) -> None:
         """Copy ``src`` from inside to host ``dst``: a file, or a directory's contents."""

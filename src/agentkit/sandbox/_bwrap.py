@@ -28,6 +28,7 @@ __all__ = [
     "exec_prefix",
     "find_tools",
     "holder_argv",
+    "host_symlinks",
     "host_usr_args",
     "ro_bind_sources",
 ]
@@ -135,6 +136,13 @@ def _host_static_args() -> tuple[tuple[str, ...], tuple[str, ...]]:
 def host_usr_args() -> list[str]:
     """The host's ``/usr`` (and the top-level links into it) as bwrap arguments."""
     return list(_host_static_args()[0])
+
+
+def host_symlinks() -> list[str]:
+    """The top-level links into ``/usr`` (``/bin``...) bubblewrap makes in the sandbox's root
+    on the host's userland (it refuses to start where one is there already)."""
+    args = _host_static_args()[0]
+    return [args[i + 2] for i, a in enumerate(args) if a == "--symlink"]
 
 
 def ro_bind_sources() -> list[str]:

@@ -8,8 +8,9 @@ opted in (``allow_host_root``), which is then a warning for the run.
 
 **Nothing left behind.** Every container and network the sandbox makes
 carries :data:`LABEL` and its owner (host name, pid and that process's start
-time). :func:`prune` removes those whose owner is gone (an orchestrator killed
-with ``kill -9``), or all of them; the next run does it before it starts, and
+time), and so does the image a fork commits (:data:`FORK_REPOSITORY`).
+:func:`prune` removes those whose owner is gone (an orchestrator killed with
+``kill -9``), or all of them; the next run does it before it starts, and
 ``agentkit sandbox prune`` on demand.
 """
 
@@ -28,6 +29,7 @@ from agentkit.images._errors import ImageUnavailableError
 from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
 
 __all__ = [
+    "FORK_REPOSITORY",
     "HOST_ROOT_WARNING",
     "LABEL",
     "EngineInfo",
@@ -44,6 +46,9 @@ LABEL = "org.agentkit.sandbox"
 OWNER_LABEL = "org.agentkit.owner"
 ROLLOUT_LABEL = "org.agentkit.rollout"
 COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
+#: Where a fork's commit of its parent container goes (``agentkit/fork:<id>``); the
+#: image carries the parent's labels, so leftovers are found like containers.
+FORK_REPOSITORY = "agentkit/fork"
 
 HOST_ROOT_WARNING = (
     "sandbox 'docker' runs on an engine that maps containers' root to this machine's root "
@@ -186,7 +191,8 @@ class PruneReport:
 
 
 async def prune(*, everything: bool = False, images: bool = False) -> PruneReport:
-    """Remove the docker sandbox's leftovers: containers, networks, compose projects.
+    """Remove the docker sandbox's leftovers: containers, networks, compose projects,
+    the images forks committed.
 
     Without ``everything`` only those whose owner process is gone; with it,
     every one (including those of runs still going). ``images`` also removes
@@ -233,6 +239,20 @@ async def prune(*, everything: bool = False, images: bool = False) -> PruneRepor
             except aiodocker.DockerError as exc:
                 if exc.status != 404:
                     report.errors.append(f"network {net['Name']}: {exc.message}")
+        forks = await client.images.list(
+            filters={"reference": [f"{FORK_REPOSITORY}:*"], "label": [LABEL]}
+        )
+        for image in forks:
+            labels = image.get("Labels") or {}
+            if not everything and _owner_alive(str(labels.get(OWNER_LABEL, ""))):
+                continue
+            for tag in image.get("RepoTags") or []:
+                try:
+                    await client.images.delete(tag, force=False)
+                    report.images.append(tag)
+                except aiodocker.DockerError as exc:
+                    if exc.status != 404:
+                        report.errors.append(f"image {tag}: {exc.message}")
         if images:
             for image in await client.images.list(filters={"reference": [f"{REPOSITORY}:*"]}):
                 for tag in image.get("RepoTags") or []:

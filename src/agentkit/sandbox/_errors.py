@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agentkit._errors import AgentkitError
 
-__all__ = ["SandboxError", "SandboxPathError", "SandboxUnavailableError"]
+__all__ = ["SandboxError", "SandboxForkError", "SandboxPathError", "SandboxUnavailableError"]
 
 
 class SandboxError(AgentkitError):
@@ -17,3 +17,8 @@ class SandboxUnavailableError(SandboxError):
 
 class SandboxPathError(SandboxError, ValueError):
     """A path given for the sandbox escapes it, or names a read-only location."""
+
+
+class SandboxForkError(SandboxError):
+    """A sandbox cannot fork (its kind has no ``fork``, or not in its present state),
+    or a fork failed; the message names the sandbox. The parent is left as it was."""

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import tarfile
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -40,6 +42,7 @@ from agentkit.sandbox._base import _rmtree
 from agentkit.sandbox._compose import ComposeProject, prepare_compose
 from agentkit.sandbox._container import ContainerSpec
 from agentkit.sandbox._docker_engine import (
+    FORK_REPOSITORY,
     check_engine,
     engine_info,
     owner_labels,
@@ -47,9 +50,11 @@ from agentkit.sandbox._docker_engine import (
 )
 from agentkit.sandbox._docker_files import extract_download, upload_tar
 from agentkit.sandbox._docker_process import DockerProcess
-from agentkit.sandbox._errors import SandboxError, SandboxPathError
+from agentkit.sandbox._errors import SandboxError, SandboxForkError, SandboxPathError
+from agentkit.sandbox._fork import ForkStats, Gate, cannot_fork, fork_id, fork_root
 from agentkit.sandbox._forward import Endpoint, Relay, loopback_endpoint, parse_endpoint
 from agentkit.sandbox._imageroot import HEALTH_TIMEOUT_SEC
+from agentkit.sandbox._layercopy import copy_tree
 from agentkit.sandbox._netns import listen_in_netns
 
 __all__ = ["DEFAULT_IMAGE", "DockerSandbox"]
@@ -100,6 +105,16 @@ class DockerSandbox:
         keep: bool = False,
         max_output_mb: int = 64,
     ) -> None:
+        #: The options, as given: a fork's child is made with the same.
+        self._options: dict[str, Any] = {
+            "allow_network": allow_network,
+            "allow_host_root": allow_host_root,
+            "default_image": default_image,
+            "max_builds": max_builds,
+            "no_new_privileges": no_new_privileges,
+            "keep": keep,
+            "max_output_mb": max_output_mb,
+        }
         self.root = Path(root).absolute()
         self.hints = hints or ExecutionHints()
         self.rollout_id = rollout_id
@@ -142,6 +157,14 @@ class DockerSandbox:
         self._procs: set[DockerProcess] = set()
         self._state = "new"
         self._lock = asyncio.Lock()
+        #: Closed while a fork commits the container: commands and uploads wait.
+        self._gate = Gate()
+        self._forks = itertools.count(1)
+        #: A fork's child: the image committed from its parent (removed at close),
+        #: and no ``hints.paths`` copied in (the parent's files have them).
+        self._fork_image: str | None = None
+        #: What the fork that made this sandbox cost (None: not a fork's child).
+        self.fork_stats: ForkStats | None = None
 
     # -- run-level hooks (see agentkit.SandboxFactory) ------------------------
 
@@ -210,7 +233,7 @@ class DockerSandbox:
                 raise
             self._state = "running"
         try:
-            for dst, src in self.hints.paths.items():
+            for dst, src in self.hints.paths.items() if self._fork_image is None else ():
                 await self.upload(src, dst)
         except BaseException:
             await self.close()
@@ -238,9 +261,11 @@ class DockerSandbox:
                 container_id = await self._compose.up()
                 self._container = await self._client.containers.get(container_id)
             else:
-                ref = await resolve_image(image)
-                self.image = ref.reference
-                self._container = await self._create(ref.reference)
+                if self._fork_image is not None:
+                    self.image = self._fork_image
+                else:
+                    self.image = (await resolve_image(image)).reference
+                self._container = await self._create(self.image)
                 try:
                     await self._container.start()
                 except _aiodocker().DockerError as exc:
@@ -394,6 +419,9 @@ class DockerSandbox:
                         f"removing container {self.container_name}: {exc.message}"
                     ) from None
         self._container = None
+        if self._fork_image is not None:
+            await self._remove_fork_image(self._fork_image)
+            self._fork_image = None
         if self._network_id is not None:
             with contextlib.suppress(aiodocker.DockerError):
                 await (await self._client.networks.get(self._network_id)).delete()
@@ -401,6 +429,94 @@ class DockerSandbox:
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+    # -- forking ----------------------------------------------------------------
+
+    async def fork(
+        self, *, root: Path | str | None = None, rollout_id: str | None = None
+    ) -> DockerSandbox:
+        """A new, started container whose files are this one's now (see ``ForkableSandbox``).
+
+        The container is paused (the engine's cgroup freezer) while the engine
+        commits it to an image (``agentkit/fork:<id>``) and its host log
+        directories are copied; then a container of that image starts with the
+        same spec (its entrypoint runs again; anonymous volumes, which a commit
+        does not hold, start empty). The image is removed when the child
+        closes. A compose project cannot fork.
+        """
+        who = self.rollout_id or self.container_name
+        if self._state != "running" or self._container is None:
+            state = "not started yet" if self._state == "new" else "closed"
+            raise cannot_fork(self.name, who, f"it is {state}")
+        if self._compose is not None:
+            raise cannot_fork(
+                self.name,
+                who,
+                "it runs a compose project, whose sidecar services a commit would not "
+                "carry; only a task with a single container can fork",
+            )
+        child_root = fork_root(self.root, root, kind=self.name, who=who)
+        child = DockerSandbox(
+            root=child_root,
+            hints=self.hints,
+            rollout_id=rollout_id or fork_id(self.rollout_id, next(self._forks)),
+            model_endpoint=self.model_endpoint,
+            **self._options,
+        )
+        child.owns_root = root is None
+        try:
+            async with self._lock, self._gate.closed():
+                if self._state != "running":
+                    raise cannot_fork(self.name, who, "it was closed as the fork began")
+                await self._commit_to(child)
+            await child.setup()
+        except BaseException as exc:
+            await child.close(remove=True)
+            aiodocker = _aiodocker()
+            if isinstance(exc, (OSError, aiodocker.DockerError)) and not isinstance(
+                exc, SandboxError
+            ):
+                detail = getattr(exc, "message", None) or str(exc)
+                raise SandboxForkError(
+                    f"sandbox {self.name!r} ({who}): the fork failed: {detail}"
+                ) from None
+            raise
+        return child
+
+    async def _commit_to(self, child: DockerSandbox) -> None:
+        """Pause the container, commit it to the child's image, copy the host log
+        directories; resume it (the cost in ``child.fork_stats``)."""
+        container = self._container
+        assert container is not None
+        started = time.monotonic()
+        await container.pause()
+        try:
+            tag = f"{FORK_REPOSITORY}:{uuid.uuid4().hex[:16]}"
+            repository, _, name = tag.partition(":")
+            await container.commit(repository=repository, tag=name, pause=False)
+            # Removed by the child's close (even if it never starts).
+            child._fork_image = tag
+            copied = await asyncio.to_thread(copy_tree, self.root / "fs", child.root / "fs")
+        finally:
+            await container.unpause()
+        child.fork_stats = ForkStats(
+            parent=self.rollout_id or self.container_name,
+            paused_sec=time.monotonic() - started,
+            entries=copied.entries,
+            bytes=copied.bytes,
+        )
+
+    async def _remove_fork_image(self, image: str) -> None:
+        """Untag and remove a fork's image; one that has forks of its own is only
+        untagged, and goes with the last of them (the engine prunes untagged parents)."""
+        aiodocker = _aiodocker()
+        client = self._client if self._client is not None else docker_client()
+        try:
+            with contextlib.suppress(aiodocker.DockerError):
+                await client.images.delete(image, force=False, noprune=False)
+        finally:
+            if client is not self._client:
+                await client.close()
 
     # -- commands -------------------------------------------------------------
 
@@ -451,15 +567,16 @@ class DockerSandbox:
             self._workdir_ready = True
             workdir = "/"
         try:
-            execution = await self._container.exec(
-                argv,
-                stdin=stdin,
-                user=user or "",
-                environment=self._env(env),
-                workdir=workdir,
-            )
-            stream = execution.start(detach=False)
-            await stream.__aenter__()
+            async with self._gate.passing():  # not while a fork pauses the container
+                execution = await self._container.exec(
+                    argv,
+                    stdin=stdin,
+                    user=user or "",
+                    environment=self._env(env),
+                    workdir=workdir,
+                )
+                stream = execution.start(detach=False)
+                await stream.__aenter__()
         except aiodocker.DockerError as exc:
             raise SandboxError(await self._exec_failure(exc)) from None
         proc = DockerProcess(
@@ -553,7 +670,8 @@ class DockerSandbox:
         aiodocker = _aiodocker()
         data = await asyncio.to_thread(upload_tar, Path(src), self._absolute(dst))
         try:
-            await self._container.put_archive("/", data)
+            async with self._gate.passing():  # not while a fork commits the container
+                await self._container.put_archive("/", data)
         except aiodocker.DockerError as exc:
             raise SandboxPathError(f"uploading {src} to {dst}: {exc.message}") from None
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
+import shutil
 import signal
 import socket
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NoReturn
@@ -29,10 +32,12 @@ from agentkit.sandbox._bwrap import (
     exec_prefix,
     find_tools,
     holder_argv,
+    host_symlinks,
     ro_bind_sources,
 )
-from agentkit.sandbox._errors import SandboxError
+from agentkit.sandbox._errors import SandboxError, SandboxForkError
 from agentkit.sandbox._etcfiles import EtcFile, account_files, data_fds, net_files
+from agentkit.sandbox._fork import ForkStats, cannot_fork, fork_id, fork_root
 from agentkit.sandbox._forward import (
     HOLDER_SCRIPT,
     Endpoint,
@@ -42,6 +47,7 @@ from agentkit.sandbox._forward import (
     python_for_holder,
     recv_fd,
 )
+from agentkit.sandbox._freeze import pause
 from agentkit.sandbox._hostid import (
     allocate_id,
     chown_tree,
@@ -50,7 +56,8 @@ from agentkit.sandbox._hostid import (
     write_id_maps,
 )
 from agentkit.sandbox._hosttools import TOOLS_DIR, host_tools
-from agentkit.sandbox._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot
+from agentkit.sandbox._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot, hold
+from agentkit.sandbox._layercopy import copy_tree
 from agentkit.sandbox._localimage import (
     check_runnable,
     hold_image_root,
@@ -68,6 +75,9 @@ from agentkit.sandbox._users import User, resolve_user
 __all__ = ["LocalSandbox"]
 
 _START_TIMEOUT_SEC = 30.0
+#: Files of /etc every sandbox writes for itself at start (its network's): a
+#: fork's child keeps its own, not the parent's.
+NET_ETC_FILES = ("hosts", "hostname", "resolv.conf")
 #: Directories every base image has, made in the rollout's root on the host userland.
 USERLAND_DIRS = ("/var/log", "/var/tmp", "/home", "/opt", "/run", "/srv", "/mnt")
 
@@ -143,6 +153,25 @@ class LocalSandbox(BaseSandbox):
         entrypoint: bool = True,
         max_builds: int = 2,
     ) -> None:
+        #: The options, as given: a fork's child is made with the same.
+        self._options: dict[str, Any] = {
+            "allow_network": allow_network,
+            "network_mode": network_mode,
+            "keep": keep,
+            "ro_binds": ro_binds,
+            "max_processes": max_processes,
+            "max_memory_mb": max_memory_mb,
+            "max_file_size_mb": max_file_size_mb,
+            "max_cpu_seconds": max_cpu_seconds,
+            "max_open_files": max_open_files,
+            "max_output_mb": max_output_mb,
+            "bwrap": bwrap,
+            "image": image,
+            "image_tool": image_tool,
+            "image_cache": image_cache,
+            "entrypoint": entrypoint,
+            "max_builds": max_builds,
+        }
         super().__init__(
             root=root,
             hints=hints,
@@ -232,6 +261,13 @@ class LocalSandbox(BaseSandbox):
         self._root_lock: int | None = None
         self._userns_fd: int | None = None
         self._shell = ""
+        self._forks = itertools.count(1)
+        #: What the fork that made this sandbox cost (None: not a fork's child).
+        self.fork_stats: ForkStats | None = None
+        #: A fork's child: the parent's image root, held again rather than looked up.
+        self._parent_image_root: ImageRoot | None = None
+        #: A fork's child on the host's userland: the parent's /etc, copied into its own.
+        self._parent_etc: Path | None = None
 
     # -- run-level hook (see agentkit.SandboxFactory) --------------------------
 
@@ -278,19 +314,28 @@ class LocalSandbox(BaseSandbox):
         return [*account_files(), *self._net_files()]
 
     def _make_dirs(self) -> None:
+        if self._fork_child:
+            # A fork's child: its files are the parent's copy (the upper layer's
+            # root included); only overlayfs' work directory is new.
+            if self.image is not None:
+                self._make_layer(self.root / "work")
+            return
         if self.image is not None:
             # The overlay's upper layer (its root's owner and mode are the
             # sandbox's /) and work directory; the rest is made inside.
             for layer in (self.fs_root, self.root / "work"):
-                layer.mkdir(mode=0o755, parents=True, exist_ok=True)
-                os.chmod(layer, 0o755)
-                if self.host_id is not None:
-                    os.chown(layer, self.host_id, self.host_id)
+                self._make_layer(layer)
             return
         super()._make_dirs()
         for d in USERLAND_DIRS:
             self._fs_dir(d).mkdir(parents=True, exist_ok=True)
         os.chmod(self._fs_dir("/var/tmp"), 0o1777)
+
+    def _make_layer(self, layer: Path) -> None:
+        layer.mkdir(mode=0o755, parents=True, exist_ok=True)
+        os.chmod(layer, 0o755)
+        if self.host_id is not None:
+            os.chown(layer, self.host_id, self.host_id)
 
     async def _start_backend(self) -> None:
         # Not cancellable: bubblewrap killed half-way through its start leaves a
@@ -302,6 +347,8 @@ class LocalSandbox(BaseSandbox):
             except BaseException:
                 self._release_image_root()
                 raise
+            if self._parent_etc is not None:
+                await self._take_parent_etc(self._parent_etc)
 
     async def _start_bwrap(self) -> None:
         # Sandboxes an earlier orchestrator could not take down with it.
@@ -313,7 +360,8 @@ class LocalSandbox(BaseSandbox):
         if self.image is not None:
             await self._use_image_root()
         elif self.host_id is not None:
-            self._hand_over_files(self.host_id)
+            # (A fork's child got its files with its own id already.)
+            self._hand_over_files(self.host_id, chown=not self._fork_child)
         info_r, info_w = os.pipe()
         block_r, block_w = os.pipe()
         chan_host: socket.socket | None = None
@@ -487,6 +535,12 @@ class LocalSandbox(BaseSandbox):
         """Get the task's image root and hold it (no prune removes it while we run)."""
         image = self.image
         assert image is not None
+        if self._parent_image_root is not None:
+            # A fork's child: the parent holds this root, so it is there.
+            fd = await asyncio.to_thread(hold, self._parent_image_root)
+            if fd is not None:
+                self.image_root, self._root_lock = self._parent_image_root, fd
+                return
         self.image_root, self._root_lock = await hold_image_root(
             image, image_tool=self._image_tool, image_cache=self._image_cache, id_base=self.host_id
         )
@@ -496,10 +550,11 @@ class LocalSandbox(BaseSandbox):
             os.close(self._root_lock)
             self._root_lock = None
 
-    def _hand_over_files(self, host_id: int) -> None:
+    def _hand_over_files(self, host_id: int, *, chown: bool = True) -> None:
         """Give the rollout's files to the sandbox's host id (see ``_hostid``)."""
         make_parents(self.fs_root, self.ro_binds)
-        chown_tree(self.fs_root, host_id)
+        if chown:
+            chown_tree(self.fs_root, host_id)
 
     async def _fail_start(self, reason: str = "") -> NoReturn:
         proc = self._bwrap_proc
@@ -634,6 +689,103 @@ class LocalSandbox(BaseSandbox):
         self._bwrap_proc = None
         # Everything inside is gone, and with it the overlay on the image root.
         self._release_image_root()
+
+    # -- forking ----------------------------------------------------------------
+
+    async def fork(
+        self, *, root: Path | str | None = None, rollout_id: str | None = None
+    ) -> LocalSandbox:
+        """A new, started sandbox whose files are this one's now (see ``ForkableSandbox``).
+
+        The parent's processes are paused (``SIGSTOP``, parents first; see
+        ``_freeze``) only while its writable files are copied (``_layercopy``):
+        on an image root the rollout's upper layer, over the same shared image
+        root; on the host's userland its root directory and its in-memory
+        ``/etc`` (but the network files, which each sandbox writes for itself).
+        Owners are remapped to the child's own host id where it has one. Then
+        the child starts as a fresh sandbox does (its own namespaces, network,
+        relay; the image's entrypoint), without copying ``hints.paths`` in
+        again. Forks of one parent copy one at a time; their children start
+        side by side. Commands and uploads given meanwhile wait for the copy.
+        """
+        who = self.rollout_id or str(self.root)
+        if self._state != "running":
+            state = "not started yet" if self._state == "new" else "closed"
+            raise cannot_fork(self.name, who, f"it is {state}")
+        child_root = fork_root(self.root, root, kind=self.name, who=who)
+        child = type(self)(
+            root=child_root,
+            hints=self.hints,
+            rollout_id=rollout_id or fork_id(self.rollout_id, next(self._forks)),
+            model_endpoint=self.model_endpoint,
+            **self._options,
+        )
+        child.owns_root = root is None
+        child._fork_child = True
+        child._parent_image_root = self.image_root
+        try:
+            async with self._lock, self._gate.closed():
+                if self._state != "running":
+                    raise cannot_fork(self.name, who, "it was closed as the fork began")
+                # Everything the copy pauses: the namespace's init (and all
+                # inside), and the wrappers of running commands (nsenter).
+                roots = [self._holder_pid, *(p.pid for p in self._procs)]
+                await asyncio.to_thread(self._copy_to, child, roots)
+            await child.setup()
+        except BaseException as exc:
+            await child.close(remove=True)
+            if isinstance(exc, OSError) and not isinstance(exc, SandboxError):
+                raise SandboxForkError(
+                    f"sandbox {self.name!r} ({who}): the fork failed: {exc}"
+                ) from None
+            raise
+        return child
+
+    def _copy_to(self, child: LocalSandbox, roots: list[int]) -> None:
+        """Pause this sandbox, copy its writable files to ``child``'s root, resume it
+        (the cost in ``child.fork_stats``)."""
+        ids = None
+        if self.host_id is not None and child.host_id not in (None, self.host_id):
+            ids = {self.host_id: child.host_id}
+        # On the host's userland bubblewrap made the links into /usr (/bin...) in
+        # the root: it makes them again in the child's, and refuses to find them.
+        links = () if self.image is not None else [p.lstrip("/") for p in host_symlinks()]
+        started = time.monotonic()
+        paused = pause(roots)
+        try:
+            copied = copy_tree(self.fs_root, child.fs_root, ids=ids, exclude=links)
+            if self.image is None:
+                # /etc is in the parent's memory (a tmpfs): kept aside until the
+                # child's own is up. Mount points in it (the host's pieces) stay.
+                etc = child.root / "etc"
+                copied += copy_tree(
+                    f"/proc/{self._holder_pid}/root/etc",
+                    etc,
+                    ids=ids,
+                    one_file_system=True,
+                    exclude=NET_ETC_FILES,
+                )
+                child._parent_etc = etc
+        finally:
+            paused.resume()
+        child.fork_stats = ForkStats(
+            parent=self.rollout_id or str(self.root),
+            paused_sec=time.monotonic() - started,
+            entries=copied.entries,
+            bytes=copied.bytes,
+        )
+
+    async def _take_parent_etc(self, etc: Path) -> None:
+        """A fork's child on the host's userland: put the parent's /etc over its own."""
+
+        def copy() -> None:
+            try:
+                copy_tree(etc, f"/proc/{self._holder_pid}/root/etc", merge=True)
+            finally:
+                shutil.rmtree(etc, ignore_errors=True)
+
+        await asyncio.to_thread(copy)
+        self._parent_etc = None
 
     # -- commands -------------------------------------------------------------
 

@@ -1,0 +1,357 @@
+"""Forking a running sandbox: real bubblewrap sandboxes (on an image root and on the
+host's userland) and the real Docker engine, on a real Harbor example task's image.
+
+Every check writes different files in parent and children and reads them back
+through the sandboxes themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentkit import ForkableSandbox, Sandbox
+from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
+from agentkit.sandbox import SandboxForkError, fork_sandbox
+from agentkit.sandbox._base import BaseSandbox
+from agentkit.sandbox.docker import DockerSandbox
+from agentkit.sandbox.local import LocalSandbox
+from agentkit.testing.sandbox_fixtures import (
+    host_pids_with_arg,
+    requires_bwrap,
+    unique_sleep_arg,
+    wait_present,
+)
+
+pytestmark = [pytest.mark.anyio, requires_bwrap]
+
+ROOT = Path(__file__).resolve().parents[1]
+#: A real Harbor example task: its entrypoint serves /srv/www on 127.0.0.1:8080.
+SERVICE_ENV = ROOT / "examples" / "harbor-docker" / "service-at-start" / "environment"
+SERVICE = TaskImage(dockerfile=str(SERVICE_ENV / "Dockerfile"), context=str(SERVICE_ENV))
+SIDECAR_ENV = ROOT / "examples" / "harbor-docker" / "sidecar-api" / "environment"
+#: Lists every process's command line inside a sandbox (the image has no ps).
+PROCESSES = "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f; echo; done"
+#: Which bytes /app/f holds, and how many.
+BYTES_SEEN = "d = open('/app/f', 'rb').read(); print(bytes(sorted(set(d))).decode(), len(d))"
+#: Kills the entrypoint's server (the image has no pkill).
+KILL_SERVER = (
+    "python3 -c \"import os; [os.kill(int(p), 9) for p in os.listdir('/proc') if p.isdigit() "
+    "and b'-m\\0http.server' in open('/proc/' + p + '/cmdline', 'rb').read()]\""
+)
+#: Asks the entrypoint's server for its listing of /srv/www, once it listens.
+LISTING = (
+    'python3 -c "import time, urllib.request as u\n'
+    "for _ in range(600):\n"
+    "    try: print(u.urlopen('http://127.0.0.1:8080/').read().decode()); break\n"
+    '    except OSError: time.sleep(0.05)\n"'
+)
+
+Make = Callable[..., Awaitable[Any]]
+
+
+def ok(r: ExecResult) -> str:
+    assert r.ok, (r.exit_code, r.stdout, r.stderr)
+    return r.stdout
+
+
+@pytest.fixture(params=["host-userland", "image-root"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """The local sandbox's two userlands."""
+    if request.param == "image-root":
+        request.getfixturevalue("image_tool")
+    return str(request.param)
+
+
+@pytest.fixture
+def local(sandbox_factory, image_cache: Path, kind: str) -> Make:
+    """A started local sandbox of ``kind`` (the example task's image on an image root)."""
+
+    async def make(**options: Any) -> LocalSandbox:
+        if kind == "image-root":
+            hints = ExecutionHints(image=SERVICE, workdir="/app")
+            options.setdefault("image_cache", str(image_cache))
+        else:
+            hints = ExecutionHints()
+        box: LocalSandbox = await sandbox_factory("local", hints=hints, **options)
+        return box
+
+    return make
+
+
+@pytest.fixture
+async def children() -> Any:
+    """Forks made by a test, closed at its end (closing twice is harmless)."""
+    made: list[Sandbox] = []
+    yield made
+    for child in made:
+        await child.close()
+
+
+async def test_parent_and_eight_children_each_see_only_their_own_writes(
+    local: Make, children: list[Sandbox], kind: str
+) -> None:
+    parent = await local()
+    assert isinstance(parent, ForkableSandbox)
+    ok(await parent.exec("mkdir -p /app/work && echo before > /app/work/shared"))
+    ok(await parent.exec("echo 0 > /app/work/counter"))
+    forks = await asyncio.gather(*(fork_sandbox(parent) for _ in range(8)))
+    children += forks
+    assert len({c.rollout_id for c in forks}) == 8  # type: ignore[attr-defined]
+    # Everyone writes: a file of its own, and the same existing file in place.
+    ok(await parent.exec("echo parent > /app/work/mine && echo parent >> /app/work/counter"))
+    for i, child in enumerate(forks):
+        ok(await child.exec(f"echo child{i} > /app/work/mine && echo {i} >> /app/work/counter"))
+        ok(await child.exec(f"echo {i} > /app/work/only-child{i}"))
+    assert ok(await parent.exec("cat /app/work/mine /app/work/counter")) == "parent\n0\nparent\n"
+    assert ok(await parent.exec("ls /app/work")) == "counter\nmine\nshared\n"
+    for i, child in enumerate(forks):
+        out = ok(await child.exec("cat /app/work/shared /app/work/mine /app/work/counter"))
+        assert out == f"before\nchild{i}\n0\n{i}\n"
+        assert ok(await child.exec("ls /app/work")) == f"counter\nmine\nonly-child{i}\nshared\n"
+    for child in forks:
+        assert isinstance(child, LocalSandbox)
+        assert child.fork_stats is not None and child.fork_stats.paused_sec > 0
+        if parent.host_id is not None and kind == "host-userland":
+            # Its own host id, and its files handed to it.
+            assert child.host_id not in (None, parent.host_id)
+            assert (child.fs_root / "app" / "work" / "mine").stat().st_uid == child.host_id
+
+
+async def test_a_deletion_before_the_fork_stays_deleted(
+    local: Make, children: list[Sandbox], kind: str
+) -> None:
+    parent = await local()
+    ok(await parent.exec("mkdir -p /app/d/sub && touch /app/d/gone /app/d/sub/x /app/d/kept"))
+    # Deleted files and a directory replaced by a new one of the same name (on an
+    # image root: overlayfs whiteouts and an opaque directory in the upper layer).
+    script = "rm /app/d/gone && rm -r /app/d/sub && mkdir /app/d/sub && touch /app/d/sub/new"
+    if kind == "image-root":
+        script += " && rm /srv/www/secret.txt && rm -r /usr/share/doc && mkdir /usr/share/doc"
+        script += " && echo mine > /usr/share/doc/only"
+    ok(await parent.exec(script))
+    child = await fork_sandbox(parent)
+    children.append(child)
+    assert ok(await child.exec("find /app/d | sort")) == (
+        "/app/d\n/app/d/kept\n/app/d/sub\n/app/d/sub/new\n"
+    )
+    if kind == "image-root":
+        assert ok(await child.exec("ls -A /srv/www /usr/share/doc")) == (
+            "/srv/www:\n\n/usr/share/doc:\nonly\n"
+        )
+        # The entrypoint's server (restarted in the child) serves the child's files.
+        assert "secret.txt" not in ok(await child.exec(LISTING))
+        assert ok(await child.exec("test -e /usr/bin/python3 && echo image")) == "image\n"
+
+
+async def test_files_changed_after_the_fork_are_not_shared(
+    local: Make, children: list[Sandbox]
+) -> None:
+    parent = await local()
+    ok(await parent.exec("head -c 100000 /dev/zero > /app/big && echo v1 > /app/note"))
+    child = await fork_sandbox(parent)
+    children.append(child)
+    # In place (the same inode), in both directions: a copy sharing inodes would leak.
+    ok(await parent.exec("printf P | dd of=/app/big bs=1 seek=10 conv=notrunc status=none"))
+    ok(await child.exec("printf C | dd of=/app/big bs=1 seek=20 conv=notrunc status=none"))
+    ok(await parent.exec("echo parent-after > /app/p && echo v2 >> /app/note"))
+    ok(await child.exec("echo child-after > /app/c && rm /app/note"))
+    assert ok(await parent.exec("od -An -c -j10 -N11 /app/big")).split() == ["P"] + ["\\0"] * 10
+    assert ok(await child.exec("od -An -c -j10 -N11 /app/big")).split() == ["\\0"] * 10 + ["C"]
+    assert ok(await parent.exec("cat /app/note; ls /app/p; ls /app/c || true")) == (
+        "v1\nv2\n/app/p\n"
+    )
+    assert ok(await child.exec("ls /app/note /app/p || ls /app/c")) == "/app/c\n"
+
+
+async def test_processes_are_not_carried_and_the_parent_goes_on(
+    local: Make, children: list[Sandbox]
+) -> None:
+    parent = await local()
+    marker = unique_sleep_arg()
+    ok(await parent.exec(f"sleep {marker} &"))
+    (sleeper,) = await wait_present(marker)
+    # A command running through the fork (paused and resumed with the rest) ends well.
+    reader = await parent.start(["sh", "-c", "read line; echo got $line"])
+    child = await fork_sandbox(parent)
+    children.append(child)
+    await reader.write_stdin(b"hello\n")
+    assert (await reader.wait(timeout=60)).stdout == "got hello\n"
+    assert marker not in ok(await child.exec(PROCESSES))
+    assert marker in ok(await parent.exec(PROCESSES))
+    assert host_pids_with_arg(marker) == [sleeper]
+    with open(f"/proc/{sleeper}/stat") as f:
+        assert f.read().rsplit(")", 1)[1].split()[0] == "S"  # resumed, asleep again
+
+
+async def test_a_file_written_during_the_fork_is_never_torn(
+    local: Make, children: list[Sandbox]
+) -> None:
+    parent = await local()
+    # Rewrites a 4 MiB file in place, all A then all B, with one write each, forever.
+    writer = (
+        "import os\n"
+        "fd = os.open('/app/f', os.O_RDWR | os.O_CREAT, 0o644)\n"
+        "blocks = [c * (4 << 20) for c in (b'A', b'B')]\n"
+        "os.pwrite(fd, blocks[0], 0)\n"
+        "open('/app/started', 'w').close()\n"
+        "while True:\n"
+        "    for b in blocks:\n"
+        "        os.pwrite(fd, b, 0)\n"
+    )
+    ok(await parent.exec(f"cat > /app/w.py <<'EOF'\n{writer}EOF\npython3 /app/w.py &"))
+    ok(await parent.exec("while [ ! -e /app/started ]; do sleep 0.01; done"))
+    for _ in range(4):
+        child = await fork_sandbox(parent)
+        children.append(child)
+        seen = ok(await child.exec(f"python3 -c {BYTES_SEEN!r}"))
+        assert seen in ("A 4194304\n", "B 4194304\n"), seen  # all A or all B, never a mix
+        await child.close()
+
+
+async def test_closing_either_side_leaves_the_other_working(
+    local: Make, children: list[Sandbox]
+) -> None:
+    parent = await local()
+    ok(await parent.exec("echo root > /app/gen"))
+    child = await fork_sandbox(parent)
+    children.append(child)
+    await parent.close()
+    ok(await child.exec("echo child >> /app/gen"))
+    grandchild = await fork_sandbox(child)
+    children.append(grandchild)
+    await child.close()
+    assert ok(await grandchild.exec("cat /app/gen && echo more >> /app/gen")) == "root\nchild\n"
+    assert ok(await grandchild.exec("cat /app/gen")) == "root\nchild\nmore\n"
+    assert isinstance(child, BaseSandbox) and not child.root.exists()  # its own root, removed
+
+
+async def test_the_host_userlands_etc_is_carried_but_its_network_files(
+    sandbox_factory, children: list[Sandbox]
+) -> None:
+    parent = await sandbox_factory("local")
+    ok(await parent.exec("useradd agent && mkdir /etc/app && echo conf > /etc/app/x"))
+    ok(await parent.exec("echo '10.9.9.9 edited' >> /etc/hosts"))
+    child = await fork_sandbox(parent)
+    children.append(child)
+    assert ok(await child.exec("id -u agent; cat /etc/app/x")) == "1000\nconf\n"
+    assert "edited" not in ok(await child.exec("cat /etc/hosts"))  # written for itself
+    assert ok(await child.exec("test -e /etc/ssl/certs && echo host-pieces")) == "host-pieces\n"
+
+
+@pytest.mark.usefixtures("image_tool")
+async def test_the_entrypoint_runs_again_in_the_child(
+    sandbox_factory, image_cache: Path, children: list[Sandbox]
+) -> None:
+    hints = ExecutionHints(image=SERVICE)
+    parent = await sandbox_factory("local", hints=hints, image_cache=str(image_cache))
+    assert "secret.txt" in ok(await parent.exec(LISTING))
+    # The parent's server is stopped: the child's is its own, started as at start.
+    ok(await parent.exec(KILL_SERVER))
+    assert not ok(await parent.exec(f"{PROCESSES} | grep -c http[.]server || true")).strip("0\n")
+    child = await fork_sandbox(parent)
+    children.append(child)
+    assert "secret.txt" in ok(await child.exec(LISTING))
+    assert ok(await child.exec(f"{PROCESSES} | grep -c http[.]server")) == "1\n"
+
+
+async def test_what_cannot_fork_says_so_naming_the_sandbox(sandbox_factory, tmp_path: Path) -> None:
+    host = await sandbox_factory("host")
+    with pytest.raises(SandboxForkError, match=r"sandbox 'host' \(test-0\) cannot fork"):
+        await fork_sandbox(host)
+    not_started = LocalSandbox(root=tmp_path / "idle", rollout_id="idle-1")
+    with pytest.raises(SandboxForkError, match=r"sandbox 'local' \(idle-1\) cannot fork: it is "):
+        await fork_sandbox(not_started)
+    running = await sandbox_factory("local")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "x").touch()
+    with pytest.raises(SandboxForkError, match="exists and is not an empty directory"):
+        await fork_sandbox(running, root=tmp_path / "taken")
+    await running.close()
+    with pytest.raises(SandboxForkError, match="it is closed"):
+        await fork_sandbox(running)
+
+    class Elsewhere:  # a third-party sandbox that offers no fork
+        name = "elsewhere"
+        rollout_id = "r-7"
+
+    with pytest.raises(SandboxForkError, match=r"sandbox 'elsewhere' \(r-7\) cannot fork"):
+        await fork_sandbox(Elsewhere())  # type: ignore[arg-type]
+
+
+async def test_a_fork_into_a_given_root_is_kept(
+    sandbox_factory, children: list[Sandbox], tmp_path: Path
+) -> None:
+    parent = await sandbox_factory("local")
+    ok(await parent.exec("echo x > /app/x"))
+    child = await fork_sandbox(parent, root=tmp_path / "branch", rollout_id="branch-1")
+    children.append(child)
+    assert child.rollout_id == "branch-1"  # type: ignore[attr-defined]
+    await child.close()
+    assert (tmp_path / "branch" / "fs" / "app" / "x").read_text() == "x\n"
+
+
+# -- docker -------------------------------------------------------------------------
+
+
+def _fork_images() -> list[str]:
+    out = subprocess.run(
+        ["docker", "images", "-q", "agentkit/fork"], capture_output=True, text=True, check=True
+    )
+    return out.stdout.split()
+
+
+@pytest.mark.usefixtures("docker_engine")
+async def test_docker_parent_and_children_diverge(sandbox_factory, children: list[Sandbox]) -> None:
+    parent = await sandbox_factory("docker", hints=ExecutionHints(image=SERVICE))
+    assert isinstance(parent, DockerSandbox)
+    before = set(_fork_images())
+    marker = unique_sleep_arg()
+    ok(await parent.exec("mkdir -p /app/w && echo before > /app/w/shared && echo 0 > /app/w/n"))
+    ok(await parent.exec(f"rm /srv/www/secret.txt && echo log > /logs/agent/l && sleep {marker} &"))
+    forks = [await fork_sandbox(parent) for _ in range(3)]
+    children += forks
+    ok(await parent.exec("echo parent > /app/w/mine && echo p >> /app/w/n"))
+    for i, child in enumerate(forks):
+        ok(await child.exec(f"echo child{i} > /app/w/mine && echo {i} >> /app/w/n"))
+    assert ok(await parent.exec("cat /app/w/mine /app/w/n")) == "parent\n0\np\n"
+    for i, child in enumerate(forks):
+        out = ok(await child.exec("cat /app/w/shared /app/w/mine /app/w/n /logs/agent/l"))
+        assert out == f"before\nchild{i}\n0\n{i}\nlog\n"
+        assert ok(await child.exec("ls -A /srv/www")) == ""  # deleted stays deleted
+        listing = ok(await child.exec(f"{PROCESSES}; {LISTING}"))
+        assert marker not in listing  # processes are not carried...
+        assert "Directory listing" in listing  # ...the entrypoint's server runs again
+    assert marker in ok(await parent.exec(PROCESSES))
+    assert len(set(_fork_images()) - before) == 3
+    for child in forks:
+        await child.close()
+    assert set(_fork_images()) - before == set()  # each child's image goes with it
+
+
+@pytest.mark.usefixtures("docker_engine")
+async def test_docker_compose_project_cannot_fork(sandbox_factory) -> None:
+    image = TaskImage(
+        dockerfile=str(SIDECAR_ENV / "Dockerfile"),
+        context=str(SIDECAR_ENV),
+        compose_file=str(SIDECAR_ENV / "docker-compose.yaml"),
+    )
+    parent = await sandbox_factory("docker", hints=ExecutionHints(image=image))
+    with pytest.raises(SandboxForkError, match=r"sandbox 'docker' \(test-0\) cannot fork: it runs"):
+        await fork_sandbox(parent)
+    assert ok(await parent.exec("echo still")) == "still\n"
+
+
+def test_fork_is_optional_in_the_contract() -> None:
+    """A sandbox without fork still satisfies Sandbox (third-party plugins keep working)."""
+    from agentkit.sandbox.host import HostSandbox
+
+    host = HostSandbox(root=Path(os.devnull).parent / "unused")
+    assert isinstance(host, Sandbox) and not isinstance(host, ForkableSandbox)
+    assert isinstance(LocalSandbox(root=Path("/nonexistent")), ForkableSandbox)
