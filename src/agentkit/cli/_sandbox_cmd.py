@@ -58,7 +58,7 @@ def prune_cmd(
     unused_days: float,
     image_cache: Path | None,
 ) -> None:
-    """Remove docker sandbox leftovers: containers, networks and compose projects.
+    """Remove docker sandbox leftovers: containers, networks, compose projects, fork images.
 
     Everything the docker sandbox makes carries the label org.agentkit.sandbox
     and its owner process; without --all only leftovers of runs that are no

@@ -76,7 +76,6 @@ class _Copier:
         self.stats = CopyStats()
         self.dev = 0
         self.dst_root = -1
-        self.noatime = True
 
     # -- ownership, modes, times, attributes ------------------------------------
 
@@ -125,23 +124,37 @@ class _Copier:
 
     # -- opening what the owner made unreadable ---------------------------------
 
-    def open_src(self, name: str, sfd: int, st: os.stat_result, flags: int) -> int:
-        """Open ``name`` for reading; an entry this (non-root) user owns but made
-        unreadable is opened with its mode briefly loosened."""
+    def open_src(
+        self, name: str, sfd: int, st: os.stat_result, flags: int, *, keep_loose: bool = False
+    ) -> tuple[int, bool]:
+        """Open ``name`` for reading: (descriptor, loosened).
+
+        An entry this (non-root) user owns but made unreadable is opened with
+        its mode loosened (``u+r``, ``u+x`` for a directory), restored at
+        once, or, with ``keep_loose`` (a directory whose entries are still to
+        be looked up), by the caller (:meth:`restore`) when ``loosened``.
+        """
         try:
-            return self._open(name, sfd, flags)
+            return self._open(name, sfd, flags), False
         except PermissionError:
             if self.euid == 0 or st.st_uid != self.euid:
                 raise
         extra = stat.S_IRUSR | (stat.S_IXUSR if stat.S_ISDIR(st.st_mode) else 0)
         os.chmod(name, stat.S_IMODE(st.st_mode) | extra, dir_fd=sfd)
         try:
-            return self._open(name, sfd, flags)
-        finally:
-            os.chmod(name, stat.S_IMODE(st.st_mode), dir_fd=sfd)
+            fd = self._open(name, sfd, flags)
+        except BaseException:
+            self.restore(name, sfd, st)
+            raise
+        if not keep_loose:
+            self.restore(name, sfd, st)
+        return fd, keep_loose
+
+    def restore(self, name: str, sfd: int, st: os.stat_result) -> None:
+        os.chmod(name, stat.S_IMODE(st.st_mode), dir_fd=sfd)
 
     def _open(self, name: str, sfd: int, flags: int) -> int:
-        if self.noatime and not flags & os.O_DIRECTORY:
+        if not flags & os.O_DIRECTORY:
             # Reading must not touch the source's access times.
             try:
                 return os.open(name, flags | os.O_NOATIME, dir_fd=sfd)
@@ -181,7 +194,7 @@ class _Copier:
         if kind == stat.S_IFDIR:
             if not reuse:
                 os.mkdir(name, 0o700, dir_fd=dfd)
-            sub_s = self.open_src(name, sfd, st, _DIR_FLAGS)
+            sub_s, loose = self.open_src(name, sfd, st, _DIR_FLAGS, keep_loose=True)
             try:
                 sub_d = os.open(name, _DIR_FLAGS, dir_fd=dfd)
                 try:
@@ -191,6 +204,8 @@ class _Copier:
                     os.close(sub_d)
             finally:
                 os.close(sub_s)
+                if loose:
+                    self.restore(name, sfd, st)
             return
         key = (st.st_dev, st.st_ino)
         if st.st_nlink > 1 and key in self.links:
@@ -210,7 +225,7 @@ class _Copier:
 
     def copy_file(self, name: str, st: os.stat_result, sfd: int, dfd: int) -> None:
         mode = stat.S_IMODE(st.st_mode)
-        src = self.open_src(name, sfd, st, _READ_FLAGS)
+        src, _ = self.open_src(name, sfd, st, _READ_FLAGS)
         try:
             # Made with its final mode when the umask keeps it (one call fewer).
             plain = not mode & 0o7000 and not mode & self.umask
