@@ -174,9 +174,13 @@ async def test_processes_are_not_carried_and_the_parent_goes_on(
     local: Make, children: list[Sandbox]
 ) -> None:
     parent = await local()
-    marker = unique_sleep_arg()
-    ok(await parent.exec(f"sleep {marker} &"))
+    marker, held = unique_sleep_arg(), unique_sleep_arg()
+    inside = ok(await parent.exec(f"sleep {marker} & sleep {held} & echo $!")).strip()
     (sleeper,) = await wait_present(marker)
+    (stopped,) = await wait_present(held)
+    ok(await parent.exec(f"kill -STOP {inside}"))  # stopped by the task itself
+    while _state(stopped) != "T":  # (the signal is delivered after kill returns)
+        await asyncio.sleep(0.01)
     # A command running through the fork (paused and resumed with the rest) ends well.
     reader = await parent.start(["sh", "-c", "read line; echo got $line"])
     child = await fork_sandbox(parent)
@@ -186,8 +190,13 @@ async def test_processes_are_not_carried_and_the_parent_goes_on(
     assert marker not in ok(await child.exec(PROCESSES))
     assert marker in ok(await parent.exec(PROCESSES))
     assert host_pids_with_arg(marker) == [sleeper]
-    with open(f"/proc/{sleeper}/stat") as f:
-        assert f.read().rsplit(")", 1)[1].split()[0] == "S"  # resumed, asleep again
+    assert _state(sleeper) == "S"  # resumed, asleep again
+    assert _state(stopped) == "T"  # stopped inside before the fork: left stopped
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
 
 
 async def test_a_file_written_during_the_fork_is_never_torn(
@@ -283,6 +292,19 @@ async def test_what_cannot_fork_says_so_naming_the_sandbox(sandbox_factory, tmp_
 
     with pytest.raises(SandboxForkError, match=r"sandbox 'elsewhere' \(r-7\) cannot fork"):
         await fork_sandbox(Elsewhere())  # type: ignore[arg-type]
+
+
+async def test_the_tasks_paths_are_not_copied_in_again(
+    sandbox_factory, children: list[Sandbox], tmp_path: Path
+) -> None:
+    (tmp_path / "task").mkdir()
+    (tmp_path / "task" / "spec.txt").write_text("original\n")
+    hints = ExecutionHints(paths={"/app": str(tmp_path / "task")})
+    parent = await sandbox_factory("local", hints=hints)
+    ok(await parent.exec("echo edited > /app/spec.txt && touch /app/added"))
+    child = await fork_sandbox(parent)
+    children.append(child)
+    assert ok(await child.exec("cat /app/spec.txt; ls /app")) == "edited\nadded\nspec.txt\n"
 
 
 async def test_a_fork_into_a_given_root_is_kept(
