@@ -12,7 +12,11 @@ root, the docker sandbox) and each size of the parent's writes (nothing;
   root made, bubblewrap or the container started, ready for a command);
 - ``fork``: ``fork()`` of the parent, until the child is started and ready
   (the same point), and how long the parent was paused meanwhile
-  (``child.fork_stats.paused_sec``: the copy, or the engine's commit).
+  (``child.fork_stats.paused_sec``: the copy, or the engine's commit);
+- ``cp -a``: ``cp -a --reflink=auto`` of the same files on the same file
+  system, in the same round: what making that many files costs here at all
+  (the floor of any copy; on a shared machine it varies with the other
+  processes' disk work, and the fork with it).
 
 Both are followed by one ``exec(["true"])`` (checked, untimed) and a close
 (untimed); the sandboxes' roots are removed only at the end (deleting files
@@ -56,9 +60,8 @@ TARGET = (10, 0.100)  # 10 MB in 1,000 files: within 100 ms
 Factory = Callable[[Path, str], Any]
 
 
-def _make_data(base: Path, megabytes: int, files: int) -> Path:
-    """``files`` files of ``megabytes`` MB in all, 100 to a directory."""
-    data = base / f"data-{megabytes}"
+def _make_data(data: Path, megabytes: int, files: int) -> Path:
+    """``files`` files of ``megabytes`` MB in all in ``data``, 100 to a directory."""
     data.mkdir()
     if not files:
         return data
@@ -87,13 +90,14 @@ async def _measure(
 ) -> dict[str, list[float]]:
     series: dict[str, list[float]] = {}
     parents: dict[int, Any] = {}
+    label = label.replace(",", "")
     try:
         for mb in sizes:
             _, megabytes, files = SIZES[mb]
             parent = await _started(make, base, f"{label}-parent-{mb}")
-            data = await asyncio.to_thread(_make_data, base, megabytes, files)
+            data = base / f"{label}-data-{mb}"
+            await asyncio.to_thread(_make_data, data, megabytes, files)
             await parent.upload(data, "/app/data")
-            await asyncio.to_thread(shutil.rmtree, data)
             parents[mb] = parent
         for i in range(rounds):
             # Each round starts with nothing left to write back (ours: the data
@@ -109,6 +113,10 @@ async def _measure(
                 series.setdefault(f"fork-{mb}", []).append(time.perf_counter() - start)
                 series.setdefault(f"paused-{mb}", []).append(child.fork_stats.paused_sec)
                 await _done(child)
+                data, copy = base / f"{label}-data-{mb}", base / f"{label}-cp-{mb}-{i}"
+                start = time.perf_counter()
+                await asyncio.to_thread(subprocess.run, ["cp", "-a", "--reflink=auto", data, copy])
+                series.setdefault(f"cp-{mb}", []).append(time.perf_counter() - start)
     finally:
         for parent in parents.values():
             await parent.close(remove=True)
@@ -126,6 +134,7 @@ def _report(title: str, series: dict[str, list[float]], sizes: list[int]) -> Non
         print(
             f"  {'fork, ' + SIZES[mb][0]:28s} {fork * 1000:8.1f} ms ({best * 1000:.1f})"
             f"  {fork / fresh:6.2f}x fresh   parent paused {paused * 1000:7.1f} ms"
+            f"   cp -a {med[f'cp-{mb}'] * 1000:7.1f} ms"
         )
     if TARGET[0] in sizes:
         fork = med[f"fork-{TARGET[0]}"]
