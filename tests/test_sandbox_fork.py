@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from agentkit import ForkableSandbox, Sandbox
 from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
 from agentkit.sandbox import SandboxForkError, fork_sandbox
 from agentkit.sandbox._base import BaseSandbox
+from agentkit.sandbox._docker_engine import prune
 from agentkit.sandbox.docker import DockerSandbox
 from agentkit.sandbox.local import LocalSandbox
 from agentkit.testing.sandbox_fixtures import (
@@ -368,6 +370,42 @@ async def test_docker_compose_project_cannot_fork(sandbox_factory) -> None:
     with pytest.raises(SandboxForkError, match=r"sandbox 'docker' \(test-0\) cannot fork: it runs"):
         await fork_sandbox(parent)
     assert ok(await parent.exec("echo still")) == "still\n"
+
+
+#: Forks a docker sandbox in a process of its own, prints the child's image, dies (SIGKILL).
+_KILLED_AFTER_FORK = """
+import asyncio, os, signal, sys
+from agentkit.sandbox.docker import DockerSandbox
+async def main():
+    sb = DockerSandbox(root=sys.argv[1], rollout_id="fork-killed")
+    await sb.setup()
+    child = await sb.fork()
+    print(child.image, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+asyncio.run(main())
+"""
+
+
+@pytest.mark.usefixtures("docker_engine")
+async def test_docker_fork_images_left_by_a_killed_orchestrator_are_pruned(
+    tmp_path: Path,
+) -> None:
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_AFTER_FORK, str(tmp_path / "r")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    image = killed.stdout.strip()
+    assert killed.returncode == -9 and image.startswith("agentkit/fork:"), killed.stderr
+    assert _image_exists(image)
+    report = await prune()
+    # (Another run starting meanwhile may have pruned it first.)
+    assert image in report.images or not _image_exists(image)
+    assert not _image_exists(image)
+
+
+def _image_exists(reference: str) -> bool:
+    inspect = subprocess.run(["docker", "image", "inspect", reference], capture_output=True)
+    return inspect.returncode == 0
 
 
 def test_fork_is_optional_in_the_contract() -> None:

@@ -244,25 +244,24 @@ async def prune(*, everything: bool = False, images: bool = False) -> PruneRepor
         )
         for image in forks:
             labels = image.get("Labels") or {}
-            if not everything and _owner_alive(str(labels.get(OWNER_LABEL, ""))):
-                continue
-            for tag in image.get("RepoTags") or []:
-                try:
-                    await client.images.delete(tag, force=False)
-                    report.images.append(tag)
-                except aiodocker.DockerError as exc:
-                    if exc.status != 404:
-                        report.errors.append(f"image {tag}: {exc.message}")
+            if everything or not _owner_alive(str(labels.get(OWNER_LABEL, ""))):
+                await _delete_tags(client, image, report)
         if images:
             for image in await client.images.list(filters={"reference": [f"{REPOSITORY}:*"]}):
-                for tag in image.get("RepoTags") or []:
-                    try:
-                        await client.images.delete(tag, force=False)
-                        report.images.append(tag)
-                    except aiodocker.DockerError as exc:
-                        if exc.status != 404:
-                            report.errors.append(f"image {tag}: {exc.message}")
+                await _delete_tags(client, image, report)
     return report
+
+
+async def _delete_tags(client: Any, image: dict[str, Any], report: PruneReport) -> None:
+    """Remove an image by each of its tags, noting what went and what could not."""
+    aiodocker = require_aiodocker()
+    for tag in image.get("RepoTags") or []:
+        try:
+            await client.images.delete(tag, force=False)
+            report.images.append(tag)
+        except aiodocker.DockerError as exc:
+            if exc.status != 404:
+                report.errors.append(f"image {tag}: {exc.message}")
 
 
 _pruned: set[str] = set()
