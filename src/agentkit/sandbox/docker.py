@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import json
 import os
+import shutil
 import tarfile
 import time
 import uuid
@@ -456,13 +457,17 @@ class DockerSandbox:
                 "carry; only a task with a single container can fork",
             )
         child_root = fork_root(self.root, root, kind=self.name, who=who)
-        child = DockerSandbox(
-            root=child_root,
-            hints=self.hints,
-            rollout_id=rollout_id or fork_id(self.rollout_id, next(self._forks)),
-            model_endpoint=self.model_endpoint,
-            **self._options,
-        )
+        try:
+            child = DockerSandbox(
+                root=child_root,
+                hints=self.hints,
+                rollout_id=rollout_id or fork_id(self.rollout_id, next(self._forks)),
+                model_endpoint=self.model_endpoint,
+                **self._options,
+            )
+        except BaseException:
+            shutil.rmtree(child_root, ignore_errors=True)
+            raise
         child.owns_root = root is None
         try:
             async with self._lock, self._gate.closed():

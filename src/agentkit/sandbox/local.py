@@ -713,13 +713,17 @@ class LocalSandbox(BaseSandbox):
             state = "not started yet" if self._state == "new" else "closed"
             raise cannot_fork(self.name, who, f"it is {state}")
         child_root = fork_root(self.root, root, kind=self.name, who=who)
-        child = type(self)(
-            root=child_root,
-            hints=self.hints,
-            rollout_id=rollout_id or fork_id(self.rollout_id, next(self._forks)),
-            model_endpoint=self.model_endpoint,
-            **self._options,
-        )
+        try:
+            child = type(self)(
+                root=child_root,
+                hints=self.hints,
+                rollout_id=rollout_id or fork_id(self.rollout_id, next(self._forks)),
+                model_endpoint=self.model_endpoint,
+                **self._options,
+            )
+        except BaseException:
+            shutil.rmtree(child_root, ignore_errors=True)
+            raise
         child.owns_root = root is None
         child._fork_child = True
         child._parent_image_root = self.image_root
