@@ -64,13 +64,17 @@ def test_the_readme_model_run_with_show_and_resume_works_as_written(tmp_path: Pa
         ["agentkit", "show"],
         ["agentkit", "run"],
         ["agentkit", "runs"],
+        ["agentkit", "run"],
+        ["agentkit", "runs"],
+        ["agentkit", "compare"],
     ]
     assert "--temperature" in commands[0] and "--rollout" in commands[1]
     assert "--resume" in commands[3]
+    assert "--compare" in commands[6]
     runs = tmp_path / "runs"
     outputs = []
     for words in commands:
-        args = [w.replace("runs/arith", str(runs / "arith")) for w in words[1:]]
+        args = [w.replace("runs/", f"{runs}/") for w in words[1:]]
         if args == ["runs"]:
             args.append(str(runs))
         proc = subprocess.run(
@@ -86,3 +90,10 @@ def test_the_readme_model_run_with_show_and_resume_works_as_written(tmp_path: Pa
     assert "What is 2 + 3?" in outputs[1] and "[assistant] 5" in outputs[1]
     assert "No failed rollouts" in outputs[2]
     assert "arith" in outputs[4]
+    # the second model gets 3 of the 10 tasks wrong, and one right once in two rollouts
+    leaderboard = outputs[6]
+    assert "arith" in leaderboard and "sloppy" in leaderboard
+    assert leaderboard.index("arith") < leaderboard.index("sloppy")  # ranked, best first
+    assert "Shared tasks: 10" in outputs[7], outputs[7]
+    assert "Difference A - B: +0.350" in outputs[7], outputs[7]  # (3 + 0.5) / 10
+    assert "A higher on 4, B higher on 0, tied on 6" in outputs[7], outputs[7]
