@@ -157,3 +157,34 @@ async def test_run_drives_the_same_episode_with_a_model(
     result = await GuessHarness().run(TASK, context)
     assert result.raw == {"reward": 1.0, "turns": 2}
     assert [m["content"] for m in result.messages][1:] == ["Lyon", "No. Try again.", "Paris"]
+
+
+class TasksetHarness(GuessHarness):
+    """Takes the task's taskset as a keyword (as the terminal harness does)."""
+
+    def __init__(self) -> None:
+        self.tasksets: list[Any] = []
+
+    def episode(  # type: ignore[override]
+        self,
+        task: Task,
+        context: RunContext | None = None,
+        on_event: EventCallback | None = None,
+        *,
+        taskset: Any = None,
+    ) -> GuessEpisode:
+        self.tasksets.append(taskset)
+        return super().episode(task, context, on_event)
+
+
+def test_open_episode_passes_the_taskset_only_to_a_harness_that_takes_it() -> None:
+    taskset = agentkit.ListTaskset("words", [TASK])
+    taker = TasksetHarness()
+    episode = agentkit.open_episode(taker, TASK, RunContext(), taskset=taskset)
+    assert isinstance(episode, GuessEpisode) and taker.tasksets == [taskset]
+    agentkit.open_episode(taker, TASK)  # none given: the harness's default (None)
+    assert taker.tasksets == [taskset, None]
+    # a harness without the keyword is called as the protocol says, without it
+    assert isinstance(agentkit.open_episode(GuessHarness(), TASK, taskset=taskset), GuessEpisode)
+    with pytest.raises(agentkit.HarnessError, match="'chat' is not step-capable"):
+        agentkit.open_episode(registry.resolve_harness("chat"), TASK, taskset=taskset)

@@ -13,7 +13,13 @@ from agentkit._version import __version__
 
 if TYPE_CHECKING:
     from agentkit._context import Limits, RunContext
-    from agentkit._episode import Episode, StepCapableHarness, StepOutput, is_step_capable
+    from agentkit._episode import (
+        Episode,
+        StepCapableHarness,
+        StepOutput,
+        is_step_capable,
+        open_episode,
+    )
     from agentkit._errors import (
         AgentkitError,
         HarnessError,
@@ -63,6 +69,7 @@ _LAZY: dict[str, str] = {
     "StepCapableHarness": "agentkit._episode",
     "StepOutput": "agentkit._episode",
     "is_step_capable": "agentkit._episode",
+    "open_episode": "agentkit._episode",
     "Event": "agentkit._events",
     "EventCallback": "agentkit._events",
     "EventRecorder": "agentkit._events",
@@ -141,6 +148,7 @@ __all__ = [
     "hookimpl",
     "is_reserved_key",
     "is_step_capable",
+    "open_episode",
     "reward",
 ]
 

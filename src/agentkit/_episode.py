@@ -21,19 +21,27 @@ to the environment. A harness that supports this offers
 The shapes follow skyrl-gym's ``BaseTextEnv`` (``init`` returns the chat
 history and metadata, ``step`` returns observations, reward, done and
 metadata), so a bridge only converts types.
+
+A harness whose episode needs the task's taskset (the terminal harness: its
+sandbox is made from the taskset's execution hints, and it grades itself with
+the taskset's rubric) takes it as the keyword ``taskset=``. A caller that has
+the taskset opens episodes with :func:`open_episode`, which passes it to the
+harnesses that take it and leaves the others as they are.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
 from agentkit._context import RunContext
+from agentkit._errors import HarnessError
 from agentkit._events import EventCallback
 from agentkit._task import Task
 
-__all__ = ["Episode", "StepCapableHarness", "StepOutput", "is_step_capable"]
+__all__ = ["Episode", "StepCapableHarness", "StepOutput", "is_step_capable", "open_episode"]
 
 
 @attrs.frozen(kw_only=True)
@@ -113,6 +121,8 @@ class StepCapableHarness(Protocol):
         ``context`` supplies limits (``max_turns``), the sandbox and the
         rollout id; its model fields are unused, since the caller samples.
         ``on_event`` receives the episode's events as in ``Harness.run``.
+        A harness may also take the task's taskset as the keyword
+        ``taskset=`` (see :func:`open_episode`).
         """
         ...
 
@@ -120,3 +130,45 @@ class StepCapableHarness(Protocol):
 def is_step_capable(harness: Any) -> bool:
     """True when ``harness`` offers ``episode(task, context=None, on_event=None)``."""
     return callable(getattr(harness, "episode", None))
+
+
+def _takes_taskset(episode: Any) -> bool:
+    try:
+        params = inspect.signature(episode).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is inspect.Parameter.VAR_KEYWORD
+        or (p.name == "taskset" and p.kind is not inspect.Parameter.POSITIONAL_ONLY)
+        for p in params
+    )
+
+
+def open_episode(
+    harness: Any,
+    task: Task,
+    context: RunContext | None = None,
+    on_event: EventCallback | None = None,
+    *,
+    taskset: Any = None,
+) -> Episode:
+    """``harness.episode(task, context, on_event)``, with ``taskset=`` when it takes one.
+
+    ``taskset`` is the task's taskset, passed only to a harness whose
+    ``episode`` declares a ``taskset`` keyword (the terminal harness makes its
+    sandbox from the taskset's execution hints and grades with its rubric);
+    others never see it. A harness that is not step-capable is a
+    :class:`~agentkit.HarnessError` naming it.
+    """
+    if not is_step_capable(harness):
+        raise HarnessError(
+            f"harness {getattr(harness, 'name', None) or type(harness).__name__!r} is not "
+            "step-capable: it offers no episode(task, context=None, on_event=None) returning "
+            "an agentkit.Episode (async init()/step(action)/close()); the terminal and "
+            "fleet-tool-call harnesses do"
+        )
+    if taskset is not None and _takes_taskset(harness.episode):
+        episode: Episode = harness.episode(task, context, on_event, taskset=taskset)
+    else:
+        episode = harness.episode(task, context, on_event)
+    return episode

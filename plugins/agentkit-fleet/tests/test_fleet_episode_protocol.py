@@ -25,11 +25,20 @@ from agentkit import (
     Task,
     is_step_capable,
 )
+from agentkit.testing.conformance import episode_conformance_test
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
 TASKS = fleet_taskset(str(TASKS_JSON))
 KEY = "room-202-back-in-service"
+
+# the step protocol's checks, with the solution's actions: the verifier gives 1.0
+test_episode_conformance = episode_conformance_test(
+    "fleet-tool-call",
+    task=TASKS.get_task(f"fleet:{KEY}"),
+    actions=SOLUTIONS[KEY],
+    expect_reward=1.0,
+)
 
 
 def test_the_harness_and_its_episode_satisfy_the_core_protocol() -> None:

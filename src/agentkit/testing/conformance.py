@@ -19,6 +19,11 @@ asked) and checks every rule of :func:`check_harness`::
 
     test_conformance = harness_conformance_test("my-harness", script={...})
 
+A step-capable harness also opts in to the step protocol's checks
+(:func:`check_episode`), driving its episode with a fixed list of actions::
+
+    test_episode_conformance = episode_conformance_test("my-harness", task=..., actions=[...])
+
 :func:`harness_shape_problem` is the check the registry makes when a plugin
 registers a harness (``run`` is ``async def`` with ``task``, ``context`` and
 ``on_event``), for a class or an instance, without running it.
@@ -28,13 +33,15 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
 from agentkit import registry
-from agentkit._context import RunContext
+from agentkit._context import Limits, RunContext
+from agentkit._episode import Episode, StepOutput, is_step_capable, open_episode
 from agentkit._errors import AgentkitError, TaskReferenceError
 from agentkit._events import Event
 from agentkit._harness import Harness
@@ -47,8 +54,10 @@ from agentkit._taskset import Taskset
 __all__ = [
     "CONFORMANCE_API_KEY",
     "ConformanceError",
+    "check_episode",
     "check_harness",
     "check_taskset",
+    "episode_conformance_test",
     "harness_conformance_test",
     "harness_shape_problem",
 ]
@@ -417,4 +426,247 @@ def harness_conformance_test(
     import pytest
 
     marked: Callable[..., Any] = pytest.mark.anyio(test_harness_conformance)
+    return marked
+
+
+async def check_episode(
+    harness: Any,
+    task: Task,
+    actions: Sequence[str],
+    context: RunContext | None = None,
+    *,
+    taskset: Any = None,
+    expect_done: bool = True,
+) -> list[StepOutput]:
+    """Drive ``harness``'s episode of ``task`` with ``actions`` and check the step protocol.
+
+    The episode is opened with :func:`~agentkit.open_episode` (``taskset``
+    goes to a harness that takes one) and stepped with ``actions`` in order
+    until a step says ``done``; the outputs are returned. Rules: the harness
+    is step-capable and ``episode`` returns an :class:`~agentkit.Episode`
+    without starting it (a bare reference ``Task(task_id=...)`` raises
+    :class:`~agentkit.TaskReferenceError`; ``step`` before ``init`` raises an
+    :class:`~agentkit.AgentkitError`; ``close`` of an episode never started
+    is fine); ``init`` returns OpenAI-style chat messages and a metadata
+    dict, both JSON; every step returns a :class:`~agentkit.StepOutput` whose
+    observations are chat messages, whose reward is a finite number, whose
+    ``done`` is a bool and whose metadata is a JSON object; with
+    ``expect_done``, a step says done within ``actions`` and a step after it
+    raises an :class:`~agentkit.AgentkitError`; ``close`` may be called
+    twice; the events reach ``on_event`` numbered ``0..n-1`` in order, with
+    the task's id and the context's ``rollout_id``; and the context's API key
+    appears in no output or event.
+    """
+    name = f"harness {type(harness).__name__}"
+    if not is_step_capable(harness):
+        raise ConformanceError(name, ["is not step-capable: it has no episode() method"])
+    problems: list[str] = []
+    context = context or RunContext(rollout_id=f"conformance-{uuid.uuid4().hex[:12]}")
+    delivered: list[Event] = []
+
+    async def on_event(event: Event) -> None:
+        delivered.append(event)
+
+    await _check_episode_preconditions(harness, task, context, taskset, problems)
+    episode = open_episode(harness, task, context, on_event, taskset=taskset)
+    if not isinstance(episode, Episode):
+        raise ConformanceError(name, [f"episode() returned {type(episode).__name__}, not Episode"])
+    outputs: list[StepOutput] = []
+    try:
+        started = await episode.init()
+        problems.extend(_init_problems(started))
+        for index, action in enumerate(actions):
+            out = await episode.step(action)
+            problems.extend(_step_problems(index, out))
+            if not isinstance(out, StepOutput):
+                break
+            outputs.append(out)
+            if out.done:
+                break
+        done = bool(outputs) and outputs[-1].done
+        if expect_done and not done:
+            problems.append(f"no step said done within the {len(actions)} actions given")
+        if done:
+            try:
+                await episode.step(actions[-1] if actions else "")
+                problems.append("step() after a step that said done did not raise")
+            except AgentkitError:
+                pass
+            except Exception as exc:
+                problems.append(
+                    f"step() after done raised {type(exc).__name__}, expected an AgentkitError"
+                )
+    finally:
+        await episode.close()
+    try:
+        await episode.close()
+    except Exception as exc:
+        problems.append(f"a second close() raised {type(exc).__name__}: {exc}")
+    seqs = [e.seq for e in delivered]
+    if seqs != list(range(len(seqs))):
+        problems.append(f"events reached on_event numbered {seqs}, expected 0..{len(seqs) - 1}")
+    for event in delivered:
+        if event.task_id != task.task_id or event.rollout_id != context.rollout_id:
+            problems.append(
+                f"event {event.seq} has task_id {event.task_id!r} and rollout_id "
+                f"{event.rollout_id!r}, expected {task.task_id!r} and {context.rollout_id!r}"
+            )
+    key = context.resolved_api_key
+    if key:
+        record = [o.observations for o in outputs] + [o.metadata for o in outputs]
+        text = json.dumps(record, default=str) + json.dumps(
+            [e.data for e in delivered], default=str
+        )
+        if key in text:
+            problems.append("the API key appears in a step's output or an event")
+    if problems:
+        raise ConformanceError(name, problems)
+    return outputs
+
+
+async def _check_episode_preconditions(
+    harness: Any, task: Task, context: RunContext, taskset: Any, problems: list[str]
+) -> None:
+    """A bare reference is refused; step() before init() raises; close() needs no init()."""
+    try:
+        stray = open_episode(harness, Task(task_id=task.task_id), context, taskset=taskset)
+        problems.append("episode() of a bare reference task (no input) did not raise")
+        await stray.close()
+    except TaskReferenceError:
+        pass
+    except Exception as exc:
+        problems.append(
+            f"episode() of a bare reference task raised {type(exc).__name__}, "
+            "expected TaskReferenceError"
+        )
+    fresh = open_episode(harness, task, context, taskset=taskset)
+    try:
+        await fresh.step("")
+        problems.append("step() before init() did not raise")
+    except AgentkitError:
+        pass
+    except Exception as exc:
+        problems.append(f"step() before init() raised {type(exc).__name__}, not an AgentkitError")
+    try:
+        await fresh.close()
+    except Exception as exc:
+        problems.append(f"close() of an episode never started raised {type(exc).__name__}: {exc}")
+
+
+def _json_problem(value: Any, what: str) -> list[str]:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        return [f"{what} is not JSON: {exc}"]
+    return []
+
+
+def _init_problems(started: Any) -> list[str]:
+    if not (isinstance(started, tuple) and len(started) == 2):
+        return [f"init() returned {type(started).__name__}, expected (chat_history, metadata)"]
+    history, metadata = started
+    problems: list[str] = []
+    if not isinstance(history, list) or not history:
+        problems.append("init()'s chat history is not a non-empty list of messages")
+    else:
+        problems.extend(f"init(): {p}" for p in _message_problems(history))
+        problems.extend(_json_problem(history, "init()'s chat history"))
+    if not isinstance(metadata, dict):
+        problems.append(f"init()'s metadata is {type(metadata).__name__}, not a dict")
+    else:
+        problems.extend(_json_problem(metadata, "init()'s metadata"))
+    return problems
+
+
+def _step_problems(index: int, out: Any) -> list[str]:
+    where = f"step {index + 1}"
+    if not isinstance(out, StepOutput):
+        return [f"{where} returned {type(out).__name__}, not StepOutput"]
+    problems: list[str] = []
+    if not isinstance(out.observations, list):
+        problems.append(f"{where}: observations is {type(out.observations).__name__}, not a list")
+    else:
+        for i, message in enumerate(out.observations):
+            role = message.get("role") if isinstance(message, dict) else None
+            if role not in _ROLES:
+                problems.append(f"{where}: observations[{i}] has role {role!r}")
+        problems.extend(_json_problem(out.observations, f"{where}'s observations"))
+    reward = out.reward
+    if (
+        isinstance(reward, bool)
+        or not isinstance(reward, (int, float))
+        or not math.isfinite(reward)
+    ):
+        problems.append(f"{where}: reward {reward!r} is not a finite number")
+    if not isinstance(out.done, bool):
+        problems.append(f"{where}: done is {type(out.done).__name__}, not a bool")
+    if not isinstance(out.metadata, dict):
+        problems.append(f"{where}: metadata is {type(out.metadata).__name__}, not a dict")
+    else:
+        problems.extend(_json_problem(out.metadata, f"{where}'s metadata"))
+    return problems
+
+
+def episode_conformance_test(
+    harness: str | Callable[[], Any],
+    *,
+    task: Task | Callable[[], Task],
+    actions: Sequence[str],
+    taskset: Any = None,
+    options: Mapping[str, Any] | None = None,
+    max_turns: int | None = None,
+    expect_reward: float | None = None,
+    fixtures: tuple[str, ...] | list[str] = (),
+    check: Callable[[list[StepOutput]], Any] | None = None,
+) -> Callable[..., Any]:
+    """A pytest test running :func:`check_episode`; assign it to a ``test_`` name.
+
+    ``harness`` is a registered name (built with ``options``, as ``-H`` would)
+    or a function returning a harness; ``task`` a task or a function returning
+    one; ``taskset`` the task's taskset (or a function returning it), given to
+    a harness that takes one. The episode gets a context with a fresh rollout
+    id (and ``max_turns`` when given) and is stepped with ``actions``; with
+    ``expect_reward`` the last step's reward must be it. ``fixtures`` are
+    (synchronous) pytest fixtures to set up first; ``check`` is called with
+    the step outputs::
+
+        test_episode = episode_conformance_test(
+            "fleet-tool-call", task=TASK, actions=SOLUTION, expect_reward=1.0
+        )
+    """
+    label = harness if isinstance(harness, str) else getattr(harness, "__name__", "harness")
+
+    async def test_episode_conformance(request: Any) -> None:
+        for fixture in fixtures:
+            request.getfixturevalue(fixture)
+        made = (
+            registry.resolve_harness(harness, **dict(options or {}))
+            if isinstance(harness, str)
+            else harness()
+        )
+        the_task = task() if callable(task) else task
+        the_taskset = taskset() if callable(taskset) else taskset
+        context = RunContext(
+            api_key=CONFORMANCE_API_KEY,
+            rollout_id=f"conformance-{uuid.uuid4().hex[:12]}",
+            limits=Limits(max_turns=max_turns),
+        )
+        outputs = await check_episode(made, the_task, actions, context, taskset=the_taskset)
+        if expect_reward is not None:
+            got = outputs[-1].reward if outputs else None
+            assert got == expect_reward, (
+                f"the episode's last reward is {got}, expected {expect_reward}"
+            )
+        if check is not None:
+            outcome = check(outputs)
+            if inspect.isawaitable(outcome):
+                await outcome
+
+    test_episode_conformance.__name__ = f"test_{label}_episode_conforms".replace("-", "_")
+    test_episode_conformance.__doc__ = (
+        f"The {label} harness's episode passes agentkit's step-protocol checks."
+    )
+    import pytest
+
+    marked: Callable[..., Any] = pytest.mark.anyio(test_episode_conformance)
     return marked
