@@ -7,7 +7,11 @@ implement agentkit's step protocol (:class:`agentkit.StepCapableHarness`):
 ``episode(task, context=None, on_event=None)`` returning an
 :class:`agentkit.Episode` with ``async init()``, ``async step(action)`` and
 ``async close()``. The bridge uses nothing else of the harness, so any
-step-capable harness works (the Fleet tool-call harness is one).
+step-capable harness works (the Fleet tool-call harness and the terminal
+harness are two). It opens episodes with :func:`agentkit.open_episode`, which
+hands the task's taskset to a harness that takes one (the terminal harness
+makes its sandbox from the taskset's execution hints and grades with its
+rubric).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
 
+import agentkit
 from agentkit import (
     Episode,
     HarnessError,
@@ -41,8 +46,9 @@ __all__ = ["AgentkitTextEnv", "StepCapable", "open_episode", "register"]
 StepCapable = StepCapableHarness
 
 
-def open_episode(harness: Any, task: Task, context: RunContext) -> Episode:
-    """The step-by-step episode of ``task`` under ``harness``: ``harness.episode(task, context)``.
+def open_episode(harness: Any, task: Task, context: RunContext, taskset: Any = None) -> Episode:
+    """The step-by-step episode of ``task`` under ``harness``: ``harness.episode(task, context)``,
+    given ``taskset`` when it takes one (:func:`agentkit.open_episode`).
 
     Any harness that implements agentkit's step protocol works; one that
     does not is an error naming it.
@@ -52,10 +58,9 @@ def open_episode(harness: Any, task: Task, context: RunContext) -> Episode:
             f"harness {type(harness).__name__} is not step-capable: SkyRL drives the model "
             "itself, so the harness must offer episode(task, context=None, on_event=None) "
             "returning an agentkit.Episode (async init()/step(action)/close()); the "
-            "fleet-tool-call harness does"
+            "fleet-tool-call and terminal harnesses do"
         )
-    episode: Episode = harness.episode(task, context)
-    return episode
+    return agentkit.open_episode(harness, task, context, taskset=taskset)
 
 
 @functools.lru_cache(maxsize=32)
@@ -229,7 +234,7 @@ class AgentkitTextEnv(BaseTextEnv):  # type: ignore[misc]
         """
         if self.episode is not None:
             raise HarnessError("AgentkitTextEnv.init() was already called")
-        self.episode = open_episode(self.harness, self.task, self.context)
+        self.episode = open_episode(self.harness, self.task, self.context, self.taskset)
         history, metadata = await self.episode.init()
         self.chat_history = list(history)
         metadata = dict(metadata)
