@@ -98,19 +98,18 @@ async def test_a_caller_steps_an_episode_to_the_verifiers_reward() -> None:
         ]
         assert metadata["workdir"] == "/app" and metadata["sandbox"] == "local"
         assert metadata["tools"] == TOOLS and metadata["action_format"] == "text"
-        look = await episode.step(
-            "Let me look first.\n" + text_call("shell", {"command": "pwd; ls hello.txt"})
-        )
+        look = await episode.step("Let me look first.\n" + look_call())
         assert (look.done, look.reward) == (False, 0.0)
+        # stdout and stderr in the order the command wrote them
         assert look.observations == [
             {
                 "role": "user",
                 "content": "<tool_response>\nExit code: 2\nOutput:\n/app\nls: cannot access "
-                "'hello.txt': No such file or directory\n</tool_response>",
+                "'hello.txt': No such file or directory\nlooked\n</tool_response>",
             }
         ]
         [call] = look.metadata["calls"]
-        assert call["call"] == {"name": "shell", "arguments": {"command": "pwd; ls hello.txt"}}
+        assert call["call"] == {"name": "shell", "arguments": {"command": LOOK}}
         assert call["result"]["exit_code"] == 2 and look.metadata["turn"] == 1
         done = await episode.step(WRITE + "\n" + SUBMIT)
         assert (done.done, done.reward) == (True, 1.0)
@@ -141,8 +140,11 @@ async def test_a_caller_steps_an_episode_to_the_verifiers_reward() -> None:
     assert [e.seq for e in events] == list(range(len(events)))
 
 
+LOOK = "pwd; ls hello.txt; status=$?; echo looked; exit $status"
+
+
 def look_call() -> str:
-    return text_call("shell", {"command": "pwd; ls hello.txt"})
+    return text_call("shell", {"command": LOOK})
 
 
 async def test_a_wrong_solution_gets_the_verifiers_0() -> None:
@@ -199,6 +201,24 @@ async def test_max_turns_ends_the_episode_after_running_the_last_reply() -> None
     # the last reply's command ran before the end: the file is there, and graded
     assert len(outputs) == 2 and outputs[-1].done
     assert outputs[-1].metadata["done_reason"] == "max_turns" and outputs[-1].reward == 1.0
+
+
+async def test_the_time_limit_bounds_a_command_and_ends_the_episode() -> None:
+    episode = open_episode(timeout=2)
+    _, metadata = await episode.init()
+    try:
+        assert metadata["time_limit"] == 2
+        slow = text_call("shell", {"command": "echo started; sleep 300", "timeout": 600})
+        [out] = await play(episode, [WRITE + slow + WRITE])
+    finally:
+        await episode.close()
+    # the command got what was left of the 2 s, not its 600; the call after it did not run
+    assert out.done and out.metadata["done_reason"] == "timeout" and episode.time_up
+    first, second, third = out.metadata["calls"]
+    assert second["result"]["timed_out"] and second["result"]["timeout"] <= 2
+    assert third["not_run"] == "timeout"
+    assert "Not run: the episode's time limit is reached." in out.observations[0]["content"]
+    assert out.reward == 1.0  # graded as it stands: the first call wrote the file
 
 
 async def test_calls_after_submit_do_not_run_and_finish_ends_early() -> None:
