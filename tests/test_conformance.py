@@ -48,7 +48,8 @@ def _conformance_sources() -> str:
     return "\n".join(p.read_text() for p in files)
 
 
-def test_every_first_party_harness_runs_the_conformance_suite() -> None:
+def _without(factory: str, step_capable_only: bool = False) -> list[str]:
+    """First-party harnesses (``name (distribution)``) no test opts in with ``factory(NAME``."""
     sources = _conformance_sources()
     first_party = {"agentkit"} | {p.name for p in (ROOT / "plugins").iterdir() if p.is_dir()}
     missing = []
@@ -56,9 +57,16 @@ def test_every_first_party_harness_runs_the_conformance_suite() -> None:
         if plugin.distribution not in first_party:
             continue
         for name in plugin.registers.get("harness", []):
-            pattern = rf"harness_conformance_test\(\s*[\"']{re.escape(name)}[\"']"
-            if not re.search(pattern, sources):
+            built_by = registry.get("harness", name).factory
+            if step_capable_only and not callable(getattr(built_by, "episode", None)):
+                continue
+            if not re.search(rf"{factory}\(\s*[\"']{re.escape(name)}[\"']", sources):
                 missing.append(f"{name} ({plugin.distribution})")
+    return missing
+
+
+def test_every_first_party_harness_runs_the_conformance_suite() -> None:
+    missing = _without("harness_conformance_test")
     assert not missing, (
         "these harnesses have no conformance test; add one line to their tests: "
         "test_conformance = harness_conformance_test(NAME, script=...): " + ", ".join(missing)
@@ -66,18 +74,7 @@ def test_every_first_party_harness_runs_the_conformance_suite() -> None:
 
 
 def test_every_first_party_step_capable_harness_runs_the_episode_checks() -> None:
-    sources = _conformance_sources()
-    first_party = {"agentkit"} | {p.name for p in (ROOT / "plugins").iterdir() if p.is_dir()}
-    missing = []
-    for plugin in registry.plugins():
-        if plugin.distribution not in first_party:
-            continue
-        for name in plugin.registers.get("harness", []):
-            if not callable(getattr(registry.get("harness", name).factory, "episode", None)):
-                continue
-            pattern = rf"episode_conformance_test\(\s*[\"']{re.escape(name)}[\"']"
-            if not re.search(pattern, sources):
-                missing.append(f"{name} ({plugin.distribution})")
+    missing = _without("episode_conformance_test", step_capable_only=True)
     assert not missing, (
         "these step-capable harnesses have no episode conformance test; add one line to "
         "their tests: test_episode_conformance = episode_conformance_test(NAME, task=..., "

@@ -253,3 +253,38 @@ def test_a_reward_function_asking_for_an_unknown_argument_is_refused_at_construc
         env.add_rubric(graded)
     assert [m["name"] for m in env.describe_rubric()["metrics"]] == ["core.exact", "harness.turns"]
     env.add_rubric(fine)  # optional and variadic parameters are fine
+
+
+async def test_score_rollout_gives_each_function_what_it_declares_outside_a_run() -> None:
+    from agentkit import RunContext
+    from agentkit.env import compile_rubric
+
+    seen: dict[str, Any] = {}
+
+    def exact(output: str, target: str) -> float:
+        return float(output == target)
+
+    def looks(state: dict[str, Any], sandbox: Any, context: Any, grading_spec: Any) -> float:
+        seen.update(state=state, sandbox=sandbox, context=context, spec=grading_spec)
+        return 0.0
+
+    task = Task(task_id="t:one", input="2+2?", target="4", grading_spec={"tolerance": 0})
+    taskset = ListTaskset(
+        "t", [task], default_grading_spec=Rubric([exact, reward(looks, weight=0)])
+    )
+    rubric = compile_rubric(taskset, EchoHarness())
+    result = HarnessResult(
+        status="completed", output="4", messages=[{"role": "assistant", "content": "4"}]
+    )
+    box = object()
+    scored = await rubric.score_rollout(
+        task, result, sandbox=box, context=RunContext(rollout_id="r-7")
+    )
+    assert scored.rewards == {"core.exact": 1.0, "core.looks": 0.0, "harness.turns": 1.0}
+    assert scored.total == 1.0 and scored.errors == []
+    assert seen["sandbox"] is box and seen["context"].rollout_id == "r-7"
+    assert seen["spec"] == {"tolerance": 0}
+    state = seen["state"]
+    assert (state["task_id"], state["example_id"], state["rollout_id"]) == ("t:one", "one", "r-7")
+    assert (state["prompt"], state["answer"]) == ("2+2?", "4")
+    assert state["completion"] == [{"role": "assistant", "content": "4"}]

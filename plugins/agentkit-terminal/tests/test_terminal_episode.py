@@ -215,6 +215,7 @@ async def test_the_time_limit_bounds_a_command_and_ends_the_episode() -> None:
     # the command got what was left of the 2 s, not its 600; the call after it did not run
     assert out.done and out.metadata["done_reason"] == "timeout" and episode.time_up
     first, second, third = out.metadata["calls"]
+    assert first["result"]["exit_code"] == 0
     assert second["result"]["timed_out"] and second["result"]["timeout"] <= 2
     assert third["not_run"] == "timeout"
     assert "Not run: the episode's time limit is reached." in out.observations[0]["content"]

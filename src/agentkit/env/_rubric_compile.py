@@ -21,8 +21,11 @@ from typing import Any
 
 import attrs
 
+from agentkit._context import RunContext
 from agentkit._errors import AgentkitError, PluginError
+from agentkit._result import HarnessResult
 from agentkit._rubric import REWARD_ARGUMENTS, RewardFunction, Rubric, ScoreResult, _metrics_of
+from agentkit._task import Task
 
 __all__ = ["CompiledMetric", "CompiledRubric", "RubricCompileError", "compile_rubric"]
 
@@ -147,6 +150,46 @@ class CompiledRubric:
             "total": "weighted sum of the metrics' values (metrics of weight 0 are reported only)",
             "metrics": [m.manifest() for m in self.metrics],
         }
+
+    async def score_rollout(
+        self,
+        task: Task,
+        result: HarnessResult,
+        *,
+        sandbox: Any = None,
+        context: RunContext | None = None,
+    ) -> ScoreResult:
+        """Score one rollout of ``task`` outside a run (a bridge, a step-protocol episode).
+
+        Every argument a reward function may declare is built from these, as
+        the runner builds it: ``output`` and ``messages`` from ``result``,
+        ``target`` and ``grading_spec`` from ``task``, ``state`` from both
+        (its ``rollout_id`` is the context's), ``sandbox`` still open.
+        """
+        context = context or RunContext()
+        state = result.to_state_patch()
+        state.update(
+            {
+                "task_id": task.task_id,
+                "example_id": task.item_id,
+                "rollout_id": context.rollout_id,
+                "prompt": task.input,
+                "answer": task.target,
+                "info": task.metadata,
+            }
+        )
+        available = {
+            "task": task,
+            "result": result,
+            "output": result.output,
+            "target": task.target,
+            "messages": result.messages,
+            "sandbox": sandbox,
+            "context": context,
+            "grading_spec": task.grading_spec,
+            "state": state,
+        }
+        return await self.score(available)
 
     async def score(self, available: Mapping[str, Any]) -> ScoreResult:
         """Run every reward function; a raising one is recorded, never turned into 0."""

@@ -104,26 +104,4 @@ async def score(
     rubric: Any, task: Task, result: HarnessResult, sandbox: Any, context: RunContext
 ) -> Any:
     """Run the compiled rubric with the arguments agentkit reward functions may declare."""
-    state = result.to_state_patch()
-    state.update(
-        {
-            "task_id": task.task_id,
-            "example_id": task.item_id,
-            "rollout_id": context.rollout_id,
-            "prompt": task.input,
-            "answer": task.target,
-            "info": task.metadata,
-        }
-    )
-    available = {
-        "task": task,
-        "result": result,
-        "output": result.output,
-        "target": task.target,
-        "messages": result.messages,
-        "sandbox": sandbox,
-        "context": context,
-        "grading_spec": task.grading_spec,
-        "state": state,
-    }
-    return await rubric.score(available)
+    return await rubric.score_rollout(task, result, sandbox=sandbox, context=context)

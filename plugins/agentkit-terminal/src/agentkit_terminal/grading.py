@@ -34,26 +34,4 @@ class RubricGrader:
         self, task: Task, result: HarnessResult, sandbox: Sandbox, context: RunContext
     ) -> ScoreResult:
         """Run every reward function with what it declares (the sandbox still open)."""
-        state = result.to_state_patch()
-        state.update(
-            {
-                "task_id": task.task_id,
-                "example_id": task.item_id,
-                "rollout_id": context.rollout_id,
-                "prompt": task.input,
-                "answer": task.target,
-                "info": task.metadata,
-            }
-        )
-        available = {
-            "task": task,
-            "result": result,
-            "output": result.output,
-            "target": task.target,
-            "messages": result.messages,
-            "sandbox": sandbox,
-            "context": context,
-            "grading_spec": task.grading_spec,
-            "state": state,
-        }
-        return await self.rubric.score(available)
+        return await self.rubric.score_rollout(task, result, sandbox=sandbox, context=context)
