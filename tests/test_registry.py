@@ -251,6 +251,7 @@ def test_unknown_name_notes_installed_plugins_left_out_by_the_environment(site: 
         ("harness", "claude-code", "agentkit-claude-code"),
         ("taskset", "fleet", "agentkit-fleet"),
         ("harness", "fleet-tool-call", "agentkit-fleet"),
+        ("harness", "terminal", "agentkit-terminal"),
     ],
 )
 def test_first_party_names_say_which_distribution_to_install(

@@ -60,6 +60,7 @@ FIRST_PARTY: dict[tuple[str, str], str] = {
     ("harness", "claude-code"): "agentkit-claude-code",
     ("taskset", "fleet"): "agentkit-fleet",
     ("harness", "fleet-tool-call"): "agentkit-fleet",
+    ("harness", "terminal"): "agentkit-terminal",
 }
 
 _KIND_WORD = {
