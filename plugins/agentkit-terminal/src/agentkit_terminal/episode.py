@@ -21,8 +21,9 @@ then each reply and its observations), ``sandbox`` (where the commands ran;
 ``owns_sandbox`` says whether the episode opened it and closes it),
 ``turns`` (replies stepped), the counters ``tool_calls``, ``commands``,
 ``tool_errors`` and ``parse_errors``, ``started_at`` (the monotonic clock at
-``init()``, from which the time limit counts), ``submitted``, ``done``,
-``done_reason``, and after the end ``reward`` and ``grading``.
+``init()``, from which the time limit counts), ``submitted``, ``time_up``,
+``done``, ``done_reason``, and after the end ``reward``, ``grading`` and
+``failure``.
 """
 
 from __future__ import annotations
