@@ -1,4 +1,4 @@
-"""``agentkit export RUN_DIR [--format jsonl|parquet] [--out FILE]``."""
+"""``agentkit export RUN_DIR [--format FORMAT] [--out FILE] [--require-token-ids]``."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from agentkit.training import export_run
+from agentkit.training import EXPORT_FORMATS, export_run
 
 __all__ = ["export_cmd"]
 
@@ -16,17 +16,21 @@ __all__ = ["export_cmd"]
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["jsonl", "parquet"]),
+    type=click.Choice(EXPORT_FORMATS),
     default="jsonl",
     show_default=True,
-    help="Output format (parquet needs: pip install 'agentkit[parquet]').",
+    help="Output format: jsonl or parquet (one record per training sequence; parquet needs "
+    "pip install 'agentkit[parquet]'), skyrl (SkyRL's GeneratorOutput as JSON), tinker "
+    "(tinker.Datum per line), verifiers (a verifiers trace per rollout), sft-chat or "
+    "sharegpt (the transcripts of the rollouts that passed).",
 )
 @click.option(
     "--out",
     "-o",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="File to write. [default: RUN_DIR/train.jsonl or RUN_DIR/train.parquet]",
+    help="File to write. [default: RUN_DIR/train.<format>.jsonl, train.parquet or "
+    "train.skyrl.json]",
 )
 @click.option(
     "--normalize/--no-normalize",
@@ -67,6 +71,12 @@ __all__ = ["export_cmd"]
     help="Truncate token ids to this length, keeping the prompt.",
 )
 @click.option("--drop-unscored", is_flag=True, help="Leave out rollouts without a reward.")
+@click.option(
+    "--require-token-ids",
+    is_flag=True,
+    help="Fail (write nothing) when a rollout's tokens are incomplete: a model call that "
+    "returned no token ids, or none recorded at all; the error names the rollouts and calls.",
+)
 def export_cmd(
     run_dir: Path,
     fmt: str,
@@ -78,13 +88,20 @@ def export_cmd(
     eos_token_id: int | None,
     max_seq_len: int | None,
     drop_unscored: bool,
+    require_token_ids: bool,
 ) -> None:
-    """Export a run directory's rollouts as training records (JSONL or parquet)."""
+    """Export a run directory's rollouts as training data, token for token.
+
+    Each rollout's recorded model calls become training sequences (merged
+    while each prompt extends the last; a prefix break or a branch starts a
+    new one); nothing is re-tokenized. Rollouts whose tokens are incomplete
+    are exported with what they have and marked, and listed on stderr.
+    """
     if out is None:
-        out = run_dir / f"train.{fmt}"
+        out = run_dir / _default_name(fmt)
     if normalize and batch_normalize:
         raise click.UsageError("give --normalize or --batch-normalize, not both")
-    count = export_run(
+    summary = export_run(
         run_dir,
         out,
         format=fmt,  # type: ignore[arg-type]
@@ -94,5 +111,39 @@ def export_cmd(
         eos_token_id=eos_token_id,
         max_seq_len=max_seq_len,
         drop_unscored=drop_unscored,
+        require_token_ids=require_token_ids,
     )
-    click.echo(f"wrote {count} training records to {out} ({fmt})")
+    click.echo(f"wrote {summary.written} {_unit(fmt)} to {out} ({fmt})")
+    if summary.incomplete:
+        click.echo(
+            f"{len(summary.incomplete)} of {summary.rollouts} rollouts have incomplete token ids "
+            "(marked in the export; agentkit show RUN --rollout ID says which calls and why; "
+            "--require-token-ids fails instead):",
+            err=True,
+        )
+        for rollout_id, issues in list(summary.incomplete.items())[:10]:
+            reasons = "; ".join(
+                (f"call {i['call']}: " if i.get("call") is not None else "") + str(i["reason"])
+                for i in issues
+            )
+            click.echo(f"  {rollout_id}: {reasons}", err=True)
+        if len(summary.incomplete) > 10:
+            click.echo(f"  ... and {len(summary.incomplete) - 10} more", err=True)
+
+
+def _default_name(fmt: str) -> str:
+    if fmt == "parquet":
+        return "train.parquet"
+    if fmt == "skyrl":
+        return "train.skyrl.json"
+    return "train.jsonl" if fmt == "jsonl" else f"train.{fmt}.jsonl"
+
+
+def _unit(fmt: str) -> str:
+    return {
+        "skyrl": "rows (sequences)",
+        "tinker": "datums",
+        "verifiers": "traces",
+        "sft-chat": "conversations",
+        "sharegpt": "conversations",
+    }.get(fmt, "training records")

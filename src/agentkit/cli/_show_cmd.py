@@ -14,6 +14,7 @@ from agentkit._errors import SpecError
 from agentkit.cli._compare_cmd import leaderboard_command
 from agentkit.cli._results import money, print_results
 from agentkit.stats import LEADERBOARD_FORMATS
+from agentkit.training import token_fidelity
 
 __all__ = ["runs_cmd", "show_cmd"]
 
@@ -138,6 +139,7 @@ def _show_rollout(run: Any, rollout_id: str, as_json: bool) -> None:
     if as_json:
         data = r.to_json()
         data["task"] = None if task is None else {"input": task.input, "target": task.target}
+        data["token_fidelity"] = token_fidelity(run.path, r.rollout_id, r.raw)
         data["steps"] = [
             {"seq": s.seq, "type": s.type, "timestamp": s.timestamp, "data": s.data}
             for s in run.steps(r.rollout_id)
@@ -207,6 +209,7 @@ def _show_rollout(run: Any, rollout_id: str, as_json: bool) -> None:
         )
     else:
         out.append("Tokens: none (no model calls)")
+    out.append(f"Token ids: {token_fidelity(run.path, r.rollout_id, r.raw)}")
     for retry in r.retries:
         out.append(f"Retried after: {retry.get('error_kind')}: {retry.get('error')}")
     steps = run.steps(r.rollout_id)

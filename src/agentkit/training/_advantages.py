@@ -56,8 +56,9 @@ def assign_advantages(
     (default 1e-6); ``normalize="batch"`` then normalises the centred values
     across the whole batch instead (:func:`batch_normalize`, ``eps`` default
     1e-8), as the Tinker loop does. A group with one scored rollout gets 0
-    before batch normalisation; a rollout without a reward gets None. Order
-    is kept.
+    before batch normalisation; a rollout without a reward gets None. A
+    rollout with several records (training sequences) counts once, and each
+    of its records gets its advantage. Order is kept.
     """
     if normalize not in (False, True, "group", "batch"):
         raise ValidationError(
@@ -66,17 +67,22 @@ def assign_advantages(
     scope = "batch" if normalize == "batch" else "group"
     epsilon = DEFAULT_EPS[scope] if eps is None else eps
     out = list(records)
-    by_task: dict[str, list[int]] = {}
-    for i, record in enumerate(out):
-        by_task.setdefault(record.task_id, []).append(i)
-    advantages: list[float | None] = [None] * len(out)
+    # a rollout may be several records (one per training sequence): each rollout
+    # counts once in its group, and all its records get its advantage
+    rewards: dict[str, float | None] = {}
+    by_task: dict[str, list[str]] = {}
+    for record in out:
+        if record.rollout_id not in rewards:
+            rewards[record.rollout_id] = record.reward
+            by_task.setdefault(record.task_id, []).append(record.rollout_id)
+    advantage_of: dict[str, float | None] = {}
     per_group = normalize is True or normalize == "group"
-    for indices in by_task.values():
-        values = group_advantages(
-            [out[i].reward for i in indices], normalize=per_group, eps=epsilon
-        )
-        for i, advantage in zip(indices, values, strict=True):
-            advantages[i] = advantage
+    for ids in by_task.values():
+        values = group_advantages([rewards[i] for i in ids], normalize=per_group, eps=epsilon)
+        advantage_of.update(zip(ids, values, strict=True))
     if scope == "batch":
-        advantages = batch_normalize(advantages, epsilon)
-    return [record.evolve(advantage=a) for record, a in zip(out, advantages, strict=True)]
+        ids = list(advantage_of)
+        advantage_of = dict(
+            zip(ids, batch_normalize([advantage_of[i] for i in ids], epsilon), strict=True)
+        )
+    return [record.evolve(advantage=advantage_of[record.rollout_id]) for record in out]

@@ -1,91 +1,119 @@
-"""Reading a run directory and writing training records to JSONL or parquet.
+"""Reading a run directory and writing training records in every export format.
 
 JSONL keeps every field as JSON (messages nested). Parquet has one typed
 column per field; the message lists and the per-metric rewards, whose shapes
 vary from harness to harness, are stored as JSON text (``prompt``,
-``completion``, ``rewards``), token ids as ``list<int64>`` columns, the mask
-as ``list<int8>`` and logprobs as ``list<float64>``.
+``completion``, ``rewards``, ``token_issues``), token ids as ``list<int64>``
+columns, the mask as ``list<int8>`` and logprobs as ``list<float64>``. The
+trainer formats (``skyrl``, ``tinker``, ``verifiers``) and the SFT formats
+(``sft-chat``, ``sharegpt``) have modules of their own.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from agentkit._errors import AgentkitError
+import attrs
+
+from agentkit._calls import ModelCall
 from agentkit.env._store import RunStore
+from agentkit.training._callfiles import ExportError, read_calls
+from agentkit.training._files import replacing, write_lines
 from agentkit.training._pipeline import prepare
-from agentkit.training._records import TrainingRecord, from_rollouts
+from agentkit.training._records import TrainingRecord, from_rollouts, with_sequences
+from agentkit.training._sequences import RolloutTokens, sequences_of
+from agentkit.training._sft import write_sft
+from agentkit.training._skyrl import write_skyrl
+from agentkit.training._tinker import write_tinker
+from agentkit.training._verifiers import CallsOf, write_verifiers
 
 __all__ = [
     "EXPORT_FORMATS",
+    "ExportError",
+    "ExportSummary",
     "export_run",
     "from_run_dir",
+    "rollout_tokens",
+    "token_fidelity",
     "write_jsonl",
     "write_parquet",
     "write_records",
 ]
 
-ExportFormat = Literal["jsonl", "parquet"]
+ExportFormat = Literal["jsonl", "parquet", "skyrl", "tinker", "verifiers", "sft-chat", "sharegpt"]
 #: The formats :func:`write_records` and ``agentkit export`` accept.
-EXPORT_FORMATS: tuple[str, ...] = ("jsonl", "parquet")
+EXPORT_FORMATS: tuple[str, ...] = (
+    "jsonl",
+    "parquet",
+    "skyrl",
+    "tinker",
+    "verifiers",
+    "sft-chat",
+    "sharegpt",
+)
 
 
-class ExportError(AgentkitError):
-    """A run directory could not be read, or records could not be written."""
-
-
-def from_run_dir(run_dir: str | os.PathLike[str]) -> list[TrainingRecord]:
-    """Training records for every rollout stored in ``RUN_DIR/rollouts.jsonl``.
-
-    A half-written last line (an interrupted run) is skipped; the file is not
-    modified. Advantages are those stored; :func:`~agentkit.training.prepare`
-    recomputes them.
-    """
-    path = Path(run_dir)
-    store = RunStore(path)
+def _store(run_dir: str | os.PathLike[str]) -> RunStore:
+    store = RunStore(Path(run_dir))
     if not store.rollouts_path.is_file():
         raise ExportError(
             f"{store.rollouts_path}: no such file; expected a run directory written by "
             "'agentkit run' or AgentEnv.evaluate(run_dir=...)"
         )
-    rollouts, _note = store.load_rollouts(repair=False)
-    return from_rollouts(rollouts)
+    return store
 
 
-@contextlib.contextmanager
-def _replacing(path: Path) -> Iterator[Path]:
-    """A temporary file beside ``path`` that replaces it on success.
+def from_run_dir(run_dir: str | os.PathLike[str]) -> list[TrainingRecord]:
+    """Training records for every rollout stored in ``RUN_DIR/rollouts.jsonl``.
 
-    On failure the temporary file is removed and an :class:`ExportError`
-    names ``path`` (not the temporary file).
+    A rollout whose model calls were recorded (``calls/<rollout_id>.jsonl``)
+    gives one record per training sequence of its calls (see "Sequences" in
+    ``docs/training-data.md``); any other rollout one record, with the token
+    ids its harness kept in ``raw``. A half-written last line (an interrupted
+    run) is skipped; nothing is modified. Advantages are those stored;
+    :func:`~agentkit.training.prepare` recomputes them.
     """
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except OSError as exc:
-        reason = (exc.strerror or str(exc)).replace(str(tmp), str(path))
-        raise ExportError(f"{path}: cannot write: {reason}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    store = _store(run_dir)
+    rollouts, _note = store.load_rollouts(repair=False)
+    out: list[TrainingRecord] = []
+    for record in from_rollouts(rollouts):
+        calls = read_calls(store.run_dir, record.rollout_id)
+        out.extend([record] if calls is None else with_sequences(record, sequences_of(calls)))
+    return out
+
+
+def rollout_tokens(run_dir: str | os.PathLike[str], rollout_id: str) -> RolloutTokens | None:
+    """The training sequences of one rollout's recorded calls (None: no calls file)."""
+    calls = read_calls(Path(run_dir), rollout_id)
+    return None if calls is None else sequences_of(calls)
+
+
+def token_fidelity(
+    run_dir: str | os.PathLike[str], rollout_id: str, raw: Mapping[str, Any] | None = None
+) -> str:
+    """One line on a rollout's token ids, as ``agentkit show --rollout`` prints it.
+
+    From its calls file: ``complete (N calls, M sequences)`` or which calls
+    lack ids and why; without one, from what its harness kept in ``raw``.
+    """
+    tokens = rollout_tokens(run_dir, rollout_id)
+    if tokens is not None:
+        return tokens.describe()
+    raw = raw or {}
+    if isinstance(raw.get("token_ids_note"), str):
+        return f"incomplete: {raw['token_ids_note']}"
+    if raw.get("completion_token_ids") is not None:
+        return "complete (recorded by the harness; no calls file)"
+    return "none recorded (no calls file)"
 
 
 def write_jsonl(records: Iterable[TrainingRecord], out: str | os.PathLike[str]) -> int:
     """Write one JSON object per record; returns how many were written."""
-    count = 0
-    path = Path(out)
-    with _replacing(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-        for record in records:
-            fh.write(json.dumps(record.to_json(), ensure_ascii=False, allow_nan=False))
-            fh.write("\n")
-            count += 1
-    return count
+    return write_lines((record.to_json() for record in records), out)
 
 
 def _pyarrow() -> Any:
@@ -126,11 +154,17 @@ def parquet_schema() -> Any:
             ("completion_token_ids", pa.list_(pa.int64())),
             ("completion_mask", pa.list_(pa.int8())),
             ("completion_logprobs", pa.list_(pa.float64())),
+            ("passed", pa.bool_()),
+            ("sequence", pa.int64()),
+            ("calls", pa.list_(pa.int64())),
+            ("sequence_start", pa.string()),
+            ("token_source", pa.string()),
+            ("token_issues", pa.string()),
         ]
     )
 
 
-_JSON_COLUMNS = ("prompt", "completion", "rewards")
+_JSON_COLUMNS = ("prompt", "completion", "rewards", "token_issues")
 
 
 def write_parquet(records: Iterable[TrainingRecord], out: str | os.PathLike[str]) -> int:
@@ -144,20 +178,80 @@ def write_parquet(records: Iterable[TrainingRecord], out: str | os.PathLike[str]
             row[name] = json.dumps(row[name], ensure_ascii=False, allow_nan=False)
         rows.append(row)
     table = pa.Table.from_pylist(rows, schema=schema)
-    with _replacing(Path(out)) as tmp:
+    with replacing(Path(out)) as tmp:
         pa.parquet.write_table(table, tmp)
     return len(rows)
 
 
 def write_records(
-    records: Iterable[TrainingRecord], out: str | os.PathLike[str], *, format: ExportFormat
+    records: Iterable[TrainingRecord],
+    out: str | os.PathLike[str],
+    *,
+    format: ExportFormat,
+    calls_of: CallsOf | None = None,
 ) -> int:
-    """Write records as ``jsonl`` or ``parquet``; returns how many were written."""
+    """Write records in ``format`` (one of :data:`EXPORT_FORMATS`); returns how many
+    lines, rows or records were written.
+
+    ``calls_of`` gives a rollout's model calls (the ``verifiers`` format takes
+    each call's messages from them; ``sft-chat`` and ``sharegpt`` the tools).
+    """
     if format == "jsonl":
         return write_jsonl(records, out)
     if format == "parquet":
         return write_parquet(records, out)
-    raise ExportError(f"unknown export format {format!r}; expected one of: jsonl, parquet")
+    if format == "skyrl":
+        return write_skyrl(records, out)
+    if format == "tinker":
+        return write_tinker(records, out)
+    if format == "verifiers":
+        return write_verifiers(records, out, calls_of=calls_of)
+    if format in ("sft-chat", "sharegpt"):
+        return write_sft(records, out, sharegpt=format == "sharegpt", calls_of=calls_of)
+    raise ExportError(
+        f"unknown export format {format!r}; expected one of: {', '.join(EXPORT_FORMATS)}"
+    )
+
+
+@attrs.frozen(kw_only=True)
+class ExportSummary:
+    """What :func:`export_run` wrote, and which rollouts' tokens are incomplete.
+
+    ``written``: lines, rows or records written. ``rollouts``: rollouts read.
+    ``incomplete``: per rollout whose tokens are incomplete, its issues
+    (``{"call": index or None, "reason": ...}``); such rollouts are exported
+    with what they have, marked, unless ``require_token_ids`` was given.
+    """
+
+    written: int
+    rollouts: int
+    incomplete: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict)
+
+
+def _incomplete(records: list[TrainingRecord]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        if record.token_issues:
+            out.setdefault(record.rollout_id, list(record.token_issues))
+        elif not record.has_tokens and any(m.get("role") == "assistant" for m in record.completion):
+            out.setdefault(
+                record.rollout_id,
+                [{"call": None, "reason": "no token ids recorded (no calls file, none in raw)"}],
+            )
+    return out
+
+
+def _describe(incomplete: dict[str, list[dict[str, Any]]], limit: int = 10) -> str:
+    lines = []
+    for rollout_id, issues in list(incomplete.items())[:limit]:
+        parts = [
+            (f"call {i['call']}: " if i.get("call") is not None else "") + str(i.get("reason"))
+            for i in issues
+        ]
+        lines.append(f"  {rollout_id}: {'; '.join(parts)}")
+    if len(incomplete) > limit:
+        lines.append(f"  ... and {len(incomplete) - limit} more")
+    return "\n".join(lines)
 
 
 def export_run(
@@ -171,10 +265,19 @@ def export_run(
     eos_token_id: int | None = None,
     max_seq_len: int | None = None,
     drop_unscored: bool = False,
-) -> int:
-    """Read a run directory, :func:`~agentkit.training.prepare` it, write ``out``."""
+    require_token_ids: bool = False,
+) -> ExportSummary:
+    """Read a run directory, :func:`~agentkit.training.prepare` it, write ``out``.
+
+    With ``require_token_ids`` a rollout whose tokens are incomplete (a call
+    without token ids, or no token ids at all) fails the export: an
+    :class:`ExportError` names each such rollout, its calls and why, and
+    nothing is written.
+    """
     if format not in EXPORT_FORMATS:
-        raise ExportError(f"unknown export format {format!r}; expected one of: jsonl, parquet")
+        raise ExportError(
+            f"unknown export format {format!r}; expected one of: {', '.join(EXPORT_FORMATS)}"
+        )
     if format == "parquet":
         _pyarrow()  # fail before reading anything
     records = prepare(
@@ -186,4 +289,20 @@ def export_run(
         max_seq_len=max_seq_len,
         drop_unscored=drop_unscored,
     )
-    return write_records(records, out, format=format)
+    incomplete = _incomplete(records)
+    if require_token_ids and incomplete:
+        raise ExportError(
+            f"{len(incomplete)} rollout(s) of {run_dir} lack token ids "
+            f"(--require-token-ids); nothing was written:\n{_describe(incomplete)}"
+        )
+    path = Path(run_dir)
+
+    def calls_of(rollout_id: str) -> list[ModelCall] | None:
+        return read_calls(path, rollout_id)
+
+    written = write_records(records, out, format=format, calls_of=calls_of)
+    return ExportSummary(
+        written=written,
+        rollouts=len({r.rollout_id for r in records}),
+        incomplete=incomplete,
+    )

@@ -15,12 +15,20 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from agentkit._calls import TokenSource
 from agentkit._errors import ValidationError
+from agentkit.training._sequences import RolloutTokens
 
 if TYPE_CHECKING:
     from agentkit.env import RolloutGroup, RolloutRecord
 
-__all__ = ["TrainingRecord", "from_groups", "from_rollouts", "stop_reason_of"]
+__all__ = [
+    "TrainingRecord",
+    "from_groups",
+    "from_rollouts",
+    "stop_reason_of",
+    "with_sequences",
+]
 
 
 def _float_list(value: Any, where: str) -> list[float] | None:
@@ -53,6 +61,16 @@ class TrainingRecord:
     write, such as tool output), and ``completion_logprobs`` the sampling
     logprob of each completion token (0.0 where the model did not sample).
     ``advantage`` is None for a rollout that has no reward.
+
+    A rollout whose model calls were recorded (``calls/<rollout_id>.jsonl``)
+    gives one record per training sequence (see :mod:`agentkit.training`'s
+    "Sequences"): ``sequence`` numbers them from 0, ``calls`` lists the
+    merged calls' indices and ``sequence_start`` says why the sequence
+    starts. ``token_source`` is ``server`` (ids the model server returned),
+    ``tokenizer`` (a fallback the user asked for) or ``none``;
+    ``token_issues`` lists the rollout's calls whose tokens are missing, each
+    ``{"call": index, "reason": ...}`` (``call`` is None for a harness's
+    per-rollout note), so a rollout never loses its tokens silently.
     """
 
     rollout_id: str
@@ -74,6 +92,12 @@ class TrainingRecord:
     completion_token_ids: list[int] | None = None
     completion_mask: list[int] | None = None
     completion_logprobs: list[float] | None = None
+    passed: bool | None = None
+    sequence: int = 0
+    calls: list[int] | None = None
+    sequence_start: str | None = None
+    token_source: TokenSource = "none"
+    token_issues: list[dict[str, Any]] = attrs.field(factory=list)
 
     @property
     def has_tokens(self) -> bool:
@@ -97,6 +121,7 @@ class TrainingRecord:
             "prompt": list(self.prompt),
             "completion": list(self.completion),
             "rewards": dict(self.rewards),
+            "token_issues": [dict(i) for i in self.token_issues],
         }
 
 
@@ -154,6 +179,8 @@ def _record_of(rollout: RolloutRecord) -> TrainingRecord:
                 )
     else:
         mask = logprobs = None
+    note = raw.get("token_ids_note")
+    issues = [{"call": None, "reason": note}] if isinstance(note, str) else []
     return TrainingRecord(
         rollout_id=rollout.rollout_id,
         task_id=rollout.task_id,
@@ -171,7 +198,50 @@ def _record_of(rollout: RolloutRecord) -> TrainingRecord:
         completion_token_ids=completion_ids,
         completion_mask=mask,
         completion_logprobs=logprobs,
+        passed=rollout.passed,
+        token_source="server" if completion_ids is not None else "none",
+        token_issues=issues,
     )
+
+
+def with_sequences(record: TrainingRecord, tokens: RolloutTokens) -> list[TrainingRecord]:
+    """``record`` (one rollout) as one record per training sequence of its calls.
+
+    Token fields come from the sequences; every record lists the rollout's
+    calls without token ids in ``token_issues``. A rollout whose calls have no
+    ids at all stays one record without token ids (its issues say why); one
+    that made no model calls is returned as it is.
+    """
+    if tokens.calls == 0:
+        return [record]
+    issues = [g.to_json() for g in tokens.gaps]
+    if not tokens.sequences:
+        return [
+            record.evolve(
+                prompt_token_ids=None,
+                completion_token_ids=None,
+                completion_mask=None,
+                completion_logprobs=None,
+                calls=[],
+                token_source="none",
+                token_issues=issues,
+            )
+        ]
+    return [
+        record.evolve(
+            sequence=i,
+            calls=list(seq.calls),
+            sequence_start=seq.start,
+            prompt_token_ids=seq.prompt_token_ids,
+            completion_token_ids=seq.completion_token_ids,
+            completion_mask=seq.completion_mask,
+            completion_logprobs=seq.completion_logprobs,
+            stop_reason=seq.stop_reason or record.stop_reason,
+            token_source=seq.token_source,
+            token_issues=issues,
+        )
+        for i, seq in enumerate(tokens.sequences)
+    ]
 
 
 def from_rollouts(rollouts: Iterable[RolloutRecord]) -> list[TrainingRecord]:

@@ -1,0 +1,221 @@
+"""A rollout's model calls turned into training sequences, token for token.
+
+The rules (``docs/training-data.md``, "Sequences"):
+
+- Calls are taken in order of ``index``. A call continues its *predecessor*:
+  the call named by its ``parent`` when the caller set one, else the call
+  before it.
+- A call **merges** into the sequence its predecessor ended in when its
+  prompt's token ids start with that sequence's prompt and completion so far.
+  The tokens its prompt adds (the tool result, the chat template's markers)
+  join the completion with mask 0 and logprob 0.0; its sampled tokens follow
+  with mask 1 and their logprobs. A call without a parent may also merge into
+  any other open sequence whose tokens its prompt extends (the longest), so
+  two agents whose calls interleave stay two sequences.
+- Otherwise the call **starts a new sequence** of the same rollout: a
+  *branch* when it has a parent (a sub-agent, a parallel call: the sampled
+  tokens of the sequence it forked from are not trained twice), else a
+  *prefix break* (a chat template that rewrote earlier turns, a compacted
+  context).
+- A call that returned no token ids cannot be trained on: it is listed in
+  :attr:`RolloutTokens.gaps` with the reason the proxy recorded
+  (``ModelCall.token_note``), and the sequence it would have continued ends
+  there (the next call starts a new one, ``after_gap``). A call that failed
+  (an error status, nothing sampled) is skipped.
+
+Nothing is re-tokenized: every id is one the model server returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+import attrs
+
+from agentkit._calls import ModelCall, TokenSource
+
+__all__ = ["CallGap", "RolloutTokens", "SequenceStart", "TokenSequence", "sequences_of"]
+
+#: Why a sequence starts: the rollout's first, a call whose prompt does not extend
+#: the running sequence, a call with a parent that could not continue it, the
+#: first call after one without token ids.
+SequenceStart = Literal["first", "prefix_break", "branch", "after_gap"]
+
+
+@attrs.frozen(kw_only=True)
+class CallGap:
+    """A model call whose tokens are missing, and why (``ModelCall.token_note``)."""
+
+    call: int
+    reason: str
+
+    def to_json(self) -> dict[str, object]:
+        """``{"call": index, "reason": ...}``."""
+        return {"call": self.call, "reason": self.reason}
+
+
+@attrs.frozen(kw_only=True)
+class TokenSequence:
+    """One training sequence: a prompt, then everything the calls added after it.
+
+    ``completion_mask`` is 1 exactly on the tokens the model sampled;
+    ``completion_logprobs`` holds their logprobs (0.0 elsewhere), or is None
+    when a merged call returned none. ``calls`` are the indices of the merged
+    calls, in order; ``stop_reason`` is the last one's ``finish_reason``.
+    """
+
+    calls: tuple[int, ...]
+    start: SequenceStart
+    prompt_token_ids: list[int]
+    completion_token_ids: list[int]
+    completion_mask: list[int]
+    completion_logprobs: list[float] | None
+    stop_reason: str | None = None
+    token_source: TokenSource = "server"
+
+
+@attrs.frozen(kw_only=True)
+class RolloutTokens:
+    """A rollout's training sequences and the calls whose tokens are missing."""
+
+    sequences: tuple[TokenSequence, ...]
+    gaps: tuple[CallGap, ...] = ()
+    calls: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """True when every call that sampled anything has its token ids."""
+        return not self.gaps
+
+    def describe(self) -> str:
+        """One line: ``complete (N calls, M sequences)`` or which calls lack ids and why."""
+        counts = f"{self.calls} calls, {len(self.sequences)} sequences"
+        if self.complete:
+            return f"complete ({counts})"
+        gaps = "; ".join(f"call {g.call}: {g.reason}" for g in self.gaps)
+        return f"incomplete ({counts}): {len(self.gaps)} without token ids ({gaps})"
+
+
+class _Builder:
+    """A sequence being built: its tokens so far (prompt + completion) and masks."""
+
+    __slots__ = ("calls", "full", "logprobs", "mask", "prompt_len", "source", "start", "stop")
+
+    def __init__(self, call: ModelCall, start: SequenceStart) -> None:
+        prompt = call.prompt_token_ids or []
+        self.start = start
+        self.prompt_len = len(prompt)
+        self.full: list[int] = list(prompt)
+        self.mask: list[int] = []
+        self.logprobs: list[float] | None = []
+        self.calls: list[int] = []
+        self.source: TokenSource = "server"
+        self.stop: str | None = None
+        self._add(call)
+
+    def extends(self, prompt: list[int]) -> bool:
+        n = len(self.full)
+        return len(prompt) >= n and prompt[:n] == self.full
+
+    def merge(self, call: ModelCall) -> None:
+        prompt = call.prompt_token_ids or []
+        gap = len(prompt) - len(self.full)
+        self.full.extend(prompt[len(self.full) :])
+        self.mask.extend([0] * gap)
+        if self.logprobs is not None:
+            self.logprobs.extend([0.0] * gap)
+        self._add(call)
+
+    def _add(self, call: ModelCall) -> None:
+        completion = call.completion_token_ids or []
+        self.full.extend(completion)
+        self.mask.extend([1] * len(completion))
+        lps = call.completion_logprobs
+        if self.logprobs is not None and lps is not None and len(lps) == len(completion):
+            self.logprobs.extend(float(v) for v in lps)
+        else:
+            self.logprobs = None
+        self.calls.append(call.index)
+        if call.token_source == "tokenizer":
+            self.source = "tokenizer"
+        self.stop = call.finish_reason
+
+    def build(self) -> TokenSequence:
+        return TokenSequence(
+            calls=tuple(self.calls),
+            start=self.start,
+            prompt_token_ids=self.full[: self.prompt_len],
+            completion_token_ids=self.full[self.prompt_len :],
+            completion_mask=self.mask,
+            completion_logprobs=self.logprobs,
+            stop_reason=self.stop,
+            token_source=self.source,
+        )
+
+
+def _failed(call: ModelCall) -> bool:
+    """A call that sampled nothing: an error status or error, and no completion ids."""
+    errored = call.error is not None or (call.status is not None and call.status >= 400)
+    return errored and call.completion_token_ids is None
+
+
+def sequences_of(calls: Iterable[ModelCall]) -> RolloutTokens:
+    """The training sequences of one rollout's calls (see the module's rules)."""
+    ordered = sorted(calls, key=lambda c: c.index)
+    builders: list[_Builder] = []
+    ended_in: dict[int, _Builder | None] = {}  # call index -> its sequence (None: no ids)
+    gaps: list[CallGap] = []
+    previous: int | None = None
+    for call in ordered:
+        if _failed(call):
+            continue
+        predecessor = call.parent if call.parent is not None else previous
+        previous = call.index
+        if not call.has_tokens:
+            gaps.append(CallGap(call=call.index, reason=call.token_note or "no token ids recorded"))
+            ended_in[call.index] = None
+            if predecessor is not None and (closed := ended_in.get(predecessor)) is not None:
+                ended_in[predecessor] = None  # the sequence ends at the call without ids
+                for key, value in ended_in.items():
+                    if value is closed:
+                        ended_in[key] = None
+            continue
+        prompt = call.prompt_token_ids or []
+        target = _continues(call, predecessor, prompt, ended_in)
+        if target is not None:
+            target.merge(call)
+        else:
+            after_gap = predecessor is not None and ended_in.get(predecessor, 0) is None
+            start: SequenceStart = (
+                "first"
+                if not builders
+                else "after_gap"
+                if after_gap
+                else "branch"
+                if call.parent is not None
+                else "prefix_break"
+            )
+            target = _Builder(call, start)
+            builders.append(target)
+        ended_in[call.index] = target
+    return RolloutTokens(
+        sequences=tuple(b.build() for b in builders), gaps=tuple(gaps), calls=len(ordered)
+    )
+
+
+def _continues(
+    call: ModelCall,
+    predecessor: int | None,
+    prompt: list[int],
+    ended_in: dict[int, _Builder | None],
+) -> _Builder | None:
+    """The open sequence ``call`` merges into, or None for a new one."""
+    own = ended_in.get(predecessor) if predecessor is not None else None
+    if own is not None and own.extends(prompt):
+        return own
+    if call.parent is not None or (predecessor is not None and own is None):
+        return None  # the caller named its parent; or it follows a call without ids
+    open_ones = {id(b): b for b in ended_in.values() if b is not None and b is not own}
+    matches = [b for b in open_ones.values() if b.extends(prompt)]
+    return max(matches, key=lambda b: len(b.full)) if matches else None

@@ -1,0 +1,78 @@
+"""SkyRL: the ``GeneratorOutput`` its trainer consumes, as one JSON file.
+
+``skyrl.train.generators.base.GeneratorOutput`` (skyrl 0.3.0) is a dict of
+per-row lists; a row is one training sequence. Rows are in rollout order, the
+sequences of one rollout adjacent, so the file is also a valid *step-wise*
+output (``generator.step_wise_trajectories``): ``trajectory_ids`` name the
+rollout (``instance_id`` = task id, the GRPO group; ``repetition_id`` = the
+rollout's index) and ``is_last_step`` marks each rollout's last sequence. A
+run whose rollouts all have one sequence is a plain (not step-wise) output
+too. ``rewards`` are the rollout's reward, one float per row (SkyRL computes
+its advantages from them); ``loss_masks`` are 1 on sampled tokens only;
+``rollout_logprobs`` are the sampled tokens' logprobs, or null when some row
+has none. ``env_metrics`` carries agentkit's identity of each row (rollout,
+sequence, calls, advantage, token issues). A loader builds the
+``TrajectoryID`` objects from the ``trajectory_ids`` dicts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from agentkit.training._files import replacing
+from agentkit.training._records import TrainingRecord
+
+__all__ = ["generator_output", "row_metadata", "write_skyrl"]
+
+
+def row_metadata(record: TrainingRecord) -> dict[str, Any]:
+    """agentkit's identity of one exported row (every trainer format carries it)."""
+    return {
+        "rollout_id": record.rollout_id,
+        "task_id": record.task_id,
+        "rollout_index": record.rollout_index,
+        "sequence": record.sequence,
+        "calls": record.calls,
+        "sequence_start": record.sequence_start,
+        "reward": record.reward,
+        "advantage": record.advantage,
+        "token_source": record.token_source,
+        "token_issues": record.token_issues,
+    }
+
+
+def generator_output(records: Iterable[TrainingRecord]) -> dict[str, Any]:
+    """The ``GeneratorOutput`` of every record with token ids and a reward."""
+    rows = [r for r in records if r.has_tokens and r.reward is not None]
+    last = [
+        i + 1 == len(rows) or rows[i + 1].rollout_id != r.rollout_id for i, r in enumerate(rows)
+    ]
+    logprobs = [r.completion_logprobs for r in rows]
+    return {
+        "prompt_token_ids": [r.prompt_token_ids for r in rows],
+        "response_ids": [r.completion_token_ids for r in rows],
+        "rewards": [r.reward for r in rows],
+        "loss_masks": [r.completion_mask for r in rows],
+        "stop_reasons": [r.stop_reason or "unknown" for r in rows],
+        "rollout_metrics": None,
+        "rollout_logprobs": None if any(lp is None for lp in logprobs) else logprobs,
+        "trajectory_ids": [
+            {"instance_id": r.task_id, "repetition_id": r.rollout_index} for r in rows
+        ],
+        "trajectory_generation_times": None,
+        "rollout_expert_indices": None,
+        "is_last_step": last,
+        "env_metrics": [row_metadata(r) for r in rows],
+    }
+
+
+def write_skyrl(records: Iterable[TrainingRecord], out: str | os.PathLike[str]) -> int:
+    """Write the ``GeneratorOutput`` JSON; returns how many rows (sequences) it has."""
+    output = generator_output(records)
+    with replacing(Path(out)) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(output, fh, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return len(output["response_ids"])

@@ -1,0 +1,228 @@
+"""verifiers / prime-rl: one trace record per rollout, as JSONL.
+
+verifiers 0.4.0 records a rollout as a ``Trace``: a graph of message nodes,
+each carrying the tokens it adds to the sequence; every root-to-leaf path
+(``trace.branches``) is one training sample, and prime-rl's orchestrator
+trains on each branch's ``token_ids``, ``sampled_mask`` and ``logprobs``
+(``trace_to_samples``). ``verifiers.WireTrace.model_validate(line)`` loads a
+line as a trainer does, without the run's packages.
+
+Each training sequence of the rollout is one root-to-leaf chain: per merged
+call, a node for each message its request added (no tokens: ids from the
+model server come without per-message spans, as verifiers' own graph does
+then) and an assistant node holding the tokens the call's prompt added and
+then its sampled tokens (mask True on the sampled ones only; ``logprobs`` and
+``advantages`` over them). ``rewards`` holds the rollout's reward
+(``reward``, weight 1, so ``trace.reward`` is it), ``metrics`` every metric,
+``ok`` whether the harness completed (prime-rl masks a trace that did not),
+and ``info["agentkit"]`` the rollout's identity, its sequences and its token
+issues.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from agentkit._calls import ModelCall
+from agentkit.training._files import write_lines
+from agentkit.training._records import TrainingRecord
+
+__all__ = ["CallsOf", "trace_record", "write_verifiers"]
+
+#: How a writer gets a rollout's model calls (None: it has no calls file).
+CallsOf = Callable[[str], "list[ModelCall] | None"]
+
+
+def _text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, Mapping)]
+        if all(isinstance(p, str) for p in parts) and parts:
+            return "".join(p for p in parts if isinstance(p, str))
+    return json.dumps(content, ensure_ascii=False)
+
+
+def vf_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """An OpenAI chat message as a verifiers message (``role``-tagged, text content)."""
+    role = message.get("role")
+    if role in ("system", "developer"):
+        return {"role": "system", "content": _text(message.get("content"))}
+    if role == "assistant":
+        out: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
+        if not isinstance(out["content"], str | None):
+            out["content"] = _text(out["content"])
+        if isinstance(message.get("reasoning_content"), str):
+            out["reasoning_content"] = message["reasoning_content"]
+        calls = []
+        for i, call in enumerate(message.get("tool_calls") or []):
+            if not isinstance(call, Mapping):
+                continue
+            fn = call.get("function")
+            fn = fn if isinstance(fn, Mapping) else {}
+            arguments = fn.get("arguments")
+            calls.append(
+                {
+                    "id": str(call.get("id") or f"call_{i}"),
+                    "name": str(fn.get("name") or ""),
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                }
+            )
+        if calls:
+            out["tool_calls"] = calls
+        return out
+    if role == "tool":
+        tool: dict[str, Any] = {
+            "role": "tool",
+            "tool_call_id": str(message.get("tool_call_id") or ""),
+            "content": _text(message.get("content")),
+        }
+        if isinstance(message.get("name"), str):
+            tool["name"] = message["name"]
+        return tool
+    return {"role": "user", "content": _text(message.get("content"))}
+
+
+def _call_messages(call: ModelCall) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """(the messages the call's request added, its response message), from a chat call."""
+    request = call.request if isinstance(call.request, Mapping) else {}
+    messages = request.get("messages") if call.protocol == "chat" else None
+    if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
+        new = [{"role": "user", "content": f"(the {call.protocol} request of call {call.index})"}]
+    else:
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
+        new = [vf_message(m) for m in messages[last + 1 :]]
+    response = call.response if isinstance(call.response, Mapping) else {}
+    choices = response.get("choices")
+    reply = choices[0].get("message") if isinstance(choices, list) and choices else None
+    answer = vf_message(reply) if isinstance(reply, Mapping) else {"role": "assistant"}
+    answer["role"] = "assistant"
+    return new, answer
+
+
+def _segments(
+    record: TrainingRecord, calls: Mapping[int, ModelCall]
+) -> list[tuple[list[dict[str, Any]], dict[str, Any], int]]:
+    """Per merged call: (new input messages, response message, tokens it adds)."""
+    prompt = record.prompt_token_ids or []
+    completion = record.completion_token_ids or []
+    if record.calls and all(i in calls for i in record.calls):
+        out = []
+        length = 0
+        for index in record.calls:
+            call = calls[index]
+            new, answer = _call_messages(call)
+            end = len(call.prompt_token_ids or []) + len(call.completion_token_ids or [])
+            out.append((new, answer, end - length))
+            length = end
+        return out
+    # a harness's per-rollout tokens: the prompt's messages, one assistant node
+    answer = next(
+        (vf_message(m) for m in reversed(record.completion) if m.get("role") == "assistant"),
+        {"role": "assistant"},
+    )
+    return [([vf_message(m) for m in record.prompt], answer, len(prompt) + len(completion))]
+
+
+def _nodes(record: TrainingRecord, calls: Mapping[int, ModelCall]) -> list[dict[str, Any]]:
+    tokens = (record.prompt_token_ids or []) + (record.completion_token_ids or [])
+    n_prompt = len(record.prompt_token_ids or [])
+    mask = [False] * n_prompt + [bool(m) for m in record.completion_mask or []]
+    logprobs = [0.0] * n_prompt + list(record.completion_logprobs or [])
+    has_logprobs = record.completion_logprobs is not None
+    nodes: list[dict[str, Any]] = []
+    at = 0
+    for new, answer, size in _segments(record, calls):
+        for message in new:
+            nodes.append({"message": message, "token_ids": [], "mask": []})
+        span = slice(at, at + size)
+        node_mask = mask[span]
+        sampled = [lp for lp, m in zip(logprobs[span], node_mask, strict=True) if m]
+        node: dict[str, Any] = {
+            "message": answer,
+            "sampled": True,
+            "token_ids": tokens[span],
+            "mask": node_mask,
+            "logprobs": sampled if has_logprobs else [],
+        }
+        if record.advantage is not None:
+            node["advantages"] = [record.advantage] * len(sampled)
+        nodes.append(node)
+        at += size
+    return nodes
+
+
+def trace_record(
+    records: list[TrainingRecord], calls: list[ModelCall] | None = None
+) -> dict[str, Any]:
+    """The trace record of one rollout's records (its training sequences)."""
+    first = records[0]
+    by_index = {c.index: c for c in calls or []}
+    nodes: list[dict[str, Any]] = []
+    for record in records:
+        if not record.has_tokens:
+            continue
+        chain = _nodes(record, by_index)
+        for i, node in enumerate(chain):
+            node["parent"] = len(nodes) - 1 if i else None
+            nodes.append(node)
+    rewards = {} if first.reward is None else {"reward": {"score": first.reward, "weight": 1.0}}
+    return {
+        "id": first.rollout_id,
+        "task": {"type": "AgentkitTask", "data": {"name": first.example_id}, "key": first.task_id},
+        "agent": {"config": {}},
+        "nodes": nodes,
+        "rewards": rewards,
+        "metrics": {k: float(v) for k, v in first.rewards.items()},
+        "info": {
+            "agentkit": {
+                "rollout_id": first.rollout_id,
+                "task_id": first.task_id,
+                "rollout_index": first.rollout_index,
+                "group": first.group,
+                "advantage": first.advantage,
+                "passed": first.passed,
+                "sequences": [
+                    {"sequence": r.sequence, "calls": r.calls, "start": r.sequence_start}
+                    for r in records
+                    if r.has_tokens
+                ],
+                "token_source": first.token_source,
+                "token_issues": first.token_issues,
+            }
+        },
+        "is_completed": True,
+        "ok": first.status == "completed",
+        "stop_condition": first.status,
+    }
+
+
+def _by_rollout(records: Iterable[TrainingRecord]) -> Iterator[list[TrainingRecord]]:
+    batch: list[TrainingRecord] = []
+    for record in records:
+        if batch and record.rollout_id != batch[0].rollout_id:
+            yield batch
+            batch = []
+        batch.append(record)
+    if batch:
+        yield batch
+
+
+def write_verifiers(
+    records: Iterable[TrainingRecord],
+    out: str | os.PathLike[str],
+    *,
+    calls_of: CallsOf | None = None,
+) -> int:
+    """Write one trace record per rollout that has token ids; returns how many."""
+    traces = (
+        trace_record(batch, calls_of(batch[0].rollout_id) if calls_of else None)
+        for batch in _by_rollout(records)
+        if any(r.has_tokens for r in batch)
+    )
+    return write_lines(traces, out)

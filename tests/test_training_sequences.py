@@ -1,0 +1,289 @@
+"""Training sequences from a rollout's model calls: merging, prefix breaks, branches,
+calls without token ids; and the export of a real run whose calls were recorded.
+
+The rules are in docs/training-data.md ("Sequences"); the properties below check
+that merging never changes a token: concatenating a sequence reproduces every merged
+call's prompt and completion ids exactly, and the mask is 1 exactly on sampled tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _calls_runs import call, make_run, worked_example, write_calls
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agentkit._calls import ModelCall
+from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.training import (
+    ExportError,
+    export_run,
+    from_run_dir,
+    prepare,
+    sequences_of,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_worked_example_gives_two_sequences() -> None:
+    tokens = sequences_of(worked_example("r"))
+    assert tokens.complete and tokens.calls == 3
+    first, second = tokens.sequences
+    assert first.calls == (0, 1) and first.start == "first"
+    assert first.prompt_token_ids == [1, 2, 3]
+    assert first.completion_token_ids == [10, 11, 4, 5, 12, 13]
+    assert first.completion_mask == [1, 1, 0, 0, 1, 1]
+    assert first.completion_logprobs == [-0.1, -0.2, 0.0, 0.0, -0.3, -0.4]
+    assert first.stop_reason == "tool_calls"
+    assert second.calls == (2,) and second.start == "prefix_break"
+    assert second.prompt_token_ids == [1, 2, 3, 6, 7]
+    assert second.completion_token_ids == [14, 15] and second.completion_mask == [1, 1]
+    assert second.completion_logprobs == [-0.5, -0.6] and second.stop_reason == "stop"
+    assert tokens.describe() == "complete (3 calls, 2 sequences)"
+
+
+def test_parallel_calls_branch_and_do_not_train_a_token_twice() -> None:
+    calls = [
+        call("r", 0, [1, 2], [3]),
+        call("r", 1, [1, 2, 3, 4], [5], parent=0),  # continues call 0
+        call("r", 2, [1, 2, 3, 4], [6], parent=0),  # a parallel sibling: a branch
+        call("r", 3, [1, 2, 3, 4, 5, 7], [8], parent=1),
+    ]
+    tokens = sequences_of(calls)
+    assert [s.calls for s in tokens.sequences] == [(0, 1, 3), (2,)]
+    branch = tokens.sequences[1]
+    assert branch.start == "branch"
+    assert branch.prompt_token_ids == [1, 2, 3, 4] and branch.completion_mask == [1]
+    sampled = [
+        t
+        for s in tokens.sequences
+        for t, m in zip(s.completion_token_ids, s.completion_mask, strict=True)
+        if m
+    ]
+    assert sorted(sampled) == [3, 5, 6, 8]  # every sampled token once
+
+
+def test_interleaved_agents_stay_two_sequences() -> None:
+    # a sub-agent (call 1, its own prompt) between two calls of the main agent
+    calls = [
+        call("r", 0, [1, 2], [3]),
+        call("r", 1, [50, 51], [52], parent=0),
+        call("r", 2, [50, 51, 52, 53], [54]),  # the sub-agent again
+        call("r", 3, [1, 2, 3, 4], [5]),  # the main agent again, unmarked
+    ]
+    tokens = sequences_of(calls)
+    assert [(s.calls, s.start) for s in tokens.sequences] == [
+        ((0, 3), "first"),
+        ((1, 2), "branch"),
+    ]
+
+
+def test_a_call_without_ids_is_named_and_ends_its_sequence() -> None:
+    calls = [
+        call("r", 0, [1, 2], [3]),
+        call("r", 1, None, None, note="the server returned no token ids"),
+        call("r", 2, [1, 2, 3, 4, 9, 5], [6]),
+    ]
+    tokens = sequences_of(calls)
+    assert not tokens.complete
+    assert [(g.call, g.reason) for g in tokens.gaps] == [(1, "the server returned no token ids")]
+    assert [(s.calls, s.start) for s in tokens.sequences] == [((0,), "first"), ((2,), "after_gap")]
+    # its sampled tokens (9) are context of the next sequence, never trained as observation
+    assert tokens.sequences[1].prompt_token_ids == [1, 2, 3, 4, 9, 5]
+    assert "call 1: the server returned no token ids" in tokens.describe()
+
+
+def test_a_failed_call_is_skipped_and_missing_logprobs_are_none() -> None:
+    calls = [
+        call("r", 0, [1], [2], [-0.5]),
+        call("r", 1, None, None, status=500, error="server error"),
+        call("r", 2, [1, 2, 3], [4]),  # no logprobs
+    ]
+    tokens = sequences_of(calls)
+    assert tokens.complete
+    (only,) = tokens.sequences
+    assert only.calls == (0, 2) and only.completion_logprobs is None
+    assert only.completion_mask == [1, 0, 1]
+
+
+# --- properties --------------------------------------------------------------------
+
+Step = tuple[str, int, list[int], list[int]]
+
+
+@st.composite
+def rollouts(draw: st.DrawFn) -> list[ModelCall]:
+    """Calls that extend, break the prefix, branch from an earlier call, or lack ids."""
+    tokens = st.lists(st.integers(0, 50), max_size=4)
+    calls: list[ModelCall] = []
+    full: dict[int, list[int]] = {}  # call index -> its prompt + completion
+    for index in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["extend", "extend", "break", "branch", "missing"]))
+        if calls and kind in ("extend", "missing"):
+            base = full.get(calls[-1].index, [])
+            parent = None
+        elif calls and kind == "branch":
+            parent = draw(st.sampled_from([c.index for c in calls]))
+            base = full.get(parent, [])
+        else:
+            base, parent = [], None
+        prompt = base + draw(tokens)
+        completion = draw(tokens)
+        logprobs = [-float(t) / 10 for t in completion]
+        if kind == "missing":
+            calls.append(call("r", index, None, None, note="why", parent=parent))
+            continue
+        calls.append(call("r", index, prompt, completion, logprobs, parent=parent))
+        full[index] = prompt + completion
+    return calls
+
+
+@given(rollouts())
+def test_concatenating_a_sequence_reproduces_each_merged_call(calls: list[ModelCall]) -> None:
+    tokens = sequences_of(calls)
+    by_index = {c.index: c for c in calls}
+    merged = [i for s in tokens.sequences for i in s.calls]
+    with_ids = [c.index for c in calls if c.has_tokens]
+    assert sorted(merged) == with_ids  # every call with ids is in exactly one sequence
+    assert [g.call for g in tokens.gaps] == [c.index for c in calls if not c.has_tokens]
+    for seq in tokens.sequences:
+        whole = seq.prompt_token_ids + seq.completion_token_ids
+        n = len(seq.prompt_token_ids)
+        assert len(seq.completion_mask) == len(seq.completion_token_ids)
+        assert seq.completion_logprobs is not None
+        sampled: set[int] = set()
+        for index in seq.calls:
+            c = by_index[index]
+            assert c.prompt_token_ids is not None and c.completion_token_ids is not None
+            end = len(c.prompt_token_ids) + len(c.completion_token_ids)
+            assert whole[:end] == c.prompt_token_ids + c.completion_token_ids
+            start = len(c.prompt_token_ids) - n
+            span = range(start, start + len(c.completion_token_ids))
+            sampled.update(span)
+            assert [seq.completion_logprobs[i] for i in span] == c.completion_logprobs
+        assert {i for i, m in enumerate(seq.completion_mask) if m} == sampled
+        assert all(seq.completion_logprobs[i] == 0.0 for i in set(range(len(whole) - n)) - sampled)
+        last = by_index[seq.calls[-1]]
+        assert last.prompt_token_ids is not None and last.completion_token_ids is not None
+        assert whole == last.prompt_token_ids + last.completion_token_ids
+
+
+# --- a real run with recorded calls ------------------------------------------------
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agentkit", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+async def test_a_run_exports_one_record_per_sequence(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    run_dir = await make_run(tmp_path, model_server)
+    records = prepare(from_run_dir(run_dir))
+    adds = [r for r in records if r.task_id.endswith(":add")]
+    assert [(r.rollout_index, r.sequence, r.calls) for r in adds] == [
+        (0, 0, [0, 1]),
+        (0, 1, [2]),
+        (1, 0, [0, 1]),
+        (1, 1, [2]),
+    ]
+    assert adds[1].sequence_start == "prefix_break" and adds[1].token_source == "server"
+    assert adds[0].completion_token_ids == [10, 11, 4, 5, 12, 13]
+    # each rollout counts once in its group: the add group passed twice, advantages 0
+    assert all(r.advantage == 0.0 for r in adds)
+    capital = [r for r in records if r.task_id.endswith(":capital")]
+    assert next(r.token_issues for r in capital) == []
+    missing = capital[-1]
+    assert missing.token_issues == [
+        {
+            "call": 1,
+            "reason": "the server returned no token ids (vLLM < 0.10.2 ignores return_token_ids)",
+        }
+    ]
+    assert missing.calls == [0] and missing.completion_token_ids == [20, 21]
+
+    out = tmp_path / "train.jsonl"
+    done = _cli("export", str(run_dir), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "wrote 6 training records" in done.stdout
+    assert "1 of 4 rollouts have incomplete token ids" in done.stderr
+    assert f"{missing.rollout_id}: call 1: the server returned no token ids" in done.stderr
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["token_issues"] for r in rows if r["rollout_id"] == missing.rollout_id] == [
+        missing.token_issues
+    ]
+
+    refused = _cli("export", str(run_dir), "--out", str(tmp_path / "strict.jsonl"),
+                   "--require-token-ids")  # fmt: skip
+    assert refused.returncode == 2
+    assert "1 rollout(s)" in refused.stderr and "--require-token-ids" in refused.stderr
+    assert f"{missing.rollout_id}: call 1: the server returned no token ids" in refused.stderr
+    assert "Traceback" not in refused.stderr and not (tmp_path / "strict.jsonl").exists()
+    with pytest.raises(ExportError, match=missing.rollout_id):
+        export_run(run_dir, tmp_path / "x.jsonl", require_token_ids=True)
+
+    shown = _cli("show", str(run_dir), "--rollout", missing.rollout_id)
+    assert shown.returncode == 0, shown.stderr
+    assert (
+        "Token ids: incomplete (2 calls, 1 sequences): 1 without token ids "
+        "(call 1: the server returned no token ids" in shown.stdout
+    )
+    complete = _cli("show", str(run_dir), "--rollout", adds[0].rollout_id)
+    assert "Token ids: complete (3 calls, 2 sequences)" in complete.stdout
+
+
+async def test_every_format_writes_and_rollouts_without_calls_keep_their_raw_tokens(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    run_dir = await make_run(tmp_path, model_server)
+    for fmt in ("skyrl", "tinker", "verifiers", "sft-chat", "sharegpt", "parquet"):
+        done = _cli("export", str(run_dir), "--format", fmt, "--out", str(tmp_path / fmt))
+        assert done.returncode == 0, (fmt, done.stderr)
+    skyrl = json.loads((tmp_path / "skyrl").read_text())
+    assert len(skyrl["response_ids"]) == 6 and skyrl["is_last_step"].count(True) == 4
+    sft = [json.loads(x) for x in (tmp_path / "sft-chat").read_text().splitlines()]
+    assert {r["task_id"] for r in sft} == {"tasks:add"}  # only the rollouts that passed
+    assert sft[0]["tools"][0]["function"]["name"] == "calc"
+
+    # a rollout without a calls file keeps the per-rollout ids its harness recorded
+    rollout_id = sorted(p.stem for p in (run_dir / "calls").iterdir())[0]
+    (run_dir / "calls" / f"{rollout_id}.jsonl").unlink()
+    lines = (run_dir / "rollouts.jsonl").read_text().splitlines()
+    rewritten = []
+    for line in lines:
+        data: dict[str, Any] = json.loads(line)
+        if data["rollout_id"] == rollout_id:
+            data["raw"] = {"prompt_token_ids": [7, 8], "completion_token_ids": [9]}
+        rewritten.append(json.dumps(data))
+    (run_dir / "rollouts.jsonl").write_text("\n".join(rewritten) + "\n")
+    (record,) = [r for r in from_run_dir(run_dir) if r.rollout_id == rollout_id]
+    assert (record.prompt_token_ids, record.completion_token_ids) == ([7, 8], [9])
+    assert record.calls is None and record.token_source == "server"
+    shown = _cli("show", str(run_dir), "--rollout", rollout_id)
+    assert "Token ids: complete (recorded by the harness; no calls file)" in shown.stdout
+
+
+def test_a_malformed_calls_file_names_the_file_line_and_field(tmp_path: Path) -> None:
+    (tmp_path / "rollouts.jsonl").write_text("")
+    path = write_calls(tmp_path, "r0", worked_example("r0"))
+    lines = path.read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["prompt_token_ids"] = [1, "2"]
+    path.write_text("\n".join([lines[0], json.dumps(bad), lines[2]]) + "\n")
+    from agentkit.training._callfiles import read_calls
+
+    with pytest.raises(ExportError, match=r"r0.jsonl: line 2.prompt_token_ids: expected a list"):
+        read_calls(tmp_path, "r0")
