@@ -26,7 +26,16 @@ import nox
 
 ROOT = Path(__file__).parent
 nox.options.default_venv_backend = "uv|virtualenv"
-nox.options.sessions = ["tests", "security", "signals", "lint", "layers", "types", "docs"]
+nox.options.sessions = [
+    "tests",
+    "security",
+    "signals",
+    "trainers",
+    "lint",
+    "layers",
+    "types",
+    "docs",
+]
 nox.options.reuse_existing_virtualenvs = True
 
 NPM_PREFIX = ROOT / ".cache" / "npm"
@@ -324,6 +333,73 @@ def bridges(session: nox.Session) -> None:
         session.run("python", "-m", "pip", "check")
     tests = [str(Path(d) / "tests") for d in contrib if (Path(d) / "tests").exists()]
     session.run("pytest", "-n", "auto", *tests, *session.posargs)
+
+
+#: The trainers whose own packages load ``agentkit export``'s files in tests/trainers
+#: (SkyRL's GeneratorOutput, Tinker's Datum, verifiers' Trace, the SFT files).
+TRAINER_PINS = [
+    "skyrl==0.3.0",
+    "skyrl-gym==0.4.0",
+    "tinker==0.38.0",
+    "verifiers==0.4.0",
+    "renderers==0.1.12",
+]
+#: What skyrl.train's generator utilities import beyond skyrl's own requirements (its
+#: ``skyrl-train`` extra also pulls flash-attn, which builds only against CUDA).
+SKYRL_IMPORTS = ["loguru", "jaxtyping", "ray==2.56.0", "torchdata"]
+#: tinker-cookbook 0.6.1 requires tml-renderers>=0.4.1, which PyPI does not have
+#: (0.2.1 is its newest); the modules the tests use import it lazily only, so the
+#: cookbook is installed without its requirements, beside the others it names.
+TINKER_COOKBOOK = "tinker-cookbook==0.6.1"
+TINKER_COOKBOOK_REQUIRES = [
+    "aiohttp",
+    "anyio",
+    "blobfile",
+    "chz",
+    "cloudpickle",
+    "datasets",
+    "huggingface-hub",
+    "pillow",
+    "pyrage",
+    "safetensors",
+    "termcolor",
+    "tiktoken",
+    "tqdm",
+    "transformers",
+]
+#: tinker-cookbook needs torch>=2.10: the CPU build, which pip takes from this
+#: machine's own wheels (uv would resolve the multi-GB CUDA build from PyPI).
+TORCH = "torch==2.13.0"
+
+
+@nox.session(venv_backend="virtualenv")
+def trainers(session: nox.Session) -> None:
+    """The trainers' own packages load agentkit's exports (tests/trainers).
+
+    torch comes first, through pip (the CPU wheel); everything else through uv, which
+    keeps that torch. ``AGENTKIT_TRAINERS=1`` lets pytest collect tests/trainers, which
+    the tests session leaves out (its environment has none of these packages).
+    """
+    session.run("python", "-m", "pip", "install", "--quiet", TORCH)
+    uv = shutil.which("uv")
+    if uv is None:
+        session.error("uv is needed to install the trainers' packages (pip install uv)")
+    python = str(Path(session.bin) / "python")
+    install = [uv, "pip", "install", "--quiet", "--python", python]
+    session.run(
+        *install,
+        *TRAINER_PINS,
+        *SKYRL_IMPORTS,
+        *TINKER_COOKBOOK_REQUIRES,
+        "-e",
+        ".[parquet]",
+        "pytest>=8.0",
+        "pytest-timeout>=2.2",
+        "hypothesis>=6.90",
+        external=True,
+    )
+    session.run(*install, "--no-deps", TINKER_COOKBOOK, external=True)
+    session.run("pytest", "-q", "tests/trainers", *session.posargs, env={"AGENTKIT_TRAINERS": "1"})
 
 
 #: The stop-signal tests the ``signals`` session repeats: SIGINT, SIGTERM and SIGHUP

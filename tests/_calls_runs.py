@@ -116,8 +116,10 @@ async def make_run(tmp_path: Path, model_server: ScriptedModelServer) -> Path:
     per rollout: ``add`` rollouts the worked example, ``capital`` rollouts two calls that
     merge; the last rollout's second call returned no token ids."""
     tasks = tmp_path / "tasks.jsonl"
+    (user, asked, result) = worked_example("-")[1].request["messages"]
     rows = [
-        {"id": "add", "input": "What is 2+3? Use calc.", "target": "5"},
+        # a transcript with a tool call and its result, which the chat harness answers
+        {"id": "add", "input": [user, asked, result], "target": "5"},
         {"id": "capital", "input": "Capital of France?", "target": "Paris"},
     ]
     tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))

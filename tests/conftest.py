@@ -1,6 +1,7 @@
 """Shared test setup: async tests run on asyncio; ``site`` holds the installed fixture plugins."""
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,10 @@ from hypothesis import settings
 # (on a loaded machine one example can take 700 ms once, a wall-clock flake).
 settings.register_profile("agentkit", deadline=None)
 settings.load_profile("agentkit")
+
+# tests/trainers load exports with the trainers' own packages, installed by the
+# ``trainers`` nox session only (it sets AGENTKIT_TRAINERS=1)
+collect_ignore = [] if os.environ.get("AGENTKIT_TRAINERS") == "1" else ["trainers"]
 
 _spec = importlib.util.spec_from_file_location(
     "agentkit_fixture_install", Path(__file__).parent / "fixtures" / "plugins" / "install.py"
