@@ -23,6 +23,8 @@ from agentkit._calls import ModelCall
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.training import (
     ExportError,
+    TrainingRecord,
+    assign_advantages,
     export_run,
     from_run_dir,
     prepare,
@@ -113,17 +115,32 @@ def test_a_failed_call_is_skipped_and_missing_logprobs_are_none() -> None:
     assert only.completion_mask == [1, 0, 1]
 
 
+def test_a_rollout_of_several_sequences_counts_once_in_its_group() -> None:
+    def rec(rollout: str, reward: float, sequence: int) -> TrainingRecord:
+        return TrainingRecord(
+            rollout_id=rollout, task_id="t", example_id="t", rollout_index=0, group=0,
+            status="completed", reward=reward, sequence=sequence,
+        )  # fmt: skip
+
+    records = [rec("a", 1.0, 0), rec("a", 1.0, 1), rec("a", 1.0, 2), rec("b", 0.0, 0)]
+    assert [r.advantage for r in assign_advantages(records)] == [0.5, 0.5, 0.5, -0.5]
+    batch = assign_advantages(records, normalize="batch")
+    assert [round(r.advantage or 0, 6) for r in batch] == [1.0, 1.0, 1.0, -1.0]
+
+
 # --- properties --------------------------------------------------------------------
 
 Step = tuple[str, int, list[int], list[int]]
 
 
 @st.composite
-def rollouts(draw: st.DrawFn) -> list[ModelCall]:
-    """Calls that extend, break the prefix, branch from an earlier call, or lack ids."""
+def rollouts(draw: st.DrawFn) -> tuple[list[ModelCall], set[int]]:
+    """Calls that extend, break the prefix, branch from an earlier call, or lack ids;
+    and the calls that extend the call before them (which must merge into its sequence)."""
     tokens = st.lists(st.integers(0, 50), max_size=4)
     calls: list[ModelCall] = []
     full: dict[int, list[int]] = {}  # call index -> its prompt + completion
+    extending: set[int] = set()
     for index in range(draw(st.integers(1, 8))):
         kind = draw(st.sampled_from(["extend", "extend", "break", "branch", "missing"]))
         if calls and kind in ("extend", "missing"):
@@ -140,14 +157,21 @@ def rollouts(draw: st.DrawFn) -> list[ModelCall]:
         if kind == "missing":
             calls.append(call("r", index, None, None, note="why", parent=parent))
             continue
+        if kind == "extend" and calls and calls[-1].has_tokens:
+            extending.add(index)
         calls.append(call("r", index, prompt, completion, logprobs, parent=parent))
         full[index] = prompt + completion
-    return calls
+    return calls, extending
 
 
 @given(rollouts())
-def test_concatenating_a_sequence_reproduces_each_merged_call(calls: list[ModelCall]) -> None:
+def test_concatenating_a_sequence_reproduces_each_merged_call(
+    drawn: tuple[list[ModelCall], set[int]],
+) -> None:
+    calls, extending = drawn
     tokens = sequences_of(calls)
+    sequence_of = {i: n for n, s in enumerate(tokens.sequences) for i in s.calls}
+    assert all(sequence_of[i] == sequence_of[i - 1] for i in extending)
     by_index = {c.index: c for c in calls}
     merged = [i for s in tokens.sequences for i in s.calls]
     with_ids = [c.index for c in calls if c.has_tokens]

@@ -222,12 +222,16 @@ async def test_sft_files_load_with_datasets_and_keep_tool_calls(
     assert row["tools"][0]["function"]["name"] == "calc"
     roles = [m["role"] for m in row["messages"]]
     assert roles[0] == "user" and roles[-1] == "assistant"
-    for message in json.loads(chat.read_text().splitlines()[0])["messages"]:
-        for call in message.get("tool_calls") or []:
-            ToolCall.model_validate(call)
+    calls = [
+        ToolCall.model_validate(call)
+        for message in json.loads(chat.read_text().splitlines()[0])["messages"]
+        for call in message.get("tool_calls") or []
+    ]
+    assert [c.function.name for c in calls] == ["calc"]
 
     sharegpt = export(run_dir, "sharegpt", tmp_path / "sharegpt.jsonl")
     loaded = datasets.load_dataset("json", data_files=str(sharegpt), split="train")
     turns = loaded[0]["conversations"]
-    assert turns[0]["from"] == "human" and turns[-1]["from"] == "gpt"
+    assert [t["from"] for t in turns] == ["human", "function_call", "observation", "gpt"]
+    assert json.loads(turns[1]["value"]) == {"name": "calc", "arguments": {"expr": "2+3"}}
     assert json.loads(loaded[0]["tools"])[0]["function"]["name"] == "calc"
