@@ -133,7 +133,7 @@ class _Builder:
         self.mask.extend([1] * len(completion))
         lps = call.completion_logprobs
         if self.logprobs is not None and lps is not None and len(lps) == len(completion):
-            self.logprobs.extend(float(v) for v in lps)
+            self.logprobs.extend(lps)
         else:
             self.logprobs = None
         self.calls.append(call.index)

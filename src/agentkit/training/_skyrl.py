@@ -74,5 +74,6 @@ def write_skyrl(records: Iterable[TrainingRecord], out: str | os.PathLike[str]) 
     """Write the ``GeneratorOutput`` JSON; returns how many rows (sequences) it has."""
     output = generator_output(records)
     with replacing(Path(out)) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(output, fh, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        # one dumps, not json.dump: dump writes in thousands of small pieces
+        fh.write(json.dumps(output, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
     return len(output["response_ids"])
