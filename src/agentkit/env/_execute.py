@@ -6,6 +6,10 @@ session's executor, runs the preflight where the rollouts run, opens the run
 directory (a new one, or the resumed one with its manifest's history carried
 on), runs the jobs through the :class:`~agentkit.env._runner.Runner` and
 writes the summary, also when the run is interrupted.
+
+Runs that share one budget of running rollouts (the cells of a job,
+:mod:`agentkit.jobs`) pass the same ``limiter`` to :func:`execute`, and may
+pass a ``progress`` sink of their own instead of the run's progress bar.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
+import attrs
 
 from agentkit._context import SECRET_HEADER_WORDS, RunContext
 from agentkit._executor import Executor, PlannedTask
@@ -26,7 +31,7 @@ from agentkit.env._live import LiveEvents
 from agentkit.env._preflight import check_before_run
 from agentkit.env._progress import ProgressBar, StatusLine
 from agentkit.env._records import EvalResults
-from agentkit.env._runner import Runner, group_json
+from agentkit.env._runner import ProgressSink, Runner, group_json
 from agentkit.env._scripted import SCRIPTED_PREFIX, scripted_endpoint
 from agentkit.env._session import Session
 from agentkit.env._store import RunDirError, RunStore
@@ -35,18 +40,36 @@ from agentkit.env._summary import build_groups, summarize
 __all__ = ["execute"]
 
 
-async def execute(session: Session) -> EvalResults:
-    """Run ``session``'s jobs and record them; the results of every planned rollout."""
+async def execute(
+    session: Session,
+    *,
+    limiter: anyio.CapacityLimiter | None = None,
+    progress: ProgressSink | None = None,
+) -> EvalResults:
+    """Run ``session``'s jobs and record them; the results of every planned rollout.
+
+    ``limiter``: a budget of running rollouts shared with other runs (each
+    rollout holds one token of it while it runs). ``progress``: told when
+    each rollout starts and finishes, instead of the run's own progress bar.
+    """
     async with contextlib.AsyncExitStack() as stack:
         ctx = session.ctx
         if ctx.model and ctx.model.startswith(SCRIPTED_PREFIX):
             name, url = stack.enter_context(scripted_endpoint(ctx.model))
             ctx = ctx.evolve(model=name, base_url=url)
-        return await _open_executor(session, ctx)
+        return await _open_executor(session, ctx, _Shared(limiter, progress))
     raise AssertionError("unreachable")  # pragma: no cover - the stack does not swallow
 
 
-async def _open_executor(session: Session, ctx: RunContext) -> EvalResults:
+@attrs.frozen
+class _Shared:
+    """What a run gets from outside: a shared budget and a progress sink."""
+
+    limiter: anyio.CapacityLimiter | None
+    progress: ProgressSink | None
+
+
+async def _open_executor(session: Session, ctx: RunContext, shared: _Shared) -> EvalResults:
     opts = session.runner_options
     work = RolloutWork(
         harness=session.env.harness,
@@ -60,14 +83,14 @@ async def _open_executor(session: Session, ctx: RunContext) -> EvalResults:
     executor = session.executor
     await executor.open(work, run_dir=session.resume or session.target)
     try:
-        return await _execute_on(session, ctx, executor, work)
+        return await _execute_on(session, ctx, executor, work, shared)
     finally:
         with anyio.CancelScope(shield=True):
             await executor.close()
 
 
 async def _execute_on(
-    session: Session, ctx: RunContext, executor: Executor, work: RolloutWork
+    session: Session, ctx: RunContext, executor: Executor, work: RolloutWork, shared: _Shared
 ) -> EvalResults:
     env = session.env
     run_options = session.options
@@ -139,7 +162,7 @@ async def _execute_on(
             drain_timeout=run_options.callback_drain_timeout,
         )
         bar = None
-        if run_options.progress:
+        if run_options.progress and shared.progress is None:
             bar = ProgressBar(wanted, done=len(finished))
         runner = Runner(
             work=work,
@@ -148,8 +171,9 @@ async def _execute_on(
             options=opts,
             store=store,
             live=live,
-            progress=bar,
+            progress=bar if shared.progress is None else shared.progress,
             finished=finished,
+            limiter=shared.limiter,
         )
     except BaseException:
         if store is not None:

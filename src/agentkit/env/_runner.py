@@ -1,6 +1,10 @@
 """Running rollouts: bounded concurrency, retries, recording; the executor runs the attempts.
 
-``concurrency`` workers take (task, rollout index) jobs in order. Each job:
+``concurrency`` workers take (task, rollout index) jobs in order; given a
+shared ``limiter`` (an :class:`anyio.CapacityLimiter` that other runs hold
+too, as the cells of a job do), a worker takes a token of it before each job
+and gives it back once the rollout is recorded, so that all the runs sharing
+it have at most its ``total_tokens`` rollouts running at once. Each job:
 
 1. runs attempts through the run's executor (``agentkit.executors``: in this
    process, or as Ray tasks on a cluster), each one sandbox, harness and
@@ -22,6 +26,7 @@ arrive (for viewers; removed once its line is durable, see ``_livelog.py``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import random
@@ -125,6 +130,7 @@ class Runner:
         live: LiveEvents,
         progress: ProgressSink | None = None,
         finished: Sequence[RolloutRecord] = (),
+        limiter: anyio.CapacityLimiter | None = None,
     ) -> None:
         self.work = work
         self.executor = executor
@@ -134,6 +140,8 @@ class Runner:
         self.store = store
         self.live = live
         self.progress = progress
+        #: A budget shared with other runs: each running rollout holds one token of it.
+        self.limiter = limiter
         self.records: list[RolloutRecord] = list(finished)
         self.groups: list[Any] = []
         self._by_task: dict[str, list[RolloutRecord]] = {}
@@ -187,20 +195,32 @@ class Runner:
     async def _worker(self) -> None:
         jobs = self.jobs
         while self._next < len(jobs) and self.stop_reason is None:
-            job = jobs[self._next]
-            self._next += 1
-            if self.progress is not None:
-                self.progress.started()
-            live_log = self._start_live_log(job)
-            finished = False
-            try:
-                record = await self._run_job(job)
-                await self._finish(record)
-                finished = True
-            finally:
-                if live_log is not None:
-                    del self._live_logs[job.rollout_id]
-                    live_log.close(remove=finished)
+            async with self._slot():
+                # taken once the slot is ours: a worker waiting for the shared budget
+                # holds no job back from the workers that have a slot
+                if self._next >= len(jobs) or self.stop_reason is not None:
+                    return
+                job = jobs[self._next]
+                self._next += 1
+                await self._run_one(job)
+
+    def _slot(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """A token of the shared budget while a rollout runs (nothing without one)."""
+        return self.limiter if self.limiter is not None else contextlib.nullcontext()
+
+    async def _run_one(self, job: Job) -> None:
+        if self.progress is not None:
+            self.progress.started()
+        live_log = self._start_live_log(job)
+        finished = False
+        try:
+            record = await self._run_job(job)
+            await self._finish(record)
+            finished = True
+        finally:
+            if live_log is not None:
+                del self._live_logs[job.rollout_id]
+                live_log.close(remove=finished)
 
     def _start_live_log(self, job: Job) -> LiveLog | None:
         if self.store is None:
