@@ -26,7 +26,7 @@ from agentkit._events import Event
 from agentkit._executor import Executor
 from agentkit._pricing import Price
 
-__all__ = ["RunOptions", "RunOptionsKeywords", "build_run_options"]
+__all__ = ["FILE_OPTIONS", "RunOptions", "RunOptionsKeywords", "build_run_options", "file_option"]
 
 
 # -- the checks: each message names the setting, what it must be and what it got ---------
@@ -203,12 +203,7 @@ class RunOptions:
         values: dict[str, Any] = {}
         for raw_key, value in data.items():
             key = str(raw_key).replace("-", "_")
-            file_type = _FILE_TYPES.get(key)
-            if file_type is None:
-                known = ", ".join(sorted(_FILE_TYPES))
-                why = "not a file setting" if key in _FIELDS else "unknown run option"
-                raise ValidationError(str(raw_key), f"{why}; known: {known}", source)
-            values[key] = structure(value, file_type, source=source, path=str(raw_key))
+            values[key] = file_option(key, value, source=source, path=str(raw_key))
         try:
             return cls(**values)
         except SpecError as exc:
@@ -256,6 +251,27 @@ _FILE_TYPES: dict[str, Any] = {
     "executor": str,
     "ray_address": str | None,
 }
+
+
+#: The run options a TOML or JSON file may set (see ``RunOptions.from_mapping``).
+FILE_OPTIONS: frozenset[str] = frozenset(_FILE_TYPES)
+
+
+def file_option(name: str, value: Any, *, source: str | None = None, path: str = "") -> Any:
+    """The value of run option ``name`` (``base_url``) as a file gives it, typed strictly.
+
+    Returns it as the file's type says (``price`` a table, paths strings);
+    raises :class:`~agentkit.ValidationError` naming ``source`` and ``path``
+    (default ``name``) for a name that is not a file setting or a value of
+    another type. Ranges are checked when a :class:`RunOptions` is built.
+    """
+    where = path or name
+    file_type = _FILE_TYPES.get(name)
+    if file_type is None:
+        known = ", ".join(sorted(_FILE_TYPES))
+        why = "not a file setting" if name in _FIELDS else "unknown run option"
+        raise ValidationError(where, f"{why}; known: {known}", source)
+    return structure(value, file_type, source=source, path=where)
 
 
 class RunOptionsKeywords(TypedDict, total=False):
