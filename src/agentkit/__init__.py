@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from agentkit._usage import Usage
     from agentkit.env import AgentEnv
     from agentkit.hookspecs import hookimpl
+    from agentkit.jobs import Job
 
 _LAZY: dict[str, str] = {
     "AgentEnv": "agentkit.env",
@@ -78,6 +79,7 @@ _LAZY: dict[str, str] = {
     "ForkableSandbox": "agentkit._sandbox",
     "Process": "agentkit._sandbox",
     "Harness": "agentkit._harness",
+    "Job": "agentkit.jobs",
     "HarnessResult": "agentkit._result",
     "INFRA_ERROR_KINDS": "agentkit._result",
     "RETRYABLE_ERROR_KINDS": "agentkit._result",
@@ -119,6 +121,7 @@ __all__ = [
     "Harness",
     "HarnessError",
     "HarnessResult",
+    "Job",
     "Limits",
     "ListTaskset",
     "OptionError",
