@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "runs": "agentkit.cli._show_cmd:runs_cmd",
     "compare": "agentkit.cli._compare_cmd:compare_cmd",
     "export": "agentkit.cli._export_cmd:export_cmd",
+    "job": "agentkit.cli._job_cmd:job_group",
     "sandbox": "agentkit.cli._sandbox_cmd:sandbox_group",
     "view": "agentkit.cli._view_cmd:view_cmd",
 }
@@ -42,6 +43,7 @@ _HELP = {
     "runs": "List run directories; --compare RUN... prints a leaderboard with error bars.",
     "compare": "Compare two runs on their shared tasks: difference, 95% CI, paired p-value.",
     "export": "Export a run directory as training records (JSONL or parquet).",
+    "job": "Run a job (tasksets × harnesses × models), show its leaderboard, compare cells.",
     "sandbox": "Manage sandboxes: 'agentkit sandbox prune' removes leftovers and image roots.",
     "view": "Browse runs in the browser, live while they run (needs agentkit[view]).",
 }

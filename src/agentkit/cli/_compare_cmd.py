@@ -1,16 +1,19 @@
 """``agentkit compare`` (two runs, paired on their shared tasks) and the leaderboard
-that ``agentkit runs --compare`` prints (and a job's cells can print the same way)."""
+that ``agentkit runs --compare`` prints (``agentkit job show`` and ``agentkit job
+compare`` print a job's cells the same way)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 import click
 from rich.console import Console
 
 from agentkit._errors import SpecError
+from agentkit.jobs import is_job_dir, open_job
 from agentkit.runs import Run, open_run
 from agentkit.stats import (
     RunStats,
@@ -27,18 +30,23 @@ __all__ = [
     "compare_cmd",
     "leaderboard_command",
     "leaderboard_runs",
+    "print_comparison",
     "print_leaderboard",
 ]
 
 
 def leaderboard_runs(paths: Sequence[Path]) -> list[Run]:
-    """The runs named: each path a run directory, or a folder whose runs are all taken."""
+    """The runs named: each path a run directory, a job directory (its started cells) or
+    a folder whose runs are all taken."""
     runs: list[Run] = []
     for path in paths:
         if not path.is_dir():
             raise SpecError(f"{path}: no such run directory")
         if (path / "manifest.json").is_file():
             runs.append(open_run(path))
+            continue
+        if is_job_dir(path):
+            runs.extend(c.open() for c in open_job(path).cells if c.started)
             continue
         # every run in the folder, oldest first; a broken one is an error, not left out
         found = [open_run(c) for c in sorted(path.iterdir()) if (c / "manifest.json").is_file()]
@@ -56,8 +64,10 @@ def print_leaderboard(
     *,
     out: Path | None = None,
     title: str | None = None,
+    file: TextIO | None = None,
 ) -> None:
-    """Print ranked leaderboard rows on stdout in ``fmt``, or write them to ``out``."""
+    """Print ranked leaderboard rows in ``fmt`` on ``file`` (default stdout), or write
+    them to ``out``."""
     rows = ranked(rows)
     if out is not None:
         text = format_leaderboard(rows, fmt, title=title)
@@ -68,11 +78,11 @@ def print_leaderboard(
         click.echo(f"Wrote {out} ({fmt}, {len(rows)} row{'' if len(rows) == 1 else 's'})", err=True)
         return
     if fmt != "table":
-        click.echo(format_leaderboard(rows, fmt), nl=False)
+        click.echo(format_leaderboard(rows, fmt), nl=False, file=file)
         return
-    console = Console(soft_wrap=False)
+    console = Console(soft_wrap=False, file=file)
     if not console.is_terminal:  # piped: no need to fold paths at 80 columns
-        console = Console(soft_wrap=False, width=200)
+        console = Console(soft_wrap=False, width=200, file=file)
     console.print(leaderboard_table(rows, title=title))
     left_out = [r for r in rows if r.could_not_run or r.unscored]
     for r in left_out:
@@ -124,13 +134,19 @@ def compare_cmd(run_a: Path, run_b: Path, as_json: bool, top: int) -> None:
     and the tasks that differ most. Tasks only one run scored are counted
     and left out.
     """
-    comparison = compare_runs(open_run(run_a), open_run(run_b))
+    print_comparison(open_run(run_a), open_run(run_b), as_json=as_json, top=top)
+
+
+def print_comparison(run_a: Run, run_b: Run, *, as_json: bool, top: int) -> None:
+    """A paired comparison of two runs, as text or JSON, on stdout (``agentkit compare``,
+    ``agentkit job compare``)."""
+    comparison = compare_runs(run_a, run_b)
     if not comparison.shared:
         sample_a = ", ".join(comparison.only_a[:3])
         sample_b = ", ".join(comparison.only_b[:3])
         raise SpecError(
-            f"{run_a} and {run_b} share no scored task, so there is nothing to compare "
-            f"(A scored {comparison.a.tasks} tasks, e.g. {sample_a or 'none'}; "
+            f"{run_a.path} and {run_b.path} share no scored task, so there is nothing to "
+            f"compare (A scored {comparison.a.tasks} tasks, e.g. {sample_a or 'none'}; "
             f"B scored {comparison.b.tasks}, e.g. {sample_b or 'none'})"
         )
     if as_json:
