@@ -223,8 +223,9 @@ def _run(params: dict[str, Any], out: TextIO) -> None:
     if failed:
         for cell in failed:
             _echo_err(f"cell {cell.name} failed: {cell.error}")
+        others = "; the others ran" if len(failed) < len(results.cells) else ""
         raise AgentkitError(
-            f"{len(failed)} of {len(results.cells)} cells failed; the others ran. Fix the cause, "
+            f"{len(failed)} of {len(results.cells)} cells failed{others}. Fix the cause, "
             f"then continue with: agentkit job run --resume {results.job_dir}"
         )
     if not results.complete:
