@@ -37,9 +37,7 @@ def budget_job(tasks: Path, server: ScriptedModelServer, concurrency: int) -> Jo
             "job": {"name": "budget", "concurrency": concurrency, "preflight": False},
             "tasksets": [{"spec": f"jsonl:{tasks}"}],
             "harnesses": [{"name": "chat"}],
-            "models": [
-                {"name": name, "base_url": server.base_url} for name in ("m1", "m2", "m3")
-            ],
+            "models": [{"name": name, "base_url": server.base_url} for name in ("m1", "m2", "m3")],
         }
     )
 
@@ -106,7 +104,9 @@ async def test_rollouts_of_all_cells_share_one_budget(
     assert most_at_once(records) == concurrency
 
 
-async def test_the_cells_progress_together(model_server: ScriptedModelServer, tmp_path: Path) -> None:
+async def test_the_cells_progress_together(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
     """Each cell waits its turn for the budget: no cell runs all its rollouts while
     another has not started (the budget's waiters are served first come, first served)."""
     tasks = write_tasks(tmp_path / "tasks.jsonl", 6)

@@ -42,9 +42,7 @@ def write_job(tmp_path: Path, server: ScriptedModelServer) -> Path:
             for i in range(TASKS)
         )
     )
-    models = "".join(
-        f'[[models]]\nname = "{m}"\nbase_url = "{server.base_url}"\n\n' for m in CELLS
-    )
+    models = "".join(f'[[models]]\nname = "{m}"\nbase_url = "{server.base_url}"\n\n' for m in CELLS)
     job = tmp_path / "job.toml"
     job.write_text(
         f'[job]\nname = "killed"\nconcurrency = {BUDGET}\nrollouts_per_task = {ROLLOUTS}\n\n'
@@ -132,4 +130,6 @@ async def test_a_job_killed_with_sigkill_resumes_losing_and_repeating_nothing(
     assert len(model_server.model_requests) == PLANNED - answered
     for cell in report["cells"]:
         assert cell["summary"]["complete"] is True
-        assert cell["summary"]["this_session"]["ran"] == TASKS * ROLLOUTS - len(before[cell["name"]])
+        assert cell["summary"]["this_session"]["ran"] == TASKS * ROLLOUTS - len(
+            before[cell["name"]]
+        )

@@ -54,8 +54,12 @@ def test_the_cross_product_names_cells_by_their_labels() -> None:
     }
     cell = j.cell("hb.terse.small")
     assert cell.taskset == "harbor:./examples/harbor" and cell.harness == "chat"
-    assert cell.model == "m2" and cell.axes == {"taskset": "hb", "harness": "terse", "model": "small"}
-    with pytest.raises(SpecError, match="has no cell 'nope'; its cells: arithmetic.chat"):
+    assert cell.model == "m2" and cell.axes == {
+        "taskset": "hb",
+        "harness": "terse",
+        "model": "small",
+    }
+    with pytest.raises(SpecError, match=r"has no cell 'nope'; its cells: arithmetic\.chat"):
         j.cell("nope")
 
 
@@ -245,8 +249,7 @@ name = "m"
         ),
         (
             ('name = "m"', 'name = "m"\napi_key = "sk-live-0123456789abcdef"'),
-            "job.toml: models[0].api_key: a key is never written in a job file: give "
-            "api_key_env",
+            "job.toml: models[0].api_key: a key is never written in a job file: give api_key_env",
         ),
         (
             ('name = "m"', 'name = "m"\nmax_turns = 0'),
