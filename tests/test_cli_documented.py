@@ -39,19 +39,31 @@ def test_option_matching_is_exact() -> None:
     assert not mentions("`--no-out`", "--out")
 
 
+def commands(name: str, command: click.Command) -> list[tuple[str, click.Command]]:
+    """The command and, for a group (``agentkit job``), each of its subcommands."""
+    out = [(name, command)]
+    if isinstance(command, click.Group):
+        for sub_name, sub in sorted(command.commands.items()):
+            out.append((f"{name} {sub_name}", sub))
+    return out
+
+
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_command_and_options_are_documented(name: str) -> None:
     text = section(name)
-    command = _load(COMMANDS[name])
-    for param in command.params:
-        if not isinstance(param, click.Option) or param.hidden:
-            continue
-        for option in param.opts + param.secondary_opts:
-            if option in ("--help", "-h"):
+    for full_name, command in commands(name, _load(COMMANDS[name])):
+        if full_name != name:
+            assert f"agentkit {full_name}" in text, f"agentkit {full_name} is not documented"
+        for param in command.params:
+            if not isinstance(param, click.Option) or param.hidden:
                 continue
-            assert mentions(text, option), (
-                f"agentkit {name}: option {option} is not documented in its docs/cli.md section"
-            )
+            for option in param.opts + param.secondary_opts:
+                if option in ("--help", "-h"):
+                    continue
+                assert mentions(text, option), (
+                    f"agentkit {full_name}: option {option} is not documented in its "
+                    "docs/cli.md section"
+                )
 
 
 def test_global_options_are_documented() -> None:

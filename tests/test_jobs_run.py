@@ -260,3 +260,43 @@ def test_default_job_directory_is_under_jobs(tmp_path: Path) -> None:
     assert made.name.endswith("-arith")
     rows = json.loads(ok("job", "show", str(made), "--format", "json").stdout)
     assert {r["rollouts"] for r in rows} == {1}
+
+
+def readme_block(title: str) -> list[list[str]]:
+    """The commands of the README's bash block under ``## title``, as argument lists."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text()
+    block = text.split(f"## {title}\n", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [w for w in (shlex.split(x, comments=True) for x in block.splitlines()) if w]
+
+
+def test_the_readme_job_works_as_written(tmp_path: Path) -> None:
+    commands = readme_block("A job")
+    assert [c[:3] for c in commands] == [
+        ["agentkit", "job", "run"],
+        ["agentkit", "job", "show"],
+        ["agentkit", "job", "compare"],
+        ["agentkit", "job", "run"],
+    ]
+    outputs = []
+    for words in commands:
+        args = [str(tmp_path / "arith") if w == "jobs/arith" else w for w in words[1:]]
+        outputs.append(ok(*args, cwd=ROOT).stdout)
+    board = outputs[1]
+    # the numbers docs/jobs.md shows
+    assert (
+        "| arith.chat.weak.temperature=0.0 | chat | scripted:examples/scripts/arithmetic-weak.json"
+        " | 10 | 20 | 0 | 0.550 | [0.237, 0.863] | 0.1384 | 0.550 | 0.700 |"
+    ) in board
+    assert "| arith.chat.strong.temperature=0.7 | chat |" in board
+    compared = outputs[2]
+    assert "Difference A - B: +0.450  95% CI [+0.137, +0.763]  SE 0.138" in compared
+    assert "Paired t-test on per-task means: t = 3.250, df = 9, p = 0.009991" in compared
+    assert "Tasks: A higher on 6, B higher on 0, tied on 4" in compared
+    assert f"Job directory: {tmp_path / 'arith'}" in outputs[3]
+    docs = (ROOT / "docs" / "jobs.md").read_text()
+    for line in board.splitlines()[2:]:
+        assert line.rsplit("|", 2)[0] in docs, line  # all but the seconds per rollout
+    for line in compared.splitlines()[2:]:
+        assert line in docs, line

@@ -145,6 +145,8 @@ class Job:
     axes: dict[str, list[str]]
     #: The job file this job was read from (None: built from a mapping).
     source: str | None = None
+    #: SHA-256 of that file as it was read.
+    source_sha256: str | None = None
 
     # -- construction ------------------------------------------------------------
     @classmethod
@@ -158,8 +160,10 @@ class Job:
         """Read a job file, strictly: an error names the file, the key and what was
         expected. ``replace`` and ``override`` are the command line's changes (the
         axes it gives; settings of every cell)."""
-        spec = read_job_file(Path(path), replace=replace, override=override)
-        return cls._of(spec, source=str(Path(path).resolve()))
+        path = Path(path)
+        digest = file_digest(path)
+        spec = read_job_file(path, replace=replace, override=override)
+        return cls._of(spec, source=str(path.resolve()), source_sha256=digest)
 
     @classmethod
     def from_mapping(
@@ -167,7 +171,8 @@ class Job:
     ) -> Job:
         """A job from its document as a mapping (a parsed TOML or JSON file);
         ``source`` names it in errors, ``name`` is its name when ``[job]`` gives none."""
-        return cls._of(read_job(dict(data), source=source, default_name=name), source=None)
+        spec = read_job(dict(data), source=source, default_name=name)
+        return cls._of(spec, source=None, source_sha256=None)
 
     @classmethod
     def from_job_dir(
@@ -191,10 +196,10 @@ class Job:
         if isinstance(document, dict):
             document = with_changes(document, replace or {}, override or {})
         spec = read_job(document, source=str(job_dir / JOB_FILE))
-        return cls._of(spec, source=stored.get("source"))
+        return cls._of(spec, source=stored.get("source"), source_sha256=stored.get("source_sha256"))
 
     @classmethod
-    def _of(cls, spec: JobSpec, *, source: str | None) -> Job:
+    def _of(cls, spec: JobSpec, *, source: str | None, source_sha256: str | None) -> Job:
         return cls(
             name=spec.name,
             concurrency=spec.concurrency,
@@ -202,6 +207,7 @@ class Job:
             document=spec.document,
             axes=spec.axes,
             source=source,
+            source_sha256=source_sha256,
         )
 
     def cell(self, name: str) -> CellSpec:
@@ -308,7 +314,7 @@ class Job:
             store.write(
                 self._spec(),
                 source=self.source,
-                source_sha256=None if self.source is None else file_digest(self.source),
+                source_sha256=self.source_sha256,
                 previous=previous,
                 changes=changes,
             )
