@@ -1,10 +1,11 @@
 """One progress display for all of a job's cells, on stderr.
 
 On a terminal (``live``): one row per cell and a total row, redrawn in place
-by rich: rollouts done of planned, running, errors, mean reward so far,
-elapsed time and ETA. Elsewhere (``lines``, a log file or a pipe): one plain
-line when a cell starts, when it finishes (or fails) and then the job's
-total, so that logs stay readable.
+by rich: the cell's name, rollouts done of planned, running (``run``),
+errors (``err``), mean reward so far, elapsed time and time remaining.
+Elsewhere (``lines``, a log file or a pipe): one plain line when a cell
+starts, when it finishes (or fails) and then the job's total, so that logs
+stay readable.
 """
 
 from __future__ import annotations
@@ -96,23 +97,22 @@ class JobProgress:
 
     def __enter__(self) -> JobProgress:
         if self.mode == "live":
-            width = max([len(n) for n in self.cells] + [5])
+            width = min(max([len(n) for n in self.cells] + [5]), 48)
             self._progress = Progress(
-                TextColumn(f"{{task.description:<{min(width, 60)}}}"),
-                BarColumn(bar_width=24),
+                TextColumn(f"{{task.description:<{width}.{width}}}"),
+                BarColumn(bar_width=20),
                 MofNCompleteColumn(),
-                TextColumn("running {task.fields[running]}"),
-                TextColumn("errors {task.fields[errors]}"),
+                TextColumn("run {task.fields[running]}"),
+                TextColumn("err {task.fields[errors]}"),
                 TextColumn("reward {task.fields[reward]}"),
                 TimeElapsedColumn(),
-                TextColumn("ETA"),
                 TimeRemainingColumn(),
                 console=self.console,
                 transient=False,
             )
             for name, counts in self.cells.items():
                 self._tasks[name] = self._add(name, counts)
-            self._tasks[""] = self._add("[bold]total", self.total)
+            self._tasks[""] = self._add("total", self.total)
             self._progress.start()
         return self
 
