@@ -16,6 +16,7 @@ import click
 from agentkit._errors import AgentkitError, SpecError
 from agentkit._run_options import file_option
 from agentkit.cli._compare_cmd import print_comparison, print_leaderboard
+from agentkit.cli._results import start_notes
 from agentkit.cli._signals import run_stoppable
 from agentkit.cli._stdout import reserved_stdout
 from agentkit.jobs import Job, JobResults, default_job_dir, open_job
@@ -178,18 +179,8 @@ def _run(params: dict[str, Any], out: TextIO) -> None:
         progress = not as_json
 
     def on_cell_start(name: str, info: dict[str, Any]) -> None:
-        for problem in info.get("taskset_problems") or []:
-            _echo_err(f"cell {name}: Warning: a task could not be loaded: {problem}")
-        for note in ("repair_note", "pricing_note"):
-            if info.get(note) and not as_json:
-                _echo_err(f"cell {name}: Note: {info[note]}")
-        for key in ("sandbox_warning", "unsupported_warning"):
-            if info.get(key):
-                _echo_err(f"cell {name}: Warning: {info[key]}")
-        for warning in info.get("preflight_warnings") or []:
-            _echo_err(f"cell {name}: Warning: {warning}")
-        for path, (was, now) in (info.get("resume_changes") or {}).items():
-            _echo_err(f"cell {name}: Note: {path.split('.')[-1]} changed on resume: {was} -> {now}")
+        for line in start_notes(info, as_json=as_json):
+            _echo_err(f"cell {name}: {line}")
 
     if job.source and resume is not None and params["job_file"] is None:
         _note_changed_source(job, resume)

@@ -12,7 +12,7 @@ from rich.console import Console
 
 from agentkit.env._progress import render_results_table
 
-__all__ = ["money", "print_results", "usage_lines"]
+__all__ = ["money", "print_results", "start_notes", "usage_lines"]
 
 
 def money(value: Any) -> str:
@@ -88,3 +88,25 @@ def print_results(summary: dict[str, Any], *, title: str, file: TextIO | None = 
     cb = summary.get("trace_callback") or {}
     if cb.get("error"):
         console.print(f"trace_callback failed: {cb['error']}", highlight=False, markup=False)
+
+
+def start_notes(info: dict[str, Any], *, as_json: bool) -> list[str]:
+    """The warnings and notes of a run's ``on_start`` plan, one line each (for stderr):
+    tasks that could not be loaded, a repaired torn line and the pricing (not with
+    ``--json``), the sandbox's warning, tasks left out, the preflight's warnings and
+    what changed on resume."""
+    lines = []
+    problems = info.get("taskset_problems") or []
+    if problems:
+        listing = "".join(f"\n  - {p}" for p in problems)
+        lines.append(f"Warning: {len(problems)} task(s) could not be loaded:{listing}")
+    for note in ("repair_note", "pricing_note"):
+        if info.get(note) and not as_json:
+            lines.append(f"Note: {info[note]}")
+    for key in ("sandbox_warning", "unsupported_warning"):
+        if info.get(key):
+            lines.append(f"Warning: {info[key]}")
+    lines.extend(f"Warning: {w}" for w in info.get("preflight_warnings") or [])
+    for path, (was, now) in (info.get("resume_changes") or {}).items():
+        lines.append(f"Note: {path.split('.')[-1]} changed on resume: {was} -> {now}")
+    return lines

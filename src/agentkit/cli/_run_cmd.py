@@ -13,7 +13,7 @@ import click
 from click.core import ParameterSource
 
 from agentkit.cli._config import load_run_config
-from agentkit.cli._results import print_results
+from agentkit.cli._results import print_results, start_notes
 from agentkit.cli._run_settings import RunSettings, resolve_settings
 from agentkit.cli._signals import run_stoppable
 from agentkit.cli._stdout import reserved_stdout
@@ -292,21 +292,8 @@ def _run(ctx: click.Context, params: dict[str, Any], out: TextIO) -> None:
         show_progress = False
 
     def on_start(info: dict[str, Any]) -> None:
-        problems = info.get("taskset_problems") or []
-        if problems:
-            listing = "".join(f"\n  - {p}" for p in problems)
-            _echo_err(f"Warning: {len(problems)} task(s) could not be loaded:{listing}")
-        for note in ("repair_note", "pricing_note"):
-            if info.get(note) and not as_json:
-                _echo_err(f"Note: {info[note]}")
-        if info.get("sandbox_warning"):
-            _echo_err(f"Warning: {info['sandbox_warning']}")
-        if info.get("unsupported_warning"):
-            _echo_err(f"Warning: {info['unsupported_warning']}")
-        for warning in info.get("preflight_warnings") or []:
-            _echo_err(f"Warning: {warning}")
-        for path, (was, now) in (info.get("resume_changes") or {}).items():
-            _echo_err(f"Note: {path.split('.')[-1]} changed on resume: {was} -> {now}")
+        for line in start_notes(info, as_json=as_json):
+            _echo_err(line)
         if not as_json:
             what = (
                 f"{plural(info['to_run'], 'rollout')} to run ({plural(info['tasks'], 'task')} "
