@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 import pytest
 
+import agentkit.jobs
 from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
@@ -51,7 +52,7 @@ def write_job(tmp_path: Path, server: ScriptedModelServer) -> Path:
     return job
 
 
-def agentkit(*args: str) -> list[str]:
+def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "agentkit", *args]
 
 
@@ -80,7 +81,7 @@ async def test_a_job_killed_with_sigkill_resumes_losing_and_repeating_nothing(
     job = write_job(tmp_path, model_server)
     job_dir = tmp_path / "job"
     proc = subprocess.Popen(
-        agentkit("job", "run", str(job), "--out", str(job_dir), "--no-progress"),
+        cli("job", "run", str(job), "--out", str(job_dir), "--no-progress"),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -88,18 +89,21 @@ async def test_a_job_killed_with_sigkill_resumes_losing_and_repeating_nothing(
     try:
         with anyio.fail_after(60):  # a hang guard, not a measurement
             await model_server.wait_for_requests(answered + BUDGET)
-        os.kill(proc.pid, signal.SIGKILL)
+        running = agentkit.jobs.open(job_dir).state()  # its process holds the lock
     finally:
+        os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
         assert proc.stderr is not None
         proc.stderr.close()
+    assert running == "running"
     assert proc.returncode == -signal.SIGKILL
+    assert agentkit.jobs.open(job_dir).state() == "incomplete"
     before = rollout_lines(job_dir)
     finished_before = {(c, r["rollout_id"]) for c, rs in before.items() for r in rs}
     assert len(finished_before) == answered
     # the killed job reads as a job: its cells are ordinary (interrupted) run directories
     shown = subprocess.run(
-        agentkit("job", "show", str(job_dir), "--format", "json"), capture_output=True, text=True
+        cli("job", "show", str(job_dir), "--format", "json"), capture_output=True, text=True
     )
     if answered:
         assert shown.returncode == 0, shown.stderr
@@ -108,7 +112,7 @@ async def test_a_job_killed_with_sigkill_resumes_losing_and_repeating_nothing(
     model_server.set_script({"default": {"content": "ok"}})
     model_server.clear_requests()
     resumed = subprocess.run(
-        agentkit("job", "run", "--resume", str(job_dir), "--json"),
+        cli("job", "run", "--resume", str(job_dir), "--json"),
         capture_output=True,
         text=True,
         timeout=120,
@@ -116,6 +120,7 @@ async def test_a_job_killed_with_sigkill_resumes_losing_and_repeating_nothing(
     assert resumed.returncode == 0, resumed.stderr
     report = json.loads(resumed.stdout)
     assert report["complete"] is True and report["failed"] == []
+    assert agentkit.jobs.open(job_dir).state() == "complete"
     after = rollout_lines(job_dir)
     assert sorted(after) == sorted(f"tasks.chat.{m}" for m in CELLS)
     for cell, records in after.items():
