@@ -39,11 +39,15 @@ class ModelCall:
     ``request`` is the JSON body the agent sent (secrets redacted);
     ``forwarded`` lists the fields the proxy added or changed on its way to
     the server (for example ``return_token_ids``), so ``request`` stays what the
-    agent said. ``response`` is the JSON body the server returned; for a
-    streamed call it is the final object assembled from the stream's events
-    (``stream`` is then True). Timing is in seconds: ``started_at`` is a Unix
-    time, ``ttft_s`` the time to the first byte of the answer's body (the
-    first event of a stream), ``duration_s`` the whole call.
+    agent said; ``headers`` are the agent's request headers (secret-looking
+    values ``***``). ``response`` is the JSON body the agent received (what the
+    server returned, less the fields the proxy asked for on the agent's
+    behalf: those are in the token fields); for a streamed call it is the
+    final object assembled from the stream's events (``stream`` is then
+    True); for a failed call (``status`` 400 or more) the error body. Timing
+    is in seconds: ``started_at`` is a Unix time, ``ttft_s`` the time to the
+    first byte of the answer's body (the first event of a stream),
+    ``duration_s`` the whole call.
 
     ``index`` numbers a rollout's calls from 0 in the order they started;
     ``parent`` is the index of the call this one continues when the caller
@@ -59,6 +63,7 @@ class ModelCall:
     stream: bool = False
     request: Any = None
     forwarded: dict[str, Any] = attrs.field(factory=dict)
+    headers: dict[str, str] = attrs.field(factory=dict)
     status: int | None = None
     response: Any = None
     error: str | None = None

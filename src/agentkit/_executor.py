@@ -27,6 +27,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
+from agentkit._calls import ModelCall
 from agentkit._context import RunContext
 from agentkit._errors import AgentkitError
 from agentkit._events import Event
@@ -91,6 +92,7 @@ class Attempt:
     retry: bool = False
     #: Where it ran, when not in the driver's process (the record's ``worker``).
     worker: dict[str, Any] | None = None
+    calls: list[ModelCall] = attrs.field(factory=list)
 
 
 class EventSink(Protocol):

@@ -25,6 +25,7 @@ from agentkit._errors import SpecError, ValidationError
 from agentkit._events import Event
 from agentkit._executor import Executor
 from agentkit._pricing import Price
+from agentkit._proxy_settings import DEFAULT_SESSION_HEADER, ProxySettings
 
 __all__ = ["FILE_OPTIONS", "RunOptions", "RunOptionsKeywords", "build_run_options", "file_option"]
 
@@ -135,8 +136,13 @@ class RunOptions:
     ``trace_callback``: live events (``trace_callback`` replaces the
     environment's for this run). ``preflight``: check the endpoint, key,
     harness and sandbox first. ``on_start``: called once with the plan.
-    ``executor``, ``ray_address``: where rollouts run. docs/agentenv.md
-    describes each one.
+    ``executor``, ``ray_address``: where rollouts run. ``model_proxy``: pass
+    every model call through agentkit's model proxy and record it
+    (``calls/`` in the run directory); ``token_ids``: the proxy asks the
+    server for token ids and logprobs on the agent's behalf;
+    ``session_header``: the header carrying each rollout's session id (None:
+    none); ``cache_salt``: vLLM's ``cache_salt`` added to requests
+    (docs/model-proxy.md). docs/agentenv.md describes each one.
     """
 
     rollouts_per_task: int = attrs.field(default=1, validator=_count(1))
@@ -182,10 +188,25 @@ class RunOptions:
     trace_callback: Callable[[Event], Any] | None = None
     executor: str | Executor = "local"
     ray_address: str | None = None
+    model_proxy: bool = True
+    token_ids: bool = False
+    session_header: str | None = DEFAULT_SESSION_HEADER
+    cache_salt: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.resume is not None and self.out is not None and self.resume != self.out:
             raise SpecError("give either resume= (an existing run) or out= (a new run), not both")
+        self.proxy_settings()  # a bad header name or salt is an error now
+
+    def proxy_settings(self) -> ProxySettings | None:
+        """What the model proxy does with the run's calls (None: ``model_proxy`` is off)."""
+        if not self.model_proxy:
+            return None
+        return ProxySettings(
+            token_ids=self.token_ids,
+            session_header=self.session_header or None,
+            cache_salt=self.cache_salt,
+        )
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], *, source: str | None = None) -> RunOptions:
@@ -250,6 +271,10 @@ _FILE_TYPES: dict[str, Any] = {
     "preflight": bool,
     "executor": str,
     "ray_address": str | None,
+    "model_proxy": bool,
+    "token_ids": bool,
+    "session_header": str | None,
+    "cache_salt": str | None,
 }
 
 
@@ -321,6 +346,10 @@ class RunOptionsKeywords(TypedDict, total=False):
     trace_callback: Callable[[Event], Any] | None
     executor: str | Executor
     ray_address: str | None
+    model_proxy: bool
+    token_ids: bool
+    session_header: str | None
+    cache_salt: str | None
     run_dir: str | os.PathLike[str] | None
     check_model_server: bool | None
 

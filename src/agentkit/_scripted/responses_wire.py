@@ -11,6 +11,13 @@ deltas (``response.reasoning_summary_*``, ``response.content_part.added``,
 ``response.output_item.done``, then ``response.completed`` (or
 ``response.incomplete`` when the reply's finish reason is ``length``) with
 the whole response and its usage.
+
+With vLLM's ``enable_response_messages: true`` (or the reply's ``token_ids``)
+the response also carries ``input_messages`` and ``output_messages``, as vLLM
+returns them for models without harmony: one ``{"type":
+"raw_message_tokens", "message", "tokens"}`` each, the prompt's text and
+token ids, and the completion's (reasoning, then content, then each tool
+call's arguments). Streamed, ``response.completed`` carries them.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from agentkit._scripted.answer import Answer, split, sse
+from agentkit._scripted import tokens
+from agentkit._scripted.answer import Answer, prompt_segments, split, sse
 from agentkit._scripted.script import Reply, RequestView
 
 __all__ = ["events", "render"]
@@ -111,9 +119,38 @@ def _response(
     return out
 
 
+def _raw_messages(
+    answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestView
+) -> dict[str, Any]:
+    """vLLM's ``input_messages`` and ``output_messages`` (``raw_message_tokens``) when
+    the request asks with ``enable_response_messages`` (or the reply's ``token_ids``)."""
+    if not (reply.token_ids or body.get("enable_response_messages") is True):
+        return {}
+    segments = prompt_segments(view)
+    completion = [answer.reasoning or "", answer.content or "", *answer.arguments()]
+    return {
+        "input_messages": [
+            {
+                "type": "raw_message_tokens",
+                "message": "".join(segments),
+                "tokens": [i for text in segments for i in tokens.encode(text)],
+            }
+        ],
+        "output_messages": [
+            {
+                "type": "raw_message_tokens",
+                "message": "".join(completion),
+                "tokens": [i for text in completion for i in tokens.encode(text)],
+            }
+        ],
+    }
+
+
 def render(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestView) -> Any:
     """The non-streamed ``response`` body."""
-    return _response(answer, body, _status(answer), _items(answer))
+    out = _response(answer, body, _status(answer), _items(answer))
+    out.update(_raw_messages(answer, reply, body, view))
+    return out
 
 
 def events(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestView) -> list[bytes]:
@@ -178,5 +215,7 @@ def events(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestV
         emit("response.output_item.done", output_index=index, item=item)
     status = _status(answer)
     final = "response.completed" if status == "completed" else "response.incomplete"
-    emit(final, response=_response(answer, body, status, items))
+    done = _response(answer, body, status, items)
+    done.update(_raw_messages(answer, reply, body, view))
+    emit(final, response=done)
     return out

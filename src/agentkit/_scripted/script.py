@@ -110,8 +110,10 @@ class Reply:
     message: str | None = None
     #: Seconds sent as the ``retry-after`` header of an error reply (429s send 0 by default).
     retry_after: float | None = None
-    #: Chat completions: return vLLM's ``prompt_token_ids`` and ``choices[].token_ids``
-    #: even when the request does not ask for them (``return_token_ids``).
+    #: Return vLLM's token ids even when the request does not ask for them: chat
+    #: completions' ``prompt_token_ids`` and ``choices[].token_ids``
+    #: (``return_token_ids``), the Responses API's ``input_messages`` and
+    #: ``output_messages`` (``enable_response_messages``).
     token_ids: bool = False
     #: Chat completions: the logprob of each completion token (cycled when shorter than
     #: the completion), used when the request asks ``logprobs: true``; default -0.1, -0.2...

@@ -140,6 +140,9 @@ class ScriptedModelServer:
         # set: model answers go out; cleared by hold(), set again by release()
         self._open = threading.Event()
         self._open.set()
+        # hold(after_events=N): streams send N events, then wait for release()
+        self._hold_after = 0
+        self._events_sent = 0
         # wait_for_requests(): (how many model requests, the waiter's loop, its future)
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._model_received = 0  # model requests logged since the last clear_requests()
@@ -217,14 +220,26 @@ class ScriptedModelServer:
                     self._waiters.remove(waiter)
         return self.model_requests
 
-    def hold(self) -> None:
+    def hold(self, after_events: int = 0) -> None:
         """Keep every model answer back (requests are still received and logged) until
-        :meth:`release`: a test can then wait until N requests are in flight at once."""
+        :meth:`release`: a test can then wait until N requests are in flight at once.
+
+        With ``after_events=N``, streamed answers send their first N events and then
+        wait (answers that are not streamed go out at once): a test can see that the
+        first events reached a client while the server still holds the rest."""
+        if after_events < 0:
+            raise ValueError("after_events must be 0 or more")
+        self._hold_after = after_events
         self._open.clear()
 
     def release(self) -> None:
         """Let the answers held back by :meth:`hold` (and all later ones) go out."""
         self._open.set()
+
+    @property
+    def events_sent(self) -> int:
+        """Stream events written so far, all streams together (see ``hold(after_events=)``)."""
+        return self._events_sent
 
     def set_script(self, script: Script | Mapping[str, Any] | str | Path | None) -> None:
         """Replace the script (its ``times`` counters start from zero); safe while serving."""
@@ -435,7 +450,7 @@ class ScriptedModelServer:
         view = RequestView.from_body(parsed, api)
         reply, rule = self._script.choose(view)
         self._record(request, body, rule, api, parsed)
-        while not self._open.is_set():  # held back (hold()) until release()
+        while not self._open.is_set() and not self._hold_after:  # hold() until release()
             await asyncio.sleep(0.005)
         if reply.latency:
             await asyncio.sleep(reply.latency)
@@ -518,9 +533,11 @@ class ScriptedModelServer:
     ) -> web.StreamResponse:
         response = web.StreamResponse(status=200, headers=_SSE)
         await response.prepare(request)
-        if not reply.chunk_delay and reply.fail is None:
+        held = self._hold_after and not self._open.is_set()
+        if not reply.chunk_delay and reply.fail is None and not held:
             # every event at once: a client reads them as separate events all the same
             await response.write(b"".join(events))
+            self._events_sent += len(events)
             await response.write_eof()
             return response
         # the faults hit an event in the middle, never the closing one
@@ -532,7 +549,10 @@ class ScriptedModelServer:
                 return _drop(request, response)
             if reply.fail == "invalid_json" and index == min(2, faulty):
                 event = _truncated_event(event)
+            while held and index >= self._hold_after and not self._open.is_set():
+                await asyncio.sleep(0.005)  # hold(after_events=N): the rest waits for release()
             await response.write(event)
+            self._events_sent += 1
             if reply.chunk_delay:
                 await asyncio.sleep(reply.chunk_delay)
         await response.write_eof()

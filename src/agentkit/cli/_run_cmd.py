@@ -242,6 +242,40 @@ def plural(count: int, word: str) -> str:
     help="A directory every node sees at this path: rollouts keep their files there "
     "instead of sending them to the driver (--executor ray).",
 )
+@click.option(
+    "--model-proxy/--no-model-proxy",
+    "model_proxy",
+    default=None,
+    help="Pass every model call through agentkit's model proxy and record it in calls/. "
+    "[default: on]",
+)
+@click.option(
+    "--token-ids",
+    is_flag=True,
+    default=None,
+    help="Ask the server for token ids and logprobs on the agent's behalf and record them "
+    "(vLLM's return_token_ids; the agent's answers stay as it asked).",
+)
+@click.option(
+    "--session-header",
+    default=None,
+    metavar="NAME",
+    help="Header carrying each rollout's session id with every model call (a router keeps "
+    "the rollout on one replica's prefix cache). [default: X-Session-ID]",
+)
+@click.option(
+    "--no-session-header",
+    is_flag=True,
+    default=None,
+    help="Send no session header.",
+)
+@click.option(
+    "--cache-salt",
+    default=None,
+    metavar="VALUE",
+    help="vLLM's cache_salt, added to every chat, completions and Responses request "
+    "(separates policy versions in the prefix cache).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the resolved plan and run nothing.")
 @click.option(
     "--progress/--no-progress",

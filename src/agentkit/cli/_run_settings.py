@@ -186,6 +186,7 @@ def resolve_settings(
     pass_threshold = params["pass_threshold"]
     normalize = params["normalize_advantages"]
     sb_name, allow_network = params["sandbox"], params["allow_network"]
+    proxy = _proxy_flags(params)
     sb_options: dict[str, Any] = {}
     if tables.get("sandbox_options"):
         sb_options = _check_options("sandbox", sb_name or "local", tables["sandbox_options"], where)
@@ -219,6 +220,9 @@ def resolve_settings(
         if pass_threshold is None:
             pass_threshold = run_options.get("pass_threshold")
         normalize = normalize or bool(run_options.get("normalize_advantages"))
+        for key in _PROXY_OPTIONS:  # the model proxy's settings, unless given again
+            if key not in proxy and key in run_options:
+                proxy[key] = run_options[key]
         pricing = stored.get("pricing") or {}
         if price is None and pricing.get("source") == "given":
             price = {k: pricing[k] for k in ("input", "output", "cached_input") if pricing.get(k)}
@@ -275,6 +279,7 @@ def resolve_settings(
         normalize_advantages=normalize,
         preflight=params["preflight"],
         executor=_executor(params),
+        **proxy,
     )
     return RunSettings(
         taskset_spec=taskset_spec,
@@ -284,6 +289,20 @@ def resolve_settings(
         sandbox=sb_name,
         options=options,
     )
+
+
+#: The model proxy's run options (stored in the manifest's ``options``).
+_PROXY_OPTIONS = ("model_proxy", "token_ids", "session_header", "cache_salt")
+
+
+def _proxy_flags(params: dict[str, Any]) -> dict[str, Any]:
+    """The model proxy's flags that were given (``--no-session-header``: no header)."""
+    given = {k: params[k] for k in _PROXY_OPTIONS if params.get(k) is not None}
+    if params.get("no_session_header"):
+        if params.get("session_header") is not None:
+            raise SpecError("give either --session-header NAME or --no-session-header")
+        given["session_header"] = None
+    return given
 
 
 def _executor(params: dict[str, Any]) -> str | Executor:

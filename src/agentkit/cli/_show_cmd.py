@@ -33,17 +33,30 @@ def _open(run_dir: Path) -> Any:
     help="Print one rollout (an id, its prefix, or a task id): task, transcript, verifier, tokens.",
 )
 @click.option("--failed", is_flag=True, help="List the rollouts that did not pass, with why.")
+@click.option(
+    "--calls",
+    is_flag=True,
+    help="With --rollout: list its model calls (protocol, status, timing, usage, token ids).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead.")
-def show_cmd(run_dir: Path, rollout_id: str | None, failed: bool, as_json: bool) -> None:
+def show_cmd(
+    run_dir: Path, rollout_id: str | None, failed: bool, calls: bool, as_json: bool
+) -> None:
     """Summarize a finished or partial run directory (nothing is modified).
 
-    With --rollout ID (or a unique prefix of it) prints that rollout in full;
-    with --failed lists the rollouts that errored, hit a limit, could not run
-    or scored below the pass threshold.
+    With --rollout ID (or a unique prefix of it) prints that rollout in full,
+    and with --calls its model calls as the model proxy recorded them; with
+    --failed lists the rollouts that errored, hit a limit, could not run or
+    scored below the pass threshold.
     """
     run = _open(run_dir)
+    if calls and rollout_id is None:
+        raise click.UsageError("--calls lists one rollout's model calls: give --rollout ID")
     if rollout_id is not None:
-        _show_rollout(run, rollout_id, as_json)
+        if calls:
+            _show_calls(run, _find_rollout(run, rollout_id), as_json)
+        else:
+            _show_rollout(run, rollout_id, as_json)
         return
     if failed:
         _show_failed(run, as_json)
@@ -114,7 +127,8 @@ def _text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2)
 
 
-def _show_rollout(run: Any, rollout_id: str, as_json: bool) -> None:
+def _find_rollout(run: Any, rollout_id: str) -> Any:
+    """The rollout ``rollout_id`` names (an id, a unique prefix, or a task id: its first)."""
     try:
         r = run.rollout(rollout_id)
     except KeyError as exc:
@@ -135,6 +149,11 @@ def _show_rollout(run: Any, rollout_id: str, as_json: bool) -> None:
             f"the others: {', '.join(matches[1:])})",
             err=True,
         )
+    return r
+
+
+def _show_rollout(run: Any, rollout_id: str, as_json: bool) -> None:
+    r = _find_rollout(run, rollout_id)
     task = run.tasks().get(r.task_id)
     if as_json:
         data = r.to_json()
@@ -209,6 +228,7 @@ def _show_rollout(run: Any, rollout_id: str, as_json: bool) -> None:
         )
     else:
         out.append("Tokens: none (no model calls)")
+    out += _calls_lines(run, r)
     out.append(f"Token ids: {token_fidelity(run.path, r.rollout_id, r.raw)}")
     for retry in r.retries:
         out.append(f"Retried after: {retry.get('error_kind')}: {retry.get('error')}")
@@ -219,6 +239,54 @@ def _show_rollout(run: Any, rollout_id: str, as_json: bool) -> None:
             if step.type in ("sandbox.exec", "tool.call", "tool.result", "error", "log"):
                 out.append(f"  [{step.seq}] {step.type}: {_brief(step.data)}")
     click.echo("\n".join(out))
+
+
+def _calls_lines(run: Any, r: Any) -> list[str]:
+    """How many model calls the rollout made, and the command that lists them."""
+    if not r.calls:
+        return []
+    return [f"Model calls: {r.calls} (agentkit show {run.path} --rollout {r.rollout_id} --calls)"]
+
+
+def _show_calls(run: Any, r: Any, as_json: bool) -> None:
+    """``--rollout ID --calls``: one line per model call, with what went wrong."""
+    calls = run.calls(r.rollout_id)
+    if as_json:
+        from agentkit._convert import unstructure
+
+        click.echo(json.dumps([unstructure(c) for c in calls], indent=2, default=str))
+        return
+    if not calls:
+        click.echo(
+            f"Rollout {r.rollout_id} has no recorded model calls (a harness that calls no "
+            "model, or a run without the model proxy)."
+        )
+        return
+    click.echo(f"Model calls of {r.rollout_id} ({len(calls)}), in the order they started:")
+    for c in calls:
+        ttft = "-" if c.ttft_s is None else f"{c.ttft_s * 1000:.0f}ms"
+        usage = (
+            "" if c.usage is None else f" {c.usage.input_tokens} in, {c.usage.output_tokens} out"
+        )
+        kind = f"{c.protocol}{' stream' if c.stream else ''}"
+        status = c.status if c.status is not None else "no answer"
+        finish = f" {c.finish_reason}" if c.finish_reason else ""
+        click.echo(
+            f"[{c.index}] {kind} {c.model or '-'}  {status}{finish}  ttft {ttft}, "
+            f"total {c.duration_s * 1000:.0f}ms;{usage}"
+        )
+        if c.has_tokens:
+            lp = "with logprobs" if c.completion_logprobs is not None else "no logprobs"
+            click.echo(
+                f"    token ids: {len(c.prompt_token_ids or [])} prompt, "
+                f"{len(c.completion_token_ids or [])} completion ({lp})"
+            )
+        if c.token_note:
+            click.echo(f"    tokens: {c.token_note}")
+        if c.forwarded:
+            click.echo(f"    the proxy added: {json.dumps(c.forwarded)}")
+        if c.error:
+            click.echo(f"    error: {c.error}")
 
 
 def _verifiers(raw: dict[str, Any]) -> list[tuple[str, Any]]:

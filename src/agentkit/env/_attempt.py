@@ -25,16 +25,26 @@ An attempt:
    unless the rollout could not run (an infrastructure failure,
    :data:`~agentkit._result.INFRA_ERROR_KINDS`: no score, no reward), and
    closes the sandbox.
+
+When the run is proxied (``proxy`` settings and a base URL the harness does
+not override), the attempt opens a route of this process's model proxy
+(:mod:`agentkit.proxy`) first: the harness's context gets the route's base
+URL and key in place of the endpoint's (and no headers: the proxy adds
+them), the sandbox relays the route's address, and the calls the route
+recorded come back with the attempt (:attr:`Attempt.calls`). Scoring gets
+the run's own context.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import shutil
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import attrs
@@ -47,7 +57,11 @@ from agentkit._rubric import REWARD_ARGUMENTS, ScoreResult
 from agentkit._sandbox import ExecutionHints
 from agentkit._task import Task
 from agentkit.env._rubric_compile import CompiledRubric
+from agentkit.proxy import ProxySettings
 from agentkit.sandbox._errors import SandboxUnavailableError
+
+if TYPE_CHECKING:
+    from agentkit.proxy import ModelProxy, ProxyRoute
 
 __all__ = ["RolloutWork", "is_stop"]
 
@@ -70,6 +84,7 @@ class RolloutWork:
         sandbox_factory: Callable[..., Any] | None = None,
         sandbox_close_timeout: float = 30.0,
         keep_sandboxes: bool = False,
+        proxy: ProxySettings | None = None,
     ) -> None:
         self.harness = harness
         self.keep_sandboxes = keep_sandboxes
@@ -82,6 +97,70 @@ class RolloutWork:
         self.needed = self._needed_arguments()
         #: Tasks whose environment could not be prepared, by task id.
         self.prepare_errors: dict[str, BaseException] = {}
+        #: How the model proxy treats the calls (None: the run is not proxied).
+        self.proxy = proxy
+        # this process's model proxy, per event loop (held until aclose())
+        self._proxies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ModelProxy] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (for Ray's workers) without this process's proxy."""
+        state = dict(self.__dict__)
+        state.pop("_proxies", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._proxies = weakref.WeakKeyDictionary()
+
+    @property
+    def proxied(self) -> bool:
+        """Whether attempts pass the model proxy: proxy settings, a base URL, and a
+        harness that does not set its own (``-H base_url=...``)."""
+        return (
+            self.proxy is not None
+            and bool(self.context.base_url)
+            and not getattr(self.harness, "base_url", None)
+        )
+
+    async def model_proxy(self) -> ModelProxy:
+        """This process's model proxy on the running loop, started on first use and
+        held until :meth:`aclose` (a Ray worker holds it for its life)."""
+        from agentkit.proxy import acquire_proxy, release_proxy
+
+        loop = asyncio.get_running_loop()
+        proxy = self._proxies.get(loop)
+        if proxy is None:
+            proxy = await acquire_proxy()
+            if loop in self._proxies:  # another attempt got there first: one hold is enough
+                await release_proxy(proxy)
+            else:
+                self._proxies[loop] = proxy
+        return self._proxies[loop]
+
+    async def aclose(self) -> None:
+        """Let go of the model proxy this run held on the running loop (the run is over)."""
+        from agentkit.proxy import release_proxy
+
+        proxy = self._proxies.pop(asyncio.get_running_loop(), None)
+        if proxy is not None:
+            await release_proxy(proxy)
+
+    async def open_route(self, job: Job) -> ProxyRoute | None:
+        """The attempt's route through the model proxy (None: the run is not proxied)."""
+        if not self.proxied:
+            return None
+        assert self.proxy is not None and self.context.base_url is not None
+        proxy = await self.model_proxy()
+        ctx = self.context
+        return proxy.open_route(
+            rollout_id=job.rollout_id,
+            upstream=ctx.base_url,
+            api_key=ctx.resolved_api_key,
+            headers=ctx.headers,
+            settings=self.proxy,
+        )
 
     def _needed_arguments(self) -> frozenset[str]:
         names: set[str] = set()
@@ -118,11 +197,38 @@ class RolloutWork:
         root: Path | None,
         artifacts_dir: str | None,
     ) -> Attempt:
-        """Run one attempt of ``job``; ``root`` is its sandbox directory (when it needs one)."""
+        """Run one attempt of ``job``; ``root`` is its sandbox directory (when it needs one).
+
+        Its model calls come back in :attr:`Attempt.calls` when the run is proxied."""
+        route = await self.open_route(job)
+        try:
+            outcome = await self._attempt(
+                job,
+                events,
+                last_attempt=last_attempt,
+                root=root,
+                artifacts_dir=artifacts_dir,
+                route=route,
+            )
+        finally:
+            calls = [] if route is None else route.close()
+        outcome.calls = calls
+        return outcome
+
+    async def _attempt(
+        self,
+        job: Job,
+        events: EventSink,
+        *,
+        last_attempt: bool,
+        root: Path | None,
+        artifacts_dir: str | None,
+        route: ProxyRoute | None,
+    ) -> Attempt:
         planned = job.planned
         if not self.needs_sandbox(planned):
             t = time.perf_counter()
-            result = await self.run_harness(planned.task, job, events, None, artifacts_dir)
+            result = await self.run_harness(planned.task, job, events, None, artifacts_dir, route)
             harness_s = time.perf_counter() - t
             if result.retryable and not last_attempt:
                 return Attempt(result, None, retry=True)
@@ -133,7 +239,12 @@ class RolloutWork:
             return Attempt(result, score, harness_s, time.perf_counter() - t)
         assert root is not None
         return await self._attempt_in_sandbox(
-            job, events, last_attempt=last_attempt, root=root, artifacts_dir=artifacts_dir
+            job,
+            events,
+            last_attempt=last_attempt,
+            root=root,
+            artifacts_dir=artifacts_dir,
+            route=route,
         )
 
     async def _attempt_in_sandbox(
@@ -144,6 +255,7 @@ class RolloutWork:
         last_attempt: bool,
         root: Path,
         artifacts_dir: str | None,
+        route: ProxyRoute | None,
     ) -> Attempt:
         planned = job.planned
         factory = self.sandbox_factory
@@ -169,7 +281,8 @@ class RolloutWork:
                 root=root,
                 hints=self.hints_for(planned),
                 rollout_id=job.rollout_id,
-                model_endpoint=self.context.base_url,
+                # the sandbox relays the proxy's address (the endpoint's when not proxied)
+                model_endpoint=self.context.base_url if route is None else route.base_url,
             )
             await sandbox.__aenter__()
         except Exception as exc:
@@ -190,7 +303,9 @@ class RolloutWork:
         scoring_s = 0.0
         try:
             t = time.perf_counter()
-            result = await self.run_harness(planned.task, job, events, sandbox, artifacts_dir)
+            result = await self.run_harness(
+                planned.task, job, events, sandbox, artifacts_dir, route
+            )
             harness_s = time.perf_counter() - t
             retry = result.retryable and not last_attempt
             if not retry and not result.infra_error:
@@ -201,11 +316,22 @@ class RolloutWork:
             await self.close_sandbox(sandbox)
         return Attempt(result, score, harness_s, scoring_s, retry=retry)
 
-    def rollout_context(self, job: Job, sandbox: Any, artifacts_dir: str | None) -> RunContext:
-        """The run's context for one rollout: its id, sandbox and kept-files directory."""
-        return self.context.evolve(
+    def rollout_context(
+        self,
+        job: Job,
+        sandbox: Any,
+        artifacts_dir: str | None,
+        route: ProxyRoute | None = None,
+    ) -> RunContext:
+        """The run's context for one rollout: its id, sandbox and kept-files directory;
+        with a proxy ``route``, the route's base URL and key, and no headers (the proxy
+        sends the run's)."""
+        ctx = self.context.evolve(
             rollout_id=job.rollout_id, sandbox=sandbox, artifacts_dir=artifacts_dir
         )
+        if route is not None:
+            ctx = ctx.evolve(base_url=route.base_url, api_key=route.key, headers={})
+        return ctx
 
     async def close_sandbox(self, sandbox: Any) -> None:
         """Close a sandbox within ``sandbox_close_timeout``; a failure is logged, not raised."""
@@ -220,10 +346,16 @@ class RolloutWork:
                 )
 
     async def run_harness(
-        self, task: Task, job: Job, events: EventSink, sandbox: Any, artifacts_dir: str | None
+        self,
+        task: Task,
+        job: Job,
+        events: EventSink,
+        sandbox: Any,
+        artifacts_dir: str | None,
+        route: ProxyRoute | None = None,
     ) -> HarnessResult:
         """The harness's run under the timeout; exceptions and odd returns become results."""
-        context = self.rollout_context(job, sandbox, artifacts_dir)
+        context = self.rollout_context(job, sandbox, artifacts_dir, route)
         timeout = self.timeout
         result: Any = None
         try:

@@ -79,6 +79,7 @@ async def _open_executor(session: Session, ctx: RunContext, shared: _Shared) -> 
         sandbox_factory=session.factory,
         sandbox_close_timeout=opts.sandbox_close_timeout,
         keep_sandboxes=opts.keep_sandboxes,
+        proxy=session.options.proxy_settings(),
     )
     executor = session.executor
     await executor.open(work, run_dir=session.resume or session.target)
@@ -87,6 +88,7 @@ async def _open_executor(session: Session, ctx: RunContext, shared: _Shared) -> 
     finally:
         with anyio.CancelScope(shield=True):
             await executor.close()
+            await work.aclose()  # the model proxy this process held for the run
 
 
 async def _execute_on(

@@ -51,6 +51,14 @@ class RolloutRecord:
     #: Where the rollout ran when not in the driver's process (the Ray executor):
     #: ``node_ip``, ``node_id`` and ``sandbox_dir`` (its kept sandbox files, on that node).
     worker: dict[str, Any] | None = None
+    #: Model calls the proxy recorded, and their file (``calls/<rollout_id>.jsonl``).
+    calls: int = 0
+    calls_file: str | None = None
+    #: Calls without token ids, grouped by why: ``{"note", "calls": [index, ...]}``.
+    calls_without_tokens: list[dict[str, Any]] = attrs.field(factory=list)
+    #: The recorded calls themselves (:class:`~agentkit.runs.ModelCall`), kept in memory
+    #: only by a run without a run directory (``env.generate()``); never written here.
+    model_calls: list[Any] = attrs.field(factory=list, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -85,6 +93,9 @@ class RolloutRecord:
             "events": self.events,
             "events_file": self.events_file,
             "events_dropped": self.events_dropped,
+            "calls": self.calls,
+            "calls_file": self.calls_file,
+            "calls_without_tokens": self.calls_without_tokens,
             "worker": self.worker,
             "output": self.output,
             "messages": self.messages,
@@ -94,7 +105,7 @@ class RolloutRecord:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RolloutRecord:
         """Read a stored line back (unknown keys from newer writers are ignored)."""
-        names = {a.name for a in attrs.fields(cls)}
+        names = {a.name for a in attrs.fields(cls)} - {"model_calls"}
         return cls(**{k: v for k, v in data.items() if k in names})
 
 

@@ -38,6 +38,8 @@ from typing import Any, Protocol
 import anyio
 import attrs
 
+from agentkit._calls import ModelCall
+from agentkit._convert import unstructure
 from agentkit._events import Event
 from agentkit._executor import Executor, Job
 from agentkit._result import HarnessResult
@@ -288,6 +290,8 @@ class Runner:
             raw=result.raw,
             events_dropped=events.dropped,
             worker=outcome.worker,
+            calls=len(outcome.calls),
+            calls_without_tokens=_without_tokens(outcome.calls),
         )
         stored = result.events or events.events
         rec.events = len(stored)
@@ -300,6 +304,13 @@ class Runner:
             rec.events_file = self.store.write_events(
                 job.rollout_id, [_event_json(e, job.rollout_id) for e in stored]
             )
+        if outcome.calls:
+            if self.store is not None:
+                rec.calls_file = self.store.write_calls(
+                    job.rollout_id, [unstructure(c) for c in outcome.calls]
+                )
+            else:  # no run directory (env.generate()): the records stay in memory
+                rec.model_calls = list(outcome.calls)
         return rec
 
     async def _backoff(self, events: RolloutEvents, result: HarnessResult) -> None:
@@ -390,6 +401,16 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
         if not isinstance(exc, cancelled):
             return exc
     return leaves[0] if leaves else group
+
+
+def _without_tokens(calls: Sequence[ModelCall]) -> list[dict[str, Any]]:
+    """The calls that carry no token ids, grouped by why (for ``agentkit show``):
+    ``{"note", "calls": [index, ...]}`` per reason, in the order the reasons first occur."""
+    groups: dict[str, list[int]] = {}
+    for call in calls:
+        if not call.has_tokens:
+            groups.setdefault(call.token_note or "no token ids", []).append(call.index)
+    return [{"note": note, "calls": indices} for note, indices in groups.items()]
 
 
 def group_json(group: Any) -> dict[str, Any]:

@@ -161,6 +161,10 @@ def prepare(env: Composition, options: RunOptions) -> Session:
             "run_token_limit": opts.run_token_limit,
             "run_cost_limit": opts.run_cost_limit,
             "executor": run_executor.name,
+            "model_proxy": opts.model_proxy,
+            "token_ids": opts.token_ids,
+            "session_header": opts.session_header,
+            "cache_salt": opts.cache_salt,
         },
     )
     manifest["pricing"] = None if pricing is None else pricing.describe()

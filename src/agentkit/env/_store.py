@@ -1,4 +1,4 @@
-"""The run directory: manifest.json, rollouts.jsonl, groups.jsonl, events/, summary.json.
+"""The run directory: manifest.json, rollouts.jsonl, groups.jsonl, events/, calls/, summary.json.
 
 Durability: each finished rollout is one line appended to ``rollouts.jsonl``
 with a single ``write`` and made durable with ``fsync`` before the rollout
@@ -7,7 +7,7 @@ Rollouts that finish while an fsync is in flight wait for the next one, which
 covers all of their lines: *group commit*, as databases do. No finished
 rollout is ever acknowledged before the disk has it, and a slow disk costs one
 fsync per wave of finishing rollouts instead of one per rollout. Its events
-file is written just before (the rollout line is the commit point). A process
+and calls files are written just before (the rollout line is the commit point). A process
 killed mid-write leaves at most one
 half-written last line, which :meth:`RunStore.load_rollouts` detects and
 truncates away on resume.
@@ -33,6 +33,7 @@ from agentkit import _redact
 from agentkit._errors import AgentkitError
 from agentkit._rundir import (
     ARTIFACTS_DIR,
+    CALLS_DIR,
     EVENTS_DIR,
     GROUPS,
     LIVE_DIR,
@@ -161,6 +162,7 @@ class RunStore:
         self._groups_fd: int | None = None
         self._lock_fd: int | None = None
         self._events_dir_made = False
+        self._calls_dir_made = False
         # group commit: lines written / lines known durable / an fsync in flight
         self._written = 0
         self._durable = 0
@@ -422,6 +424,25 @@ class RunStore:
             if not self._events_dir_made:
                 (self.run_dir / EVENTS_DIR).mkdir(exist_ok=True)
                 self._events_dir_made = True
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise self._failed(path, exc) from None
+        return rel
+
+    def write_calls(self, rollout_id: str, calls: list[dict[str, Any]]) -> str:
+        """Write one rollout's model calls as JSON lines (redacted); returns the path
+        relative to the run. A file that cannot be written whole is removed."""
+        self._check_writable()
+        rel = f"{CALLS_DIR}/{rollout_id}.jsonl"
+        path = self.run_dir / rel
+        text = "".join(self.dumps(c) + "\n" for c in calls)
+        try:
+            if not self._calls_dir_made:
+                (self.run_dir / CALLS_DIR).mkdir(exist_ok=True)
+                self._calls_dir_made = True
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(text)
         except OSError as exc:

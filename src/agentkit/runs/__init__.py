@@ -6,6 +6,7 @@
 >>> for r in run.rollouts(0, 50, failed=True):                    # doctest: +SKIP
 ...     print(r.rollout_id, r.reason)
 >>> run.rollout("add-1").messages, run.steps("add-1")             # doctest: +SKIP
+>>> run.calls("add-1")             # the model calls, as the proxy recorded them  # doctest: +SKIP
 >>> agentkit.runs.list_runs("runs")                               # doctest: +SKIP
 >>> run.refresh(), run.state(), run.live_rollouts()               # doctest: +SKIP
 
@@ -18,6 +19,7 @@ docs/run-directory.md.
 
 from __future__ import annotations
 
+from agentkit._calls import ModelCall
 from agentkit.runs._reader import Run, list_runs, open_run
 from agentkit.runs._types import (
     LiveRollout,
@@ -37,6 +39,7 @@ open = open_run
 __all__ = [
     "LiveRollout",
     "Metric",
+    "ModelCall",
     "Rollout",
     "Run",
     "RunInfo",

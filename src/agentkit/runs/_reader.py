@@ -19,7 +19,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
+
+from agentkit._calls import ModelCall
+from agentkit._convert import structure
+from agentkit._errors import AgentkitError
 from agentkit._rundir import (
+    CALLS_DIR,
     EVENTS_DIR,
     GROUPS,
     LOCK,
@@ -300,6 +306,39 @@ class Run:
                 )
             )
         return steps
+
+    def calls(self, rollout_id: str) -> list[ModelCall]:
+        """The rollout's model calls as the proxy recorded them, in the order they
+        started (empty when it has none: a run without the proxy, say).
+
+        Keys this agentkit does not know (a newer writer's) are ignored; a line that
+        is not a call is an error naming the file and the line.
+        """
+        rollout = self.rollout(rollout_id)
+        name = rollout.calls_file or f"{CALLS_DIR}/{rollout.rollout_id}.jsonl"
+        path = self.path / name
+        if not _inside(self.path, path):
+            raise RunDirError(
+                f"{self.path / ROLLOUTS}: rollout {rollout.rollout_id}: calls_file {name!r} "
+                "is outside the run directory; expected calls/<rollout_id>.jsonl"
+            )
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        known = {a.name for a in attrs.fields(ModelCall)}
+        calls = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                if not isinstance(data, dict):
+                    raise ValueError("not a JSON object")
+                calls.append(structure({k: v for k, v in data.items() if k in known}, ModelCall))
+            except (ValueError, AgentkitError) as exc:
+                raise RunDirError(f"{path}: line {number} is not a model call: {exc}") from None
+        return calls
 
     # -- a run in progress --------------------------------------------------------
     def state(self) -> RunState:
@@ -596,6 +635,8 @@ def _rollout(data: dict[str, Any], load: Any) -> Rollout:
         timings=Timings(**{k: timings.get(k) for k in _TIMING_FIELDS}),
         events=int(data.get("events", 0)),
         events_file=data.get("events_file"),
+        calls=int(data.get("calls") or 0),
+        calls_file=data.get("calls_file"),
         infrastructure=_could_not_run(data),
         data=data,
         load=load,

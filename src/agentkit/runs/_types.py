@@ -179,6 +179,9 @@ class Rollout:
     timings: Timings
     events: int
     events_file: str | None
+    #: Model calls the proxy recorded (:meth:`Run.calls` reads them), and their file.
+    calls: int = 0
+    calls_file: str | None = None
     #: It could not run (an infrastructure failure, the record's ``infra_error``): no
     #: reward, in no mean or pass@k, and ``agentkit run --resume`` runs it again.
     infrastructure: bool
@@ -225,6 +228,13 @@ class Rollout:
     def scoring_errors(self) -> list[dict[str, str]]:
         """``{"metric", "error"}`` for each reward function that raised."""
         value: list[dict[str, str]] = self._field("scoring_errors", [])
+        return value
+
+    @property
+    def calls_without_tokens(self) -> list[dict[str, Any]]:
+        """The calls that carry no token ids, grouped by why: ``{"note", "calls": [index,
+        ...]}`` per reason (empty: every call has them, or there were none)."""
+        value: list[dict[str, Any]] = self._field("calls_without_tokens", [])
         return value
 
     @property

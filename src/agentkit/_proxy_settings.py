@@ -1,0 +1,50 @@
+"""ProxySettings: what the model proxy does to every call of a run, besides recording it."""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from agentkit._errors import SpecError
+
+__all__ = ["DEFAULT_SESSION_HEADER", "ProxySettings"]
+
+#: The header that carries a rollout's session id with every call it makes.
+DEFAULT_SESSION_HEADER = "X-Session-ID"
+
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RFC 9110 token)
+
+
+def _header_name(
+    _instance: object, attribute: attrs.Attribute[str | None], value: str | None
+) -> None:
+    if value is not None and not _TOKEN.match(value):
+        raise SpecError(
+            f"{attribute.name} must be an HTTP header name (letters, digits, '-'), got {value!r}"
+        )
+
+
+def _salt(_instance: object, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is not None and not value:
+        raise SpecError(f"{attribute.name} must be a non-empty string (vLLM refuses an empty one)")
+
+
+@attrs.frozen(kw_only=True)
+class ProxySettings:
+    """How the model proxy treats a run's calls (see docs/model-proxy.md).
+
+    ``token_ids``: ask the server for token ids and the sampler's logprobs on
+    the agent's behalf (vLLM's ``return_token_ids`` and ``logprobs`` on chat
+    and completions, ``enable_response_messages`` on Responses) and record
+    them; the answer the agent gets is what it asked for, without them.
+    ``session_header``: the header that carries the rollout's session id with
+    every call (None: none is sent), so a router keeps one rollout on one
+    replica's prefix cache. ``cache_salt``: vLLM's ``cache_salt``, added to
+    chat, completions and Responses bodies that have none (separates policy
+    versions in the prefix cache).
+    """
+
+    token_ids: bool = False
+    session_header: str | None = attrs.field(default=DEFAULT_SESSION_HEADER, validator=_header_name)
+    cache_salt: str | None = attrs.field(default=None, validator=_salt)

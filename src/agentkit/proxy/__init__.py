@@ -1,0 +1,61 @@
+"""The model proxy: every model call of a rollout passes it, and is recorded.
+
+agentkit runs one proxy per event loop (the driver's with the local
+executor; each Ray worker process's on its node) on ``127.0.0.1``. Each
+rollout attempt opens a :class:`ProxyRoute`; its harness is given the
+route's ``base_url`` (the proxy, with the real endpoint's path) and ``key``
+(in place of the API key: the real key stays with the proxy and never
+enters a sandbox). The proxy forwards each call to the real endpoint
+(``https`` included), passes streams on as they arrive, adds the session
+header and, with :class:`ProxySettings`, asks the server for token ids on the
+agent's behalf, and records each model call as an :class:`~agentkit.runs.ModelCall`.
+
+Protocols are handled by :class:`Wire` subclasses, looked up by path
+(:func:`wire_for`; :func:`register_wire` adds one): chat completions,
+legacy completions, the Responses API and Anthropic Messages. See
+docs/model-proxy.md.
+
+>>> async with shared_proxy() as proxy:  # doctest: +SKIP
+...     route = proxy.open_route(rollout_id="r0", upstream="http://127.0.0.1:8000/v1",
+...                              api_key="sk-...")
+...     ...  # the agent calls route.base_url with route.key
+...     calls = route.close()
+"""
+
+from __future__ import annotations
+
+from agentkit._calls import ModelCall
+from agentkit._proxy_settings import DEFAULT_SESSION_HEADER, ProxySettings
+from agentkit.proxy._chat import ChatWire
+from agentkit.proxy._completions import CompletionsWire
+from agentkit.proxy._messages import MessagesWire
+from agentkit.proxy._responses import ResponsesWire
+from agentkit.proxy._route import KEY_PREFIX, ProxyRoute
+from agentkit.proxy._server import ModelProxy, acquire_proxy, release_proxy, shared_proxy
+from agentkit.proxy._wire import WIRES, Recorded, Wire, register_wire, wire_for
+
+__all__ = [
+    "DEFAULT_SESSION_HEADER",
+    "KEY_PREFIX",
+    "WIRES",
+    "ChatWire",
+    "CompletionsWire",
+    "MessagesWire",
+    "ModelCall",
+    "ModelProxy",
+    "ProxyRoute",
+    "ProxySettings",
+    "Recorded",
+    "ResponsesWire",
+    "Wire",
+    "acquire_proxy",
+    "register_wire",
+    "release_proxy",
+    "shared_proxy",
+    "wire_for",
+]
+
+for _wire in (ChatWire, CompletionsWire, ResponsesWire, MessagesWire):
+    if _wire not in WIRES:
+        register_wire(_wire, first=False)
+del _wire

@@ -1,0 +1,358 @@
+"""One call through the proxy: forwarded as it arrives, and recorded on the side.
+
+The agent's request goes to the real endpoint with its key swapped for the
+real one, the run's headers and the session header added, and, for a model
+call, the body the protocol's :class:`~agentkit.proxy._wire.Wire` makes. The
+answer goes back as it arrives: each chunk of a stream is written to the
+agent as soon as it is read (or, when the proxy must take out fields the
+agent did not ask for, as soon as the event it ends is complete), while the
+wire reads the events to assemble what is recorded. A failure upstream is
+passed on as the same failure: a connection that cannot be made, or breaks
+mid-answer, is dropped on the agent's side too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from agentkit._calls import ModelCall
+from agentkit._context import public_headers
+from agentkit._limits import loads_bounded
+from agentkit.proxy._route import ProxyRoute
+from agentkit.proxy._sse import EventSplitter, SseEvent, encode_event
+from agentkit.proxy._wire import Recorded, Wire, wire_for
+
+if TYPE_CHECKING:
+    from aiohttp import ClientSession, web
+
+__all__ = ["MAX_BODY", "forward", "key_of"]
+
+#: Request and (non-streamed) answer bodies larger than this are passed on unread.
+MAX_BODY = 64 * 1024 * 1024
+
+#: Headers that belong to one connection (RFC 9110), never passed on.
+_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
+_KEY_HEADERS = ("authorization", "x-api-key", "api-key")
+#: Request headers the proxy sets itself.
+_NOT_FORWARDED = _HOP | {"host", "content-length", "accept-encoding", *_KEY_HEADERS}
+#: Request headers left out of the record (the connection's own).
+_NOT_SHOWN = _HOP | {"host", "content-length"}
+#: Answer headers that describe the upstream body's encoding, not what the agent gets.
+_NOT_RETURNED = _HOP | {"content-length", "content-encoding"}
+
+
+def key_of(headers: Any) -> str | None:
+    """The key a request carries: ``x-api-key``, ``api-key`` or a bearer token."""
+    for name in ("x-api-key", "api-key"):
+        value = headers.get(name)
+        if value:
+            return str(value).strip()
+    authorization = headers.get("authorization")
+    if authorization:
+        scheme, _, token = str(authorization).strip().partition(" ")
+        return token.strip() if scheme.lower() == "bearer" else None
+    return None
+
+
+def _upstream_headers(headers: Any, route: ProxyRoute) -> list[tuple[str, str]]:
+    out = [(k, v) for k, v in headers.items() if k.lower() not in _NOT_FORWARDED]
+    key = route.api_key
+    if key is not None:
+        for name in _KEY_HEADERS:
+            value = headers.get(name)
+            if value is None:
+                continue
+            if name == "authorization":
+                scheme = str(value).strip().partition(" ")[0] or "Bearer"
+                out.append(("Authorization", f"{scheme} {key}"))
+            else:
+                out.append((name, key))
+    taken = {k.lower() for k in route.headers}
+    session = route.settings.session_header
+    if session:
+        taken.add(session.lower())
+    out = [(k, v) for k, v in out if k.lower() not in taken]
+    out += list(route.headers.items())
+    if session:
+        out.append((session, route.session_id))
+    out.append(("Accept-Encoding", "identity"))  # a stream is never held back to compress
+    return out
+
+
+def _shown_headers(headers: Any) -> dict[str, str]:
+    """The agent's request headers as recorded: secret-looking values ``***``."""
+    kept = {k.lower(): v for k, v in headers.items() if k.lower() not in _NOT_SHOWN}
+    return public_headers(kept)
+
+
+class _Recorder:
+    """What is known of one call so far; makes its :class:`ModelCall`."""
+
+    def __init__(self, route: ProxyRoute, request: web.BaseRequest, wire: Wire | None) -> None:
+        self.route = route
+        self.wire = wire
+        self.method = request.method
+        self.path = request.raw_path
+        self.headers = _shown_headers(request.headers)
+        self.started_at = time.time()
+        self.t0 = time.perf_counter()
+        self.ttft: float | None = None
+        self.status: int | None = None
+        self.error: str | None = None
+        self.error_body: Any = None
+        self.index = route.begin(self.snapshot)
+
+    def first_byte(self) -> None:
+        if self.ttft is None:
+            self.ttft = time.perf_counter() - self.t0
+
+    def snapshot(self, why: str | None = None) -> ModelCall:
+        wire = self.wire
+        recorded = Recorded()
+        if wire is not None:
+            try:
+                recorded = wire.recorded()
+            except Exception as exc:  # a record must never fail the call
+                recorded = Recorded(token_note=f"the answer could not be read: {exc}")
+        error = why or self.error
+        response = recorded.response
+        if self.status is not None and self.status >= 400:
+            response = self.error_body
+            recorded.token_note = f"the call failed (HTTP {self.status}): no tokens"
+        elif error is not None and recorded.token_note is None:
+            recorded.token_note = "the call did not finish: no tokens"
+        has_ids = (
+            recorded.prompt_token_ids is not None and recorded.completion_token_ids is not None
+        )
+        return ModelCall(
+            rollout_id=self.route.rollout_id,
+            index=self.index,
+            protocol=wire.protocol if wire is not None else "other",
+            method=self.method,
+            path=self.path,
+            model=None if wire is None else wire.model,
+            stream=False if wire is None else wire.stream,
+            request=None if wire is None else wire.request,
+            forwarded=dict(wire.forwarded) if wire is not None else {},
+            headers=self.headers,
+            status=self.status,
+            response=response,
+            error=error,
+            started_at=self.started_at,
+            ttft_s=self.ttft,
+            duration_s=time.perf_counter() - self.t0,
+            usage=recorded.usage,
+            finish_reason=recorded.finish_reason,
+            prompt_token_ids=recorded.prompt_token_ids if has_ids else None,
+            completion_token_ids=recorded.completion_token_ids if has_ids else None,
+            completion_logprobs=recorded.completion_logprobs if has_ids else None,
+            token_source="server" if has_ids else "none",
+            token_note=recorded.token_note,
+            session_id=self.route.session_id if self.route.settings.session_header else None,
+        )
+
+
+def _event_bytes(wire: Wire, event: SseEvent, rewrite: bool) -> bytes:
+    """Read one event into ``wire``; the bytes the agent gets for it."""
+    data = event.data
+    if data is None or data.startswith("[DONE]"):
+        return event.raw
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        return event.raw  # passed on as it came; the agent sees what the server sent
+    view = wire.event(event.name, parsed)
+    if not rewrite:
+        return event.raw
+    if view is None:
+        return b""
+    return encode_event(event, json.dumps(view, ensure_ascii=False, separators=(",", ":")))
+
+
+def _parsed_error(body: bytes) -> Any:
+    try:
+        return loads_bounded(body)
+    except ValueError:
+        return body.decode("utf-8", "replace")[:10_000]
+
+
+def _error_message(status: int, body: Any) -> str:
+    """``HTTP 429: <the error body's message>`` (OpenAI's and Anthropic's error shapes)."""
+    inner = body.get("error", body) if isinstance(body, dict) else None
+    message = inner.get("message") if isinstance(inner, dict) else None
+    return f"HTTP {status}" + (f": {message[:500]}" if isinstance(message, str) else "")
+
+
+async def forward(
+    session: ClientSession, route: ProxyRoute, request: web.BaseRequest, body: bytes
+) -> web.StreamResponse:
+    """Send ``request`` (its ``body`` read) on to the route's endpoint; return the agent's
+    response, written as the answer arrives. The call is recorded on the route."""
+    from aiohttp import ClientError, web
+    from yarl import URL
+
+    wire: Wire | None = None
+    kind = wire_for(request.raw_path) if request.method == "POST" else None
+    if kind is not None and len(body) <= MAX_BODY:
+        try:
+            parsed = loads_bounded(body) if body else None
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            wire = kind(parsed, route.settings)
+            if wire.forwarded:
+                body = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":")).encode()
+    recorder = _Recorder(route, request, wire) if wire is not None else None
+    path = request.raw_path if wire is None or wire.upstream_path is None else wire.upstream_path
+    url = URL(route.origin + path, encoded=True)
+    response: web.StreamResponse | None = None
+    try:
+        async with session.request(
+            request.method,
+            url,
+            data=body if body or request.method not in ("GET", "HEAD") else None,
+            headers=_upstream_headers(request.headers, route),
+            allow_redirects=False,
+        ) as upstream:
+            if recorder is not None:
+                recorder.status = upstream.status
+            headers = [
+                (k, v) for k, v in upstream.headers.items() if k.lower() not in _NOT_RETURNED
+            ]
+            response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
+            for name, value in headers:
+                response.headers.add(name, value)
+            sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
+            if wire is not None and upstream.status < 400 and sse:
+                await _stream(request, response, upstream, wire, recorder)
+            elif wire is not None:
+                await _whole(request, response, upstream, wire, recorder)
+            else:
+                await _pass(request, response, upstream)
+            return response
+    except (TimeoutError, ClientError, OSError) as exc:
+        # the server cannot be reached, or broke off: so does the agent's connection
+        if recorder is not None:
+            recorder.error = _why(exc, response)
+        transport = request.transport
+        if transport is not None:
+            transport.abort()
+        if response is None or not response.prepared:
+            raise asyncio.CancelledError from None  # nothing sent: the client sees a drop
+        return response
+    except asyncio.CancelledError:
+        if recorder is not None and recorder.error is None:
+            recorder.error = "the agent closed the connection before the answer ended"
+        raise
+    finally:
+        if recorder is not None:
+            route.finish(recorder.snapshot())
+
+
+def _why(exc: BaseException, response: web.StreamResponse | None) -> str:
+    if isinstance(exc, ConnectionResetError) or (
+        response is not None and response.prepared and isinstance(exc, OSError)
+    ):
+        return f"the answer broke off: {type(exc).__name__}: {exc}"
+    return f"the model endpoint could not be reached: {type(exc).__name__}: {exc}"
+
+
+async def _stream(
+    request: web.BaseRequest,
+    response: web.StreamResponse,
+    upstream: Any,
+    wire: Wire,
+    recorder: _Recorder | None,
+) -> None:
+    """A stream: each chunk to the agent as it comes, its events read on the side."""
+    await response.prepare(request)
+    splitter = EventSplitter()
+    rewrite = wire.rewrites
+    async for chunk in upstream.content.iter_any():
+        if recorder is not None:
+            recorder.first_byte()
+        if rewrite:
+            out = b"".join(_event_bytes(wire, e, True) for e in splitter.feed(chunk))
+            if out:
+                await response.write(out)
+        else:
+            await response.write(chunk)
+            for event in splitter.feed(chunk):
+                _event_bytes(wire, event, False)
+    last = splitter.close()
+    if last is not None:
+        out = _event_bytes(wire, last, rewrite)
+        if rewrite and out:
+            await response.write(out)
+    await response.write_eof()
+
+
+async def _whole(
+    request: web.BaseRequest,
+    response: web.StreamResponse,
+    upstream: Any,
+    wire: Wire,
+    recorder: _Recorder | None,
+) -> None:
+    """A whole answer: read, recorded, rewritten if need be, then sent."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in upstream.content.iter_any():
+        if recorder is not None:
+            recorder.first_byte()
+        size += len(chunk)
+        if size > MAX_BODY:  # too large to hold: the rest goes on unread
+            await response.prepare(request)
+            await response.write(b"".join(parts) + chunk)
+            async for rest in upstream.content.iter_any():
+                await response.write(rest)
+            await response.write_eof()
+            if recorder is not None:
+                recorder.error_body = None
+            return
+        parts.append(chunk)
+    body = b"".join(parts)
+    if upstream.status >= 400:
+        if recorder is not None:
+            recorder.error_body = _parsed_error(body)
+            recorder.error = _error_message(upstream.status, recorder.error_body)
+    else:
+        try:
+            parsed = loads_bounded(body)
+        except ValueError:
+            parsed = None
+            if recorder is not None:
+                recorder.error = "the answer is not JSON"
+                recorder.error_body = body.decode("utf-8", "replace")[:10_000]
+        if parsed is not None:
+            view = wire.answer(parsed)
+            if wire.rewrites:
+                body = json.dumps(view, ensure_ascii=False, separators=(",", ":")).encode()
+    response.content_length = len(body)
+    await response.prepare(request)
+    await response.write(body)
+    await response.write_eof()
+
+
+async def _pass(request: web.BaseRequest, response: web.StreamResponse, upstream: Any) -> None:
+    """Not a model call: passed on as it comes, not recorded."""
+    await response.prepare(request)
+    async for chunk in upstream.content.iter_any():
+        await response.write(chunk)
+    await response.write_eof()

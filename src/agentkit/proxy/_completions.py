@@ -1,0 +1,154 @@
+"""Legacy completions (``POST .../completions``) through the proxy, with vLLM's token fields.
+
+With the run's ``token_ids`` on, the proxy adds ``return_token_ids: true`` and,
+when the agent gave no ``logprobs``, ``logprobs: 0`` (the sampled token's
+logprob only); the answer loses each choice's ``prompt_token_ids``,
+``token_ids`` and (unasked) ``logprobs`` again. Recorded: the completion
+(streamed: the chunks' text joined), usage, finish reason, and the first
+choice's ``prompt_token_ids``, ``token_ids`` and ``logprobs.token_logprobs``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from agentkit._calls import Protocol
+from agentkit.proxy._wire import Recorded, Wire, int_list, openai_usage
+
+__all__ = ["CompletionsWire"]
+
+
+def _numbers(value: Any) -> list[float] | None:
+    if isinstance(value, list) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    ):
+        return [float(v) for v in value]
+    return None
+
+
+class CompletionsWire(Wire):
+    """``/completions`` (not ``/chat/completions``): text completions, vLLM's token fields."""
+
+    protocol: ClassVar[Protocol] = "completions"
+    no_ids_note: ClassVar[str] = (
+        "the server returned no token ids (vLLM returns them from 0.10.2 on; other servers may not)"
+    )
+
+    def __init__(self, request: dict[str, Any], settings: Any) -> None:
+        self._strip_ids = False
+        self._strip_logprobs = False
+        self._strip_usage = False
+        self._top: dict[str, Any] = {}
+        self._text: list[str] = []
+        self._finish: str | None = None
+        self._prompt_ids: list[int] | None = None
+        self._ids: list[int] | None = None
+        self._logprobs: list[float] | None = None
+        self._broken = False
+        self._usage: Any = None
+        self._whole: Any = None
+        super().__init__(request, settings)
+
+    @classmethod
+    def matches(cls, path: str) -> bool:
+        return path.endswith("/completions") and not path.endswith("/chat/completions")
+
+    def prepare(self) -> None:
+        request = self.request
+        self.ids_asked = request.get("return_token_ids") is True
+        if self.settings.token_ids:
+            if not self.ids_asked:
+                self.ask("return_token_ids", True)
+                self._strip_ids = self.ids_asked = True
+            if request.get("logprobs") is None:
+                self.ask("logprobs", 0)
+                self._strip_logprobs = True
+        if self.stream:
+            options = request.get("stream_options")
+            if not (isinstance(options, dict) and options.get("include_usage") is True):
+                self.ask("stream_options", {**(options or {}), "include_usage": True})
+                self._strip_usage = True
+        if self.settings.cache_salt is not None and "cache_salt" not in request:
+            self.ask("cache_salt", self.settings.cache_salt)
+
+    def _choice(self, choice: dict[str, Any], first: bool) -> None:
+        if first:
+            ids = int_list(choice.get("prompt_token_ids"))
+            if ids is not None:
+                self._prompt_ids = ids
+            ids = int_list(choice.get("token_ids"))
+            if ids is not None:
+                self._ids = (self._ids or []) + ids
+            block = choice.get("logprobs")
+            if isinstance(block, dict):
+                values = _numbers(block.get("token_logprobs"))
+                if values is None:
+                    self._broken = True
+                else:
+                    self._logprobs = (self._logprobs or []) + values
+            if isinstance(choice.get("text"), str):
+                self._text.append(choice["text"])
+            if isinstance(choice.get("finish_reason"), str):
+                self._finish = choice["finish_reason"]
+        if self._strip_ids:
+            choice.pop("prompt_token_ids", None)
+            choice.pop("token_ids", None)
+        if self._strip_logprobs and "logprobs" in choice:
+            choice["logprobs"] = None
+
+    def _choices(self, data: dict[str, Any]) -> list[Any] | None:
+        choices = data.get("choices")
+        if not isinstance(choices, list):
+            return None
+        for position, choice in enumerate(choices):
+            if isinstance(choice, dict):
+                index = choice.get("index", position)
+                self._choice(choice, first=index == 0)
+        return choices
+
+    def answer(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            self._usage = data.get("usage")
+            self._choices(data)
+        self._whole = data
+        return data
+
+    def event(self, name: str | None, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for key in ("id", "model", "created"):
+            if key in data and key not in self._top:
+                self._top[key] = data[key]
+        if data.get("usage") is not None:
+            self._usage = data["usage"]
+        choices = self._choices(data)
+        if self._strip_usage:
+            data.pop("usage", None)
+            if choices == []:
+                return None
+        return data
+
+    def recorded(self) -> Recorded:
+        if self.stream and self._whole is None:
+            response: Any = {
+                **self._top,
+                "object": "text_completion",
+                "choices": [
+                    {"index": 0, "text": "".join(self._text), "finish_reason": self._finish}
+                ],
+                "usage": self._usage,
+            }
+        else:
+            response = self._whole
+        out = Recorded(
+            response=response,
+            usage=openai_usage(self._usage),
+            finish_reason=self._finish,
+            prompt_token_ids=self._prompt_ids,
+            completion_token_ids=self._ids,
+        )
+        logprobs = None if self._broken else self._logprobs
+        if logprobs is not None and self._ids is not None and len(logprobs) == len(self._ids):
+            out.completion_logprobs = logprobs
+        out.token_note = self.token_note(out)
+        return out

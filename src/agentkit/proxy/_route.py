@@ -1,0 +1,94 @@
+"""ProxyRoute: one rollout's way through the model proxy, and the calls it made.
+
+A route is opened for each attempt of a rollout and closed when its harness
+is done. It holds the rollout's key (what the agent is given as its API key:
+the proxy finds the route by it), where its calls go (the real endpoint and
+key, the run's headers), its session id and the :class:`ModelCall` records
+of its calls, numbered in the order they started. Closing it refuses later
+calls with that key and records the calls still in flight as cut short.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Callable, Mapping
+from urllib.parse import urlsplit
+
+from agentkit._calls import ModelCall
+from agentkit._proxy_settings import ProxySettings
+
+__all__ = ["KEY_PREFIX", "ProxyRoute"]
+
+#: How a rollout's proxy key starts (``akp-`` and 32 random URL-safe characters).
+KEY_PREFIX = "akp-"
+
+
+class ProxyRoute:
+    """A rollout's route: give the agent :attr:`base_url` and :attr:`key`.
+
+    ``upstream`` is the real endpoint's base URL (``http(s)://host[:port]/path``),
+    ``api_key`` its key (None: the agent's key is dropped and none is sent),
+    ``headers`` the run's request headers, sent with every call.
+    """
+
+    def __init__(
+        self,
+        *,
+        proxy_url: str,
+        rollout_id: str,
+        upstream: str,
+        api_key: str | None,
+        headers: Mapping[str, str],
+        settings: ProxySettings,
+        on_close: Callable[[ProxyRoute], None],
+    ) -> None:
+        parts = urlsplit(upstream.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"the model endpoint {upstream!r} is not an http(s) URL")
+        self.rollout_id = rollout_id
+        self.key = KEY_PREFIX + secrets.token_urlsafe(24)
+        self.upstream = upstream.rstrip("/")
+        #: Where calls go: the endpoint's scheme, host and port (a call's path is kept).
+        self.origin = f"{parts.scheme}://{parts.netloc}"
+        #: The base URL the agent is given: the proxy, with the endpoint's path.
+        self.base_url = proxy_url + parts.path
+        self.api_key = api_key
+        self.headers = dict(headers)
+        self.settings = settings
+        self.session_id = f"{rollout_id or 'rollout'}-{uuid.uuid4().hex[:8]}"
+        self.closed = False
+        self._calls: list[ModelCall] = []
+        self._open: dict[int, Callable[[str], ModelCall]] = {}
+        self._next = 0
+        self._on_close = on_close
+
+    def __repr__(self) -> str:
+        return f"ProxyRoute({self.rollout_id!r}, {self.upstream!r}, calls={len(self._calls)})"
+
+    def begin(self, snapshot: Callable[[str], ModelCall]) -> int:
+        """A call starts: its index; ``snapshot(why)`` records it if the route closes first."""
+        index = self._next
+        self._next += 1
+        self._open[index] = snapshot
+        return index
+
+    def finish(self, call: ModelCall) -> None:
+        """A call ended: keep its record (dropped when the route closed meanwhile)."""
+        if self._open.pop(call.index, None) is not None and not self.closed:
+            self._calls.append(call)
+
+    @property
+    def calls(self) -> list[ModelCall]:
+        """The calls that ended so far, in the order they started."""
+        return sorted(self._calls, key=lambda c: c.index)
+
+    def close(self) -> list[ModelCall]:
+        """Stop serving the key; every call, those in flight recorded as cut short."""
+        if not self.closed:
+            self.closed = True
+            for snapshot in self._open.values():
+                self._calls.append(snapshot("the rollout ended before the call did"))
+            self._open.clear()
+            self._on_close(self)
+        return self.calls

@@ -1,0 +1,216 @@
+"""ModelProxy: the HTTP server every rollout's model calls pass, one per event loop.
+
+A process runs one proxy per event loop (the driver with the local executor;
+each Ray worker process on its node), on ``127.0.0.1`` and a port the system
+chooses, shared by every rollout of that loop. A rollout gets a
+:class:`~agentkit.proxy.ProxyRoute`: a key of its own, which the agent holds
+as its API key and the proxy finds the rollout by. Requests without a known
+key get a 401 in their protocol's error format. Built on aiohttp's server
+and client (imported only when a proxy starts).
+
+:func:`acquire_proxy` and :func:`release_proxy` share the loop's proxy:
+started by the first user, stopped when the last one lets go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from agentkit._proxy_settings import ProxySettings
+from agentkit.proxy._call import MAX_BODY, forward, key_of
+from agentkit.proxy._route import ProxyRoute
+
+if TYPE_CHECKING:
+    from aiohttp import ClientSession, web
+
+__all__ = ["ModelProxy", "acquire_proxy", "release_proxy", "shared_proxy"]
+
+
+class ModelProxy:
+    """An HTTP proxy for model calls on ``host`` (loopback), serving rollouts' routes.
+
+    ``start()`` binds it (``port=0``: a free port), ``close()`` stops it (open
+    calls are cut). :meth:`open_route` gives a rollout its route.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self.port = port
+        self._routes: dict[str, ProxyRoute] = {}
+        self._runner: web.ServerRunner | None = None
+        self._session: ClientSession | None = None
+
+    def __repr__(self) -> str:
+        where = self.url if self._runner is not None else "not running"
+        return f"ModelProxy({where}, {len(self._routes)} routes)"
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``: where the proxy listens."""
+        if self._runner is None:
+            raise RuntimeError("the model proxy is not running; await start() first")
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def routes(self) -> int:
+        """How many routes are open."""
+        return len(self._routes)
+
+    async def start(self) -> ModelProxy:
+        """Listen; returns once the port is bound."""
+        from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
+
+        self._session = ClientSession(
+            connector=TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=30),
+            timeout=ClientTimeout(total=None, sock_connect=60),
+            trust_env=True,  # HTTPS_PROXY and NO_PROXY, as the chat harness honours them
+            auto_decompress=True,
+        )
+        runner = web.ServerRunner(
+            web.Server(self._handle, access_log=None, handler_cancellation=True),
+            handle_signals=False,
+            shutdown_timeout=0.1,
+        )
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, backlog=4096)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            await self._session.close()
+            raise
+        self.port = runner.addresses[0][1]
+        self._runner = runner
+        return self
+
+    async def close(self) -> None:
+        """Stop listening, cut open calls and close the connections to the endpoints."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+        for route in list(self._routes.values()):
+            route.close()
+
+    def open_route(
+        self,
+        *,
+        rollout_id: str,
+        upstream: str,
+        api_key: str | None,
+        headers: Mapping[str, str] | None = None,
+        settings: ProxySettings | None = None,
+    ) -> ProxyRoute:
+        """A route for one rollout's calls to ``upstream`` (with ``api_key`` and
+        ``headers``): the agent is given its ``base_url`` and ``key``."""
+        route = ProxyRoute(
+            proxy_url=self.url,
+            rollout_id=rollout_id,
+            upstream=upstream,
+            api_key=api_key,
+            headers=headers or {},
+            settings=settings or ProxySettings(),
+            on_close=self._forget,
+        )
+        self._routes[route.key] = route
+        return route
+
+    def _forget(self, route: ProxyRoute) -> None:
+        self._routes.pop(route.key, None)
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        key = key_of(request.headers)
+        route = None if key is None else self._routes.get(key)
+        if route is None:
+            return _refused(request.raw_path)
+        if (request.content_length or 0) > MAX_BODY:
+            return _error(request.raw_path, 413, "the request body is too large for the proxy")
+        body = await request.content.read() if request.body_exists else b""
+        assert self._session is not None
+        return await forward(self._session, route, request, body)
+
+
+def _error(path: str, status: int, message: str) -> web.Response:
+    from aiohttp import web
+
+    if path.partition("?")[0].rstrip("/").endswith(("/messages", "/messages/count_tokens")):
+        body: dict[str, Any] = {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": message},
+        }
+    else:
+        body = {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            }
+        }
+    return web.Response(
+        status=status, body=json.dumps(body).encode(), content_type="application/json"
+    )
+
+
+def _refused(path: str) -> web.Response:
+    return _error(
+        path,
+        401,
+        "agentkit model proxy: this key opens no rollout's route (the rollout ended, or the "
+        "key is not one the proxy gave)",
+    )
+
+
+class _Shared:
+    __slots__ = ("lock", "proxy", "users")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.proxy: ModelProxy | None = None
+        self.users = 0
+
+
+_shared: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Shared] = weakref.WeakKeyDictionary()
+
+
+async def acquire_proxy() -> ModelProxy:
+    """The running loop's proxy, started if it is not yet; pair with :func:`release_proxy`."""
+    loop = asyncio.get_running_loop()
+    entry = _shared.get(loop)
+    if entry is None:
+        entry = _shared[loop] = _Shared()
+    async with entry.lock:
+        if entry.proxy is None:
+            entry.proxy = await ModelProxy().start()
+        entry.users += 1
+        return entry.proxy
+
+
+async def release_proxy(proxy: ModelProxy) -> None:
+    """Let go of a proxy :func:`acquire_proxy` gave; the last user stops it."""
+    loop = asyncio.get_running_loop()
+    entry = _shared.get(loop)
+    if entry is None or entry.proxy is not proxy:
+        return
+    async with entry.lock:
+        entry.users -= 1
+        if entry.users <= 0:
+            entry.proxy = None
+            entry.users = 0
+            await proxy.close()
+
+
+@asynccontextmanager
+async def shared_proxy() -> AsyncIterator[ModelProxy]:
+    """The running loop's proxy for the block (:func:`acquire_proxy`, :func:`release_proxy`)."""
+    proxy = await acquire_proxy()
+    try:
+        yield proxy
+    finally:
+        await asyncio.shield(release_proxy(proxy))

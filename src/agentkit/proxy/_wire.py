@@ -1,0 +1,174 @@
+"""How the proxy reads one call of one wire protocol: the base of every protocol handler.
+
+A :class:`Wire` is made for each model call from the agent's JSON body. It
+decides what goes upstream (the fields the proxy adds on the agent's behalf,
+listed in :attr:`Wire.forwarded`), turns every answer (a whole JSON body, or
+each event of a stream) into what the agent gets, and records on the way
+what the call returned: the response, usage, finish reason, and the
+server's token ids and logprobs (or a note saying why there are none).
+
+Protocols are looked up by the request's path in :data:`WIRES`, first match
+wins; :func:`register_wire` puts another in front (a handler that serves one
+protocol from another server endpoint sets :attr:`Wire.upstream_path`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, ClassVar
+
+import attrs
+
+from agentkit._calls import Protocol
+from agentkit._errors import ValidationError
+from agentkit._proxy_settings import ProxySettings
+from agentkit._usage import Usage
+
+__all__ = [
+    "WIRES",
+    "Recorded",
+    "Wire",
+    "float_list",
+    "int_list",
+    "openai_usage",
+    "register_wire",
+    "wire_for",
+]
+
+
+@attrs.define(kw_only=True)
+class Recorded:
+    """What a call returned, as the proxy read it (the token part of a ModelCall)."""
+
+    response: Any = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    prompt_token_ids: list[int] | None = None
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: list[float] | None = None
+    token_note: str | None = None
+
+
+def int_list(value: Any) -> list[int] | None:
+    """``value`` when it is a list of integers (token ids), else None."""
+    if isinstance(value, list) and all(type(v) is int for v in value):
+        return value
+    return None
+
+
+def float_list(entries: Any, key: str = "logprob") -> list[float] | None:
+    """The ``key`` of every entry of a list of objects, when each has a number there."""
+    if not isinstance(entries, list):
+        return None
+    out: list[float] = []
+    for entry in entries:
+        value = entry.get(key) if isinstance(entry, dict) else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        out.append(float(value))
+    return out
+
+
+def openai_usage(value: Any) -> Usage | None:
+    """A chat or completions ``usage`` object as :class:`Usage` (None when unreadable)."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return Usage.from_openai(value)
+    except ValidationError:
+        return None
+
+
+class Wire:
+    """One model call in one protocol (subclasses: chat, completions, responses, messages).
+
+    ``request`` is the agent's body; :attr:`body` what goes upstream (the same
+    object until the proxy adds a field with :meth:`ask`).
+    """
+
+    protocol: ClassVar[Protocol] = "other"
+    #: What a call of this protocol notes when the server gave no token ids.
+    no_ids_note: ClassVar[str] = "the server returned no token ids"
+
+    def __init__(self, request: dict[str, Any], settings: ProxySettings) -> None:
+        self.request = request
+        self.body = request
+        self.settings = settings
+        self.forwarded: dict[str, Any] = {}
+        self.stream = request.get("stream") is True
+        model = request.get("model")
+        self.model = model if isinstance(model, str) else None
+        #: Another path to send the call to (None: the agent's own), for handlers that
+        #: serve one protocol from another endpoint.
+        self.upstream_path: str | None = None
+        #: Whether the server was asked for token ids (by the agent or the proxy).
+        self.ids_asked = False
+        self.prepare()
+
+    @classmethod
+    def matches(cls, path: str) -> bool:
+        """Whether a request to ``path`` (no query) is a call of this protocol."""
+        return False
+
+    def prepare(self) -> None:
+        """Add what the run asks for to :attr:`body` (with :meth:`ask`)."""
+
+    def ask(self, name: str, value: Any) -> None:
+        """Send ``name: value`` upstream in place of what the agent sent (recorded in
+        :attr:`forwarded`); the agent's ``request`` is left as it was."""
+        if self.body is self.request:
+            self.body = copy.copy(self.request)
+        self.body[name] = value
+        self.forwarded[name] = value
+
+    @property
+    def rewrites(self) -> bool:
+        """Whether answers must change before the agent gets them (the proxy asked for
+        fields the agent did not)."""
+        return bool(self.forwarded)
+
+    def answer(self, data: Any) -> Any:
+        """A whole JSON answer: record it, return what the agent gets."""
+        return data
+
+    def event(self, name: str | None, data: Any) -> Any:
+        """One streamed event's JSON: record it, return what the agent gets (None: drop
+        the event)."""
+        return data
+
+    def recorded(self) -> Recorded:
+        """What the call returned, once its answer has been read."""
+        return Recorded()
+
+    def token_note(self, recorded: Recorded) -> str | None:
+        """Why ``recorded`` has no token ids or logprobs (None when it has both)."""
+        if recorded.prompt_token_ids is not None and recorded.completion_token_ids is not None:
+            if recorded.completion_logprobs is None:
+                return "the server returned token ids but no logprobs"
+            return None
+        if not self.ids_asked:
+            return "token ids were not asked for (the run's token_ids option is off)"
+        return self.no_ids_note
+
+
+#: The protocol handlers, tried in order on a request's path.
+WIRES: list[type[Wire]] = []
+
+
+def register_wire(wire: type[Wire], *, first: bool = True) -> None:
+    """Serve a protocol with ``wire`` (tried before the others unless ``first=False``)."""
+    if wire in WIRES:
+        WIRES.remove(wire)
+    if first:
+        WIRES.insert(0, wire)
+    else:
+        WIRES.append(wire)
+
+
+def wire_for(path: str) -> type[Wire] | None:
+    """The handler of a request to ``path`` (its query cut off), or None: not a model call."""
+    path = path.partition("?")[0].rstrip("/")
+    for wire in WIRES:
+        if wire.matches(path):
+            return wire
+    return None
