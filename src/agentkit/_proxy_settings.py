@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import attrs
 
@@ -16,16 +17,14 @@ DEFAULT_SESSION_HEADER = "X-Session-ID"
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RFC 9110 token)
 
 
-def _header_name(
-    _instance: object, attribute: attrs.Attribute[str | None], value: str | None
-) -> None:
+def _header_name(_instance: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
     if value is not None and not _TOKEN.match(value):
         raise SpecError(
             f"{attribute.name} must be an HTTP header name (letters, digits, '-'), got {value!r}"
         )
 
 
-def _salt(_instance: object, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+def _salt(_instance: object, attribute: attrs.Attribute[Any], value: str | None) -> None:
     if value is not None and not value:
         raise SpecError(f"{attribute.name} must be a non-empty string (vLLM refuses an empty one)")
 

@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 from agentkit_claude_code import CLAUDE_CODE_VERSION
 
+import agentkit.runs
 from agentkit import AgentEnv, Event
 from agentkit.programs import ProgramBinary
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.programs import (
     TELEMETRY_WEIGHTS,
     agentkit_run,
+    assert_calls_carry_the_server_tokens,
     assert_key_only_reached_the_model,
     harbor_rollout,
     need_harbor_task,
@@ -117,4 +119,40 @@ def test_agentkit_run_claude_code_by_name(
     assert record["status"] == "completed", record["error"]
     assert record["rewards"]["core.reward"] == 1.0
     assert API_KEY not in proc.stdout + proc.stderr
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)
+
+
+@pytest.mark.usefixtures("harbor_installed")
+@pytest.mark.model_script(HELLO_WORLD)
+async def test_every_model_call_is_recorded_with_the_servers_tokens(
+    model_server: ScriptedModelServer,
+    claude_bin: ProgramBinary,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the model proxy, asked for token ids: Claude Code's calls (Anthropic
+    Messages) are each recorded; the Messages protocol gives no token ids, and every
+    call says so; the program still passes, and the real key reached only the server."""
+    monkeypatch.setenv("AGENTKIT_TEST_CLAUDE_KEY", API_KEY)
+    model_server.set_api_key(API_KEY)
+    env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "claude-code")
+    run_dir = tmp_path / "run"
+    rollout = await harbor_rollout(
+        env,
+        "harbor:hello-world",
+        server=model_server,
+        out=run_dir,
+        api_key_env="AGENTKIT_TEST_CLAUDE_KEY",
+        sandbox_options={"image": "host"},
+        token_ids=True,
+    )
+    assert rollout.rewards["core.reward"] == 1.0
+    calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
+    assert len(calls) >= 2 and rollout.calls == len(calls)
+    assert {c.protocol for c in calls} == {"messages"}
+    assert assert_calls_carry_the_server_tokens(calls, model_server) == []
+    assert all("Messages protocol returns no token ids" in (c.token_note or "") for c in calls)
+    assert rollout.calls_without_tokens == [
+        {"note": calls[0].token_note, "calls": [c.index for c in calls]}
+    ]
     assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)

@@ -9,12 +9,14 @@ from typing import Any
 import pytest
 from agentkit_codex import CODEX_VERSION
 
+import agentkit.runs
 from agentkit import AgentEnv, Event
 from agentkit.programs import ProgramBinary
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.programs import (
     TELEMETRY_WEIGHTS,
     agentkit_run,
+    assert_calls_carry_the_server_tokens,
     assert_key_only_reached_the_model,
     harbor_rollout,
     need_harbor_task,
@@ -109,4 +111,40 @@ def test_agentkit_run_codex_by_name(
     assert record["status"] == "completed", record["error"]
     assert record["rewards"]["core.reward"] == 1.0
     assert API_KEY not in proc.stdout + proc.stderr
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)
+
+
+@pytest.mark.usefixtures("harbor_installed")
+@pytest.mark.model_script(HELLO_WORLD)
+async def test_every_model_call_is_recorded_with_the_servers_tokens(
+    model_server: ScriptedModelServer,
+    codex_bin: ProgramBinary,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the model proxy, asked for token ids: codex's calls (the Responses API,
+    streamed) are each recorded with exactly the token ids the server's
+    ``enable_response_messages`` answer carried (no logprobs: a note says why); the
+    program still passes, and the real key reached only the server."""
+    monkeypatch.setenv("AGENTKIT_TEST_CODEX_KEY", API_KEY)
+    model_server.set_api_key(API_KEY)
+    env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "codex")
+    run_dir = tmp_path / "run"
+    rollout = await harbor_rollout(
+        env,
+        "harbor:hello-world",
+        server=model_server,
+        out=run_dir,
+        api_key_env="AGENTKIT_TEST_CODEX_KEY",
+        sandbox_options={"image": "host"},
+        token_ids=True,
+    )
+    assert rollout.rewards["core.reward"] == 1.0
+    calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
+    assert len(calls) >= 2 and rollout.calls == len(calls)
+    assert {c.protocol for c in calls} == {"responses"}
+    assert all(c.stream is True for c in calls)
+    with_ids = assert_calls_carry_the_server_tokens(calls, model_server)
+    assert with_ids == calls  # every call: the server's ids, exactly
+    assert all(c.completion_logprobs is None and "logprobs" in (c.token_note or "") for c in calls)
     assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)

@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 from agentkit_mini_swe_agent import MINI_SWE_AGENT_VERSION, MiniSweAgentInstall
 
+import agentkit.runs
 from agentkit import AgentEnv, Event
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.programs import (
     TELEMETRY_WEIGHTS,
     agentkit_run,
+    assert_calls_carry_the_server_tokens,
     assert_key_only_reached_the_model,
     harbor_rollout,
     need_harbor_task,
@@ -122,3 +124,41 @@ def test_cli_runs_mini_swe_agent_by_name(
     assert record["status"] == "completed"
     assert record["rewards"]["core.reward"] == 1.0
     assert record["raw"]["exit_status"] == "Submitted"
+
+
+@pytest.mark.usefixtures("harbor_installed")
+@pytest.mark.model_script(HELLO_WORLD)
+async def test_every_model_call_is_recorded_with_the_servers_tokens(
+    model_server: ScriptedModelServer,
+    mini_install: MiniSweAgentInstall,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the model proxy, asked for token ids: mini-swe-agent's calls (chat
+    completions through litellm) are each recorded with exactly the token ids and
+    logprobs the server sent in vLLM's fields; the program still passes, and the real
+    key reached only the server."""
+    monkeypatch.setenv("AGENTKIT_TEST_MINI_KEY", API_KEY)
+    model_server.set_api_key(API_KEY)
+    env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "mini-swe-agent", retry_attempts=1)
+    [hello] = [t.task_id for t in env.taskset if t.task_id.endswith(":hello-world")]
+    run_dir = tmp_path / "run"
+    rollout = await harbor_rollout(
+        env,
+        hello,
+        server=model_server,
+        out=run_dir,
+        api_key_env="AGENTKIT_TEST_MINI_KEY",
+        sandbox_options={"image": "host"},
+        token_ids=True,
+    )
+    assert rollout.rewards["core.reward"] == 1.0
+    calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
+    assert len(calls) >= 2 and rollout.calls == len(calls)
+    assert {c.protocol for c in calls} == {"chat"}
+    assert all(c.stream is False for c in calls)
+    with_ids = assert_calls_carry_the_server_tokens(calls, model_server)
+    assert with_ids == calls  # every call: the server's ids, exactly
+    assert all(c.completion_logprobs and c.token_note is None for c in calls)
+    assert rollout.calls_without_tokens == []
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)

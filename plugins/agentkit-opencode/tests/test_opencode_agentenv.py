@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 from agentkit_opencode import OPENCODE_VERSION, OpenCodeBinary
 
+import agentkit.runs
 from agentkit import AgentEnv, Event
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.programs import (
     TELEMETRY_WEIGHTS,
     agentkit_run,
+    assert_calls_carry_the_server_tokens,
     assert_key_only_reached_the_model,
     harbor_rollout,
     need_harbor_task,
@@ -118,3 +120,41 @@ async def test_cli_runs_opencode_by_name(
     )  # fmt: skip
     assert record["status"] == "completed"
     assert record["rewards"]["core.reward"] == 1.0
+
+
+@pytest.mark.usefixtures("harbor_installed")
+@pytest.mark.model_script(HELLO_WORLD)
+async def test_every_model_call_is_recorded_with_the_servers_tokens(
+    model_server: ScriptedModelServer,
+    opencode_bin: OpenCodeBinary,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the model proxy, asked for token ids: opencode's calls (chat completions,
+    streamed) are each recorded with exactly the token ids and logprobs the server sent
+    in vLLM's fields, which opencode itself never sees; the program still passes, and
+    the real key reached only the server."""
+    monkeypatch.setenv("AGENTKIT_TEST_OPENCODE_KEY", API_KEY)
+    model_server.set_api_key(API_KEY)
+    env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "opencode")
+    [hello] = [t.task_id for t in env.taskset if t.task_id.endswith(":hello-world")]
+    run_dir = tmp_path / "run"
+    rollout = await harbor_rollout(
+        env,
+        hello,
+        server=model_server,
+        out=run_dir,
+        api_key_env="AGENTKIT_TEST_OPENCODE_KEY",
+        sandbox_options={"image": "host"},
+        token_ids=True,
+    )
+    assert rollout.rewards["core.reward"] == 1.0
+    calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
+    assert len(calls) >= 2 and rollout.calls == len(calls)
+    assert {c.protocol for c in calls} == {"chat"}
+    assert all(c.stream is True for c in calls)
+    with_ids = assert_calls_carry_the_server_tokens(calls, model_server)
+    assert with_ids == calls  # every call: the server's ids, exactly
+    assert all(c.completion_logprobs and c.token_note is None for c in calls)
+    assert rollout.calls_without_tokens == []
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)

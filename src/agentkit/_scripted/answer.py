@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from agentkit._scripted import tokens
 from agentkit._scripted.script import Reply, RequestView, message_text
 
 __all__ = [
@@ -175,3 +176,26 @@ def sse(data: Any, event: str | None = None) -> bytes:
     payload = data if isinstance(data, str) else json.dumps(data)
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {payload}\n\n".encode()
+
+
+def prompt_token_ids(view: RequestView) -> list[int]:
+    """The prompt's token ids, segment by segment (see :func:`prompt_segments`)."""
+    return [i for text in prompt_segments(view) for i in tokens.encode(text)]
+
+
+def completion_texts(answer: Answer) -> list[str]:
+    """The completion's texts in token order: reasoning, content, each tool call's arguments."""
+    return [answer.reasoning or "", answer.content or "", *answer.arguments()]
+
+
+def completion_token_ids(answer: Answer) -> list[int]:
+    """The completion's token ids (those of :func:`completion_texts`)."""
+    return [i for text in completion_texts(answer) for i in tokens.encode(text)]
+
+
+def logprob_at(reply: Reply, index: int) -> float:
+    """The logprob of completion token ``index``: the reply's ``logprobs`` in turn, else
+    ``-0.1, -0.2, ... -0.9`` again and again."""
+    if reply.logprobs:
+        return reply.logprobs[index % len(reply.logprobs)]
+    return -round(0.1 * (1 + index % 9), 1)

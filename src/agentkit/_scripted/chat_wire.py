@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentkit._scripted import tokens
-from agentkit._scripted.answer import Answer, prompt_segments, split, sse
+from agentkit._scripted.answer import Answer, logprob_at, prompt_token_ids, split, sse
 from agentkit._scripted.script import Reply, RequestView
 
 __all__ = ["error_body", "events", "render"]
@@ -30,7 +30,7 @@ class _Tokens:
         self.logprobs = body.get("logprobs") is True
         top = body.get("top_logprobs")
         self.top = top if isinstance(top, int) and not isinstance(top, bool) and top > 0 else 0
-        self.values = reply.logprobs
+        self.reply = reply
         self.view = view
         self.position = 0
 
@@ -41,12 +41,7 @@ class _Tokens:
     def prompt_ids(self) -> list[int]:
         # segment by segment, as chat templates' special tokens cut a prompt: the next
         # turn's prompt then starts with this prompt and the completion sampled after it
-        return [i for text in prompt_segments(self.view) for i in tokens.encode(text)]
-
-    def _logprob(self, index: int) -> float:
-        if self.values:
-            return self.values[index % len(self.values)]
-        return -round(0.1 * (1 + index % 9), 1)
+        return prompt_token_ids(self.view)
 
     def annotate(self, choice: dict[str, Any], text: str) -> None:
         """Add ``token_ids`` and ``logprobs`` for ``text``, the next completion tokens."""
@@ -56,7 +51,7 @@ class _Tokens:
         if self.logprobs:
             entries = []
             for piece in pieces:
-                value = self._logprob(self.position)
+                value = logprob_at(self.reply, self.position)
                 self.position += 1
                 entry: dict[str, Any] = {
                     "token": piece,

@@ -26,8 +26,15 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from agentkit._scripted import tokens
-from agentkit._scripted.answer import Answer, prompt_segments, split, sse
+from agentkit._scripted.answer import (
+    Answer,
+    completion_texts,
+    completion_token_ids,
+    prompt_segments,
+    prompt_token_ids,
+    split,
+    sse,
+)
 from agentkit._scripted.script import Reply, RequestView
 
 __all__ = ["events", "render"]
@@ -119,28 +126,31 @@ def _response(
     return out
 
 
+def sends_token_ids(reply: Reply, body: Mapping[str, Any]) -> bool:
+    """Whether the response carries vLLM's ``input_messages``/``output_messages``."""
+    return reply.token_ids or body.get("enable_response_messages") is True
+
+
 def _raw_messages(
     answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestView
 ) -> dict[str, Any]:
     """vLLM's ``input_messages`` and ``output_messages`` (``raw_message_tokens``) when
     the request asks with ``enable_response_messages`` (or the reply's ``token_ids``)."""
-    if not (reply.token_ids or body.get("enable_response_messages") is True):
+    if not sends_token_ids(reply, body):
         return {}
-    segments = prompt_segments(view)
-    completion = [answer.reasoning or "", answer.content or "", *answer.arguments()]
     return {
         "input_messages": [
             {
                 "type": "raw_message_tokens",
-                "message": "".join(segments),
-                "tokens": [i for text in segments for i in tokens.encode(text)],
+                "message": "".join(prompt_segments(view)),
+                "tokens": prompt_token_ids(view),
             }
         ],
         "output_messages": [
             {
                 "type": "raw_message_tokens",
-                "message": "".join(completion),
-                "tokens": [i for text in completion for i in tokens.encode(text)],
+                "message": "".join(completion_texts(answer)),
+                "tokens": completion_token_ids(answer),
             }
         ],
     }

@@ -38,7 +38,13 @@ from aiohttp import web
 
 from agentkit._errors import AgentkitError
 from agentkit._scripted import chat_wire, messages_wire, responses_wire
-from agentkit._scripted.answer import Answer, estimate_prompt_tokens
+from agentkit._scripted.answer import (
+    Answer,
+    completion_token_ids,
+    estimate_prompt_tokens,
+    logprob_at,
+    prompt_token_ids,
+)
 from agentkit._scripted.script import Api, Reply, RequestView, Script, load_script
 
 __all__ = ["RecordedRequest", "ScriptedModelServer", "main"]
@@ -61,7 +67,10 @@ class RecordedRequest:
     ``body_text`` holds the text). ``api`` is the protocol of a model request
     (``chat``, ``messages``, ``responses``; None for other requests) and
     ``rule`` the index of the script rule that answered it (None: the default
-    reply, or not a model request).
+    reply, or not a model request). ``sent`` is the token data the answer
+    carried, filled once it is sent (empty when it carried none):
+    ``prompt_token_ids`` and ``completion_token_ids``, and
+    ``completion_logprobs`` when chat completions were asked for logprobs.
     """
 
     method: str
@@ -73,6 +82,7 @@ class RecordedRequest:
     timestamp: float
     rule: int | None = None
     api: Api | None = None
+    sent: dict[str, Any] = attrs.field(factory=dict, eq=False)
 
 
 class _Wire(NamedTuple):
@@ -351,7 +361,7 @@ class ScriptedModelServer:
         rule: int | None = None,
         api: Api | None = None,
         parsed: Any = None,
-    ) -> None:
+    ) -> RecordedRequest:
         text = "" if parsed is not None else body.decode("utf-8", errors="replace")
         if text:
             with contextlib.suppress(ValueError):
@@ -379,6 +389,7 @@ class ScriptedModelServer:
                 self._model_received += 1
                 if self._waiters:
                     self._wake_waiters()
+        return entry
 
     def _wake_waiters(self) -> None:
         """Resolve the :meth:`wait_for_requests` calls now satisfied (under the lock)."""
@@ -449,12 +460,12 @@ class ScriptedModelServer:
             return _json(400, wire.error_body(400, "the body is not a JSON object"))
         view = RequestView.from_body(parsed, api)
         reply, rule = self._script.choose(view)
-        self._record(request, body, rule, api, parsed)
+        entry = self._record(request, body, rule, api, parsed)
         while not self._open.is_set() and not self._hold_after:  # hold() until release()
             await asyncio.sleep(0.005)
         if reply.latency:
             await asyncio.sleep(reply.latency)
-        return await self._answer(request, wire, reply, view, parsed)
+        return await self._answer(request, wire, reply, view, parsed, entry)
 
     def _count_tokens(self, request: web.BaseRequest, body: bytes) -> web.Response:
         """Anthropic's token counting: the estimate a reply's usage would report."""
@@ -476,6 +487,7 @@ class ScriptedModelServer:
         reply: Reply,
         view: RequestView,
         body: dict[str, Any],
+        entry: RecordedRequest,
     ) -> web.StreamResponse:
         if reply.fail == "hang":
             # no answer until the client gives up (cancelling this) or the server stops
@@ -506,6 +518,7 @@ class ScriptedModelServer:
             event = f"data: {text}\n\n".encode()
             return await self._stream(request, reply, [event, b"data: [DONE]\n\n"])
         answer = Answer.build(reply, view, next(self._ids), int(time.time()))
+        entry.sent.update(_sent_tokens(answer, reply, body, view))
         if view.stream:
             return await self._stream(request, reply, wire.events(answer, reply, body, view))
         full = json.dumps(wire.render(answer, reply, body, view)).encode()
@@ -562,6 +575,30 @@ class ScriptedModelServer:
 _JSON = {"content-type": "application/json"}
 _SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 _MESSAGES_PATHS = ("/v1/messages", "/messages")
+
+
+def _sent_tokens(
+    answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestView
+) -> dict[str, Any]:
+    """The token data an answer carries (for the request log): vLLM's fields of chat
+    completions and the Responses API, when asked (or the reply's ``token_ids``)."""
+    api = view.api
+    if api == "chat":
+        sends = reply.token_ids or body.get("return_token_ids") is True
+    elif api == "responses":
+        sends = responses_wire.sends_token_ids(reply, body)
+    else:
+        sends = False
+    if not sends:
+        return {}
+    completion = completion_token_ids(answer)
+    out: dict[str, Any] = {
+        "prompt_token_ids": prompt_token_ids(view),
+        "completion_token_ids": completion,
+    }
+    if api == "chat" and body.get("logprobs") is True:
+        out["completion_logprobs"] = [logprob_at(reply, i) for i in range(len(completion))]
+    return out
 
 
 def _checked_key(api_key: str | None) -> str | None:

@@ -151,9 +151,9 @@ class RolloutWork:
         """The attempt's route through the model proxy (None: the run is not proxied)."""
         if not self.proxied:
             return None
-        assert self.proxy is not None and self.context.base_url is not None
-        proxy = await self.model_proxy()
         ctx = self.context
+        assert self.proxy is not None and ctx.base_url is not None
+        proxy = await self.model_proxy()
         return proxy.open_route(
             rollout_id=job.rollout_id,
             upstream=ctx.base_url,

@@ -14,7 +14,9 @@ against the scripted model server and use these to set up and to look.
   :func:`harbor_rollout` runs a harness on one Harbor task through
   :class:`~agentkit.AgentEnv`, :func:`agentkit_run` through the
   ``agentkit run`` command; :func:`telemetry_weights` and
-  :func:`assert_key_only_reached_the_model` check what every such run must.
+  :func:`assert_key_only_reached_the_model` check what every such run must;
+- :func:`assert_calls_carry_the_server_tokens` checks a rollout's model calls,
+  as the model proxy recorded them, against what the server logged it sent.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from agentkit._calls import ModelCall
 from agentkit._events import Event
 from agentkit._sandbox import ExecutionHints, Sandbox
 from agentkit._task import Task
@@ -37,6 +40,7 @@ from agentkit.testing.model_server import RecordedRequest, ScriptedModelServer
 __all__ = [
     "TELEMETRY_WEIGHTS",
     "agentkit_run",
+    "assert_calls_carry_the_server_tokens",
     "assert_key_only_reached_the_model",
     "bound_sandbox",
     "cancel_when_running",
@@ -229,12 +233,16 @@ async def harbor_rollout(
     out: Path,
     api_key_env: str | None = None,
     sandbox_options: Mapping[str, Any] | None = None,
+    token_ids: bool = False,
 ) -> RolloutRecord:
     """Evaluate ``env`` (a Harbor taskset and a harness, by name) on one task with
     the scripted model ``scripted-model`` of ``server``; the one rollout, which
     must have completed and been graded (its error or scoring errors say why
-    not) and make the task's group."""
+    not) and make the task's group. ``token_ids``: the run's option (the model
+    proxy asks the server for token ids)."""
     kwargs: dict[str, Any] = {"api_key_env": api_key_env} if api_key_env else {}
+    if token_ids:
+        kwargs["token_ids"] = True
     if sandbox_options is not None:
         kwargs["sandbox_options"] = dict(sandbox_options)
     results = await env.evaluate(
@@ -268,6 +276,39 @@ def agentkit_run(
     [line] = (out / "rollouts.jsonl").read_text().splitlines()
     record: dict[str, Any] = json.loads(line)
     return proc, record
+
+
+def assert_calls_carry_the_server_tokens(
+    calls: Sequence[ModelCall], server: ScriptedModelServer
+) -> list[ModelCall]:
+    """Each recorded model call is one request ``server`` logged (the body the proxy
+    sent: the agent's request with what the proxy added), every logged model
+    request is one of the calls, and each call carries exactly the token ids and
+    logprobs the server's answer carried (its log's ``sent``), call by call; a call
+    whose answer carried none has none, and a ``token_note`` saying why. Returns the
+    calls that carry token ids."""
+    logged = list(server.model_requests)
+    assert len(calls) == len(logged), (
+        f"{len(calls)} calls recorded, {len(logged)} model requests reached the server"
+    )
+    with_ids = []
+    for call in calls:
+        sent_body = {**call.request, **call.forwarded}
+        match = next((r for r in logged if r.body == sent_body), None)
+        assert match is not None, (
+            f"call {call.index} ({call.path}) matches no request the server got"
+        )
+        logged.remove(match)
+        sent = match.sent
+        assert call.prompt_token_ids == sent.get("prompt_token_ids"), f"call {call.index}"
+        assert call.completion_token_ids == sent.get("completion_token_ids"), f"call {call.index}"
+        assert call.completion_logprobs == sent.get("completion_logprobs"), f"call {call.index}"
+        if call.has_tokens:
+            assert call.token_source == "server"
+            with_ids.append(call)
+        else:
+            assert call.token_note, f"call {call.index} has no token ids and no note saying why"
+    return with_ids
 
 
 def assert_key_only_reached_the_model(
