@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from ssl import SSLContext
 from typing import Any, NamedTuple
 
 import attrs
@@ -121,7 +122,9 @@ class ScriptedModelServer:
     ``api_key``: the one key the server accepts (as a bearer token, ``x-api-key``
     or ``api-key``); a model request (or ``/v1/models``, token counting) with
     another key or none gets a 401 in its protocol's error format. Without it,
-    every request is answered whatever key it carries.
+    every request is answered whatever key it carries. ``ssl``: serve https with
+    this server-side context (its certificate must name ``host``); ``base_url``
+    then starts with ``https://``.
     """
 
     def __init__(
@@ -132,8 +135,10 @@ class ScriptedModelServer:
         port: int = 0,
         log_limit: int | None = None,
         api_key: str | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         self._script = load_script(script)
+        self._ssl = ssl
         self._api_key = _checked_key(api_key)
         self.host = host
         self.port = port
@@ -164,7 +169,8 @@ class ScriptedModelServer:
         """The OpenAI-compatible base URL, ending in ``/v1``."""
         if self._runner is None:
             raise RuntimeError("the model server is not running; use 'with server:' or start()")
-        return f"http://{self.host}:{self.port}/v1"
+        scheme = "https" if self._ssl is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}/v1"
 
     @property
     def url(self) -> str:
@@ -336,7 +342,7 @@ class ScriptedModelServer:
             shutdown_timeout=0.01,
         )
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, backlog=4096)
+        site = web.TCPSite(runner, self.host, self.port, backlog=4096, ssl_context=self._ssl)
         try:
             await site.start()
         except BaseException:

@@ -266,8 +266,10 @@ async def forward(
 
 
 def _why(exc: BaseException, response: web.StreamResponse | None) -> str:
-    if isinstance(exc, ConnectionResetError) or (
-        response is not None and response.prepared and isinstance(exc, OSError)
+    from aiohttp import ClientPayloadError
+
+    if isinstance(exc, (ClientPayloadError, ConnectionResetError)) or (
+        response is not None and response.prepared
     ):
         return f"the answer broke off: {type(exc).__name__}: {exc}"
     return f"the model endpoint could not be reached: {type(exc).__name__}: {exc}"
