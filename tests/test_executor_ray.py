@@ -226,6 +226,17 @@ async def test_chat_on_jsonl_across_two_nodes_matches_the_local_executor(
         assert line["worker"]["node_id"] in nodes
         events = (tmp_path / "ray" / line["events_file"]).read_text().splitlines()
         assert len(events) == line["events"] > 0
+        # its model call passed the proxy of the worker process that ran it, and the
+        # record came back with the attempt
+        [call] = (tmp_path / "ray" / line["calls_file"]).read_text().splitlines()
+        recorded = json.loads(call)
+        assert recorded["rollout_id"] == line["rollout_id"] and recorded["status"] == 200
+        assert recorded["session_id"].startswith(line["rollout_id"])
+    assert (
+        sum(x["calls"] for x in written)
+        == len(written)
+        == sum(x["calls"] for x in lines(tmp_path / "local"))
+    )
     # the harness's events reached the trace callback live, in order per rollout
     assert len(received) == local_events == sum(r.events for r in remote.rollouts)
     by_rollout: dict[str, list[int]] = {}

@@ -126,7 +126,9 @@ async def test_the_agent_gets_only_what_it_asked_and_the_record_has_the_ids(
         chunks = [
             c.model_dump()
             async for c in await client.chat.completions.create(
-                model="m", messages=messages, stream=True  # type: ignore[arg-type]
+                model="m",
+                messages=messages,
+                stream=True,  # type: ignore[arg-type]
             )
         ]
     assert all("prompt_token_ids" not in c and c["choices"] for c in chunks)  # no usage chunk
@@ -146,7 +148,10 @@ async def test_the_agent_gets_only_what_it_asked_and_the_record_has_the_ids(
     # the streamed record is the completion assembled from the chunks
     message = calls[1].response["choices"][0]["message"]
     assert message["reasoning_content"] == "think first"
-    assert message["tool_calls"][0]["function"] == {"name": "bash", "arguments": '{"cmd": "ls -la"}'}
+    assert message["tool_calls"][0]["function"] == {
+        "name": "bash",
+        "arguments": '{"cmd": "ls -la"}',
+    }
     assert calls[1].finish_reason == "tool_calls"
 
 
@@ -303,7 +308,9 @@ async def test_a_server_that_cannot_be_reached_is_a_dropped_connection(
 async def test_a_stream_that_breaks_breaks_for_the_agent(
     model_server: ScriptedModelServer, proxy: ModelProxy
 ) -> None:
-    model_server.set_script({"default": {"content": "a long answer " * 20, "fail": "broken_stream"}})
+    model_server.set_script(
+        {"default": {"content": "a long answer " * 20, "fail": "broken_stream"}}
+    )
     route = open_route(proxy, model_server)
     async with openai.AsyncOpenAI(
         base_url=route.base_url, api_key=route.key, max_retries=0

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from agentkit_opencode import OpenCodeBinary
 
+import agentkit.runs
 from agentkit import AgentEnv, Event
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.programs import assert_key_only_reached_the_model, harbor_rollout
@@ -77,3 +78,7 @@ async def test_opencode_solves_a_no_network_task_in_its_image(
     # read-only bind of the binary's directory: never copied in
     assert not [e for e in seen if "is not visible in the sandbox" in str(e.data)]
     assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir, events=seen)
+    # the container's relay carried the model proxy's address: every call was recorded
+    calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
+    assert len(calls) == len(model_server.model_requests) >= 2
+    assert {(c.protocol, c.status) for c in calls} == {("chat", 200)}

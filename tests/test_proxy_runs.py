@@ -1,0 +1,204 @@
+"""Runs through the model proxy: every model call recorded in the run directory, read back
+by agentkit.runs and agentkit show, with no secret in any file (chat harness, JSONL)."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import agentkit.runs
+from agentkit import SpecError
+from agentkit.cli._show_cmd import show_cmd
+from agentkit.env import AgentEnv
+from agentkit.testing.model_server import ScriptedModelServer
+from agentkit.testing.programs import assert_calls_carry_the_server_tokens, files_containing
+
+pytestmark = pytest.mark.anyio
+
+KEY = "sk-proxy-run-key-0c4f1e8b2d"
+SCRIPT = {
+    "rules": [
+        {"match": {"turn": 0}, "reply": {"content": "first answer", "reasoning": "hmm"}},
+        {"match": {"turn": 1}, "reply": {"content": f"second, and the key is {KEY}"}},
+    ]
+}
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def tasks_file(tmp_path: Path) -> Path:
+    path = tmp_path / "qa.jsonl"
+    rows = [
+        {
+            "id": "two",
+            "input": [{"role": "user", "content": "one?"}, {"role": "user", "content": "two?"}],
+        },
+        {"id": "one", "input": "just one?"},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+async def test_every_call_is_recorded_and_no_secret_is(
+    tmp_path: Path,
+    tasks_file: Path,
+    model_server: ScriptedModelServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The chat harness's calls, through the proxy with token ids: in calls/, with the
+    server's ids, the real key sent upstream only (the server even echoes it back)."""
+    monkeypatch.setenv("AGENTKIT_TEST_PROXY_KEY", KEY)
+    model_server.set_script(SCRIPT)
+    model_server.set_api_key(KEY)
+    run = tmp_path / "run"
+    env = AgentEnv.from_names(f"jsonl:{tasks_file}", "chat", stream=True)
+    results = await env.evaluate(
+        model="scripted-model",
+        base_url=model_server.base_url,
+        api_key_env="AGENTKIT_TEST_PROXY_KEY",
+        out=run,
+        token_ids=True,
+        cache_salt="policy-3",
+    )
+    assert {r.status for r in results.rollouts} == {"completed"}
+    assert all(r.api_key_sent for r in model_server.model_requests)
+    reader = agentkit.runs.open(run)
+    two = reader.rollout("two")
+    assert two.calls == 2 and two.calls_file == f"calls/{two.rollout_id}.jsonl"
+    calls = [c for r in reader.rollouts(0, 10) for c in reader.calls(r.rollout_id)]
+    assert assert_calls_carry_the_server_tokens(calls, model_server) == calls
+    by_id = {r.rollout_id: reader.calls(r.rollout_id) for r in reader.rollouts(0, 10)}
+    first, second = by_id[two.rollout_id]
+    assert (first.index, second.index) == (0, 1) and first.started_at <= second.started_at
+    assert first.session_id == second.session_id and first.session_id.startswith(two.rollout_id)
+    assert first.forwarded["cache_salt"] == "policy-3" and first.stream
+    assert first.response["choices"][0]["message"]["reasoning_content"] == "hmm"
+    # the key the server echoed is redacted in the record; it is in no file of the run
+    assert KEY not in json.dumps(second.response) and "***" in json.dumps(second.response)
+    assert files_containing(run, KEY) == []
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["options"]["token_ids"] is True
+    assert manifest["context"]["base_url"] == model_server.base_url  # the real endpoint
+
+    runner = CliRunner()
+    shown = runner.invoke(show_cmd, [str(run), "--rollout", "two"])
+    assert shown.exit_code == 0, shown.output
+    assert "Model calls: 2" in shown.output and "Token ids: every call (2)" in shown.output
+    listed = runner.invoke(show_cmd, [str(run), "--rollout", "two", "--calls"])
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    assert lines[1].startswith("[0] chat stream scripted-model  200 stop  ttft ")
+    assert "token ids: " in lines[2] and "(with logprobs)" in lines[2]
+    dumped = runner.invoke(show_cmd, [str(run), "--rollout", "two", "--calls", "--json"])
+    assert [c["index"] for c in json.loads(dumped.output)] == [0, 1]
+    refused = runner.invoke(show_cmd, [str(run), "--calls"])
+    assert refused.exit_code == 2 and "give --rollout ID" in refused.output
+
+
+async def test_a_rollout_without_token_ids_says_which_calls_and_why(
+    tmp_path: Path, tasks_file: Path, model_server: ScriptedModelServer
+) -> None:
+    run = tmp_path / "run"
+    env = AgentEnv.from_names(f"jsonl:{tasks_file}", "chat")
+    await env.evaluate(model="scripted-model", base_url=model_server.base_url, out=run)
+    two = agentkit.runs.open(run).rollout("two")
+    note = "token ids were not asked for (the run's token_ids option is off)"
+    assert two.calls_without_tokens == [{"note": note, "calls": [0, 1]}]
+    shown = CliRunner().invoke(show_cmd, [str(run), "--rollout", "two"])
+    assert "Token ids incomplete: 2 of 2 calls have none" in shown.output
+    assert f"  calls 0, 1: {note}" in shown.output
+
+
+async def test_the_chat_harness_keeps_its_own_token_fields(
+    tasks_file: Path, model_server: ScriptedModelServer
+) -> None:
+    """A harness that asks for token ids itself gets them through the proxy, untouched
+    (``-H token_ids=true``), and the proxy records them too: no run directory, so the
+    records stay on the rollout in memory."""
+    env = AgentEnv.from_names(f"jsonl:{tasks_file}", "chat", token_ids=True)
+    results = await env.evaluate(model="scripted-model", base_url=model_server.base_url)
+    two = next(r for r in results.rollouts if r.task_id.endswith(":two"))
+    assert two.calls == 2 and two.calls_file is None
+    first, second = two.model_calls
+    assert first.forwarded == {} and first.request["return_token_ids"] is True
+    assert two.raw["prompt_token_ids"] == first.prompt_token_ids
+    assert two.raw["completion_token_ids"][-len(second.completion_token_ids) :] == (
+        second.completion_token_ids
+    )
+
+
+async def test_without_the_proxy_nothing_is_recorded(
+    tmp_path: Path, tasks_file: Path, model_server: ScriptedModelServer
+) -> None:
+    run = tmp_path / "run"
+    env = AgentEnv.from_names(f"jsonl:{tasks_file}", "chat")
+    results = await env.evaluate(
+        model="scripted-model", base_url=model_server.base_url, out=run, model_proxy=False
+    )
+    assert {r.calls for r in results.rollouts} == {0}
+    assert not (run / "calls").exists()
+    assert all("x-session-id" not in r.headers for r in model_server.model_requests)
+    assert agentkit.runs.open(run).calls("two") == []
+
+
+async def test_a_harness_with_its_own_endpoint_is_not_proxied(
+    tmp_path: Path, tasks_file: Path, model_server: ScriptedModelServer
+) -> None:
+    env = AgentEnv.from_names(f"jsonl:{tasks_file}", "chat", base_url=model_server.base_url)
+    results = await env.evaluate(
+        model="scripted-model", base_url="http://127.0.0.1:9/v1", preflight=False
+    )
+    assert {r.status for r in results.rollouts} == {"completed"}
+    assert {r.calls for r in results.rollouts} == {0}
+
+
+def test_a_bad_session_header_is_one_clear_error(tasks_file: Path) -> None:
+    with pytest.raises(SpecError, match="session_header must be an HTTP header name"):
+        AgentEnv.from_names(f"jsonl:{tasks_file}", "chat").plan(session_header="X Session")
+    proc = subprocess.run(
+        [sys.executable, "-m", "agentkit", "run", f"jsonl:{tasks_file}", "chat",
+         "--model", "m", "--session-header", "bad header", "--dry-run"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert "session_header must be an HTTP header name" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_an_https_endpoint_is_reached_through_the_proxy(tmp_path: Path, tasks_file: Path) -> None:
+    """The real endpoint speaks https (a certificate of the test's own authority, trusted
+    through SSL_CERT_FILE): the harness calls the proxy, the proxy the endpoint over TLS."""
+    trustme = pytest.importorskip("trustme")
+    authority = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(context)
+    bundle = tmp_path / "ca.pem"
+    authority.cert_pem.write_to_path(str(bundle))
+    run = tmp_path / "run"
+    with ScriptedModelServer(SCRIPT, ssl=context, api_key=KEY) as server:
+        assert server.base_url.startswith("https://")
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentkit", "run", f"jsonl:{tasks_file}", "chat",
+             "--model", "scripted-model", "--base-url", server.base_url,
+             "--api-key-env", "AGENTKIT_TEST_PROXY_KEY", "--no-preflight", "--out", str(run)],
+            capture_output=True, text=True, check=False, timeout=120,
+            env={**os.environ, "SSL_CERT_FILE": str(bundle), "AGENTKIT_TEST_PROXY_KEY": KEY},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert len(server.model_requests) == 3 and all(
+            r.api_key_sent for r in server.model_requests
+        )
+    reader = agentkit.runs.open(run)
+    statuses = [c.status for r in reader.rollouts(0, 10) for c in reader.calls(r.rollout_id)]
+    assert statuses == [200, 200, 200]
