@@ -278,6 +278,30 @@ def test_chat_transcript_filters_tasks_rubric_options_compare(runs: Path, tab: A
         t.shot("compare", docs=True)
 
 
+def test_a_rollouts_model_calls_are_listed(runs: Path, tab: Any) -> None:
+    """The rollout page lists the calls the model proxy recorded; a row opens its JSON,
+    and the card says which calls carry no token ids and why."""
+    from playwright.sync_api import expect
+
+    with view_server(runs) as url:
+        t = tab()
+        page = t.page
+        page.goto(url + "run/arith")
+        page.locator("tr.rollout-row a", has_text="arithmetic:add-1").click()
+        calls = page.locator("#calls")
+        expect(calls.locator("tr.call")).to_have_count(1)
+        expect(calls.locator("tr.call")).to_contain_text("chat")
+        expect(calls.locator("tr.call")).to_contain_text("200 stop")
+        expect(calls.locator(".tokens-gap")).to_contain_text("Token ids incomplete: 1 of 1")
+        expect(calls.locator(".tokens-gap")).to_contain_text("were not asked for")
+        calls.locator("tr.call").click()
+        expect(calls.locator("tr.detail")).to_be_visible()
+        expect(calls.locator("tr.detail")).to_contain_text("What is 2 + 3?")
+        expect(calls.locator("tr.detail")).to_contain_text('"session_id"')
+        calls.scroll_into_view_if_needed()
+        t.shot("rollout-calls", docs=True)
+
+
 #: OpenCode on the Harbor hello-world task: a bash tool call whose long output the
 #: transcript folds, then the answer.
 OPENCODE_SCRIPT: dict[str, Any] = {

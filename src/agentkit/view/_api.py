@@ -30,6 +30,8 @@ MAX_PAGE = 500
 MAX_EVENTS = 5000
 #: Files listed per rollout at most.
 MAX_FILES = 2000
+#: Model calls listed on a rollout's page (each one's JSON is fetched when opened).
+MAX_CALLS = 2000
 #: While a run is written, its summary is recomputed at most this often (seconds), and
 #: never more than a fifth of the time (a large run's summary takes a while).
 SUMMARY_EVERY_S = 2.0
@@ -479,6 +481,7 @@ class Viewer:
                 "verifier": _verifiers(record.get("raw") or {}),
                 "steps": _harness_steps(record.get("raw") or {}),
             }
+            doc.update(self._calls(e, r))
         task = e.tasks().get(task_of) if task_of else None
         doc["task"] = (
             None
@@ -504,6 +507,36 @@ class Viewer:
         doc["metrics"] = _metrics(e.run.info.manifest)
         doc["files"], doc["files_truncated"] = self._files(e, rollout_id)
         return doc
+
+    def _calls(self, e: _Entry, r: Rollout) -> dict[str, Any]:
+        """The rollout's model calls in brief (``calls``), and which lack token ids."""
+        try:
+            calls = e.run.calls(r.rollout_id)
+        except RunDirError as exc:
+            return {"calls": [], "calls_total": r.calls, "calls_error": str(exc)}
+        return {
+            "calls": [_call_row(c) for c in calls[:MAX_CALLS]],
+            "calls_total": len(calls),
+            "calls_error": None,
+            "calls_without_tokens": r.calls_without_tokens,
+        }
+
+    def call(self, name: str, rollout_id: str, index: str) -> dict[str, Any]:
+        """One model call of a finished rollout, whole (as ``calls/`` holds it)."""
+        e = self.entry(name)
+        if not is_safe_name(rollout_id) or not index.isdigit():
+            raise NotFound(f"no call {index!r} of rollout {rollout_id!r}")
+        try:
+            calls = e.run.calls(rollout_id)
+        except KeyError:
+            raise NotFound(f"no rollout {rollout_id!r} in run {name!r}") from None
+        found = [c for c in calls if c.index == int(index)]
+        if not found:
+            raise NotFound(f"no call {index} of rollout {rollout_id!r}")
+        from agentkit._convert import unstructure
+
+        data: dict[str, Any] = unstructure(found[0])
+        return data
 
     def live(self, name: str, rollout_id: str, offset: int) -> dict[str, Any]:
         """A running rollout's events after ``offset``; ``finished`` once its line is written."""
@@ -667,6 +700,29 @@ def _row(r: Rollout) -> dict[str, Any]:
         "finished_at": r.timings.finished_at,
         "attempts": r.attempts,
         "rewards": r.rewards,
+    }
+
+
+def _call_row(c: Any) -> dict[str, Any]:
+    """A model call in brief, for the rollout page's table."""
+    return {
+        "index": c.index,
+        "protocol": c.protocol,
+        "model": c.model,
+        "stream": c.stream,
+        "status": c.status,
+        "finish_reason": c.finish_reason,
+        "started_at": c.started_at,
+        "ttft_s": c.ttft_s,
+        "duration_s": c.duration_s,
+        "input_tokens": None if c.usage is None else c.usage.input_tokens,
+        "output_tokens": None if c.usage is None else c.usage.output_tokens,
+        "prompt_ids": None if c.prompt_token_ids is None else len(c.prompt_token_ids),
+        "completion_ids": None if c.completion_token_ids is None else len(c.completion_token_ids),
+        "logprobs": c.completion_logprobs is not None,
+        "token_note": c.token_note,
+        "forwarded": c.forwarded,
+        "error": c.error,
     }
 
 

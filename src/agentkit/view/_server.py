@@ -101,6 +101,7 @@ def create_app(root: str | Path, *, allowed_hosts: set[str] | None = None) -> we
     r.add_get("/api/run/{run}/stream", _run_stream)
     r.add_get("/api/run/{run}/rollout/{rid}", _rollout)
     r.add_get("/api/run/{run}/rollout/{rid}/stream", _rollout_stream)
+    r.add_get("/api/run/{run}/rollout/{rid}/call/{index}", _call_json)
     r.add_get("/api/compare/{a}/{b}", _compare)
     r.add_get("/api/{tail:.*}", _api_unknown)
     r.add_get("/files/{run}/{path:.+}", _file)
@@ -197,6 +198,12 @@ async def _rollout(request: web.Request) -> web.StreamResponse:
     viewer = request.app[VIEWER]
     info = request.match_info
     return _json(await _call(request, viewer.rollout, info["run"], info["rid"]))
+
+
+async def _call_json(request: web.Request) -> web.StreamResponse:
+    viewer = request.app[VIEWER]
+    info = request.match_info
+    return _json(await _call(request, viewer.call, info["run"], info["rid"], info["index"]))
 
 
 async def _compare(request: web.Request) -> web.StreamResponse:

@@ -753,6 +753,7 @@
       app.append(cols);
       if (doc.task) main.append(taskCard(doc.task));
       if (record) main.append(transcriptCard(record, doc.events));
+      if (record && (doc.calls_total || (doc.calls && doc.calls.length))) main.append(callsCard(name, rid, doc));
       main.append(timelineCard());
       if (record) {
         side.append(rewardCard(doc));
@@ -984,6 +985,62 @@
       h("h2", {}, "Reward ", h("span", { class: `big-reward ${rewardClass(doc.row)}`, text: num(record.reward) })),
       h("table", { class: "grid compact" }, h("thead", {}, h("tr", {}, ["Metric", "Value", "Weight"].map((t) => h("th", { text: t })))), h("tbody", {}, rows)),
       record.advantage !== null && record.advantage !== undefined ? h("p", { class: "small muted", text: `advantage ${num(record.advantage)}` }) : null);
+  }
+
+  // The rollout's model calls, as the model proxy recorded them: one row each, its JSON
+  // fetched when the row is opened.
+  function callsCard(name, rid, doc) {
+    const calls = doc.calls || [];
+    const card = h("div", { class: "card", id: "calls" },
+      h("h2", {}, "Model calls ", h("span", { class: "muted small", text: `${int(doc.calls_total)}` })));
+    const gaps = doc.calls_without_tokens || [];
+    if (gaps.length) {
+      const missing = gaps.reduce((n, g) => n + (g.calls || []).length, 0);
+      card.append(h("div", { class: "tokens-gap" },
+        h("p", { class: "small", text: `Token ids incomplete: ${missing} of ${doc.calls_total} calls have none.` }),
+        h("ul", { class: "small" }, gaps.map((g) => h("li", { text: `calls ${(g.calls || []).join(", ")}: ${g.note}` })))));
+    } else if (calls.length) {
+      card.append(h("p", { class: "small muted tokens-ok", text: "Every call carries the server's token ids." }));
+    }
+    if (doc.calls_error) card.append(h("p", { class: "err-text", text: doc.calls_error }));
+    const ms = (v) => (typeof v === "number" ? `${(v * 1000).toFixed(0)} ms` : "–");
+    const body = h("tbody", {});
+    for (const c of calls) {
+      const id = `call-${c.index}`;
+      const holder = h("td", { colspan: 7 }, h("span", { class: "muted small", text: "loading…" }));
+      const detail = h("tr", { class: "detail", hidden: true }, holder);
+      let loaded = false;
+      const ids = c.prompt_ids === null ? (c.token_note || "none")
+        : `${int(c.prompt_ids)} + ${int(c.completion_ids)}${c.logprobs ? ", logprobs" : ""}`;
+      const tr = h("tr", { id, class: `call ${c.error || (c.status && c.status >= 400) ? "err" : ""}` },
+        h("td", { class: "num" }, h("a", { href: `#${id}`, class: "anchor", text: c.index })),
+        h("td", { class: "nowrap" }, h("code", { text: `${c.protocol}${c.stream ? " stream" : ""}` })),
+        h("td", { class: "nowrap", text: `${c.status ?? "no answer"}${c.finish_reason ? " " + c.finish_reason : ""}` }),
+        h("td", { class: "nowrap small", text: ms(c.ttft_s) }),
+        h("td", { class: "nowrap small", text: ms(c.duration_s) }),
+        h("td", { class: "nowrap small", text: c.input_tokens === null ? "–" : `${int(c.input_tokens)} / ${int(c.output_tokens)}` }),
+        h("td", { class: "small what", text: c.error ? `${ids} · ${c.error}` : ids }));
+      tr.addEventListener("click", async (ev) => {
+        if (ev.target.closest("a")) return;
+        detail.hidden = !detail.hidden;
+        if (loaded || detail.hidden) return;
+        loaded = true;
+        try {
+          const whole = await api(`/api/run/${enc(name)}/rollout/${enc(rid)}/call/${c.index}`);
+          clear(holder);
+          holder.append(jsonBlock(whole, { lines: 40 }));
+        } catch (err) {
+          clear(holder);
+          holder.append(h("span", { class: "err-text", text: String(err.message || err) }));
+        }
+      });
+      body.append(tr, detail);
+    }
+    card.append(h("div", { class: "table-wrap" }, h("table", { class: "grid calls" },
+      h("thead", {}, h("tr", {}, ["#", "Protocol", "Status", "First token", "Took", "Tokens in / out", "Token ids"].map((t) => h("th", { text: t })))),
+      body)));
+    if (doc.calls_total > calls.length) card.append(h("p", { class: "muted small", text: `${doc.calls_total - calls.length} more calls are not shown.` }));
+    return card;
   }
 
   function stepsCard(doc) {
