@@ -22,7 +22,7 @@ from agentkit._calls import ModelCall
 from agentkit._context import public_headers
 from agentkit._limits import loads_bounded
 from agentkit.proxy._route import ProxyRoute
-from agentkit.proxy._sse import EventSplitter, SseEvent, encode_event
+from agentkit.proxy._sse import EventSplitter, SseEvent, encode_event, event_payloads
 from agentkit.proxy._wire import Recorded, Wire, wire_for
 
 if TYPE_CHECKING:
@@ -168,21 +168,43 @@ class _Recorder:
         )
 
 
-def _event_bytes(wire: Wire, event: SseEvent, rewrite: bool) -> bytes:
-    """Read one event into ``wire``; the bytes the agent gets for it."""
-    data = event.data
-    if data is None or data.startswith("[DONE]"):
-        return event.raw
+_NOT_JSON = object()
+
+
+def _parse_all(texts: list[str]) -> list[Any]:
+    """Each text's JSON value (``_NOT_JSON`` where it is none): one parse for all of them
+    when they all are JSON, else one by one."""
     try:
-        parsed = json.loads(data)
+        parsed = json.loads("[" + ",".join(texts) + "]")
     except ValueError:
-        return event.raw  # passed on as it came; the agent sees what the server sent
-    view = wire.event(event.name, parsed)
-    if not rewrite:
-        return event.raw
-    if view is None:
-        return b""
-    return encode_event(event, json.dumps(view, ensure_ascii=False, separators=(",", ":")))
+        parsed = None
+    if isinstance(parsed, list) and len(parsed) == len(texts):
+        return parsed
+    out: list[Any] = []
+    for text in texts:
+        try:
+            out.append(json.loads(text))
+        except ValueError:
+            out.append(_NOT_JSON)
+    return out
+
+
+def _rewritten(wire: Wire, events: list[SseEvent]) -> bytes:
+    """Read completed events into ``wire``; the bytes the agent gets for them (an event
+    that is not JSON, or ``[DONE]``, goes on as it came)."""
+    readable = [e for e in events if e.data is not None and not e.data.startswith("[DONE]")]
+    values = dict(zip(map(id, readable), _parse_all([e.data or "" for e in readable]), strict=True))
+    out: list[bytes] = []
+    for event in events:
+        value = values.get(id(event), _NOT_JSON)
+        if value is _NOT_JSON:
+            out.append(event.raw)
+            continue
+        view = wire.event(event.name, value)
+        if view is not None:
+            text = json.dumps(view, ensure_ascii=False, separators=(",", ":"))
+            out.append(encode_event(event, text))
+    return b"".join(out)
 
 
 def _parsed_error(body: bytes) -> Any:
@@ -229,6 +251,7 @@ async def forward(
             data=body if body or request.method not in ("GET", "HEAD") else None,
             headers=_upstream_headers(request.headers, route),
             allow_redirects=False,
+            proxy=route.http_proxy,
         ) as upstream:
             if recorder is not None:
                 recorder.status = upstream.status
@@ -282,27 +305,43 @@ async def _stream(
     wire: Wire,
     recorder: _Recorder | None,
 ) -> None:
-    """A stream: each chunk to the agent as it comes, its events read on the side."""
+    """A stream: each chunk to the agent as it comes. Events the agent gets as they are
+    are read once the stream has ended (the agent never waits for the record); events
+    the proxy rewrites are read as each one completes."""
     await response.prepare(request)
+    if not wire.rewrites:
+        chunks: list[bytes] = []
+        try:
+            async for chunk in upstream.content.iter_any():
+                if recorder is not None:
+                    recorder.first_byte()
+                await response.write(chunk)
+                chunks.append(chunk)
+            await response.write_eof()
+        finally:  # what arrived is recorded, also when the stream broke off
+            _read_stream(wire, b"".join(chunks))
+        return
     splitter = EventSplitter()
-    rewrite = wire.rewrites
     async for chunk in upstream.content.iter_any():
         if recorder is not None:
             recorder.first_byte()
-        if rewrite:
-            out = b"".join(_event_bytes(wire, e, True) for e in splitter.feed(chunk))
-            if out:
-                await response.write(out)
-        else:
-            await response.write(chunk)
-            for event in splitter.feed(chunk):
-                _event_bytes(wire, event, False)
+        out = _rewritten(wire, splitter.feed(chunk))
+        if out:
+            await response.write(out)
     last = splitter.close()
     if last is not None:
-        out = _event_bytes(wire, last, rewrite)
-        if rewrite and out:
+        out = _rewritten(wire, [last])
+        if out:
             await response.write(out)
     await response.write_eof()
+
+
+def _read_stream(wire: Wire, stream: bytes) -> None:
+    """Read a whole stream's events into ``wire`` (one JSON parse for all of them)."""
+    payloads = [(n, d) for n, d in event_payloads(stream) if not d.startswith("[DONE]")]
+    for (name, _), value in zip(payloads, _parse_all([d for _, d in payloads]), strict=True):
+        if value is not _NOT_JSON:
+            wire.event(name, value)
 
 
 async def _whole(

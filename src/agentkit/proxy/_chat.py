@@ -145,12 +145,14 @@ class ChatWire(Wire):
     def event(self, name: str | None, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        for key in ("id", "model", "created", "system_fingerprint"):
-            if key in data and key not in self._top:
-                self._top[key] = data[key]
-        ids = int_list(data.get("prompt_token_ids"))
-        if ids is not None:
-            self._prompt_ids = ids
+        if len(self._top) < 4:
+            for key in ("id", "model", "created", "system_fingerprint"):
+                if key in data and key not in self._top:
+                    self._top[key] = data[key]
+        if "prompt_token_ids" in data:
+            ids = int_list(data["prompt_token_ids"])
+            if ids is not None:
+                self._prompt_ids = ids
         if data.get("usage") is not None:
             self._usage = data["usage"]
         choices = data.get("choices")
@@ -158,7 +160,8 @@ class ChatWire(Wire):
             for position, choice in enumerate(choices):
                 if isinstance(choice, dict):
                     self._feed_choice(position, choice)
-                    self._strip_choice(choice)
+                    if self._strip_ids or self._strip_logprobs:
+                        self._strip_choice(choice)
         if self._strip_ids:
             data.pop("prompt_token_ids", None)
         if self._strip_usage:
@@ -169,22 +172,29 @@ class ChatWire(Wire):
 
     def _feed_choice(self, position: int, choice: dict[str, Any]) -> None:
         index = choice.get("index", position)
-        state = self._choices.setdefault(index if type(index) is int else position, _Choice())
+        if type(index) is not int:
+            index = position
+        state = self._choices.get(index)
+        if state is None:
+            state = self._choices[index] = _Choice()
         delta = choice.get("delta")
         if isinstance(delta, dict):
-            if isinstance(delta.get("content"), str):
-                state.content.append(delta["content"])
-            for key in ("reasoning_content", "reasoning"):
-                if isinstance(delta.get(key), str):
-                    state.reasoning.append(delta[key])
-                    break
+            content = delta.get("content")
+            if content.__class__ is str:
+                state.content.append(content)
+            reasoning = delta.get("reasoning_content")
+            if reasoning is None:
+                reasoning = delta.get("reasoning")
+            if reasoning.__class__ is str:
+                state.reasoning.append(reasoning)
             tools = delta.get("tool_calls")
             if isinstance(tools, list):
                 for part in tools:
                     state.add_tool_part(part)
-        ids = int_list(choice.get("token_ids"))
-        if ids is not None:
-            state.token_ids = (state.token_ids or []) + ids
+        if "token_ids" in choice:
+            ids = int_list(choice["token_ids"])
+            if ids is not None:
+                state.token_ids = (state.token_ids or []) + ids
         block = choice.get("logprobs")
         if isinstance(block, dict):
             values = float_list(block.get("content"))
@@ -192,8 +202,9 @@ class ChatWire(Wire):
                 state.broken = True
             else:
                 state.logprobs = (state.logprobs or []) + values
-        if isinstance(choice.get("finish_reason"), str):
-            state.finish = choice["finish_reason"]
+        finish = choice.get("finish_reason")
+        if finish.__class__ is str:
+            state.finish = finish
 
     # -- the record ----------------------------------------------------------------
     def recorded(self) -> Recorded:

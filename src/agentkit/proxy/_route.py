@@ -53,6 +53,8 @@ class ProxyRoute:
         self.origin = f"{parts.scheme}://{parts.netloc}"
         #: The base URL the agent is given: the proxy, with the endpoint's path.
         self.base_url = proxy_url + parts.path
+        #: The HTTP proxy the environment names for the endpoint (HTTPS_PROXY, NO_PROXY...).
+        self.http_proxy = _proxy_for(parts.scheme, parts.hostname)
         self.api_key = api_key
         self.headers = dict(headers)
         self.settings = settings
@@ -92,3 +94,19 @@ class ProxyRoute:
             self._open.clear()
             self._on_close(self)
         return self.calls
+
+
+def _proxy_for(scheme: str, host: str) -> str | None:
+    """The proxy the environment sets for ``scheme`` and ``host`` (None: none, or
+    bypassed), read once per route rather than once per call."""
+    import os
+
+    if not any(k.lower().endswith("_proxy") for k in os.environ):
+        return None
+    import urllib.request
+
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"

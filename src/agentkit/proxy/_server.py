@@ -68,7 +68,7 @@ class ModelProxy:
         self._session = ClientSession(
             connector=TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=30),
             timeout=ClientTimeout(total=None, sock_connect=60),
-            trust_env=True,  # HTTPS_PROXY and NO_PROXY, as the chat harness honours them
+            trust_env=False,  # HTTPS_PROXY and NO_PROXY: read once per route (ProxyRoute)
             auto_decompress=True,
         )
         runner = web.ServerRunner(

@@ -12,7 +12,7 @@ import re
 
 import attrs
 
-__all__ = ["EventSplitter", "SseEvent", "encode_event"]
+__all__ = ["EventSplitter", "SseEvent", "encode_event", "event_payloads"]
 
 _BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
 _LINE = re.compile(rb"\r\n|\n|\r")
@@ -60,6 +60,8 @@ class EventSplitter:
 
 
 def _parse(block: bytes, raw: bytes) -> SseEvent:
+    if block.startswith(b"data: ") and b"\n" not in block and b"\r" not in block:
+        return SseEvent(raw, None, block[6:].decode("utf-8", "replace"))  # the common event
     name: str | None = None
     data: list[str] = []
     other: list[bytes] = []
@@ -80,3 +82,28 @@ def encode_event(event: SseEvent, data: str) -> bytes:
     """``event`` with its data replaced by ``data`` (its other lines kept)."""
     lines = [*event.other, b"data: " + data.encode("utf-8")]
     return b"\n".join(lines) + b"\n\n"
+
+
+def event_payloads(stream: bytes) -> list[tuple[str | None, str]]:
+    """Every event of a whole stream that has data: ``(name, data text)``, in order (a
+    faster way through a stream already read than :class:`EventSplitter`)."""
+    text = stream.decode("utf-8", "replace")
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    out: list[tuple[str | None, str]] = []
+    for block in text.split("\n\n"):
+        if not block:
+            continue
+        if block.startswith("data: ") and "\n" not in block:  # the common event: one line
+            out.append((None, block[6:]))
+            continue
+        name: str | None = None
+        data: list[str] = []
+        for line in block.split("\n"):
+            if line.startswith("data:"):
+                data.append(line[6:] if line.startswith("data: ") else line[5:])
+            elif line.startswith("event:"):
+                name = line[7:] if line.startswith("event: ") else line[6:]
+        if data:
+            out.append((name, "\n".join(data)))
+    return out
