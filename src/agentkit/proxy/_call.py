@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentkit._calls import ModelCall
 from agentkit._context import public_headers
-from agentkit._limits import loads_bounded
+from agentkit._limits import MAX_NESTING_DEPTH, loads_bounded
 from agentkit.proxy._route import ProxyRoute
 from agentkit.proxy._sse import EventSplitter, SseEvent, encode_event, event_payloads
 from agentkit.proxy._wire import Recorded, Wire, wire_for
@@ -175,15 +175,15 @@ def _parse_all(texts: list[str]) -> list[Any]:
     """Each text's JSON value (``_NOT_JSON`` where it is none): one parse for all of them
     when they all are JSON, else one by one."""
     try:
-        parsed = json.loads("[" + ",".join(texts) + "]")
-    except ValueError:
+        parsed = loads_bounded("[" + ",".join(texts) + "]", limit=MAX_NESTING_DEPTH + 1)
+    except ValueError:  # one is not JSON, or is nested too deep (NestingError)
         parsed = None
     if isinstance(parsed, list) and len(parsed) == len(texts):
         return parsed
     out: list[Any] = []
     for text in texts:
         try:
-            out.append(json.loads(text))
+            out.append(loads_bounded(text))
         except ValueError:
             out.append(_NOT_JSON)
     return out
@@ -227,7 +227,6 @@ async def forward(
     """Send ``request`` (its ``body`` read) on to the route's endpoint; return the agent's
     response, written as the answer arrives. The call is recorded on the route."""
     from aiohttp import ClientError, web
-    from yarl import URL
 
     wire: Wire | None = None
     kind = wire_for(request.raw_path) if request.method == "POST" else None
@@ -242,7 +241,7 @@ async def forward(
                 body = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":")).encode()
     recorder = _Recorder(route, request, wire) if wire is not None else None
     path = request.raw_path if wire is None or wire.upstream_path is None else wire.upstream_path
-    url = URL(route.origin + path, encoded=True)
+    url = route.origin + path  # already encoded as the agent sent it; aiohttp keeps %XX
     response: web.StreamResponse | None = None
     try:
         async with session.request(
@@ -311,12 +310,15 @@ async def _stream(
     await response.prepare(request)
     if not wire.rewrites:
         chunks: list[bytes] = []
+        kept = 0
         try:
             async for chunk in upstream.content.iter_any():
                 if recorder is not None:
                     recorder.first_byte()
                 await response.write(chunk)
-                chunks.append(chunk)
+                if kept <= MAX_BODY:  # a larger stream is recorded in part
+                    chunks.append(chunk)
+                    kept += len(chunk)
             await response.write_eof()
         finally:  # what arrived is recorded, also when the stream broke off
             _read_stream(wire, b"".join(chunks))
