@@ -202,3 +202,28 @@ def test_an_https_endpoint_is_reached_through_the_proxy(tmp_path: Path, tasks_fi
     reader = agentkit.runs.open(run)
     statuses = [c.status for r in reader.rollouts(0, 10) for c in reader.calls(r.rollout_id)]
     assert statuses == [200, 200, 200]
+
+
+async def test_every_rollout_shares_one_connection_pool(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    """Through the proxy each rollout has a key of its own; the chat harness still keeps
+    one pool of connections for the endpoint (the key goes with each request), not one
+    pool per rollout left open after it."""
+    import psutil
+
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps({"id": f"q{i}", "input": "hi"}) + "\n" for i in range(24)))
+    env = AgentEnv.from_names(f"jsonl:{path}", "chat")
+    before = {c.laddr for c in psutil.Process().net_connections("tcp")}
+    results = await env.evaluate(
+        model="scripted-model", base_url=model_server.base_url, concurrency=2
+    )
+    assert {r.calls for r in results.rollouts} == {1}
+    server_port = int(model_server.base_url.rsplit(":", 1)[1].split("/")[0])
+    left = [
+        c
+        for c in psutil.Process().net_connections("tcp")
+        if c.laddr not in before and c.raddr and c.raddr.port != server_port
+    ]
+    assert len(left) <= 2, left  # the pool's connections to the proxy, at most concurrency

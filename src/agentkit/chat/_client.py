@@ -49,7 +49,9 @@ class ChatClient:
 
     - ``base_url``: the endpoint (else ``OPENAI_BASE_URL``, else
       :data:`DEFAULT_BASE_URL`); ``model``: the model every call names.
-    - ``api_key``: sent as ``Authorization: Bearer``; none, no header. It is
+    - ``api_key``: sent as ``Authorization: Bearer`` with each request (not
+      with the connection pool, which clients with other keys share); none, no
+      header. It is
       registered with agentkit's redactor (as are the values of secret-looking
       ``headers``), so nothing agentkit writes shows it, and it is blanked out
       of every error message, even when the server echoes it.
@@ -124,7 +126,7 @@ class ChatClient:
             if connections is None:
                 self._pool = ModelEndpoint(
                     self.base_url,
-                    api_key=api_key,
+                    api_key=None,
                     headers=headers,
                     max_connections=max_connections,
                     timeout=request_timeout,
@@ -132,7 +134,6 @@ class ChatClient:
             else:
                 self._pool = connections.pool(
                     self.base_url,
-                    api_key=api_key,
                     headers=headers,
                     max_connections=max_connections,
                     timeout=request_timeout,
@@ -253,6 +254,11 @@ class ChatClient:
             shape = self._shapes[stream] = RequestShape.build(
                 self._sampling, self._max_tokens, stream=stream, token_ids=self._token_ids
             )
+            # the key goes with each request, not with the pool: through the model
+            # proxy every rollout has a key of its own and one pool serves them all;
+            # an Authorization in the sampling's extra_headers wins, as in openai's client
+            if self._api_key and not any(k.lower() == "authorization" for k in shape.headers):
+                shape.headers = {"Authorization": f"Bearer {self._api_key}", **shape.headers}
         return shape
 
     def _error(

@@ -19,7 +19,8 @@ class ConnectionCache(
 
     A pool belongs to the event loop that opened it, so the cache maps each
     loop (weakly: a finished loop's entry goes with it) to its pools, one per
-    base URL, API key and header set. Every :class:`~agentkit.chat.ChatClient`
+    base URL and header set (the API key goes with each request, so clients
+    with different keys share a pool). Every :class:`~agentkit.chat.ChatClient`
     given ``connections=cache`` on one loop with the same endpoint shares one
     pool, so rollouts reuse each other's connections; the first of them sizes
     it (``max_connections``, ``request_timeout``).
@@ -41,7 +42,6 @@ class ConnectionCache(
         self,
         base_url: str,
         *,
-        api_key: str | None,
         headers: Mapping[str, str],
         max_connections: int,
         timeout: float,
@@ -55,12 +55,12 @@ class ConnectionCache(
         per_loop = self.get(loop)
         if per_loop is None:
             per_loop = self[loop] = {}
-        key = (base_url, api_key, tuple(sorted(headers.items())))
+        key = (base_url, tuple(sorted(headers.items())))
         endpoint = per_loop.get(key)
         if endpoint is None:
             endpoint = per_loop[key] = ModelEndpoint(
                 base_url,
-                api_key=api_key,
+                api_key=None,
                 headers=headers,
                 max_connections=max_connections,
                 timeout=timeout,
