@@ -227,3 +227,28 @@ async def test_every_rollout_shares_one_connection_pool(
         if c.laddr not in before and c.raddr and c.raddr.port != server_port
     ]
     assert len(left) <= 2, left  # the pool's connections to the proxy, at most concurrency
+
+
+def test_resume_keeps_the_proxy_settings_unless_given_again(tasks_file: Path) -> None:
+    def run(*args: str) -> dict[str, object]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentkit", "run", *args, "--json"],
+            capture_output=True, text=True, check=False, timeout=120,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    run_dir = tasks_file.parent / "run"
+    script = Path(__file__).resolve().parents[1] / "examples" / "scripts" / "echo.json"
+    run(f"jsonl:{tasks_file}", "chat", "--model", f"scripted:{script}", "--out", str(run_dir),
+        "--token-ids", "--session-header", "X-Rollout", "--cache-salt", "s1")  # fmt: skip
+    keys = ("model_proxy", "token_ids", "session_header", "cache_salt")
+    plan = run("--resume", str(run_dir), "--dry-run")["options"]
+    assert {k: plan[k] for k in keys} == {  # type: ignore[index]
+        "model_proxy": True,
+        "token_ids": True,
+        "session_header": "X-Rollout",
+        "cache_salt": "s1",
+    }
+    plan = run("--resume", str(run_dir), "--dry-run", "--no-session-header")["options"]
+    assert plan["session_header"] is None and plan["token_ids"] is True  # type: ignore[index]
