@@ -262,14 +262,22 @@ async def test_clients_on_one_cache_share_its_pool(model_server: ScriptedModelSe
     first = client(model_server, connections=cache)
     second = client(model_server, connections=cache, sampling={"seed": 1})
     other_key = client(model_server, connections=cache, api_key="sk-another-key-0000")
-    model_server.set_api_key(None)  # both keys answered
+    other_headers = client(model_server, connections=cache, headers={"X-Run": "a"})
     await first.complete(HELLO)
+    # the key goes with each request: the pool the first client opened does not lend
+    # its key to a client with another one, which the server refuses
+    with pytest.raises(ModelCallError) as refused:
+        await other_key.complete(HELLO)
+    assert refused.value.status == 401
+    assert [r.api_key_sent for r in model_server.requests] == [True, False]
+    model_server.set_api_key(None)  # both keys answered
     await second.complete(HELLO)
     await other_key.complete(HELLO)
+    await other_headers.complete(HELLO)
     (pools,) = cache.values()
-    assert len(pools) == 2  # one per endpoint, key and headers
-    shared = pools[(model_server.base_url, KEY, ())]
-    assert sum(shared.served) == 2
+    assert len(pools) == 2  # one per endpoint and headers; the key goes with each request
+    shared = pools[(model_server.base_url, ())]
+    assert sum(shared.served) == 4
     await first.aclose()  # a client on a cache leaves the pools to the cache's owner
     assert not shared.closed
     assert len(pickle.loads(pickle.dumps(cache))) == 0  # pickled empty, for Ray workers

@@ -94,7 +94,8 @@ async def test_every_call_is_recorded_and_no_secret_is(
     runner = CliRunner()
     shown = runner.invoke(show_cmd, [str(run), "--rollout", "two"])
     assert shown.exit_code == 0, shown.output
-    assert "Model calls: 2" in shown.output and "Token ids: every call (2)" in shown.output
+    assert "Model calls: 2" in shown.output
+    assert "Token ids: complete (2 calls, 2 sequences)" in shown.output
     listed = runner.invoke(show_cmd, [str(run), "--rollout", "two", "--calls"])
     assert listed.exit_code == 0, listed.output
     lines = listed.output.splitlines()
@@ -116,8 +117,10 @@ async def test_a_rollout_without_token_ids_says_which_calls_and_why(
     note = "token ids were not asked for (the run's token_ids option is off)"
     assert two.calls_without_tokens == [{"note": note, "calls": [0, 1]}]
     shown = CliRunner().invoke(show_cmd, [str(run), "--rollout", "two"])
-    assert "Token ids incomplete: 2 of 2 calls have none" in shown.output
-    assert f"  calls 0, 1: {note}" in shown.output
+    assert (
+        "Token ids: incomplete (2 calls, 0 sequences): 2 without token ids "
+        f"(call 0: {note}"
+    ) in shown.output
 
 
 async def test_the_chat_harness_keeps_its_own_token_fields(
