@@ -4,15 +4,18 @@ training files (SkyRL, Tinker, JSONL).
 Makes a run of ``--rollouts`` rollouts from a real one (``agentkit run`` of the
 JSONL arithmetic set with the chat harness against the scripted model server,
 its lines copied by bench/_bigrun.py) and gives every rollout a calls file of
-``--calls`` model calls written as the model proxy writes them
-(``agentkit._convert.unstructure`` of ``ModelCall``): each prompt ``--growth``
+``--calls`` model calls written as a run writes them
+(``agentkit._calls.calls_json``: each prompt's ids a reference to the call
+before and the ids it adds; ``--full-ids`` writes every call's whole list, as
+runs did before): each prompt ``--growth``
 tokens longer than the last (the previous completion and a tool result), the
 first ``--first`` tokens long, each completion 40 tokens with logprobs, so the
 calls of one rollout merge into one sequence of about 4,500 tokens. Then
 prints, for one run each:
 
 * **baseline**: reading what any exporter must read: ``rollouts.jsonl`` and
-  every calls file, each line parsed as JSON, in this process;
+  every calls file, each line parsed as JSON (with orjson, as the export's
+  reader parses them), in this process;
 * ``export_run`` to ``skyrl``, ``tinker`` and ``jsonl`` (sequences, advantages,
   writing), in this process, and the ratio to the baseline.
 
@@ -32,9 +35,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import orjson
 from _bigrun import make_big_run, make_template
 
-from agentkit._calls import ModelCall
+from agentkit._calls import ModelCall, calls_json
 from agentkit._convert import unstructure
 from agentkit._rundir import CALLS_DIR
 from agentkit.training import export_run
@@ -42,9 +46,9 @@ from agentkit.training import export_run
 COMPLETION = 40
 
 
-def calls_text(rollout_id: str, calls: int, growth: int, first: int) -> str:
+def calls_text(rollout_id: str, calls: int, growth: int, first: int, full_ids: bool) -> str:
     """One rollout's calls file: ``calls`` calls whose prompts each extend the last."""
-    lines = []
+    made = []
     prompt = [(7 * i) % 150_000 for i in range(first)]
     for index in range(calls):
         completion = [(prompt[-1] + 13 * i) % 150_000 for i in range(COMPLETION)]
@@ -64,19 +68,22 @@ def calls_text(rollout_id: str, calls: int, growth: int, first: int) -> str:
             completion_logprobs=[-0.01 * (i % 50) for i in range(COMPLETION)],
             token_source="server",
         )
-        lines.append(json.dumps(unstructure(call), separators=(",", ":")))
+        made.append(call)
         observation = [(3 * i + index) % 150_000 for i in range(growth - COMPLETION)]
         prompt = prompt + completion + observation
-    return "\n".join(lines) + "\n"
+    lines = [unstructure(c) for c in made] if full_ids else calls_json(made)
+    return "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
 
 
-def make_run(workdir: Path, rollouts: int, calls: int, growth: int, first: int) -> Path:
+def make_run(
+    workdir: Path, rollouts: int, calls: int, growth: int, first: int, full_ids: bool = False
+) -> Path:
     template = make_template(workdir)
     run = make_big_run(template, workdir / "big", rollouts, summary=False)
     ids = [json.loads(x)["rollout_id"] for x in (run / "rollouts.jsonl").read_text().splitlines()]
     (run / CALLS_DIR).mkdir()
     # one rollout's file, its id swapped in: the same bytes to parse for every rollout
-    text = calls_text("ROLLOUT_ID", calls, growth, first)
+    text = calls_text("ROLLOUT_ID", calls, growth, first, full_ids)
     for rollout_id in ids:
         (run / CALLS_DIR / f"{rollout_id}.jsonl").write_text(text.replace("ROLLOUT_ID", rollout_id))
     return run
@@ -89,7 +96,7 @@ def baseline(run: Path) -> int:
         rollout_id = json.loads(line)["rollout_id"]
         with open(run / CALLS_DIR / f"{rollout_id}.jsonl", "rb") as fh:
             for raw in fh:
-                json.loads(raw)
+                orjson.loads(raw)
                 count += 1
     return count
 
@@ -100,11 +107,12 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--growth", type=int, default=200)
     parser.add_argument("--first", type=int, default=500)
+    parser.add_argument("--full-ids", action="store_true", help="no delta encoding")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="agentkit-bench-export-"))
     try:
         started = time.perf_counter()
-        run = make_run(workdir, args.rollouts, args.calls, args.growth, args.first)
+        run = make_run(workdir, args.rollouts, args.calls, args.growth, args.first, args.full_ids)
         size = sum(p.stat().st_size for p in (run / CALLS_DIR).iterdir())
         print(
             f"run: {args.rollouts} rollouts x {args.calls} calls, calls files "

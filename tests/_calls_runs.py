@@ -1,8 +1,8 @@
 """Model-call records for the training-export tests, and real runs that carry them.
 
 Until the recording model proxy writes ``calls/<rollout_id>.jsonl`` for every
-harness, the tests write those files themselves, through the same converter the
-proxy uses (``agentkit._convert.unstructure`` of :class:`~agentkit._calls.ModelCall`).
+harness, the tests write those files themselves, as a run writes them
+(``agentkit._calls.calls_json``: prompt ids delta-encoded).
 The rollouts around them are real: ``agentkit run`` of a JSONL taskset with the chat
 harness against the scripted model server.
 """
@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentkit._calls import ModelCall
+from agentkit._calls import ModelCall, calls_json
 from agentkit._convert import unstructure
 from agentkit._rundir import CALLS_DIR
 from agentkit.env import AgentEnv
@@ -93,11 +93,15 @@ def worked_example(rollout_id: str) -> list[ModelCall]:
     ]  # fmt: skip
 
 
-def write_calls(run_dir: Path, rollout_id: str, calls: list[ModelCall]) -> Path:
-    """``RUN_DIR/calls/<rollout_id>.jsonl``, one line per call, as the proxy writes it."""
+def write_calls(
+    run_dir: Path, rollout_id: str, calls: list[ModelCall], *, full_ids: bool = False
+) -> Path:
+    """``RUN_DIR/calls/<rollout_id>.jsonl``, one line per call, as a run writes it
+    (``full_ids``: every prompt's whole list, as runs wrote them before delta encoding)."""
     path = run_dir / CALLS_DIR / f"{rollout_id}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(unstructure(c)) + "\n" for c in calls))
+    lines = [unstructure(c) for c in calls] if full_ids else calls_json(calls)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path
 
 

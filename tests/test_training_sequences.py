@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentkit._calls import ModelCall
+from agentkit._convert import unstructure
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.training import (
     ExportError,
@@ -199,6 +200,99 @@ def test_concatenating_a_sequence_reproduces_each_merged_call(
         assert whole == last.prompt_token_ids + last.completion_token_ids
 
 
+@st.composite
+def interleaved(draw: st.DrawFn) -> tuple[list[ModelCall], list[list[int]]]:
+    """Two or three agents (each its own tokens), each a chain of calls whose prompts
+    extend its own last call, their calls interleaved at random and none marked with
+    a parent; and each agent's calls in order."""
+    agents = draw(st.integers(2, 3))
+    order = draw(st.lists(st.integers(0, agents - 1), min_size=agents, max_size=12))
+    order = list(range(agents)) + order  # every agent calls at least once
+    full: dict[int, list[int]] = {}  # agent -> its conversation so far
+    chains: list[list[int]] = [[] for _ in range(agents)]
+    calls = []
+    for index, agent in enumerate(order):
+        own = st.integers(100 * agent + 1, 100 * agent + 99)  # no token of another agent
+        prompt = full.get(agent, [100 * agent]) + draw(st.lists(own, max_size=3))
+        completion = draw(st.lists(own, min_size=1, max_size=3))
+        calls.append(call("r", index, prompt, completion, [-0.5] * len(completion)))
+        full[agent] = prompt + completion
+        chains[agent].append(index)
+    return calls, chains
+
+
+@given(interleaved())
+def test_interleaved_agents_are_each_one_sequence(
+    drawn: tuple[list[ModelCall], list[list[int]]],
+) -> None:
+    # a call whose prompt extends an earlier call that is not the latest continues that
+    # call's sequence: each agent's calls are one sequence, whatever the interleaving
+    calls, chains = drawn
+    tokens = sequences_of(calls)
+    assert sorted(list(s.calls) for s in tokens.sequences) == sorted(chains)
+    assert tokens.sequences[0].start == "first"
+    assert all(s.start == "prefix_break" for s in tokens.sequences[1:])
+
+
+@given(st.one_of(rollouts().map(lambda d: d[0]), interleaved().map(lambda d: d[0])))
+def test_the_calls_file_gives_back_every_call(calls: list[ModelCall]) -> None:
+    # prompts stored as a reference to an earlier call and the ids they add are
+    # rebuilt in full; a file of whole lists (as runs wrote before) reads the same
+    from agentkit._calls import calls_json, parse_calls
+
+    lines = calls_json(calls)
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    assert parse_calls(data, "calls.jsonl") == calls
+    whole = "".join(json.dumps(unstructure(c)) + "\n" for c in calls).encode()
+    assert parse_calls(whole, "calls.jsonl") == calls
+
+
+def test_a_delta_encoded_file_stores_each_id_once(tmp_path: Path) -> None:
+    calls = [call("r", 0, [1, 2, 3], [4, 5], [-0.1, -0.2])]
+    for index in range(1, 4):
+        prev = calls[-1]
+        assert prev.prompt_token_ids is not None and prev.completion_token_ids is not None
+        prompt = prev.prompt_token_ids + prev.completion_token_ids + [60 + index]
+        calls.append(call("r", index, prompt, [70 + index], [-0.3]))
+    calls.append(call("r", 4, [1, 2, 3, 9], [8], [-0.4]))  # a prefix break: keeps 1, 2, 3
+    path = write_calls(tmp_path, "r", calls)
+    stored = [json.loads(x)["prompt_token_ids"] for x in path.read_text().splitlines()]
+    assert stored == [
+        [1, 2, 3],
+        {"call": 0, "keep": 5, "add": [61]},
+        {"call": 1, "keep": 7, "add": [62]},
+        {"call": 2, "keep": 9, "add": [63]},
+        {"call": 3, "keep": 3, "add": [9]},
+    ]
+    (tmp_path / "rollouts.jsonl").write_text("")
+    from agentkit.training._export import read_calls
+
+    assert read_calls(tmp_path, "r") == calls
+
+
+@pytest.mark.parametrize(
+    ("delta", "message"),
+    [
+        ({"call": 5, "keep": 1, "add": []}, r"line 2.prompt_token_ids.call: expected an earlier"),
+        ({"call": 0, "keep": 99, "add": []}, r"line 2.prompt_token_ids.keep: expected at most"),
+        ({"call": 0, "keep": 1, "add": [1.5]}, r"line 2.prompt_token_ids.add: expected a list"),
+        ({"call": 0, "add": [1]}, r"line 2.prompt_token_ids: expected a list of integer token"),
+    ],
+)
+def test_a_bad_reference_names_the_line_and_field(
+    tmp_path: Path, delta: dict[str, Any], message: str
+) -> None:
+    path = write_calls(tmp_path, "r0", worked_example("r0"))
+    lines = path.read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["prompt_token_ids"] = delta
+    path.write_text("\n".join([lines[0], json.dumps(bad), lines[2]]) + "\n")
+    from agentkit.training._export import read_calls
+
+    with pytest.raises(ExportError, match=message):
+        read_calls(tmp_path, "r0")
+
+
 # --- a real run with recorded calls ------------------------------------------------
 
 
@@ -307,7 +401,7 @@ def test_a_malformed_calls_file_names_the_file_line_and_field(tmp_path: Path) ->
     bad = json.loads(lines[1])
     bad["prompt_token_ids"] = [1, "2"]
     path.write_text("\n".join([lines[0], json.dumps(bad), lines[2]]) + "\n")
-    from agentkit.training._callfiles import read_calls
+    from agentkit.training._export import read_calls
 
     with pytest.raises(ExportError, match=r"r0.jsonl: line 2.prompt_token_ids: expected a list"):
         read_calls(tmp_path, "r0")

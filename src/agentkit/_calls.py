@@ -11,17 +11,40 @@ Token ids and logprobs are those the model server returned (vLLM's
 ``prompt_token_ids`` and a choice's ``token_ids`` and ``logprobs``, asked for by
 the proxy on the agent's behalf); nothing here is re-tokenized. When a call has
 no ids, ``token_note`` says why, so no rollout loses its tokens silently.
+
+The calls file is written by :func:`calls_json` and read by :func:`read_calls_file`
+(the one parser: :mod:`agentkit.runs` and :mod:`agentkit.training` both use it).
+A call whose prompt repeats an earlier call's prompt and completion stores only
+a reference to that call and the ids it adds (``{"call", "keep", "add"}``), and
+the parser rebuilds the full list, so a rollout of many calls does not write its
+conversation's ids again with every call.
 """
 
 from __future__ import annotations
 
+import functools
+import typing
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import attrs
+import orjson
 
+from agentkit._convert import structure, unstructure
+from agentkit._errors import AgentkitError
+from agentkit._rundir import RunDirError
 from agentkit._usage import Usage
 
-__all__ = ["PROTOCOLS", "ModelCall", "Protocol", "TokenSource"]
+__all__ = [
+    "PROTOCOLS",
+    "ModelCall",
+    "Protocol",
+    "TokenSource",
+    "calls_json",
+    "parse_calls",
+    "read_calls_file",
+]
 
 #: The wire protocol of a call, by the path it was sent to.
 Protocol = Literal["chat", "responses", "messages", "completions", "other"]
@@ -89,3 +112,349 @@ class ModelCall:
     def has_tokens(self) -> bool:
         """Whether the call carries both its prompt's and its completion's token ids."""
         return self.prompt_token_ids is not None and self.completion_token_ids is not None
+
+
+# -- the calls file: calls/<rollout_id>.jsonl ------------------------------------------
+
+
+def calls_json(calls: Sequence[ModelCall]) -> list[dict[str, Any]]:
+    """The lines of a calls file: each call as JSON, its prompt's ids delta-encoded.
+
+    A call whose prompt starts with an earlier call's prompt and completion
+    (the conversation so far: the usual case) stores ``prompt_token_ids`` as
+    ``{"call": k, "keep": n, "add": [...]}``: the first ``n`` ids of call
+    ``k``'s prompt followed by its completion, then ``add``. The earlier call
+    is the one the call names as ``parent``, else the one before it, else the
+    latest one whose ids the prompt extends; a prompt that extends none keeps
+    the longest prefix it shares with the parent or the call before it (a
+    chat template that rewrote an earlier turn), or its whole list when it
+    shares none. :func:`parse_calls` rebuilds the full list.
+    """
+    out: list[dict[str, Any]] = []
+    done: dict[int, list[int]] = {}  # call index -> its prompt + completion ids
+    previous: int | None = None
+    for call in sorted(calls, key=lambda c: c.index):
+        line = unstructure(call)
+        prompt = call.prompt_token_ids
+        if prompt is not None:
+            delta = _delta(prompt, call.parent, previous, done)
+            if delta is not None:
+                line["prompt_token_ids"] = delta
+            if call.completion_token_ids is not None:
+                done[call.index] = prompt + call.completion_token_ids
+        previous = call.index
+        out.append(line)
+    return out
+
+
+def _delta(
+    prompt: list[int], parent: int | None, previous: int | None, done: dict[int, list[int]]
+) -> dict[str, Any] | None:
+    near = [i for i in (parent, previous) if i is not None and i in done]
+    for index in [*near, *sorted(done, reverse=True)]:
+        ids = done[index]
+        n = len(ids)
+        if n and n <= len(prompt) and prompt[n - 1] == ids[-1] and prompt[:n] == ids:
+            return {"call": index, "keep": n, "add": prompt[n:]}
+    best: tuple[int, int] | None = None
+    for index in near:
+        keep = _common_prefix(prompt, done[index])
+        if keep and (best is None or keep > best[1]):
+            best = (index, keep)
+    if best is None:
+        return None
+    return {"call": best[0], "keep": best[1], "add": prompt[best[1] :]}
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading ids ``a`` and ``b`` share (slices compared in C, halving)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def read_calls_file(path: Path) -> list[ModelCall] | None:
+    """The calls in ``path`` in order of ``index``; None when there is no such file.
+
+    See :func:`parse_calls`. Raises :class:`~agentkit._rundir.RunDirError`
+    naming the file, the line and the field.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_calls(data, str(path))
+
+
+def parse_calls(data: bytes, source: str) -> list[ModelCall]:
+    """The calls of a calls file's bytes, in order of ``index``, their ids in full.
+
+    A last line without its newline that is not valid JSON (the run was killed
+    while writing it) is left out. Every field is checked against
+    :class:`ModelCall`; keys this agentkit does not know (a newer writer's)
+    are ignored. A bad line raises :class:`~agentkit._rundir.RunDirError`:
+    ``<source>: line 3.prompt_token_ids: expected ...``.
+    """
+    lines = data.split(b"\n")
+    parsed: list[tuple[dict[str, Any], str]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        where = f"{source}: line {number}"
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            if number == len(lines):
+                continue  # a torn last line
+            raise RunDirError(f"{where}: not valid JSON ({exc})") from None
+        if not isinstance(value, dict):
+            raise RunDirError(f"{where}: expected a JSON object (one model call)")
+        parsed.append((_fields(value, where), where))
+    parsed.sort(key=lambda p: p[0]["index"])
+    done: dict[int, dict[str, Any]] = {}
+    calls = []
+    for fields, where in parsed:
+        if type(fields["prompt_token_ids"]) is dict:
+            fields["prompt_token_ids"] = _rebuild(fields["prompt_token_ids"], done, where)
+        done[fields["index"]] = fields
+        calls.append(ModelCall(**fields))
+    return calls
+
+
+def _rebuild(delta: dict[str, Any], done: dict[int, dict[str, Any]], where: str) -> list[int]:
+    """The full prompt ids of ``{"call", "keep", "add"}``, from an earlier call's."""
+    base = done.get(delta["call"])
+    if base is None or base["prompt_token_ids"] is None:
+        raise RunDirError(
+            f"{where}.prompt_token_ids.call: expected an earlier call of the file "
+            f"with token ids, got {delta['call']!r}"
+        )
+    prompt = base["prompt_token_ids"]
+    completion = base.get("completion_token_ids") or []
+    keep = delta["keep"]
+    if keep > len(prompt) + len(completion):
+        raise RunDirError(
+            f"{where}.prompt_token_ids.keep: expected at most the "
+            f"{len(prompt) + len(completion)} ids of call {delta['call']}, got {keep}"
+        )
+    ids: list[int] = prompt[:keep] if keep <= len(prompt) else prompt + completion
+    if len(ids) > keep:
+        del ids[keep:]
+    ids += delta["add"]  # in place: one copy of the conversation so far, not two
+    return ids
+
+
+def _ids(value: Any, where: str) -> list[int] | None:
+    # sum() is exact and fast in C for lists of ints: a float anywhere makes the
+    # total a float, a string or null raises TypeError; either is a malformed line
+    if value is None:
+        return None
+    if type(value) is list:
+        try:
+            if type(sum(value)) is int:
+                return value
+        except TypeError:
+            pass
+    raise RunDirError(f"{where}: expected a list of integer token ids or null")
+
+
+def _floats(value: Any, where: str) -> list[float] | None:
+    if value is None:
+        return None
+    if type(value) is list:
+        try:
+            sum(value)
+            return value
+        except TypeError:
+            pass
+    raise RunDirError(f"{where}: expected a list of numbers (logprobs) or null")
+
+
+def _prompt_ids(value: Any, where: str) -> list[int] | dict[str, Any] | None:
+    """A prompt's ids: a list, null, or ``{"call", "keep", "add"}`` (rebuilt later)."""
+    if type(value) is not dict:
+        return _ids(value, where)
+    ok = (
+        type(value.get("call")) is int
+        and type(value.get("keep")) is int
+        and value["call"] >= 0
+        and value["keep"] >= 0
+        and type(value.get("add")) is list
+    )
+    if not ok:
+        raise RunDirError(
+            f"{where}: expected a list of integer token ids, null, or "
+            '{"call": index, "keep": n, "add": [ids]}'
+        )
+    _ids(value["add"], f"{where}.add")
+    return value
+
+
+Check = Callable[[Any, str], Any]
+
+
+@attrs.frozen
+class _Plan:
+    """How to check the lines of one shape (keys, and each value's JSON type)."""
+
+    drop: tuple[str, ...]  # keys that are no field of ModelCall
+    to_float: tuple[str, ...]  # number fields written as integers
+    checks: tuple[tuple[str, Check], ...]  # the fields whose values need a look
+
+
+#: Line shapes seen, and their plans: the lines of a file mostly share one.
+_PLANS: dict[tuple[tuple[str, ...], tuple[type[Any], ...]], _Plan] = {}
+
+
+def _fields(value: dict[str, Any], where: str) -> dict[str, Any]:
+    """One line's fields of :class:`ModelCall`, checked (the prompt ids maybe a delta).
+
+    The keys and the JSON type of each value are checked once per shape of
+    line; each line then costs only the checks of its values (the token ids,
+    the usage, the choices), done in C where they can be.
+    """
+    shape = (tuple(value), tuple(map(type, value.values())))
+    plan = _PLANS.get(shape)
+    if plan is None:
+        plan = _plan(value, where)
+        if len(_PLANS) < 256:
+            _PLANS[shape] = plan
+    for name in plan.drop:
+        del value[name]
+    for name in plan.to_float:
+        value[name] = float(value[name])
+    for name, check in plan.checks:
+        value[name] = check(value[name], f"{where}.{name}")
+    prompt = value.get("prompt_token_ids")
+    if type(prompt) is list:
+        _ids(prompt, f"{where}.prompt_token_ids")
+    elif prompt is not None:
+        _prompt_ids(prompt, f"{where}.prompt_token_ids")
+    else:
+        value["prompt_token_ids"] = None
+    completion = value.get("completion_token_ids")
+    try:
+        if completion is not None and type(sum(completion)) is not int:
+            raise TypeError
+    except TypeError:  # a float among the ids, a string or null anywhere
+        _ids(completion, f"{where}.completion_token_ids")
+    logprobs = value.get("completion_logprobs")
+    try:
+        if logprobs is not None:
+            sum(logprobs)
+    except TypeError:
+        _floats(logprobs, f"{where}.completion_logprobs")
+    for name in ("rollout_id", "index", "protocol"):
+        if name not in value:
+            raise RunDirError(f"{where}.{name}: required key is missing")
+    if value["index"] < 0:
+        raise RunDirError(f"{where}.index: expected a whole number >= 0")
+    if value["protocol"] not in PROTOCOLS:
+        raise RunDirError(
+            f"{where}.protocol: expected one of {', '.join(PROTOCOLS)}, got {value['protocol']!r}"
+        )
+    if value.get("token_source", "none") not in _TOKEN_SOURCES:
+        raise RunDirError(
+            f"{where}.token_source: expected one of {', '.join(_TOKEN_SOURCES)}, "
+            f"got {value['token_source']!r}"
+        )
+    parent = value.get("parent")
+    if parent is not None and parent < 0:
+        raise RunDirError(f"{where}.parent: expected a call index >= 0 or null")
+    return value
+
+
+_TOKEN_SOURCES: tuple[str, ...] = typing.get_args(TokenSource)
+
+
+def _plan(value: dict[str, Any], where: str) -> _Plan:
+    """Check the JSON types of one line's values; the plan for lines of its shape."""
+    types, checks = _field_checks()
+    drop, to_float, look = [], [], []
+    for name, raw in value.items():
+        allowed = types.get(name)
+        if allowed is not None:
+            if type(raw) not in allowed:
+                names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+                raise RunDirError(f"{where}.{name}: expected {names}, got {type(raw).__name__}")
+            if float in allowed and type(raw) is int:
+                to_float.append(name)
+        elif name in checks:
+            look.append((name, checks[name]))
+        elif name not in _VALUE_CHECKED:
+            drop.append(name)
+    return _Plan(drop=tuple(drop), to_float=tuple(to_float), checks=tuple(look))
+
+
+#: Fields :func:`_fields` checks itself, line by line.
+_VALUE_CHECKED = frozenset({"prompt_token_ids", "completion_token_ids", "completion_logprobs"})
+
+
+def _headers(value: Any, where: str) -> dict[str, str]:
+    if type(value) is dict and all(type(v) is str for v in value.values()):
+        return value
+    raise RunDirError(f"{where}: expected an object of strings")
+
+
+def _structured(hint: Any) -> Check:
+    """A field of a type the fast checks do not cover: the strict converter's check."""
+
+    def check(value: Any, where: str) -> Any:
+        try:
+            return structure(value, hint)
+        except AgentkitError as exc:
+            raise RunDirError(f"{where}: {exc}") from None
+
+    return check
+
+
+def _usage(value: Any, where: str) -> Usage | None:
+    if value is None:
+        return None
+    if type(value) is dict and all(type(v) is int for v in value.values()):
+        try:
+            return Usage(**value)  # the usual case: every count a whole number
+        except TypeError:
+            pass
+    return _structured(Usage)(value, where)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _field_checks() -> tuple[dict[str, tuple[type[Any], ...]], dict[str, Check]]:
+    """Per field of :class:`ModelCall`: the JSON types it takes, or a check function.
+
+    The JSON types of the fields it has today (token ids, the protocol and the
+    token source are checked by :func:`_fields`); a field of any other type
+    (added later) is checked by the strict converter.
+    """
+    json_types: dict[Any, tuple[type[Any], ...]] = {
+        str: (str,),
+        int: (int,),
+        bool: (bool,),
+        float: (float, int),
+        str | None: (str, type(None)),
+        int | None: (int, type(None)),
+        float | None: (float, int, type(None)),
+        dict[str, Any]: (dict,),
+        Any: (dict, list, str, int, float, bool, type(None)),
+        Protocol: (str,),
+        TokenSource: (str,),
+    }
+    special: dict[Any, Check] = {dict[str, str]: _headers, Usage | None: _usage}
+    types: dict[str, tuple[type[Any], ...]] = {}
+    checks: dict[str, Check] = {}
+    for name, hint in typing.get_type_hints(ModelCall).items():
+        if name in _VALUE_CHECKED:
+            continue
+        if hint in json_types:
+            types[name] = json_types[hint]
+        else:
+            checks[name] = special.get(hint) or _structured(hint)
+    return types, checks

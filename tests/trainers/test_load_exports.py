@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 from _calls_runs import make_run
 
+import agentkit.runs
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.training import from_run_dir, prepare
-from agentkit.training._callfiles import read_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -53,9 +53,8 @@ def export(run_dir: Path, fmt: str, out: Path) -> Path:
 
 
 def calls_by_rollout(run_dir: Path) -> dict[str, list[Any]]:
-    lines = (run_dir / "rollouts.jsonl").read_text().splitlines()
-    ids = [json.loads(x)["rollout_id"] for x in lines]
-    return {rid: read_calls(run_dir, rid) or [] for rid in ids}
+    run = agentkit.runs.open(run_dir)  # the public reader
+    return {r.rollout_id: run.calls(r.rollout_id) for r in run.rollouts(0, len(run))}
 
 
 async def test_skyrl_loads_the_generator_output(run_dir: Path, tmp_path: Path) -> None:

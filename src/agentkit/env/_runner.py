@@ -38,8 +38,7 @@ from typing import Any, Protocol
 import anyio
 import attrs
 
-from agentkit._calls import ModelCall
-from agentkit._convert import unstructure
+from agentkit._calls import ModelCall, calls_json
 from agentkit._events import Event
 from agentkit._executor import Executor, Job
 from agentkit._result import HarnessResult
@@ -306,9 +305,7 @@ class Runner:
             )
         if outcome.calls:
             if self.store is not None:
-                rec.calls_file = self.store.write_calls(
-                    job.rollout_id, [unstructure(c) for c in outcome.calls]
-                )
+                rec.calls_file = self.store.write_calls(job.rollout_id, calls_json(outcome.calls))
             else:  # no run directory (env.generate()): the records stay in memory
                 rec.model_calls = list(outcome.calls)
         return rec

@@ -19,11 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import attrs
-
-from agentkit._calls import ModelCall
-from agentkit._convert import structure
-from agentkit._errors import AgentkitError
+from agentkit._calls import ModelCall, read_calls_file
 from agentkit._rundir import (
     CALLS_DIR,
     EVENTS_DIR,
@@ -311,8 +307,11 @@ class Run:
         """The rollout's model calls as the proxy recorded them, in the order they
         started (empty when it has none: a run without the proxy, say).
 
-        Keys this agentkit does not know (a newer writer's) are ignored; a line that
-        is not a call is an error naming the file and the line.
+        Each call's ``prompt_token_ids`` are the full list, also where the file
+        stores them as a reference to an earlier call (see the calls file in
+        ``docs/run-directory.md``). Keys this agentkit does not know (a newer
+        writer's) are ignored; a line that is not a call is an error naming the
+        file, the line and the field.
         """
         rollout = self.rollout(rollout_id)
         name = rollout.calls_file or f"{CALLS_DIR}/{rollout.rollout_id}.jsonl"
@@ -322,23 +321,7 @@ class Run:
                 f"{self.path / ROLLOUTS}: rollout {rollout.rollout_id}: calls_file {name!r} "
                 "is outside the run directory; expected calls/<rollout_id>.jsonl"
             )
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return []
-        known = {a.name for a in attrs.fields(ModelCall)}
-        calls = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-                if not isinstance(data, dict):
-                    raise ValueError("not a JSON object")
-                calls.append(structure({k: v for k, v in data.items() if k in known}, ModelCall))
-            except (ValueError, AgentkitError) as exc:
-                raise RunDirError(f"{path}: line {number} is not a model call: {exc}") from None
-        return calls
+        return read_calls_file(path) or []
 
     # -- a run in progress --------------------------------------------------------
     def state(self) -> RunState:

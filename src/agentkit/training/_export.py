@@ -19,9 +19,10 @@ from typing import Any, Literal
 
 import attrs
 
-from agentkit._calls import ModelCall
+from agentkit._calls import ModelCall, read_calls_file
+from agentkit._rundir import CALLS_DIR, RunDirError
 from agentkit.env._store import RunStore
-from agentkit.training._callfiles import ExportError, read_calls
+from agentkit.training._errors import ExportError
 from agentkit.training._files import replacing, write_lines
 from agentkit.training._pipeline import prepare
 from agentkit.training._records import TrainingRecord, from_rollouts, with_sequences
@@ -65,6 +66,17 @@ def _store(run_dir: str | os.PathLike[str]) -> RunStore:
             "'agentkit run' or AgentEnv.evaluate(run_dir=...)"
         )
     return store
+
+
+def read_calls(run_dir: Path, rollout_id: str) -> list[ModelCall] | None:
+    """A rollout's model calls (``calls/<rollout_id>.jsonl``), read by the run
+    directory's one parser (:func:`agentkit.runs.Run.calls` uses it too); None
+    when it has no calls file. A malformed file is an :class:`ExportError`
+    naming the file, the line and the field."""
+    try:
+        return read_calls_file(run_dir / CALLS_DIR / f"{rollout_id}.jsonl")
+    except RunDirError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def from_run_dir(run_dir: str | os.PathLike[str]) -> list[TrainingRecord]:

@@ -17,13 +17,12 @@ sequence, calls, advantage, token issues). A loader builds the
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agentkit.training._files import replacing
+from agentkit.training._files import dumps, replacing
 from agentkit.training._records import TrainingRecord
 
 __all__ = ["generator_output", "row_metadata", "write_skyrl"]
@@ -73,7 +72,7 @@ def generator_output(records: Iterable[TrainingRecord]) -> dict[str, Any]:
 def write_skyrl(records: Iterable[TrainingRecord], out: str | os.PathLike[str]) -> int:
     """Write the ``GeneratorOutput`` JSON; returns how many rows (sequences) it has."""
     output = generator_output(records)
-    with replacing(Path(out)) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-        # one dumps, not json.dump: dump writes in thousands of small pieces
-        fh.write(json.dumps(output, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+    data = dumps(output)
+    with replacing(Path(out)) as tmp, open(tmp, "wb") as fh:
+        fh.write(data)
     return len(output["response_ids"])

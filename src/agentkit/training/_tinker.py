@@ -52,10 +52,12 @@ def datum_json(record: TrainingRecord) -> dict[str, Any] | None:
     # position i of the inputs predicts token i + 1: drop the first prompt position
     weights = [0.0] * (n_prompt - 1) if n_prompt else []
     skip = 0 if n_prompt else 1
-    sampled = [float(m) for m in mask[skip:]]
+    # the mask as floats, and the advantage where it is set (map: C-speed, no Python loop)
+    sampled = list(map(float, mask[skip:]))
+    advantages = list(map((0.0, advantage).__getitem__, map(bool, mask[skip:])))
     inputs: dict[str, Any] = {
         "target_tokens": _tensor(tokens[1:], "int64"),
-        "advantages": _tensor(weights + [advantage if m else 0.0 for m in sampled], "float32"),
+        "advantages": _tensor(weights + advantages, "float32"),
         "mask": _tensor(weights + sampled, "float32"),
     }
     if record.completion_logprobs is not None:
