@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -118,18 +119,22 @@ def main() -> None:
             f"run: {args.rollouts} rollouts x {args.calls} calls, calls files "
             f"{size / 1e9:.2f} GB (made in {time.perf_counter() - started:.1f} s)"
         )
-        t0 = time.perf_counter()
+        print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        t0, c0 = time.perf_counter(), time.process_time()
         n = baseline(run)
         base = time.perf_counter() - t0
-        print(f"baseline (parse every rollout and call line, {n} calls): {base:.2f} s")
+        print(
+            f"baseline (parse every rollout and call line, {n} calls): {base:.2f} s "
+            f"({time.process_time() - c0:.2f} s of CPU)"
+        )
         for fmt, name in (("skyrl", "out.json"), ("tinker", "out.jsonl"), ("jsonl", "t.jsonl")):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             summary = export_run(run, workdir / name, format=fmt)  # type: ignore[arg-type]
-            took = time.perf_counter() - t0
+            took, cpu = time.perf_counter() - t0, time.process_time() - c0
             verdict = "under" if took < 10 else "NOT under"
             print(
-                f"export --format {fmt}: {took:.2f} s ({took / base:.2f}x baseline), "
-                f"{summary.written} written; {verdict} 10 s"
+                f"export --format {fmt}: {took:.2f} s ({took / base:.2f}x baseline; "
+                f"{cpu:.2f} s of CPU), {summary.written} written; {verdict} 10 s"
             )
             (workdir / name).unlink()
     finally:

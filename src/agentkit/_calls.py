@@ -204,17 +204,16 @@ def parse_calls(data: bytes, source: str) -> list[ModelCall]:
     """
     lines = data.split(b"\n")
     parsed: list[tuple[dict[str, Any], str]] = []
+    loads = orjson.loads
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        where = f"{source}: line {number}"
         try:
-            value = orjson.loads(line)
+            value = loads(line)
         except orjson.JSONDecodeError as exc:
-            if number == len(lines):
-                continue  # a torn last line
-            raise RunDirError(f"{where}: not valid JSON ({exc})") from None
-        if not isinstance(value, dict):
+            if not line.strip() or number == len(lines):
+                continue  # an empty line, or a torn last one
+            raise RunDirError(f"{source}: line {number}: not valid JSON ({exc})") from None
+        where = f"{source}: line {number}"
+        if type(value) is not dict:
             raise RunDirError(f"{where}: expected a JSON object (one model call)")
         parsed.append((_fields(value, where), where))
     parsed.sort(key=lambda p: p[0]["index"])

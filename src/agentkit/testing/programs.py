@@ -16,7 +16,9 @@ against the scripted model server and use these to set up and to look.
   ``agentkit run`` command; :func:`telemetry_weights` and
   :func:`assert_key_only_reached_the_model` check what every such run must;
 - :func:`assert_calls_carry_the_server_tokens` checks a rollout's model calls,
-  as the model proxy recorded them, against what the server logged it sent.
+  as the model proxy recorded them, against what the server logged it sent;
+  :func:`assert_exports_carry_the_server_tokens` checks what ``agentkit
+  export`` writes for SkyRL, Tinker and verifiers against the same log.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ __all__ = [
     "TELEMETRY_WEIGHTS",
     "agentkit_run",
     "assert_calls_carry_the_server_tokens",
+    "assert_exports_carry_the_server_tokens",
     "assert_key_only_reached_the_model",
     "bound_sandbox",
     "cancel_when_running",
@@ -309,6 +312,114 @@ def assert_calls_carry_the_server_tokens(
         else:
             assert call.token_note, f"call {call.index} has no token ids and no note saying why"
     return with_ids
+
+
+def _sent_by_call(calls: Sequence[ModelCall], server: ScriptedModelServer) -> list[dict[str, Any]]:
+    """What the server logged it sent for each call (matched by the body it got)."""
+    logged = list(server.model_requests)
+    out = []
+    for call in calls:
+        body = {**call.request, **call.forwarded}
+        match = next(r for r in logged if r.body == body)
+        logged.remove(match)
+        out.append(match.sent)
+    return out
+
+
+def _expected_sequences(sent: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The training sequences of one agent's calls, worked out from the server's log
+    alone: a call continues the sequence before it when the prompt ids the server
+    saw start with that sequence's tokens (the last call's prompt and completion),
+    else it starts one. Each: ``calls``, ``prompt``, ``tokens`` (prompt and
+    everything after), ``sampled`` (position in ``tokens`` -> logprob)."""
+    out: list[dict[str, Any]] = []
+    for index, s in enumerate(sent):
+        prompt, completion = s["prompt_token_ids"], s["completion_token_ids"]
+        lps = s["completion_logprobs"]
+        last = out[-1] if out else None
+        if last is None or prompt[: len(last["tokens"])] != last["tokens"]:
+            last = {"calls": [], "prompt": prompt, "tokens": [], "sampled": {}}
+            out.append(last)
+        last["calls"].append(index)
+        last["tokens"] = prompt + completion
+        last["sampled"].update({len(prompt) + i: lp for i, lp in enumerate(lps)})
+    return out
+
+
+def _export(run_dir: Path, fmt: str) -> Path:
+    out = run_dir / f"export.{fmt}"
+    done = subprocess.run(
+        [sys.executable, "-m", "agentkit", "export", str(run_dir), "--format", fmt,
+         "--out", str(out), "--require-token-ids"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"agentkit export --format {fmt}: {done.stderr}"
+    return out
+
+
+def assert_exports_carry_the_server_tokens(
+    run_dir: Path, rollout_id: str, server: ScriptedModelServer
+) -> list[list[int]]:
+    """``agentkit export --require-token-ids`` of the run, to ``skyrl``, ``tinker`` and
+    ``verifiers``, holds for the rollout (one agent's calls, none parallel) exactly
+    the ids and logprobs the server logged it sent, call by call: each sequence's
+    tokens are its last call's prompt and completion ids as the server sent them,
+    its prompt its first call's, and the tokens marked sampled (with their logprobs)
+    are exactly the calls' completions. The sequences are worked out from the
+    server's log alone: a call whose prompt ids do not extend the previous call's
+    prompt and completion starts a new one (a prefix break). Returns each
+    sequence's calls (indices)."""
+    import agentkit.runs
+
+    calls = agentkit.runs.open(run_dir).calls(rollout_id)
+    assert_calls_carry_the_server_tokens(calls, server)
+    expected = _expected_sequences(_sent_by_call(calls, server))
+
+    def mask_of(seq: dict[str, Any]) -> list[int]:
+        return [int(i in seq["sampled"]) for i in range(len(seq["tokens"]))]
+
+    skyrl = json.loads(_export(run_dir, "skyrl").read_text())
+    rows = [i for i, m in enumerate(skyrl["env_metrics"]) if m["rollout_id"] == rollout_id]
+    assert [skyrl["env_metrics"][i]["calls"] for i in rows] == [e["calls"] for e in expected]
+    for i, seq in zip(rows, expected, strict=True):
+        n = len(seq["prompt"])
+        assert skyrl["prompt_token_ids"][i] == seq["prompt"]
+        assert skyrl["response_ids"][i] == seq["tokens"][n:]
+        assert skyrl["loss_masks"][i] == mask_of(seq)[n:]
+        logprobs = [seq["sampled"].get(j, 0.0) for j in range(n, len(seq["tokens"]))]
+        assert skyrl["rollout_logprobs"][i] == logprobs
+
+    datums = [json.loads(x) for x in _export(run_dir, "tinker").read_text().splitlines()]
+    mine = [d for d in datums if d["agentkit"]["rollout_id"] == rollout_id]
+    assert [d["agentkit"]["calls"] for d in mine] == [e["calls"] for e in expected]
+    for datum, seq in zip(mine, expected, strict=True):
+        tokens = seq["tokens"]
+        (chunk,) = datum["model_input"]["chunks"]
+        inputs = datum["loss_fn_inputs"]
+        assert chunk["tokens"] == tokens[:-1] and inputs["target_tokens"]["data"] == tokens[1:]
+        assert inputs["mask"]["data"] == [float(m) for m in mask_of(seq)[1:]]
+        lps = [seq["sampled"].get(j, 0.0) for j in range(1, len(tokens))]
+        assert inputs["logprobs"]["data"] == lps
+
+    traces = [json.loads(x) for x in _export(run_dir, "verifiers").read_text().splitlines()]
+    (trace,) = [t for t in traces if t["id"] == rollout_id]
+    nodes = trace["nodes"]
+    parents = {n["parent"] for n in nodes}
+    chains = []
+    for leaf in [i for i in range(len(nodes)) if i not in parents]:
+        path: list[dict[str, Any]] = []
+        at: int | None = leaf
+        while at is not None:
+            path.insert(0, nodes[at])
+            at = nodes[at]["parent"]
+        tokens = [t for n in path for t in n["token_ids"]]
+        mask = [int(m) for n in path for m in n["mask"]]
+        logprobs = [lp for n in path for lp in n.get("logprobs") or []]
+        chains.append((tokens, mask, logprobs))
+    assert chains == [
+        (e["tokens"], mask_of(e), [e["sampled"][j] for j in sorted(e["sampled"])]) for e in expected
+    ]
+    return [e["calls"] for e in expected]
 
 
 def assert_key_only_reached_the_model(
