@@ -25,3 +25,35 @@ def test_the_next_prompt_extends_the_previous_prompt_and_completion() -> None:
     assert tokens.decode(one["prompt_token_ids"]) == (
         "<|system|>Be brief.\n<|user|>Answer?\n<|assistant|>"
     )
+
+
+def test_a_tool_call_breaks_the_prefix_unless_the_reply_shows_it_as_sampled() -> None:
+    # the default template shows an earlier tool call as JSON after the turn's text, not
+    # as it was sampled (a prefix break, as real templates may); a reply with
+    # tool_calls_in_prompt "as_sampled" gets a prompt that extends the earlier call's
+    call = {"name": "calc", "arguments": '{"expr":"2+3"}'}
+    script = {
+        "rules": [
+            {"match": {"turn": 0}, "reply": {"content": "Let me add.", "tool_calls": [call]}},
+            {"match": {"turn": 1, "last_user_contains": "json"}, "reply": {"content": "5"}},
+            {"match": {"turn": 1}, "reply": {"content": "5", "tool_calls_in_prompt": "as_sampled"}},
+        ]
+    }
+    prompts = {}
+    with ScriptedModelServer(script) as server:
+        url = f"{server.base_url}/chat/completions"
+        for user in ("json", "sampled"):
+            question = {"role": "user", "content": f"2+3? ({user})"}
+            body = {"model": "m", "messages": [question], "return_token_ids": True}
+            one = httpx.post(url, json=body, timeout=30).json()
+            message = one["choices"][0]["message"]
+            tool = {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"], "content": "5"}
+            messages = [question, message, tool]
+            two = httpx.post(url, json={**body, "messages": messages}, timeout=30).json()
+            seen = one["prompt_token_ids"] + one["choices"][0]["token_ids"]
+            prompts[user] = (seen, two["prompt_token_ids"])
+    seen, prompt = prompts["sampled"]
+    assert prompt[: len(seen)] == seen
+    assert tokens.decode(prompt[len(seen) :]) == "\n<|tool|>5\n<|assistant|>"
+    seen, prompt = prompts["json"]
+    assert prompt[: len(seen)] != seen

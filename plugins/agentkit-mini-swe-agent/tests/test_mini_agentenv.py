@@ -17,6 +17,7 @@ from agentkit.testing.programs import (
     TELEMETRY_WEIGHTS,
     agentkit_run,
     assert_calls_carry_the_server_tokens,
+    assert_exports_carry_the_server_tokens,
     assert_key_only_reached_the_model,
     harbor_rollout,
     need_harbor_task,
@@ -57,6 +58,25 @@ HELLO_WORLD: dict[str, Any] = {
                 "usage": {"prompt_tokens": 950, "completion_tokens": 8},
             },
         },
+    ]
+}
+
+
+#: HELLO_WORLD with a look at the file between: the prompt of the second call shows
+#: the first call's tool call as it was sampled (it extends that call's tokens: one
+#: sequence), the third shows it as JSON, otherwise than sampled (a prefix break).
+LOOK_THEN_SUBMIT: dict[str, Any] = {
+    "rules": [
+        {"match": {"turn": 0}, "reply": HELLO_WORLD["rules"][0]["reply"]},
+        {
+            "match": {"turn": 1},
+            "reply": {
+                "content": "Let me check it.",
+                "tool_calls": [{"name": "bash", "arguments": {"command": "cat /app/hello.txt"}}],
+                "tool_calls_in_prompt": "as_sampled",
+            },
+        },
+        {"match": {"turn": 2}, "reply": HELLO_WORLD["rules"][1]["reply"]},
     ]
 }
 
@@ -162,3 +182,25 @@ async def test_every_model_call_is_recorded_with_the_servers_tokens(
     assert all(c.completion_logprobs and c.token_note is None for c in calls)
     assert rollout.calls_without_tokens == []
     assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)
+
+
+@pytest.mark.usefixtures("harbor_installed")
+@pytest.mark.model_script(LOOK_THEN_SUBMIT)
+async def test_the_export_holds_the_servers_tokens_merged_and_after_a_prefix_break(
+    model_server: ScriptedModelServer, mini_install: MiniSweAgentInstall, tmp_path: Path
+) -> None:
+    """``agentkit export`` of a real mini-swe-agent run through the model proxy with
+    token ids: the SkyRL, Tinker and verifiers records hold exactly the ids and
+    logprobs the server sent, call by call; the second call's prompt extends the first
+    call's tokens and merges into its sequence, the third's shows a tool call otherwise
+    than it was sampled (a prefix break) and starts a second sequence."""
+    env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "mini-swe-agent", retry_attempts=1)
+    [hello] = [t.task_id for t in env.taskset if t.task_id.endswith(":hello-world")]
+    run_dir = tmp_path / "run"
+    rollout = await harbor_rollout(
+        env, hello, server=model_server, out=run_dir, sandbox_options={"image": "host"},
+        token_ids=True,
+    )  # fmt: skip
+    assert rollout.rewards["core.reward"] == 1.0
+    sequences = assert_exports_carry_the_server_tokens(run_dir, rollout.rollout_id, model_server)
+    assert sequences == [[0, 1], [2]]

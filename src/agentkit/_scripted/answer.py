@@ -142,13 +142,33 @@ def _text_of(message: Mapping[str, Any]) -> str:
     return text
 
 
-def prompt_segments(view: RequestView) -> list[str]:
+def prompt_segments(view: RequestView, *, as_sampled: bool = False) -> list[str]:
     """The request's prompt as a chat template cuts it: per message the role marker
-    ``<|role|>``, the text and ``\n``; then the generation prompt ``<|assistant|>``."""
+    ``<|role|>``, the text and ``\n``; then the generation prompt ``<|assistant|>``.
+
+    An assistant message's tool calls follow its text as JSON; ``as_sampled``: its
+    reasoning, text and each call's arguments are segments of their own, as the
+    completion that made them was (``Reply.tool_calls_in_prompt``)."""
     out: list[str] = []
     for m in view.messages:
-        out += [f"<|{m.get('role')}|>", _text_of(m), "\n"]
+        if as_sampled and m.get("role") == "assistant":
+            out += ["<|assistant|>", *_sampled_texts(m), "\n"]
+        else:
+            out += [f"<|{m.get('role')}|>", _text_of(m), "\n"]
     return [*out, "<|assistant|>"]
+
+
+def _sampled_texts(message: Mapping[str, Any]) -> list[str]:
+    """An assistant message's texts as a completion has them (see completion_texts)."""
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    calls = message.get("tool_calls") or []
+    arguments = [
+        c["function"].get("arguments") or ""
+        for c in calls
+        if isinstance(c, Mapping) and isinstance(c.get("function"), Mapping)
+    ]
+    texts = [reasoning if isinstance(reasoning, str) else "", message_text(message)]
+    return [*texts, *(a if isinstance(a, str) else json.dumps(a) for a in arguments)]
 
 
 def prompt_text(view: RequestView) -> str:
@@ -178,9 +198,10 @@ def sse(data: Any, event: str | None = None) -> bytes:
     return f"{head}data: {payload}\n\n".encode()
 
 
-def prompt_token_ids(view: RequestView) -> list[int]:
+def prompt_token_ids(view: RequestView, *, as_sampled: bool = False) -> list[int]:
     """The prompt's token ids, segment by segment (see :func:`prompt_segments`)."""
-    return [i for text in prompt_segments(view) for i in tokens.encode(text)]
+    segments = prompt_segments(view, as_sampled=as_sampled)
+    return [i for text in segments for i in tokens.encode(text)]
 
 
 def completion_texts(answer: Answer) -> list[str]:

@@ -41,7 +41,9 @@ class _Tokens:
     def prompt_ids(self) -> list[int]:
         # segment by segment, as chat templates' special tokens cut a prompt: the next
         # turn's prompt then starts with this prompt and the completion sampled after it
-        return prompt_token_ids(self.view)
+        return prompt_token_ids(
+            self.view, as_sampled=self.reply.tool_calls_in_prompt == "as_sampled"
+        )
 
     def annotate(self, choice: dict[str, Any], text: str) -> None:
         """Add ``token_ids`` and ``logprobs`` for ``text``, the next completion tokens."""

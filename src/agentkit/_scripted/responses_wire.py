@@ -138,12 +138,13 @@ def _raw_messages(
     the request asks with ``enable_response_messages`` (or the reply's ``token_ids``)."""
     if not sends_token_ids(reply, body):
         return {}
+    as_sampled = reply.tool_calls_in_prompt == "as_sampled"
     return {
         "input_messages": [
             {
                 "type": "raw_message_tokens",
-                "message": "".join(prompt_segments(view)),
-                "tokens": prompt_token_ids(view),
+                "message": "".join(prompt_segments(view, as_sampled=as_sampled)),
+                "tokens": prompt_token_ids(view, as_sampled=as_sampled),
             }
         ],
         "output_messages": [

@@ -599,7 +599,9 @@ def _sent_tokens(
         return {}
     completion = completion_token_ids(answer)
     out: dict[str, Any] = {
-        "prompt_token_ids": prompt_token_ids(view),
+        "prompt_token_ids": prompt_token_ids(
+            view, as_sampled=reply.tool_calls_in_prompt == "as_sampled"
+        ),
         "completion_token_ids": completion,
     }
     if api == "chat" and body.get("logprobs") is True:
