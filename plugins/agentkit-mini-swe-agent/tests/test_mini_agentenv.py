@@ -20,6 +20,7 @@ from agentkit.testing.programs import (
     assert_exports_carry_the_server_tokens,
     assert_key_only_reached_the_model,
     harbor_rollout,
+    hello_world_token_script,
     need_harbor_task,
     telemetry_weights,
 )
@@ -58,25 +59,6 @@ HELLO_WORLD: dict[str, Any] = {
                 "usage": {"prompt_tokens": 950, "completion_tokens": 8},
             },
         },
-    ]
-}
-
-
-#: HELLO_WORLD with a look at the file between: the prompt of the second call shows
-#: the first call's tool call as it was sampled (it extends that call's tokens: one
-#: sequence), the third shows it as JSON, otherwise than sampled (a prefix break).
-LOOK_THEN_SUBMIT: dict[str, Any] = {
-    "rules": [
-        {"match": {"turn": 0}, "reply": HELLO_WORLD["rules"][0]["reply"]},
-        {
-            "match": {"turn": 1},
-            "reply": {
-                "content": "Let me check it.",
-                "tool_calls": [{"name": "bash", "arguments": {"command": "cat /app/hello.txt"}}],
-                "tool_calls_in_prompt": "as_sampled",
-            },
-        },
-        {"match": {"turn": 2}, "reply": HELLO_WORLD["rules"][1]["reply"]},
     ]
 }
 
@@ -185,7 +167,9 @@ async def test_every_model_call_is_recorded_with_the_servers_tokens(
 
 
 @pytest.mark.usefixtures("harbor_installed")
-@pytest.mark.model_script(LOOK_THEN_SUBMIT)
+@pytest.mark.model_script(
+    hello_world_token_script(describe=False, submit="echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
+)
 async def test_the_export_holds_the_servers_tokens_merged_and_after_a_prefix_break(
     model_server: ScriptedModelServer, mini_install: MiniSweAgentInstall, tmp_path: Path
 ) -> None:

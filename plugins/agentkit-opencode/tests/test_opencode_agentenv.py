@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from agentkit.testing.programs import (
     assert_exports_carry_the_server_tokens,
     assert_key_only_reached_the_model,
     harbor_rollout,
+    hello_world_token_script,
     need_harbor_task,
     telemetry_weights,
 )
@@ -55,47 +55,6 @@ HELLO_WORLD: dict[str, Any] = {
         },
     ]
 }
-
-
-#: HELLO_WORLD with a look at the file between. opencode sends a tool call's
-#: arguments back as compact JSON, so they are written so here (as a model may
-#: sample them): the prompt of the second call shows the first call's tool call as it
-#: was sampled and extends that call's tokens (one sequence); the third shows it as
-#: JSON, otherwise than sampled (a prefix break).
-LOOK_THEN_ANSWER: dict[str, Any] = {
-    "rules": [
-        {
-            "match": {"turn": 0},
-            "reply": {
-                "content": "I will create the file.",
-                "tool_calls": [
-                    {
-                        "name": "bash",
-                        "arguments": json.dumps(
-                            {"command": "printf 'Hello, world!\\n' > /app/hello.txt",
-                             "description": "Write the greeting"},
-                            separators=(",", ":"),
-                        ),
-                    }
-                ],
-            },
-        },
-        {
-            "match": {"turn": 1},
-            "reply": {
-                "content": "Let me check it.",
-                "tool_calls": [
-                    {
-                        "name": "bash",
-                        "arguments": '{"command":"cat /app/hello.txt","description":"Read it"}',
-                    }
-                ],
-                "tool_calls_in_prompt": "as_sampled",
-            },
-        },
-        {"match": {"turn": 2}, "reply": {"content": "Created /app/hello.txt."}},
-    ]
-}  # fmt: skip
 
 
 @pytest.fixture
@@ -166,7 +125,7 @@ async def test_cli_runs_opencode_by_name(
 
 
 @pytest.mark.usefixtures("harbor_installed")
-@pytest.mark.model_script(LOOK_THEN_ANSWER)
+@pytest.mark.model_script(hello_world_token_script(describe=True, submit=None))
 async def test_every_model_call_is_recorded_with_the_servers_tokens(
     model_server: ScriptedModelServer,
     opencode_bin: OpenCodeBinary,
@@ -179,7 +138,10 @@ async def test_every_model_call_is_recorded_with_the_servers_tokens(
     the real key reached only the server. ``agentkit export`` writes for SkyRL, Tinker
     and verifiers exactly those ids, call by call: the second call's prompt extends the
     first call's tokens (one sequence), the third's shows a tool call otherwise than it
-    was sampled (as real chat templates may): a prefix break, and a second sequence."""
+    was sampled (as real chat templates may): a prefix break, and a second sequence.
+    opencode sends a tool call's arguments back as compact JSON (whatever the server
+    sent), so the script's are compact: a model that samples them otherwise gets a
+    prefix break after every tool call."""
     monkeypatch.setenv("AGENTKIT_TEST_OPENCODE_KEY", API_KEY)
     model_server.set_api_key(API_KEY)
     env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "opencode")

@@ -18,7 +18,8 @@ against the scripted model server and use these to set up and to look.
 - :func:`assert_calls_carry_the_server_tokens` checks a rollout's model calls,
   as the model proxy recorded them, against what the server logged it sent;
   :func:`assert_exports_carry_the_server_tokens` checks what ``agentkit
-  export`` writes for SkyRL, Tinker and verifiers against the same log.
+  export`` writes for SkyRL, Tinker and verifiers against the same log, for a
+  run of :func:`hello_world_token_script` (a merged call and a prefix break).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ __all__ = [
     "cancel_while_the_model_is_called",
     "files_containing",
     "harbor_rollout",
+    "hello_world_token_script",
     "host_processes_with",
     "need_harbor_task",
     "processes_with",
@@ -314,6 +316,45 @@ def assert_calls_carry_the_server_tokens(
     return with_ids
 
 
+def hello_world_token_script(*, describe: bool, submit: str | None) -> dict[str, Any]:
+    """A model script for the Harbor ``hello-world`` task in three calls whose token
+    ids make two training sequences: the first writes the file (a ``bash`` tool
+    call), the second looks at it (its prompt shows the first tool call as it was
+    sampled, ``tool_calls_in_prompt: as_sampled``: it extends the first call, one
+    sequence), the third finishes (its prompt shows the tool calls as JSON, not as
+    sampled: a prefix break, a second sequence). Arguments are compact JSON text,
+    as programs that parse and write them again (opencode) send them back.
+    ``describe``: the calls carry a ``description`` argument (opencode's bash
+    tool asks for one); ``submit``: the command the last call runs to finish
+    (mini-swe-agent), or None for an answer without a tool call (opencode)."""
+
+    def bash(command: str, description: str) -> dict[str, Any]:
+        arguments = {"command": command, **({"description": description} if describe else {})}
+        return {"name": "bash", "arguments": json.dumps(arguments, separators=(",", ":"))}
+
+    write = bash("printf 'Hello, world!\\n' > /app/hello.txt", "Write the greeting")
+    last: dict[str, Any] = {"content": "Created /app/hello.txt."}
+    if submit is not None:
+        last["tool_calls"] = [bash(submit, "Submit")]
+    return {
+        "rules": [
+            {
+                "match": {"turn": 0},
+                "reply": {"content": "I will create it.", "tool_calls": [write]},
+            },
+            {
+                "match": {"turn": 1},
+                "reply": {
+                    "content": "Let me check it.",
+                    "tool_calls": [bash("cat /app/hello.txt", "Read it")],
+                    "tool_calls_in_prompt": "as_sampled",
+                },
+            },
+            {"match": {"turn": 2}, "reply": last},
+        ]
+    }
+
+
 def _sent_by_call(calls: Sequence[ModelCall], server: ScriptedModelServer) -> list[dict[str, Any]]:
     """What the server logged it sent for each call (matched by the body it got)."""
     logged = list(server.model_requests)
@@ -367,8 +408,9 @@ def assert_exports_carry_the_server_tokens(
     its prompt its first call's, and the tokens marked sampled (with their logprobs)
     are exactly the calls' completions. The sequences are worked out from the
     server's log alone: a call whose prompt ids do not extend the previous call's
-    prompt and completion starts a new one (a prefix break). Returns each
-    sequence's calls (indices)."""
+    prompt and completion starts a new one (a prefix break). The files are left in
+    the run directory as ``export.skyrl``, ``export.tinker`` and
+    ``export.verifiers``. Returns each sequence's calls (indices)."""
     import agentkit.runs
 
     calls = agentkit.runs.open(run_dir).calls(rollout_id)
