@@ -367,6 +367,8 @@ TINKER_COOKBOOK_REQUIRES = [
     "tqdm",
     "transformers",
 ]
+#: The plugins whose real agent programs tests/trainers runs (their exports are loaded).
+TRAINER_PLUGINS = ["agentkit-harbor", "agentkit-opencode", "agentkit-mini-swe-agent"]
 #: tinker-cookbook needs torch>=2.10: the CPU build, which pip takes from this
 #: machine's own wheels (uv would resolve the multi-GB CUDA build from PyPI).
 TORCH = "torch==2.13.0"
@@ -378,8 +380,11 @@ def trainers(session: nox.Session) -> None:
 
     torch comes first, through pip (the CPU wheel); everything else through uv, which
     keeps that torch. ``AGENTKIT_TRAINERS=1`` lets pytest collect tests/trainers, which
-    the tests session leaves out (its environment has none of these packages).
+    the tests session leaves out (its environment has none of these packages). The
+    Harbor, opencode and mini-swe-agent plugins and the two programs are installed too:
+    tests/trainers runs the real programs and loads what their runs export.
     """
+    ensure_system_tools(session, docker=False, browser=False)
     session.run("python", "-m", "pip", "install", "--quiet", TORCH)
     uv = shutil.which("uv")
     if uv is None:
@@ -393,12 +398,14 @@ def trainers(session: nox.Session) -> None:
         *TINKER_COOKBOOK_REQUIRES,
         "-e",
         ".[parquet]",
+        *[a for p in TRAINER_PLUGINS for a in ("-e", str(ROOT / "plugins" / p))],
         "pytest>=8.0",
         "pytest-timeout>=2.2",
         "hypothesis>=6.90",
         external=True,
     )
     session.run(*install, "--no-deps", TINKER_COOKBOOK, external=True)
+    ensure_mini_swe_agent(session)
     session.run("pytest", "-q", "tests/trainers", *session.posargs, env={"AGENTKIT_TRAINERS": "1"})
 
 
