@@ -293,6 +293,35 @@ def test_a_bad_reference_names_the_line_and_field(
         read_calls(tmp_path, "r0")
 
 
+@given(
+    st.lists(st.integers(0, 10**6), max_size=6),
+    st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from([0, 1, 1, 2, 300])), max_size=8),
+    st.floats(-5, 5, allow_nan=False),
+    st.booleans(),
+)
+def test_the_tinker_writer_writes_what_datum_json_gives(
+    prompt: list[int], completion: list[tuple[int, int]], advantage: float, logprobs: bool
+) -> None:
+    # the writer writes the mask and advantages as JSON text made in C; they must
+    # load as the lists datum_json() builds
+    import orjson
+
+    from agentkit.training._tinker import _datum, datum_json
+
+    record = TrainingRecord(
+        rollout_id="r", task_id="t", example_id="t", rollout_index=0, group=0,
+        status="completed", reward=1.0, advantage=advantage, prompt_token_ids=prompt,
+        completion_token_ids=[t for t, _ in completion],
+        completion_mask=[m for _, m in completion],
+        completion_logprobs=[-0.5] * len(completion) if logprobs else None,
+    )  # fmt: skip
+    plain = datum_json(record)
+    written = _datum(record, fragments=True)
+    assert (plain is None) == (written is None)
+    if plain is not None:
+        assert orjson.loads(orjson.dumps(written)) == json.loads(json.dumps(plain))
+
+
 # --- a real run with recorded calls ------------------------------------------------
 
 
