@@ -240,9 +240,14 @@ def test_the_calls_file_gives_back_every_call(calls: list[ModelCall]) -> None:
     # rebuilt in full; a file of whole lists (as runs wrote before) reads the same
     from agentkit._calls import calls_json, parse_calls
 
+    from agentkit.training._sequences import _sequences_of
+
     lines = calls_json(calls)
     data = "".join(json.dumps(line) + "\n" for line in lines).encode()
-    assert parse_calls(data, "calls.jsonl") == calls
+    references: dict[int, tuple[int, int]] = {}
+    assert parse_calls(data, "calls.jsonl", references=references) == calls
+    # export, told which prompts the file stored by reference, makes the same sequences
+    assert _sequences_of(calls, references) == sequences_of(calls)
     whole = "".join(json.dumps(unstructure(c)) + "\n" for c in calls).encode()
     assert parse_calls(whole, "calls.jsonl") == calls
 

@@ -178,7 +178,9 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return lo
 
 
-def read_calls_file(path: Path) -> list[ModelCall] | None:
+def read_calls_file(
+    path: Path, *, references: dict[int, tuple[int, int]] | None = None
+) -> list[ModelCall] | None:
     """The calls in ``path`` in order of ``index``; None when there is no such file.
 
     See :func:`parse_calls`. Raises :class:`~agentkit._rundir.RunDirError`
@@ -190,11 +192,17 @@ def read_calls_file(path: Path) -> list[ModelCall] | None:
         return None
     except OSError as exc:
         raise RunDirError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_calls(data, str(path))
+    return parse_calls(data, str(path), references=references)
 
 
-def parse_calls(data: bytes, source: str) -> list[ModelCall]:
+def parse_calls(
+    data: bytes, source: str, *, references: dict[int, tuple[int, int]] | None = None
+) -> list[ModelCall]:
     """The calls of a calls file's bytes, in order of ``index``, their ids in full.
+
+    ``references``, when given, is filled with what the file says of each prompt
+    it stores by reference: call index -> (the earlier call, how many of its ids
+    the prompt starts with); training export then need not compare those ids again.
 
     A last line without its newline that is not valid JSON (the run was killed
     while writing it) is left out. Every field is checked against
@@ -220,8 +228,11 @@ def parse_calls(data: bytes, source: str) -> list[ModelCall]:
     done: dict[int, dict[str, Any]] = {}
     calls = []
     for fields, where in parsed:
-        if type(fields["prompt_token_ids"]) is dict:
-            fields["prompt_token_ids"] = _rebuild(fields["prompt_token_ids"], done, where)
+        delta = fields["prompt_token_ids"]
+        if type(delta) is dict:
+            fields["prompt_token_ids"] = _rebuild(delta, done, where)
+            if references is not None:
+                references[fields["index"]] = (delta["call"], delta["keep"])
         done[fields["index"]] = fields
         calls.append(ModelCall(**fields))
     return calls

@@ -28,7 +28,7 @@ from agentkit.training._errors import ExportError
 from agentkit.training._files import replacing, write_lines
 from agentkit.training._pipeline import prepare
 from agentkit.training._records import TrainingRecord, from_rollouts, with_sequences
-from agentkit.training._sequences import RolloutTokens, sequences_of
+from agentkit.training._sequences import RolloutTokens, _sequences_of, sequences_of
 from agentkit.training._sft import write_sft
 from agentkit.training._skyrl import write_skyrl
 from agentkit.training._tinker import write_tinker
@@ -88,13 +88,17 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_calls(run_dir: Path, rollout_id: str) -> list[ModelCall] | None:
+def read_calls(
+    run_dir: Path, rollout_id: str, *, references: dict[int, tuple[int, int]] | None = None
+) -> list[ModelCall] | None:
     """A rollout's model calls (``calls/<rollout_id>.jsonl``), read by the run
     directory's one parser (:func:`agentkit.runs.Run.calls` uses it too); None
     when it has no calls file. A malformed file is an :class:`ExportError`
-    naming the file, the line and the field."""
+    naming the file, the line and the field. ``references``: see
+    ``agentkit._calls.parse_calls``."""
     try:
-        return read_calls_file(run_dir / CALLS_DIR / f"{rollout_id}.jsonl")
+        path = run_dir / CALLS_DIR / f"{rollout_id}.jsonl"
+        return read_calls_file(path, references=references)
     except RunDirError as exc:
         raise ExportError(str(exc)) from None
 
@@ -114,8 +118,12 @@ def from_run_dir(run_dir: str | os.PathLike[str]) -> list[TrainingRecord]:
     out: list[TrainingRecord] = []
     with _gc_paused():
         for record in from_rollouts(rollouts):
-            calls = read_calls(store.run_dir, record.rollout_id)
-            out.extend([record] if calls is None else with_sequences(record, sequences_of(calls)))
+            references: dict[int, tuple[int, int]] = {}
+            calls = read_calls(store.run_dir, record.rollout_id, references=references)
+            if calls is None:
+                out.append(record)
+            else:
+                out.extend(with_sequences(record, _sequences_of(calls, references)))
     return out
 
 

@@ -28,7 +28,7 @@ Nothing is re-tokenized: every id is one the model server returned.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 import attrs
@@ -162,6 +162,15 @@ def _failed(call: ModelCall) -> bool:
 
 def sequences_of(calls: Iterable[ModelCall]) -> RolloutTokens:
     """The training sequences of one rollout's calls (see the module's rules)."""
+    return _sequences_of(calls, {})
+
+
+def _sequences_of(
+    calls: Iterable[ModelCall], references: Mapping[int, tuple[int, int]]
+) -> RolloutTokens:
+    """:func:`sequences_of`, told by the calls file which prompts start with all the
+    ids of an earlier call (``agentkit._calls.parse_calls``' ``references``): such a
+    prompt continues the sequence that call ended without its ids compared again."""
     ordered = sorted(calls, key=lambda c: c.index)
     builders: list[_Builder] = []
     ended_in: dict[int, _Builder | None] = {}  # call index -> its sequence (None: no ids)
@@ -182,7 +191,7 @@ def sequences_of(calls: Iterable[ModelCall]) -> RolloutTokens:
                         ended_in[key] = None
             continue
         prompt = call.prompt_token_ids or []
-        target = _continues(call, predecessor, prompt, ended_in)
+        target = _continues(call, predecessor, prompt, ended_in, references.get(call.index))
         if target is not None:
             target.merge(call)
         else:
@@ -209,10 +218,16 @@ def _continues(
     predecessor: int | None,
     prompt: list[int],
     ended_in: dict[int, _Builder | None],
+    reference: tuple[int, int] | None,
 ) -> _Builder | None:
     """The open sequence ``call`` merges into, or None for a new one."""
     own = ended_in.get(predecessor) if predecessor is not None else None
-    if own is not None and own.extends(prompt):
+    if own is not None and (
+        # a sequence's tokens are its last call's prompt and completion: a prompt the
+        # file rebuilt from all of that call's ids extends them, by construction
+        (reference is not None and reference == (own.calls[-1], len(own.full)))
+        or own.extends(prompt)
+    ):
         return own
     if call.parent is not None or (predecessor is not None and own is None):
         return None  # the caller named its parent; or it follows a call without ids
