@@ -239,7 +239,6 @@ def test_the_calls_file_gives_back_every_call(calls: list[ModelCall]) -> None:
     # prompts stored as a reference to an earlier call and the ids they add are
     # rebuilt in full; a file of whole lists (as runs wrote before) reads the same
     from agentkit._calls import calls_json, parse_calls
-
     from agentkit.training._sequences import _sequences_of
 
     lines = calls_json(calls)
