@@ -1,4 +1,5 @@
-"""``agentkit export RUN_DIR [--format FORMAT] [--out FILE] [--require-token-ids]``."""
+"""``agentkit export RUN_DIR [--format FORMAT] [--out FILE] [--require-token-ids]
+[--tokenizer PATH]``."""
 
 from __future__ import annotations
 
@@ -77,6 +78,15 @@ __all__ = ["export_cmd"]
     help="Fail (write nothing) when a rollout's tokens are incomplete: a model call that "
     "returned no token ids, or none recorded at all; the error names the rollouts and calls.",
 )
+@click.option(
+    "--tokenizer",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="A local Hugging Face tokenizer (a directory) that gives token ids to the chat "
+    "calls the server returned none for; their sequences are marked token_source "
+    "'tokenizer'. Needs pip install 'agentkit[tokenizer]'. Without it nothing is "
+    "re-tokenized.",
+)
 def export_cmd(
     run_dir: Path,
     fmt: str,
@@ -89,13 +99,15 @@ def export_cmd(
     max_seq_len: int | None,
     drop_unscored: bool,
     require_token_ids: bool,
+    tokenizer: Path | None,
 ) -> None:
     """Export a run directory's rollouts as training data, token for token.
 
     Each rollout's recorded model calls become training sequences (merged
     while each prompt extends the last; a prefix break or a branch starts a
-    new one); nothing is re-tokenized. Rollouts whose tokens are incomplete
-    are exported with what they have and marked, and listed on stderr.
+    new one); nothing is re-tokenized unless --tokenizer is given. Rollouts
+    whose tokens are incomplete are exported with what they have and marked,
+    and listed on stderr.
     """
     if out is None:
         out = run_dir / _default_name(fmt)
@@ -112,6 +124,7 @@ def export_cmd(
         max_seq_len=max_seq_len,
         drop_unscored=drop_unscored,
         require_token_ids=require_token_ids,
+        tokenizer=tokenizer,
     )
     click.echo(f"wrote {summary.written} {_unit(fmt)} to {out} ({fmt})")
     if summary.incomplete:

@@ -32,6 +32,7 @@ from agentkit.training._sequences import RolloutTokens, _sequences_of, sequences
 from agentkit.training._sft import write_sft
 from agentkit.training._skyrl import write_skyrl
 from agentkit.training._tinker import write_tinker
+from agentkit.training._tokenizer import load_tokenizer, retokenized
 from agentkit.training._verifiers import CallsOf, write_verifiers
 
 __all__ = [
@@ -103,7 +104,9 @@ def read_calls(
         raise ExportError(str(exc)) from None
 
 
-def from_run_dir(run_dir: str | os.PathLike[str]) -> list[TrainingRecord]:
+def from_run_dir(
+    run_dir: str | os.PathLike[str], *, tokenizer: str | os.PathLike[str] | None = None
+) -> list[TrainingRecord]:
     """Training records for every rollout stored in ``RUN_DIR/rollouts.jsonl``.
 
     A rollout whose model calls were recorded (``calls/<rollout_id>.jsonl``)
@@ -112,8 +115,14 @@ def from_run_dir(run_dir: str | os.PathLike[str]) -> list[TrainingRecord]:
     ids its harness kept in ``raw``. A half-written last line (an interrupted
     run) is skipped; nothing is modified. Advantages are those stored;
     :func:`~agentkit.training.prepare` recomputes them.
+
+    ``tokenizer``: the path of a local Hugging Face tokenizer that gives token ids
+    to the chat calls the server returned none for (``pip install
+    'agentkit[tokenizer]'``); their sequences are marked ``token_source:
+    "tokenizer"``. Without it nothing is re-tokenized.
     """
     store = _store(run_dir)
+    tok = load_tokenizer(tokenizer) if tokenizer is not None else None
     rollouts, _note = store.load_rollouts(repair=False)
     out: list[TrainingRecord] = []
     with _gc_paused():
@@ -122,6 +131,10 @@ def from_run_dir(run_dir: str | os.PathLike[str]) -> list[TrainingRecord]:
             calls = read_calls(store.run_dir, record.rollout_id, references=references)
             if calls is None:
                 out.append(record)
+                continue
+            if tok is not None and not all(c.has_tokens for c in calls):
+                calls = retokenized(calls, tok, os.fspath(tokenizer or ""))
+                out.extend(with_sequences(record, sequences_of(calls)))
             else:
                 out.extend(with_sequences(record, _sequences_of(calls, references)))
     return out
@@ -272,7 +285,13 @@ class ExportSummary:
 def _incomplete(records: list[TrainingRecord]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for record in records:
-        if record.token_issues:
+        if record.token_source == "tokenizer":
+            issue = {
+                "call": None,
+                "reason": "token ids made by a local tokenizer, not the server",
+            }
+            out.setdefault(record.rollout_id, [*record.token_issues, issue])
+        elif record.token_issues:
             out.setdefault(record.rollout_id, list(record.token_issues))
         elif not record.has_tokens and any(m.get("role") == "assistant" for m in record.completion):
             out.setdefault(
@@ -307,13 +326,16 @@ def export_run(
     max_seq_len: int | None = None,
     drop_unscored: bool = False,
     require_token_ids: bool = False,
+    tokenizer: str | os.PathLike[str] | None = None,
 ) -> ExportSummary:
     """Read a run directory, :func:`~agentkit.training.prepare` it, write ``out``.
 
     With ``require_token_ids`` a rollout whose tokens are incomplete (a call
     without token ids, or no token ids at all) fails the export: an
     :class:`ExportError` names each such rollout, its calls and why, and
-    nothing is written.
+    nothing is written; a sequence whose ids a ``tokenizer`` made (see
+    :func:`from_run_dir`) counts as incomplete there, since they are not the
+    server's.
     """
     if format not in EXPORT_FORMATS:
         raise ExportError(
@@ -322,7 +344,7 @@ def export_run(
     if format == "parquet":
         _pyarrow()  # fail before reading anything
     records = prepare(
-        from_run_dir(run_dir),
+        from_run_dir(run_dir, tokenizer=tokenizer),
         normalize=normalize,
         eps=eps,
         filter_overlong=filter_overlong,
