@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 import agentkit.runs
+from agentkit._convert import unstructure
 from agentkit._errors import SpecError
 from agentkit.cli._compare_cmd import leaderboard_command
 from agentkit.cli._results import money, print_results
@@ -252,8 +253,6 @@ def _show_calls(run: Any, r: Any, as_json: bool) -> None:
     """``--rollout ID --calls``: one line per model call, with what went wrong."""
     calls = run.calls(r.rollout_id)
     if as_json:
-        from agentkit._convert import unstructure
-
         click.echo(json.dumps([unstructure(c) for c in calls], indent=2, default=str))
         return
     if not calls:
