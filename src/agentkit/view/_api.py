@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import agentkit.runs
+from agentkit._convert import unstructure
 from agentkit._rundir import MANIFEST, ROLLOUTS, RunDirError
 from agentkit.runs import Rollout, Run
 from agentkit.view._paths import NotFound, Refused, inside, is_safe_name
@@ -533,8 +534,6 @@ class Viewer:
         found = [c for c in calls if c.index == int(index)]
         if not found:
             raise NotFound(f"no call {index} of rollout {rollout_id!r}")
-        from agentkit._convert import unstructure
-
         data: dict[str, Any] = unstructure(found[0])
         return data
 
