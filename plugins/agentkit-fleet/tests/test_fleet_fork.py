@@ -87,7 +87,9 @@ async def test_children_continue_on_their_own_copies_of_the_apps_databases() -> 
     episode = episode_of(events)
     await episode.init()
     try:
-        await episode.step(call("create_guest", name="Katherine Johnson", email="katherine@example.com"))
+        await episode.step(
+            call("create_guest", name="Katherine Johnson", email="katherine@example.com")
+        )
         children = await fork_episode(episode, CHILDREN)
         prefix = copy.deepcopy(episode.chat_history)
         # the parent goes on after the fork: no child sees its guest
@@ -139,7 +141,7 @@ async def test_the_backup_copy_is_consistent_and_leaves_the_source_unchanged() -
 async def test_environments_that_cannot_copy_their_state_refuse() -> None:
     record = record_of(TASKS.get_task(f"fleet:{KEY}"))
     platform = PlatformEnvironment(record, api_key="not-a-real-key-0123456789")
-    with pytest.raises(EnvironmentForkError, match="Fleet platform environment .* cannot fork"):
+    with pytest.raises(EnvironmentForkError, match=r"Fleet platform environment .* cannot fork"):
         await platform.fork()
     local = LocalBookingsEnvironment()
     try:

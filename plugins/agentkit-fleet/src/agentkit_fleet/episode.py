@@ -209,9 +209,11 @@ class FleetToolCallEpisode:
             )
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise EpisodeForkError(f"fleet-tool-call episode ({rid}): n must be a positive integer")
-        ids = list(rollout_ids) if rollout_ids is not None else [
-            f"{rid}.b{next(self._branches)}" for _ in range(n)
-        ]
+        ids = (
+            list(rollout_ids)
+            if rollout_ids is not None
+            else [f"{rid}.b{next(self._branches)}" for _ in range(n)]
+        )
         if len(ids) != n:
             raise EpisodeForkError(f"fleet-tool-call episode ({rid}): {len(ids)} ids for {n}")
         fork_env = getattr(self.environment, "fork", None)
