@@ -55,12 +55,13 @@ if TYPE_CHECKING:
     )
     from agentkit._taskset import ListTaskset, TaskProblem, Taskset
     from agentkit._usage import Usage
-    from agentkit.env import AgentEnv
+    from agentkit.env import AgentEnv, BranchPlan
     from agentkit.hookspecs import hookimpl
     from agentkit.jobs import Job
 
 _LAZY: dict[str, str] = {
     "AgentEnv": "agentkit.env",
+    "BranchPlan": "agentkit.env",
     "AgentkitError": "agentkit._errors",
     "HarnessError": "agentkit._errors",
     "OptionError": "agentkit._errors",
@@ -117,6 +118,7 @@ __all__ = [
     "RETRYABLE_ERROR_KINDS",
     "AgentEnv",
     "AgentkitError",
+    "BranchPlan",
     "Episode",
     "EpisodeForkError",
     "Event",

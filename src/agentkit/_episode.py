@@ -32,6 +32,7 @@ harnesses that take it and leaves the others as they are.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -129,8 +130,11 @@ class ForkableEpisode(Episode, Protocol):
     through :func:`fork_episode`.
     """
 
-    async def fork(self, n: int) -> list[Episode]:
+    async def fork(self, n: int, *, rollout_ids: Sequence[str] | None = None) -> list[Episode]:
         """``n`` new, started episodes continuing from this one's state now.
+
+        ``rollout_ids`` names the children (default: this episode's rollout
+        id with ``.b<i>``).
 
         Each has this episode's chat history, turn count and counters, and a
         copy of its environment (files, databases) as it is at the fork; they
@@ -216,10 +220,13 @@ def _who(episode: Any) -> str:
     return str(harness) if harness else type(episode).__name__
 
 
-async def fork_episode(episode: Any, n: int) -> list[Episode]:
+async def fork_episode(
+    episode: Any, n: int, *, rollout_ids: Sequence[str] | None = None
+) -> list[Episode]:
     """``episode.fork(n)``: ``n`` independent episodes continuing from ``episode``'s state.
 
-    ``n`` must be at least 1. An episode without ``fork`` (its harness cannot
+    ``n`` must be at least 1; ``rollout_ids`` (``n`` of them) names the
+    children, passed on only when given. An episode without ``fork`` (its harness cannot
     copy its state) raises :class:`EpisodeForkError` naming it, as the
     episode's own ``fork`` does when it cannot fork now (see
     :class:`ForkableEpisode`).
@@ -232,5 +239,11 @@ async def fork_episode(episode: Any, n: int) -> list[Episode]:
             f"episode of {_who(episode)!r} cannot fork: {type(episode).__name__} has no "
             "fork(n); the terminal and fleet-tool-call harnesses' episodes can"
         )
+    if rollout_ids is not None:
+        ids = list(rollout_ids)
+        if len(ids) != n:
+            raise EpisodeForkError(f"fork_episode: {len(ids)} rollout ids for {n} children")
+        named: list[Episode] = await fork(n, rollout_ids=ids)
+        return named
     children: list[Episode] = await fork(n)
     return children

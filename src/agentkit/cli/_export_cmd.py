@@ -77,6 +77,14 @@ __all__ = ["export_cmd"]
     help="Fail (write nothing) when a rollout's tokens are incomplete: a model call that "
     "returned no token ids, or none recorded at all; the error names the rollouts and calls.",
 )
+@click.option(
+    "--group-by",
+    type=click.Choice(["task", "branch_point"]),
+    default="task",
+    show_default=True,
+    help="GRPO groups: every rollout of a task, or (a branching run) the children of "
+    "one branch point (docs/branching.md).",
+)
 def export_cmd(
     run_dir: Path,
     fmt: str,
@@ -89,6 +97,7 @@ def export_cmd(
     max_seq_len: int | None,
     drop_unscored: bool,
     require_token_ids: bool,
+    group_by: str,
 ) -> None:
     """Export a run directory's rollouts as training data, token for token.
 
@@ -112,6 +121,7 @@ def export_cmd(
         max_seq_len=max_seq_len,
         drop_unscored=drop_unscored,
         require_token_ids=require_token_ids,
+        group_by="branch_point" if group_by == "branch_point" else "task",
     )
     click.echo(f"wrote {summary.written} {_unit(fmt)} to {out} ({fmt})")
     if summary.incomplete:

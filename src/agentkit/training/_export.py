@@ -21,6 +21,7 @@ import attrs
 
 from agentkit._calls import ModelCall
 from agentkit.env._store import RunStore
+from agentkit.training._advantages import GroupBy
 from agentkit.training._callfiles import ExportError, read_calls
 from agentkit.training._files import replacing, write_lines
 from agentkit.training._pipeline import prepare
@@ -160,6 +161,10 @@ def parquet_schema() -> Any:
             ("sequence_start", pa.string()),
             ("token_source", pa.string()),
             ("token_issues", pa.string()),
+            ("prefix_id", pa.string()),
+            ("branch_step", pa.int64()),
+            ("prefix_messages", pa.int64()),
+            ("prefix_tokens", pa.int64()),
         ]
     )
 
@@ -266,13 +271,15 @@ def export_run(
     max_seq_len: int | None = None,
     drop_unscored: bool = False,
     require_token_ids: bool = False,
+    group_by: GroupBy = "task",
 ) -> ExportSummary:
     """Read a run directory, :func:`~agentkit.training.prepare` it, write ``out``.
 
     With ``require_token_ids`` a rollout whose tokens are incomplete (a call
     without token ids, or no token ids at all) fails the export: an
     :class:`ExportError` names each such rollout, its calls and why, and
-    nothing is written.
+    nothing is written. ``group_by="branch_point"`` forms the GRPO groups per
+    branch point of a branching run (see :func:`~agentkit.training.assign_advantages`).
     """
     if format not in EXPORT_FORMATS:
         raise ExportError(
@@ -288,6 +295,7 @@ def export_run(
         eos_token_id=eos_token_id,
         max_seq_len=max_seq_len,
         drop_unscored=drop_unscored,
+        group_by=group_by,
     )
     incomplete = _incomplete(records)
     if require_token_ids and incomplete:

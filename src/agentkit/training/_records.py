@@ -17,6 +17,8 @@ import attrs
 
 from agentkit._calls import TokenSource
 from agentkit._errors import ValidationError
+from agentkit.env._branch_plan import PREFIX_STATUS
+from agentkit.env._records import branch_point_id
 from agentkit.training._sequences import RolloutTokens
 
 if TYPE_CHECKING:
@@ -98,6 +100,22 @@ class TrainingRecord:
     sequence_start: str | None = None
     token_source: TokenSource = "none"
     token_issues: list[dict[str, Any]] = attrs.field(factory=list)
+    #: Branching runs (docs/branching.md): the rollout id of the shared prefix this
+    #: rollout continues (its parent, not exported itself), the step it was forked at,
+    #: how many of its leading messages (prompt then completion) are that prefix, and
+    #: how many leading ``completion_token_ids`` are the prefix's (None without token ids).
+    prefix_id: str | None = None
+    branch_step: int | None = None
+    prefix_messages: int | None = None
+    prefix_tokens: int | None = None
+
+    @property
+    def branch_point(self) -> str | None:
+        """``<prefix_id>@<branch_step>``: the GRPO group key of a branching run's leaf
+        (``group_by="branch_point"``), None for a rollout that was not forked."""
+        if self.prefix_id is None or self.branch_step is None:
+            return None
+        return branch_point_id(self.prefix_id, self.branch_step)
 
     @property
     def has_tokens(self) -> bool:
@@ -158,6 +176,30 @@ def stop_reason_of(raw: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]
             found = message.get("finish_reason")
             return found if isinstance(found, str) else None
     return None
+
+
+def _prefix_fields(
+    rollout: RolloutRecord, parent: RolloutRecord | None, record: TrainingRecord
+) -> dict[str, Any]:
+    """The prefix fields of a leaf forked from ``parent`` (the prefix's record)."""
+    if rollout.parent_rollout_id is None:
+        return {}
+    fields: dict[str, Any] = {
+        "prefix_id": rollout.parent_rollout_id,
+        "branch_step": rollout.branch_step,
+    }
+    if parent is None:  # the prefix's line is not among those read: no lengths
+        return fields
+    fields["prefix_messages"] = len(parent.messages)
+    ids = (parent.raw or {}).get("completion_token_ids")
+    shared = (
+        isinstance(ids, list)
+        and record.completion_token_ids is not None
+        and record.prompt_token_ids == (parent.raw or {}).get("prompt_token_ids")
+        and record.completion_token_ids[: len(ids)] == ids
+    )
+    fields["prefix_tokens"] = len(ids) if shared and isinstance(ids, list) else None
+    return fields
 
 
 def _record_of(rollout: RolloutRecord) -> TrainingRecord:
@@ -249,9 +291,23 @@ def from_rollouts(rollouts: Iterable[RolloutRecord]) -> list[TrainingRecord]:
     :func:`~agentkit.training.prepare`).
 
     Rollouts that could not run (``infra_error``: the model server was down, the
-    sandbox did not start) are left out: they say nothing about the policy.
+    sandbox did not start) are left out: they say nothing about the policy. So
+    are a branching run's shared prefixes (status ``"branched"``): each leaf's
+    record holds its prefix and its continuation, with ``prefix_id``,
+    ``prefix_messages`` and ``prefix_tokens`` saying where the shared part
+    ends (docs/branching.md).
     """
-    return [_record_of(r) for r in rollouts if not r.infra_error]
+    stored = list(rollouts)
+    by_id = {r.rollout_id: r for r in stored}
+    out = []
+    for rollout in stored:
+        if rollout.infra_error or rollout.status == PREFIX_STATUS:
+            continue
+        record = _record_of(rollout)
+        parent = by_id.get(rollout.parent_rollout_id or "")
+        fields = _prefix_fields(rollout, parent, record)
+        out.append(record.evolve(**fields) if fields else record)
+    return out
 
 
 def from_groups(groups: Iterable[RolloutGroup]) -> list[TrainingRecord]:
@@ -259,4 +315,4 @@ def from_groups(groups: Iterable[RolloutGroup]) -> list[TrainingRecord]:
 
     Rollouts that could not run are left out, as in :func:`from_rollouts`.
     """
-    return [_record_of(r) for g in groups for r in g.rollouts if not r.infra_error]
+    return from_rollouts(r for g in groups for r in g.rollouts)

@@ -507,6 +507,7 @@ class Viewer:
         ]
         doc["metrics"] = _metrics(e.run.info.manifest)
         doc["files"], doc["files_truncated"] = self._files(e, rollout_id)
+        doc["branches"] = _branches(doc.get("record"))
         return doc
 
     def _calls(self, e: _Entry, r: Rollout) -> dict[str, Any]:
@@ -835,3 +836,15 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
+
+
+def _branches(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A branching run's tree around a rollout (docs/branching.md): the rollout it was
+    forked from and at which step, and the rollouts forked from it; None elsewhere."""
+    if not record:
+        return None
+    parent = record.get("parent_rollout_id")
+    children = record.get("children") or []
+    if parent is None and not children:
+        return None
+    return {"parent": parent, "branch_step": record.get("branch_step"), "children": children}

@@ -739,7 +739,12 @@
         doc.siblings.length > 1 ? h("div", { class: "siblings" }, h("span", { class: "muted small", text: "Rollouts of this task: " }),
           doc.siblings.map((s) => h("a", { href: rolloutUrl(name, s.rollout_id), "data-nav": true,
             class: `chip ${s.rollout_id === rid ? "current" : ""} ${s.infrastructure ? "infra" : s.ok ? (s.reward !== null && s.reward >= 1 ? "ok" : "bad") : "err"}`,
-            text: `#${s.index} ${num(s.reward, 2)}` }))) : null);
+            text: `#${s.index} ${num(s.reward, 2)}` }))) : null,
+        doc.branches ? h("div", { class: "siblings branches" },
+          doc.branches.parent ? [h("span", { class: "muted small", text: `Forked at step ${doc.branches.branch_step} from ` }),
+            h("a", { href: rolloutUrl(name, doc.branches.parent), "data-nav": true, class: "chip", text: doc.branches.parent })] : null,
+          doc.branches.children.length ? [h("span", { class: "muted small", text: " Branches: " }),
+            doc.branches.children.map((c) => h("a", { href: rolloutUrl(name, c), "data-nav": true, class: "chip", text: c }))] : null) : null);
       app.append(head);
       if (doc.running) app.append(h("div", { class: "banner live" }, "This rollout is running: its events appear below as they happen."));
       if (doc.previous) app.append(h("div", { class: "banner warn", text: `It is run again (agentkit run --resume); its earlier result: ${doc.previous.status}, reward ${num(doc.previous.reward)}${doc.previous.reason ? " (" + doc.previous.reason + ")" : ""}.` }));
