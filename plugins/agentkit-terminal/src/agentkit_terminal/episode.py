@@ -244,9 +244,11 @@ class TerminalEpisode:
             )
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise EpisodeForkError(f"terminal episode ({rid}): n must be a positive integer")
-        ids = list(rollout_ids) if rollout_ids is not None else [
-            f"{rid}.b{next(self._branches)}" for _ in range(n)
-        ]
+        ids = (
+            list(rollout_ids)
+            if rollout_ids is not None
+            else [f"{rid}.b{next(self._branches)}" for _ in range(n)]
+        )
         if len(ids) != n:
             raise EpisodeForkError(f"terminal episode ({rid}): {len(ids)} ids for {n} children")
         try:
