@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -29,7 +30,8 @@ from agentkit_fleet.records import record_of
 from agentkit_fleet.taskset import fleet_taskset
 from fleet_helpers import TASKS_JSON
 
-from agentkit import EpisodeForkError, Event, RunContext, fork_episode
+from agentkit import AgentEnv, BranchPlan, EpisodeForkError, Event, RunContext, fork_episode
+from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = [
     pytest.mark.anyio,
@@ -168,3 +170,39 @@ async def test_environments_that_cannot_copy_their_state_refuse() -> None:
     finally:
         await episode.close()
         shutil.rmtree(folder)
+
+
+async def test_a_branching_run_on_the_local_app_scores_each_childs_own_booking(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """AgentEnv.branch with the Fleet harness: the trunk registers the guest, then 2
+    children (each of the 2 identical requests gets its own reply) book different rooms
+    in their own copies of the app's databases; the verifier scores each copy."""
+    guest = call("create_guest", name="Katherine Johnson", email="katherine@example.com")
+    rules: list[dict[str, Any]] = [{"match": {"turn": 0}, "reply": {"content": guest}}]
+    for room in (1, 3):  # a single room (the task's answer: 1) and a double (0)
+        booking = call(
+            "create_booking",
+            guest_id=5,
+            room_id=room,
+            check_in="2026-05-05",
+            check_out="2026-05-07",
+        )
+        rules.append({"match": {"turn": 1}, "times": 1, "reply": {"content": booking}})
+    model_server.set_script({"rules": rules, "default": {"content": "Done. <done>"}})
+    env = AgentEnv(TASKS, FleetToolCallHarness(provider="local"))
+    results = await env.branch(
+        BranchPlan(at=1, children=2),
+        task_ids=[f"fleet:{KEY}"],
+        model="scripted-model",
+        base_url=model_server.base_url,
+        out=tmp_path / "run",
+    )
+    [root] = [r for r in results.rollouts if r.children]
+    leaves = [r for r in results.rollouts if r.parent_rollout_id == root.rollout_id]
+    assert len(leaves) == 2 and all(r.status == "completed" for r in leaves), leaves
+    # each child's own reply after the fork (message 4) says which room it booked
+    rooms = {re.findall(r'"room_id": (\d+)', r.messages[4]["content"])[0]: r.reward for r in leaves}
+    assert rooms == {"1": 1.0, "3": 0.0}
+    [group] = results.groups
+    assert group.branch_point == f"{root.rollout_id}@1" and sorted(group.rewards) == [0.0, 1.0]
