@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +125,23 @@ async def test_eight_children_of_one_episode_finish_scored_with_their_own_files(
     assert viewer.rollout("run", root.rollout_id)["branches"]["children"] == root.children
     leaf_view = viewer.rollout("run", leaves[0].rollout_id)["branches"]
     assert leaf_view["parent"] == root.rollout_id and leaf_view["branch_step"] == 1
+
+
+def test_the_branching_example_runs_and_scores_every_leaf(tmp_path: Path) -> None:
+    """examples/branching/branch_run.py, run as a user runs it (a subprocess)."""
+    example = HARBOR.parent / "branching" / "branch_run.py"
+    done = subprocess.run(
+        [sys.executable, str(example), str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout.splitlines()[-1])
+    leaves = {k: v for k, v in shown["tree"].items() if v["parent"] is not None}
+    assert sorted(v["reward"] for v in leaves.values()) == [0.0, 0.0, 1.0, 1.0]
+    [group] = shown["groups"]
+    assert sorted(a["advantage"] for a in shown["export"]) == [-0.5, -0.5, 0.5, 0.5]
+    assert {a["prefix_id"] for a in shown["export"]} == {group["branch_point"].split("@")[0]}
+    assert (tmp_path / "run" / "rollouts.jsonl").is_file()
