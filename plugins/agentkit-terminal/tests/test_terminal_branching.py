@@ -145,3 +145,55 @@ def test_the_branching_example_runs_and_scores_every_leaf(tmp_path: Path) -> Non
     assert sorted(a["advantage"] for a in shown["export"]) == [-0.5, -0.5, 0.5, 0.5]
     assert {a["prefix_id"] for a in shown["export"]} == {group["branch_point"].split("@")[0]}
     assert (tmp_path / "run" / "rollouts.jsonl").is_file()
+
+
+async def test_a_root_that_ends_early_is_a_leaf_and_a_failed_child_fails_alone(
+    model_server: ScriptedModelServer, tmp_path: Path
+) -> None:
+    """Two roots: at the first model call one submits at once (before the branch point:
+    a scored leaf, no fork), the other looks around; of the second's 2 children, the
+    model server fails one's call (that child fails with the error, unscored) and the
+    other submits."""
+    write = {"content": sh("printf 'Hello, world!\\n' > /app/hello.txt")}
+    model_server.set_script(
+        {
+            "rules": [
+                {"match": {"turn": 0}, "times": 1, "reply": {"content": text_call("submit", {})}},
+                {"match": {"turn": 0}, "reply": {"content": sh("ls /app")}},
+                {"match": {"turn": 1}, "times": 1, "reply": {"fail": "server_error"}},
+                {"match": {"turn": 1}, "reply": write},
+            ],
+            "default": {"content": text_call("submit", {})},
+        }
+    )
+    env = AgentEnv(HarborTaskset(str(HARBOR)), TerminalHarness(sandbox_options=HOST))
+    results = await env.branch(
+        BranchPlan(at=1, children=2),
+        task_ids=["harbor:hello-world"],
+        model="scripted-model",
+        base_url=model_server.base_url,
+        rollouts_per_task=2,
+        concurrency=1,  # the roots one after the other: the first takes the submit
+        out=tmp_path / "run",
+    )
+    by_id = {r.rollout_id: r for r in results.rollouts}
+    early = [r for r in results.rollouts if r.parent_rollout_id is None and not r.children]
+    [early_root] = early
+    assert early_root.status == "completed" and early_root.reward == 0.0  # no hello.txt
+    [root] = [r for r in results.rollouts if r.children]
+    kids = [by_id[c] for c in root.children]
+    failed = [k for k in kids if k.status == "failed"]
+    [ok] = [k for k in kids if k.status == "completed"]
+    assert len(failed) == 1 and failed[0].reward is None
+    assert failed[0].error_kind == "model_server_error", failed[0].error
+    assert ok.reward == 1.0 and ok.advantage == 0.0  # alone among the scored of its group
+    [group] = results.groups
+    assert group.branch_point == f"{root.rollout_id}@1"
+    assert results.summary["branching"] == {
+        "at": 1,
+        "children": 2,
+        "token_ids": False,
+        "prefixes": 1,
+        "leaves": 3,
+        "groups": 1,
+    }
