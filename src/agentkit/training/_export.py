@@ -25,6 +25,7 @@ from agentkit.training._advantages import GroupBy
 from agentkit.training._callfiles import ExportError, read_calls
 from agentkit.training._files import replacing, write_lines
 from agentkit.training._pipeline import prepare
+from agentkit.training._prefixes import Prefixes
 from agentkit.training._records import TrainingRecord, from_rollouts, with_sequences
 from agentkit.training._sequences import RolloutTokens, sequences_of
 from agentkit.training._sft import write_sft
@@ -74,16 +75,20 @@ def from_run_dir(run_dir: str | os.PathLike[str]) -> list[TrainingRecord]:
     A rollout whose model calls were recorded (``calls/<rollout_id>.jsonl``)
     gives one record per training sequence of its calls (see "Sequences" in
     ``docs/training-data.md``); any other rollout one record, with the token
-    ids its harness kept in ``raw``. A half-written last line (an interrupted
-    run) is skipped; nothing is modified. Advantages are those stored;
+    ids its harness kept in ``raw``. Each record of a branching run's leaf
+    says where its shared prefix ends (``prefix_tokens``, counted per
+    sequence; ``docs/branching.md``). A half-written last line (an
+    interrupted run) is skipped; nothing is modified. Advantages are those stored;
     :func:`~agentkit.training.prepare` recomputes them.
     """
     store = _store(run_dir)
     rollouts, _note = store.load_rollouts(repair=False)
     out: list[TrainingRecord] = []
+    prefixes = Prefixes(store.run_dir, rollouts)
     for record in from_rollouts(rollouts):
         calls = read_calls(store.run_dir, record.rollout_id)
-        out.extend([record] if calls is None else with_sequences(record, sequences_of(calls)))
+        records = [record] if calls is None else with_sequences(record, sequences_of(calls))
+        out.extend(records if record.prefix_id is None else prefixes.count(records))
     return out
 
 

@@ -25,9 +25,12 @@ if TYPE_CHECKING:
     from agentkit.env import RolloutGroup, RolloutRecord
 
 __all__ = [
+    "PrefixSequences",
     "TrainingRecord",
     "from_groups",
     "from_rollouts",
+    "prefix_tokens_of",
+    "raw_sequences",
     "stop_reason_of",
     "with_sequences",
 ]
@@ -178,6 +181,38 @@ def stop_reason_of(raw: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]
     return None
 
 
+#: The token ids of a shared prefix's training sequences: (prompt ids, completion ids).
+PrefixSequences = Sequence[tuple[Sequence[int], Sequence[int]]]
+
+
+def prefix_tokens_of(record: TrainingRecord, prefix: PrefixSequences) -> int | None:
+    """How many leading ``completion_token_ids`` of ``record`` are its shared prefix's.
+
+    The record's sequence continues one of the prefix's sequences when it has
+    the same prompt ids and its completion starts with that sequence's: the
+    answer is that sequence's completion length. None without token ids, or
+    when the record continues none of them (a sequence that starts after the
+    branch point).
+    """
+    prompt, completion = record.prompt_token_ids, record.completion_token_ids
+    if prompt is None or completion is None:
+        return None
+    for prefix_prompt, prefix_completion in prefix:
+        n = len(prefix_completion)
+        if prompt == list(prefix_prompt) and completion[:n] == list(prefix_completion):
+            return n
+    return None
+
+
+def raw_sequences(rollout: RolloutRecord) -> list[tuple[list[int], list[int]]]:
+    """The one sequence a rollout's ``raw`` token ids make (none when it has none)."""
+    raw = rollout.raw or {}
+    prompt, completion = raw.get("prompt_token_ids"), raw.get("completion_token_ids")
+    if not isinstance(prompt, list) or not isinstance(completion, list):
+        return []
+    return [(prompt, completion)]
+
+
 def _prefix_fields(
     rollout: RolloutRecord, parent: RolloutRecord | None, record: TrainingRecord
 ) -> dict[str, Any]:
@@ -191,14 +226,7 @@ def _prefix_fields(
     if parent is None:  # the prefix's line is not among those read: no lengths
         return fields
     fields["prefix_messages"] = len(parent.messages)
-    ids = (parent.raw or {}).get("completion_token_ids")
-    shared = (
-        isinstance(ids, list)
-        and record.completion_token_ids is not None
-        and record.prompt_token_ids == (parent.raw or {}).get("prompt_token_ids")
-        and record.completion_token_ids[: len(ids)] == ids
-    )
-    fields["prefix_tokens"] = len(ids) if shared and isinstance(ids, list) else None
+    fields["prefix_tokens"] = prefix_tokens_of(record, raw_sequences(parent))
     return fields
 
 
