@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _stats_runs import make_example_runs
 from _view import (
     ROOT,
     arithmetic_run_args,
@@ -290,3 +291,96 @@ def test_it_opens_the_browser_on_its_url_unless_told_not_to(runs: Path, tmp_path
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Runs A, B and C of docs/statistics.md's worked example (tests/_stats_runs.py)."""
+    folder = tmp_path_factory.mktemp("example")
+    make_example_runs(folder)
+    return folder / "runs"
+
+
+def test_compare_n_runs_gives_the_leaderboard_and_each_against_a_baseline(example: Path) -> None:
+    """The numbers of docs/statistics.md's worked example, through the viewer's API."""
+    with view_server(example) as url:
+        doc = get_json(url, "/api/compare/A/B/C?baseline=B")
+        assert [r["name"] for r in doc["runs"]] == ["A", "B", "C"]
+        assert doc["baseline"] == "B" and doc["same_taskset"] is False
+        board = {r["run"]: r for r in doc["leaderboard"]}
+        assert [r["run"] for r in doc["leaderboard"]] == ["A", "B", "C"]  # by mean reward
+        assert [r["rank"] for r in doc["leaderboard"]] == [1, 2, 3]
+        assert board["A"]["mean_reward"] == pytest.approx(0.625)
+        assert (board["A"]["ci_low"], board["A"]["ci_high"]) == (
+            pytest.approx(-0.137, abs=5e-4),
+            pytest.approx(1.387, abs=5e-4),
+        )
+        assert board["B"]["mean_reward"] == pytest.approx(5 / 9)
+        assert (board["B"]["ci_low"], board["B"]["ci_high"]) == (
+            pytest.approx(-0.055, abs=5e-4),
+            pytest.approx(1.166, abs=5e-4),
+        )
+        assert (board["B"]["scored"], board["B"]["could_not_run"]) == (9, 1)
+        assert board["A"]["pass@2"] == pytest.approx(0.75) and board["B"]["pass@2"] is None
+        a_vs_b, c_vs_b = doc["against"]
+        assert (a_vs_b["run"], a_vs_b["baseline"]) == ("A", "B")
+        d = a_vs_b["difference"]
+        assert d["mean"] == pytest.approx(0.25) and d["p_value"] == pytest.approx(0.1817, abs=1e-4)
+        assert (d["ci_low"], d["ci_high"]) == (
+            pytest.approx(-0.209, abs=5e-4),
+            pytest.approx(0.709, abs=5e-4),
+        )
+        assert (a_vs_b["wins_a"], a_vs_b["ties"], a_vs_b["wins_b"]) == (2, 2, 0)
+        assert a_vs_b["shared_tasks"] == 4 and a_vs_b["only_b"] == ["example:t5"]
+        assert [t["task_id"] for t in a_vs_b["top"]] == ["example:t1", "example:t2"]
+        assert c_vs_b["shared_tasks"] == 0 and c_vs_b["difference"]["mean"] is None
+        hm = doc["heatmap"]
+        assert hm["runs"] == ["A", "B", "C"]
+        assert hm["tasks"][:5] == [f"example:t{i}" for i in range(1, 6)]
+        assert hm["tasks"][5:] == ["other:t1", "other:t2"]
+        assert hm["mean"][0] == [1.0, 0.5, None] and hm["mean"][4] == [None, 1.0, None]
+        assert hm["mean"][2] == [0.0, 0.0, None]
+        assert hm["scored"][2] == [2, 1, 0] and hm["rollouts"][2] == [2, 2, 0]  # one could not run
+        assert "counts" not in doc  # the per-task verdicts are for two runs
+        two = get_json(url, "/api/compare/A/B")
+        assert two["baseline"] == "A" and two["against"][0]["difference"]["mean"] == -0.25
+        assert two["counts"]["a_only"] == 1 and two["a"]["name"] == "A"
+        for bad in ("/api/compare/A", "/api/compare/A/nope", "/api/compare/A/B?baseline=C"):
+            status, _ = raw_get(url, bad)
+            assert status == 404, bad
+
+
+def test_charts_bin_the_distributions_of_each_run(example: Path) -> None:
+    with view_server(example) as url:
+        doc = get_json(url, "/api/charts?runs=A,B")
+        assert doc["runs"] == ["A", "B"]
+        charts = {c["key"]: c for c in doc["charts"]}
+        assert list(charts) == ["reward", "duration_s", "tokens", "cost"]
+        reward = charts["reward"]
+        assert reward["kind"] == "discrete" and reward["values"] == [0.0, 1.0]
+        # A: 5 of 8 right; B: 5 of the 9 that ran (the rollout that could not run has none)
+        assert [(s["run"], s["n"], s["counts"]) for s in reward["series"]] == [
+            ("A", 8, [3, 5]),
+            ("B", 9, [4, 5]),
+        ]
+        assert reward["series"][1]["summary"]["mean"] == pytest.approx(5 / 9)
+        tokens = charts["tokens"]
+        assert tokens["kind"] == "bins" and [s["n"] for s in tokens["series"]] == [8, 10]
+        for chart in (tokens, charts["duration_s"]):
+            edges = chart["edges"]
+            assert len(edges) - 1 == len(chart["series"][0]["counts"]) <= 21
+            for s in chart["series"]:
+                assert sum(s["counts"]) == s["n"]
+                q = s["summary"]
+                assert edges[0] <= q["min"] <= q["p5"] <= q["q1"] <= q["median"] <= q["q3"]
+                assert q["q3"] <= q["p95"] <= q["max"] <= edges[-1]
+        # every rollout of A asked the model once: 13 tokens (11 in, 2 out) each
+        a_tokens = tokens["series"][0]
+        assert a_tokens["summary"]["min"] == a_tokens["summary"]["max"] == 13.0
+        assert a_tokens["counts"][tokens["edges"].index(13.0)] == 8
+        assert charts["cost"]["kind"] == "empty"  # the scripted model has no price
+        one = get_json(url, "/api/charts?runs=B")
+        assert one["charts"][0]["series"][0]["counts"] == [4, 5]
+        for bad in ("/api/charts", "/api/charts?runs=nope", "/api/charts?runs=..%2fA"):
+            status, _ = raw_get(url, bad)
+            assert status == 404, bad

@@ -13,15 +13,18 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import agentkit.runs
 from agentkit._convert import unstructure
-from agentkit._rundir import MANIFEST, ROLLOUTS, RunDirError
+from agentkit._rundir import MANIFEST, ROLLOUTS, SUMMARY, RunDirError
 from agentkit.runs import Rollout, Run
+from agentkit.stats import RunStats, Scores, scores_of_run, scores_stats
+from agentkit.view._charts import Values, distributions, values_of
 from agentkit.view._paths import NotFound, Refused, inside, is_safe_name
+from agentkit.view._stats import Scored, against, heatmap, leaderboard
 
 __all__ = ["MAX_PAGE", "Viewer"]
 
@@ -65,6 +68,8 @@ class _Entry:
         self._summary_at = 0.0
         self._summary_cost = 0.0
         self._tasks: dict[str, Any] | None = None
+        self._scores: tuple[Any, Scores] | None = None
+        self._values: tuple[int, Values] | None = None
 
     def refresh(self) -> None:
         if self.run.refresh():
@@ -110,6 +115,35 @@ class _Entry:
         if self._tasks is None:
             self._tasks = self.run.tasks()
         return self._tasks
+
+    def scores(self) -> Scores:
+        """The run's per-task scores (:func:`agentkit.stats.scores_of_run`: from a current
+        summary.json, else from the rollouts), kept while the run does not change."""
+        key = (len(self.run), _mtime(self.path / SUMMARY))
+        if self._scores is None or self._scores[0] != key:
+            self._scores = (key, scores_of_run(self.run))
+        return self._scores[1]
+
+    def row(self, label: str) -> RunStats:
+        """The run's leaderboard row (as :func:`agentkit.stats.run_stats` makes it)."""
+        info = self.run.info
+        return scores_stats(
+            self.scores(),
+            label=label,
+            path=str(self.path),
+            taskset=info.taskset,
+            harness=info.harness,
+            model=info.model,
+            planned=info.planned,
+        )
+
+    def values(self) -> Values:
+        """The values the charts draw (every finished rollout read once), kept while the
+        run does not change."""
+        n = len(self.run)
+        if self._values is None or self._values[0] != n:
+            self._values = (n, values_of(self.rows()))
+        return self._values[1]
 
 
 class Viewer:
@@ -591,10 +625,48 @@ class Viewer:
             raise NotFound(f"not a file: {relative}")
         return path
 
+    # -- statistics and charts ------------------------------------------------------
+    def scored(self, name: str, label: str | None = None) -> Scored:
+        """A run with its per-task scores and leaderboard row (labelled ``label``, else its
+        name), for the statistics of the compare and job pages."""
+        e = self.entry(name)
+        return (name, e.scores(), e.row(label if label is not None else name))
+
+    def charts(self, names: Sequence[str]) -> dict[str, Any]:
+        """The distributions of reward, duration, tokens and cost of each run, binned alike
+        (see :mod:`agentkit.view._charts`)."""
+        names = _distinct(names)
+        if not names:
+            raise NotFound("no run to chart: give ?runs=NAME,...")
+        return distributions([(name, self.entry(name).values()) for name in names])
+
     # -- compare -----------------------------------------------------------------
-    def compare(self, a: str, b: str) -> dict[str, Any]:
+    def compare(self, names: Sequence[str], baseline: str | None = None) -> dict[str, Any]:
+        """Two runs or more: their leaderboard with intervals, each against ``baseline``
+        (the first run unless named) paired on the tasks both scored, the tasks × runs heat
+        map; for two runs, also which tasks one passes and the other does not."""
+        names = _distinct(names)
+        if len(names) < 2:
+            raise NotFound("a comparison needs two runs or more: /compare/RUN_A/RUN_B/...")
+        base = baseline or names[0]
+        if base not in names:
+            raise NotFound(f"the baseline {base!r} is not one of the runs compared")
+        scored = [self.scored(name) for name in names]
+        entries = [self.entry(name) for name in names]
+        doc: dict[str, Any] = {
+            "runs": [self._listing(name, e) for name, e in zip(names, entries, strict=True)],
+            "same_taskset": len({e.run.info.taskset for e in entries}) == 1,
+            "baseline": base,
+            "leaderboard": leaderboard(scored),
+            "against": against(scored[names.index(base)], [s for s in scored if s[0] != base]),
+            "heatmap": heatmap(scored),
+        }
+        if len(names) == 2:
+            doc.update(self._verdicts(names[0], entries[0], names[1], entries[1]))
+        return doc
+
+    def _verdicts(self, a: str, ea: _Entry, b: str, eb: _Entry) -> dict[str, Any]:
         """Two runs per task: which tasks one passes and the other does not."""
-        ea, eb = self.entry(a), self.entry(b)
         sa = ea.summary(running=ea.run.state() == "running")
         sb = eb.summary(running=eb.run.state() == "running")
         ta = {t["task_id"]: t for t in sa.get("tasks") or []}
@@ -619,7 +691,6 @@ class Viewer:
         return {
             "a": self._listing(a, ea),
             "b": self._listing(b, eb),
-            "same_taskset": ea.run.info.taskset == eb.run.info.taskset,
             "counts": counts,
             "tasks": rows,
         }
@@ -630,6 +701,11 @@ class Viewer:
 
 #: Query parameters that filter the rollout table.
 _FILTERS = ("status", "failed", "errored", "could_not_run", "error_kind", "task", "metric")
+
+
+def _distinct(names: Sequence[str]) -> list[str]:
+    """Names in order, each once, blanks left out."""
+    return list(dict.fromkeys(n for n in names if n))
 
 
 def _task_rollouts(e: _Entry, task_id: str) -> list[Rollout]:

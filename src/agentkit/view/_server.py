@@ -2,7 +2,7 @@
 
 Routes:
 
-* ``/``, ``/run/<run>``, ``/run/<run>/rollout/<id>``, ``/compare/<a>/<b>``:
+* ``/``, ``/run/<run>``, ``/run/<run>/rollout/<id>``, ``/compare/<a>/<b>/...``:
   the single page (``static/index.html``), which routes in the browser;
 * ``/api/...``: JSON built by :class:`agentkit.view._api.Viewer`;
 * ``/api/.../stream``: server-sent events: the server looks at the run's
@@ -102,7 +102,8 @@ def create_app(root: str | Path, *, allowed_hosts: set[str] | None = None) -> we
     r.add_get("/api/run/{run}/rollout/{rid}", _rollout)
     r.add_get("/api/run/{run}/rollout/{rid}/stream", _rollout_stream)
     r.add_get("/api/run/{run}/rollout/{rid}/call/{index}", _call_json)
-    r.add_get("/api/compare/{a}/{b}", _compare)
+    r.add_get("/api/compare/{names:.+}", _compare)
+    r.add_get("/api/charts", _charts)
     r.add_get("/api/{tail:.*}", _api_unknown)
     r.add_get("/files/{run}/{path:.+}", _file)
     r.add_static("/static/", STATIC, follow_symlinks=False)
@@ -208,8 +209,15 @@ async def _call_json(request: web.Request) -> web.StreamResponse:
 
 async def _compare(request: web.Request) -> web.StreamResponse:
     viewer = request.app[VIEWER]
-    info = request.match_info
-    return _json(await _call(request, viewer.compare, info["a"], info["b"]))
+    names = request.match_info["names"].strip("/").split("/")
+    baseline = request.query.get("baseline") or None
+    return _json(await _call(request, viewer.compare, names, baseline))
+
+
+async def _charts(request: web.Request) -> web.StreamResponse:
+    viewer = request.app[VIEWER]
+    names = (request.query.get("runs") or "").split(",")
+    return _json(await _call(request, viewer.charts, names))
 
 
 # -- files -----------------------------------------------------------------------
