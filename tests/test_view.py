@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _stats_runs import make_example_runs
+from _stats_runs import JOB_CELLS, make_example_job, make_example_runs
 from _view import (
     ROOT,
     arithmetic_run_args,
@@ -384,3 +384,126 @@ def test_charts_bin_the_distributions_of_each_run(example: Path) -> None:
         for bad in ("/api/charts", "/api/charts?runs=nope", "/api/charts?runs=..%2fA"):
             status, _ = raw_get(url, bad)
             assert status == 404, bad
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory, runs: Path) -> Path:
+    """A folder with a job (tests/_stats_runs.py's: cells of models a, b and c, and one
+    not started) beside an ordinary run."""
+    folder = tmp_path_factory.mktemp("jobs")
+    job = make_example_job(folder)
+    subprocess.run(["cp", "-a", str(runs / "good"), str(job.parent / "good")], check=True)
+    return job.parent
+
+
+def test_a_job_has_its_cells_leaderboard_and_heat_map(jobs: Path) -> None:
+    with view_server(jobs) as url:
+        listing = get_json(url, "/api/runs")
+        by_name = {r["name"]: r for r in listing["runs"]}
+        assert set(by_name) == {"good"} | {f"sweep~{c}" for c in JOB_CELLS}
+        cell_b = by_name["sweep~example.chat.b"]
+        assert (cell_b["job"], cell_b["cell"]) == ("sweep", "example.chat.b")
+        assert by_name["good"]["job"] is None
+        (job,) = listing["jobs"]
+        assert (job["name"], job["cells"], job["started"], job["state"]) == (
+            "sweep",
+            4,
+            3,
+            "incomplete",
+        )
+        assert (job["planned"], job["finished"], job["infra_errors"]) == (30, 30, 1)
+        assert job["best"] == {
+            "run": "sweep~example.chat.b",
+            "cell": "example.chat.b",
+            "mean_reward": pytest.approx(5 / 9),
+        }
+        doc = get_json(url, "/api/job/sweep")
+        assert [(c["name"], c["run"], c["state"]) for c in doc["cell_list"]] == [
+            ("example.chat.a", "sweep~example.chat.a", "complete"),
+            ("example.chat.b", "sweep~example.chat.b", "incomplete"),
+            ("example.chat.c", "sweep~example.chat.c", "complete"),
+            ("example.chat.d", None, "not started"),
+        ]
+        assert doc["axes"]["model"] == ["a", "b", "c", "d"]
+        board = doc["leaderboard"]
+        assert [(r["label"], r["rank"]) for r in board] == [
+            ("example.chat.b", 1),
+            ("example.chat.a", 2),
+            ("example.chat.c", 3),
+        ]
+        assert board[0]["axes"] == {"taskset": "example", "harness": "chat", "model": "b"}
+        # cell b is run B of docs/statistics.md: the same rollouts, the same interval
+        assert (board[0]["ci_low"], board[0]["ci_high"]) == (
+            pytest.approx(-0.055, abs=5e-4),
+            pytest.approx(1.166, abs=5e-4),
+        )
+        hm = doc["heatmap"]
+        assert hm["runs"] == [f"sweep~{c}" for c in JOB_CELLS]
+        assert hm["tasks"] == [f"example:t{i}" for i in range(1, 6)]
+        assert hm["mean"] == [
+            [1.0, 0.5, 1.0],
+            [0.5, 0.0, 0.0],
+            [0.0, 0.0, 0.0],
+            [1.0, 1.0, 0.0],
+            [0.0, 1.0, 0.0],
+        ]
+        assert doc["labels"]["sweep~example.chat.c"] == "example.chat.c"
+        # a cell is a run like any other: its page, rollouts, files and charts
+        run = get_json(url, "/api/run/sweep~example.chat.b")
+        assert (run["job"], run["cell"], run["infra_errors"]) == ("sweep", "example.chat.b", 1)
+        page = get_json(url, "/api/run/sweep~example.chat.b/rollouts?task=example:t3")
+        assert [r["infrastructure"] for r in page["rows"]] == [True, False]
+        rid = page["rows"][1]["rollout_id"]
+        assert get_json(url, f"/api/run/sweep~example.chat.b/rollout/{rid}")["task_id"] == (
+            "example:t3"
+        )
+        status, _ = raw_get(url, "/files/sweep~example.chat.b/manifest.json")
+        assert status == 200
+        charts = get_json(url, "/api/charts?runs=sweep~example.chat.a,sweep~example.chat.b")
+        assert [s["counts"] for s in charts["charts"][0]["series"]] == [[5, 5], [4, 5]]
+        for bad in (
+            "/api/job/nope",
+            "/api/job/good",
+            "/api/run/sweep~example.chat.d",
+            "/api/run/sweep~nope",
+            "/api/run/good~x",
+            "/api/run/sweep~example.chat.a~x",
+        ):
+            status, _ = raw_get(url, bad)
+            assert status == 404, bad
+
+
+def test_a_job_directory_served_alone(jobs: Path, tmp_path: Path) -> None:
+    """``agentkit view JOBDIR``: the cells are its runs (by their names), and it says so;
+    a cell whose run directory leads outside the job (a symlink) is not served."""
+    job = tmp_path / "sweep"
+    subprocess.run(["cp", "-a", str(jobs / "sweep"), str(job)], check=True)
+    elsewhere = tmp_path / "elsewhere"
+    subprocess.run(["cp", "-a", str(jobs / "good"), str(elsewhere)], check=True)
+    (job / "cells" / "example.chat.d").symlink_to(elsewhere, target_is_directory=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentkit", "view", str(job), "--no-open"],
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline().strip() for _ in range(3)]
+        assert lines[0] == "agentkit view: job sweep (3 cells started)"
+        url, job_url = lines[1], lines[2]
+        assert job_url == url + "job/sweep"
+        listing = get_json(url, "/api/runs")
+        assert listing["single_job"] is True
+        assert sorted(r["name"] for r in listing["runs"]) == sorted(JOB_CELLS)
+        doc = get_json(url, "/api/job/sweep")
+        assert [c["run"] for c in doc["cell_list"]] == [*JOB_CELLS, None]
+        assert doc["cell_list"][3]["state"] == "outside"
+        assert get_json(url, "/api/run/example.chat.a")["cell"] == "example.chat.a"
+        for refused in ("/api/run/example.chat.d", "/files/example.chat.d/manifest.json"):
+            status, body = raw_get(url, refused)
+            assert status in (403, 404) and b"good" not in body, refused
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

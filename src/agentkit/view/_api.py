@@ -23,6 +23,7 @@ from agentkit._rundir import MANIFEST, ROLLOUTS, SUMMARY, RunDirError
 from agentkit.runs import Rollout, Run
 from agentkit.stats import RunStats, Scores, scores_of_run, scores_stats
 from agentkit.view._charts import Values, distributions, values_of
+from agentkit.view._jobs import JOB_FILE, JOINER, JobDir, is_job_dir, open_job
 from agentkit.view._paths import NotFound, Refused, inside, is_safe_name
 from agentkit.view._stats import Scored, against, heatmap, leaderboard
 
@@ -155,6 +156,8 @@ class Viewer:
             raise RunDirError(f"{given}: no such directory of runs")
         self.root = given.resolve()
         self._entries: dict[str, _Entry] = {}
+        #: Job directories read, with their job.json's mtime when read.
+        self._jobs: dict[Path, tuple[float, JobDir]] = {}
 
     # -- which runs ----------------------------------------------------------
     @property
@@ -162,28 +165,92 @@ class Viewer:
         """The root is itself a run directory."""
         return (self.root / MANIFEST).is_file()
 
-    def run_dirs(self) -> dict[str, Path]:
-        """Run name -> directory: the root itself, or each child holding a manifest.json."""
+    @property
+    def single_job(self) -> bool:
+        """The root is itself a job directory."""
+        return not self.single and is_job_dir(self.root)
+
+    def _root_name(self, default: str) -> str:
+        return self.root.name if is_safe_name(self.root.name) else default
+
+    def _scan(self) -> tuple[dict[str, Path], dict[str, Path]]:
+        """Runs (name -> directory) and jobs (name -> directory) under the root."""
         if self.single:
-            return {self.root.name if is_safe_name(self.root.name) else "run": self.root}
-        out = {}
+            return {self._root_name("run"): self.root}, {}
+        if self.single_job:
+            job = self._root_name("job")
+            return self._cells(job, self.root, prefix=""), {job: self.root}
+        runs: dict[str, Path] = {}
+        jobs: dict[str, Path] = {}
         try:
             children = sorted(os.scandir(self.root), key=lambda e: e.name)
         except OSError:
-            return {}
+            return {}, {}
         for child in children:
-            if not is_safe_name(child.name) or not (Path(child.path) / MANIFEST).is_file():
+            if not is_safe_name(child.name):
+                continue
+            where = Path(child.path)
+            is_run, is_job = (where / MANIFEST).is_file(), is_job_dir(where)
+            if not is_run and not is_job:
                 continue
             try:
                 path = inside(self.root, child.name)
             except (Refused, NotFound):
-                continue  # a symlink to a run elsewhere is not served
-            out[child.name] = path
-        return out
+                continue  # a symlink to a run or job elsewhere is not served
+            if is_run:
+                runs[child.name] = path
+            else:
+                jobs[child.name] = path
+                runs.update(self._cells(child.name, path, prefix=child.name + JOINER))
+        return runs, jobs
+
+    def _cells(self, job: str, path: Path, *, prefix: str) -> dict[str, Path]:
+        """The started cells' runs of the job at ``path``, named ``prefix + cell``."""
+        try:
+            found = self.job_dir(job, path)
+        except RunDirError:
+            return {}
+        return {prefix + c.name: c.run_dir for c in found.cells if c.started}
+
+    def job_dir(self, name: str, path: Path) -> JobDir:
+        """The job at ``path`` (read again when its job.json changed)."""
+        mtime = _mtime(path / JOB_FILE)
+        cached = self._jobs.get(path)
+        if cached is None or cached[0] != mtime:
+            cached = self._jobs[path] = (mtime, open_job(path, self.root))
+        return cached[1]
+
+    def run_dirs(self) -> dict[str, Path]:
+        """Run name -> directory: the root itself, or each child holding a manifest.json, and
+        the started cells of the jobs there (``JOB~CELL``; just ``CELL`` when the root is a
+        job)."""
+        return self._scan()[0]
+
+    def job_dirs(self) -> dict[str, Path]:
+        """Job name -> directory: the root itself, or each child holding a job.json."""
+        return self._scan()[1]
+
+    def _cell_of(self, run: str) -> tuple[str | None, str | None]:
+        """``(job, cell)`` of a cell's run; ``(None, None)`` for a run of no job."""
+        if self.single_job:
+            return self._root_name("job"), run
+        job, sep, cell = run.partition(JOINER)
+        return (job, cell) if sep else (None, None)
+
+    def _job(self, name: str) -> tuple[JobDir, str]:
+        """The job called ``name`` and the prefix of its cells' run names, or NotFound."""
+        path = self.job_dirs().get(name) if is_safe_name(name) else None
+        if path is None:
+            raise NotFound(f"no job {name!r} in {self.root}")
+        try:
+            found = self.job_dir(name, path)
+        except RunDirError as exc:
+            raise NotFound(str(exc)) from None
+        return found, "" if self.single_job else name + JOINER
 
     def entry(self, name: str) -> _Entry:
         """The run called ``name`` (refreshed), or NotFound."""
-        if not is_safe_name(name):
+        if not all(is_safe_name(part) for part in name.split(JOINER)) or name.count(JOINER) > 1:
             raise NotFound(f"no run {name!r}")
         path = self.run_dirs().get(name)
         if path is None:
@@ -204,10 +271,23 @@ class Viewer:
 
     # -- the runs page ---------------------------------------------------------
     def runs(self) -> dict[str, Any]:
-        """Every run: what the runs table shows."""
-        out = []
+        """Every run (a job's cells with their ``job`` and ``cell``) and every job: what the
+        runs page shows."""
+        runs, jobs = self._scan()
+        cell_of: dict[str, tuple[str, str]] = {}
+        found: dict[str, JobDir] = {}
         broken = []
-        for name in self.run_dirs():
+        for job, path in jobs.items():
+            try:
+                found[job] = jd = self.job_dir(job, path)
+            except RunDirError as exc:
+                broken.append({"name": job, "error": str(exc)})
+                continue
+            prefix = "" if self.single_job else job + JOINER
+            for c in jd.cells:
+                cell_of[prefix + c.name] = (job, c.name)
+        out = []
+        for name in runs:
             try:
                 e = self.entry(name)
             except NotFound as exc:
@@ -215,15 +295,56 @@ class Viewer:
                 continue
             out.append(self._listing(name, e))
         out.sort(key=lambda r: r["created_at"] or 0.0, reverse=True)
-        return {"root": str(self.root), "single": self.single, "runs": out, "broken": broken}
+        listed = {r["name"]: r for r in out}
+        job_list = []
+        for job, jd in found.items():
+            cells = {c: listed.get(run) for run, (j, c) in cell_of.items() if j == job}
+            job_list.append(self._job_listing(job, jd, cells))
+        job_list.sort(key=lambda r: r["created_at"] or 0.0, reverse=True)
+        return {
+            "root": str(self.root),
+            "single": self.single,
+            "single_job": self.single_job,
+            "runs": out,
+            "jobs": job_list,
+            "broken": broken,
+        }
+
+    def _job_listing(
+        self, name: str, jd: JobDir, cells: Mapping[str, dict[str, Any] | None]
+    ) -> dict[str, Any]:
+        """A job's row: its cells' progress, errors and cost summed, its best cell."""
+        started = [x for x in cells.values() if x is not None]
+        costs = [x["cost"] for x in started if x["cost"] is not None]
+        scored = [x for x in started if x["mean_reward"] is not None]
+        best = max(scored, key=lambda x: x["mean_reward"], default=None)
+        return {
+            "name": name,
+            "job_name": jd.name,
+            "created_at": jd.created_at,
+            "state": _job_state(jd, started, len(jd.cells)),
+            "cells": len(jd.cells),
+            "started": len(started),
+            "axes": jd.axes,
+            "planned": sum(x["planned"] for x in started),
+            "finished": sum(x["finished"] for x in started),
+            "errors": sum(x["errors"] for x in started),
+            "infra_errors": sum(x["infra_errors"] for x in started),
+            "cost": math.fsum(costs) if costs else None,
+            "running": sum(x["running"] for x in started),
+            "best": None if best is None else _best(best),
+        }
 
     def _listing(self, name: str, e: _Entry) -> dict[str, Any]:
         info = e.run.info
         state = e.run.state()
         summary = e.summary(running=state == "running")
         usage = summary.get("usage") or {}
+        job, cell = self._cell_of(name)
         return {
             "name": name,
+            "job": job,
+            "cell": cell,
             "created_at": info.created_at,
             "taskset": info.taskset,
             "harness": info.harness,
@@ -241,9 +362,11 @@ class Viewer:
         }
 
     def runs_snapshot(self) -> list[Any]:
-        """What changes on the runs page: names, line counts and states (for live updates)."""
-        out = []
-        for name, path in self.run_dirs().items():
+        """What changes on the runs page: names, line counts and states, and the jobs'
+        job.json (for live updates)."""
+        runs, jobs = self._scan()
+        out: list[Any] = [[name, _mtime(path / JOB_FILE)] for name, path in jobs.items()]
+        for name, path in runs.items():
             out.append([name, _size(path / ROLLOUTS), _mtime(path / MANIFEST)])
             try:
                 out[-1].append(self.entry(name).run.state())
@@ -625,6 +748,53 @@ class Viewer:
             raise NotFound(f"not a file: {relative}")
         return path
 
+    # -- a job -------------------------------------------------------------------
+    def job(self, name: str) -> dict[str, Any]:
+        """A job: its cells (where each sits on the axes, its run and state), their
+        leaderboard with intervals, and the tasks × cells heat map of mean rewards."""
+        jd, prefix = self._job(name)
+        cells = []
+        scored = []
+        listings: dict[str, dict[str, Any] | None] = {}
+        for c in jd.cells:
+            run = prefix + c.name if c.started else None
+            listing = None
+            if run is not None:
+                try:
+                    e = self.entry(run)
+                except NotFound:
+                    run = None
+                else:
+                    listing = self._listing(run, e)
+                    scored.append((run, e.scores(), e.row(c.name)))
+            listings[c.name] = listing
+            cells.append(
+                {
+                    "name": c.name,
+                    "run": run,
+                    "axes": c.axes,
+                    "state": listing["state"]
+                    if listing
+                    else "outside"
+                    if c.outside
+                    else "not started",
+                    "listing": listing,
+                }
+            )
+        axes_of = {prefix + c.name: c.axes for c in jd.cells}
+        board = leaderboard(scored)
+        for record in board:
+            record["axes"] = axes_of.get(record["run"], {})
+        return {
+            **self._job_listing(name, jd, listings),
+            "path": str(jd.path),
+            "concurrency": jd.concurrency,
+            "cell_list": cells,
+            "leaderboard": board,
+            "heatmap": heatmap(scored),
+            "labels": {run: cell for run, cell in ((prefix + c.name, c.name) for c in jd.cells)},
+        }
+
     # -- statistics and charts ------------------------------------------------------
     def scored(self, name: str, label: str | None = None) -> Scored:
         """A run with its per-task scores and leaderboard row (labelled ``label``, else its
@@ -701,6 +871,22 @@ class Viewer:
 
 #: Query parameters that filter the rollout table.
 _FILTERS = ("status", "failed", "errored", "could_not_run", "error_kind", "task", "metric")
+
+
+def _job_state(jd: JobDir, started: list[dict[str, Any]], cells: int) -> str:
+    """``running`` (its process holds the job's lock, or a cell runs), ``not started``,
+    ``complete`` (every cell complete) or ``incomplete``."""
+    if jd.running() or any(x["state"] == "running" for x in started):
+        return "running"
+    if not started:
+        return "not started"
+    if len(started) == cells and all(x["state"] == "complete" for x in started):
+        return "complete"
+    return "incomplete"
+
+
+def _best(listing: dict[str, Any]) -> dict[str, Any]:
+    return {"run": listing["name"], "cell": listing["cell"], "mean_reward": listing["mean_reward"]}
 
 
 def _distinct(names: Sequence[str]) -> list[str]:

@@ -2,8 +2,9 @@
 
 Routes:
 
-* ``/``, ``/run/<run>``, ``/run/<run>/rollout/<id>``, ``/compare/<a>/<b>/...``:
-  the single page (``static/index.html``), which routes in the browser;
+* ``/``, ``/run/<run>``, ``/run/<run>/rollout/<id>``, ``/job/<job>``,
+  ``/compare/<a>/<b>/...``: the single page (``static/index.html``), which
+  routes in the browser;
 * ``/api/...``: JSON built by :class:`agentkit.view._api.Viewer`;
 * ``/api/.../stream``: server-sent events: the server looks at the run's
   files a few times a second (a ``stat``, and the ``live/`` files of running
@@ -102,6 +103,7 @@ def create_app(root: str | Path, *, allowed_hosts: set[str] | None = None) -> we
     r.add_get("/api/run/{run}/rollout/{rid}", _rollout)
     r.add_get("/api/run/{run}/rollout/{rid}/stream", _rollout_stream)
     r.add_get("/api/run/{run}/rollout/{rid}/call/{index}", _call_json)
+    r.add_get("/api/job/{job}", _job)
     r.add_get("/api/compare/{names:.+}", _compare)
     r.add_get("/api/charts", _charts)
     r.add_get("/api/{tail:.*}", _api_unknown)
@@ -205,6 +207,10 @@ async def _call_json(request: web.Request) -> web.StreamResponse:
     viewer = request.app[VIEWER]
     info = request.match_info
     return _json(await _call(request, viewer.call, info["run"], info["rid"], info["index"]))
+
+
+async def _job(request: web.Request) -> web.StreamResponse:
+    return _json(await _call(request, request.app[VIEWER].job, request.match_info["job"]))
 
 
 async def _compare(request: web.Request) -> web.StreamResponse:

@@ -44,6 +44,7 @@
   const enc = encodeURIComponent;
   const runUrl = (run, query) => `/run/${enc(run)}${query ? "?" + query : ""}`;
   const rolloutUrl = (run, rid) => `/run/${enc(run)}/rollout/${enc(rid)}`;
+  const jobUrl = (job) => `/job/${enc(job)}`;
   const compareUrl = (names, query) => `/compare/${names.map(enc).join("/")}${query ? "?" + query : ""}`;
   // A task's rollouts in a run: the run's rollouts tab filtered to that task.
   const taskUrl = (run, task) => runUrl(run, new URLSearchParams({ task }).toString());
@@ -299,6 +300,7 @@
     if (path === "/" || path === "/index.html") page = runsPage();
     else if ((m = path.match(/^\/run\/([^/]+)\/?$/))) page = runPage(dec(m[1]));
     else if ((m = path.match(/^\/run\/([^/]+)\/rollout\/([^/]+)\/?$/))) page = rolloutPage(dec(m[1]), dec(m[2]));
+    else if ((m = path.match(/^\/job\/([^/]+)\/?$/))) page = jobPage(dec(m[1]));
     else if ((m = path.match(/^\/compare\/((?:[^/]+\/)+[^/]+)\/?$/))) page = comparePage(m[1].split("/").map(dec));
     else page = Promise.reject(new ApiError(404, `no page ${path}`));
     page.catch(showError);
@@ -341,12 +343,16 @@
     ];
     let data = null;
 
+    // A job's cells are listed under its row (folded unless it is the only job).
+    const unfolded = new Set();
+    let folding = null;
+
     function render() {
       const q = query();
       const sort = q.get("sort") || "created_at";
       const desc = q.has("desc") ? q.get("desc") === "1" : sort === "created_at";
       const key = (r) => (sort === "pass" ? (r.pass_at_k || {})["1"] : r[sort]);
-      const runs = [...data.runs].sort((x, y) => {
+      const order = (x, y) => {
         const a = key(x);
         const b = key(y);
         if (a === b) return 0;
@@ -354,8 +360,23 @@
         if (b === null || b === undefined) return -1;
         const c = typeof a === "number" && typeof b === "number" ? a - b : String(a).localeCompare(String(b));
         return desc ? -c : c;
-      });
-      sub.textContent = `${data.runs.length} run${data.runs.length === 1 ? "" : "s"} in ${data.root}`;
+      };
+      const jobs = data.jobs || [];
+      if (folding === null) {
+        folding = true;
+        if (jobs.length === 1) unfolded.add(jobs[0].name);
+      }
+      // a job sorts as its best cell's mean reward, its summed progress, errors and cost
+      const items = [
+        ...data.runs.filter((r) => !r.job).map((r) => ({ row: r })),
+        ...jobs.map((j) => ({
+          job: j,
+          row: { ...j, mean_reward: j.best ? j.best.mean_reward : null, pass_at_k: {}, taskset: null, harness: null, model: null },
+          cells: data.runs.filter((r) => r.job === j.name).sort(order),
+        })),
+      ].sort((x, y) => order(x.row, y.row));
+      const nRuns = data.runs.filter((r) => !r.job).length;
+      sub.textContent = `${nRuns} run${nRuns === 1 ? "" : "s"}${jobs.length ? ` and ${jobs.length} job${jobs.length === 1 ? "" : "s"}` : ""} in ${data.root}`;
       const head = h("tr", {}, h("th", { class: "narrow" }),
         columns.map(([k, label]) => {
           const th = h("th", { class: `sortable ${k === sort ? (desc ? "desc" : "asc") : ""}`, text: label, title: "Sort" });
@@ -368,38 +389,70 @@
           });
           return th;
         }));
-      const body = runs.map((r) => {
-        const box = h("input", { type: "checkbox", "aria-label": `select ${r.name}` });
-        box.checked = selected.has(r.name);
-        box.addEventListener("change", () => {
-          if (box.checked) selected.add(r.name);
-          else selected.delete(r.name);
-          syncCompare();
-        });
-        const pct = r.planned ? Math.min(100, (100 * r.finished) / r.planned) : 0;
-        const bar = h("span", { class: "bar" }, h("span", { class: "fill" }));
-        bar.firstChild.style.width = `${pct}%`;
-        return h("tr", { class: "run-row", dataset: { run: r.name } },
-          h("td", { class: "narrow" }, box),
-          h("td", {}, nav(runUrl(r.name), r.name)),
-          h("td", { class: "nowrap", text: date(r.created_at) }),
-          h("td", { class: "clip", text: r.taskset || "–" }),
-          h("td", { class: "clip", text: r.harness || "–" }),
-          h("td", { class: "clip", text: r.model || "–" }),
-          h("td", { class: "nowrap" }, bar, ` ${int(r.finished)}/${int(r.planned)} `, stateBadge(r.state),
-            r.running ? h("span", { class: "muted small", text: ` ${r.running} running` }) : null),
-          h("td", { class: "num", text: mean(r.mean_reward) }),
-          h("td", { class: "nowrap small", text: passK(r.pass_at_k) }),
-          h("td", { class: `num ${r.errors ? "err-text" : ""}` }, int(r.errors),
-            r.infra_errors ? h("div", { class: "small infra-text", text: `${int(r.infra_errors)} could not run` }) : null),
-          h("td", { class: "num", text: money(r.cost) }));
-      });
-      const empty = !runs.length
+      const body = items.map((item) => (item.job ? [jobRow(item.job), unfolded.has(item.job.name) ? item.cells.map((r) => runRow(r, true)) : null] : runRow(item.row, false)));
+      const empty = !items.length
         ? h("tr", {}, h("td", { colspan: columns.length + 1, class: "muted", text: "No runs here yet: they appear as soon as agentkit run starts writing one." }))
         : null;
       fill(table, h("table", { class: "grid runs" }, h("thead", {}, head), h("tbody", {}, body, empty)));
       for (const b of data.broken || []) table.append(h("p", { class: "err-text small", text: `${b.name}: ${b.error}` }));
       syncCompare();
+    }
+
+    function progress(r) {
+      const pct = r.planned ? Math.min(100, (100 * r.finished) / r.planned) : 0;
+      const bar = h("span", { class: "bar" }, h("span", { class: "fill" }));
+      bar.firstChild.style.width = `${pct}%`;
+      return [bar, ` ${int(r.finished)}/${int(r.planned)} `, stateBadge(r.state),
+        r.running ? h("span", { class: "muted small", text: ` ${r.running} running` }) : null];
+    }
+
+    function errors(r) {
+      return h("td", { class: `num ${r.errors ? "err-text" : ""}` }, int(r.errors),
+        r.infra_errors ? h("div", { class: "small infra-text", text: `${int(r.infra_errors)} could not run` }) : null);
+    }
+
+    function runRow(r, inJob) {
+      const box = h("input", { type: "checkbox", "aria-label": `select ${r.name}` });
+      box.checked = selected.has(r.name);
+      box.addEventListener("change", () => {
+        if (box.checked) selected.add(r.name);
+        else selected.delete(r.name);
+        syncCompare();
+      });
+      return h("tr", { class: `run-row ${inJob ? "cell-row" : ""}`, dataset: { run: r.name, job: inJob ? r.job : undefined } },
+        h("td", { class: "narrow" }, box),
+        h("td", { class: inJob ? "cell-name" : "" }, nav(runUrl(r.name), inJob ? r.cell : r.name)),
+        h("td", { class: "nowrap", text: date(r.created_at) }),
+        h("td", { class: "clip", text: r.taskset || "–" }),
+        h("td", { class: "clip", text: r.harness || "–" }),
+        h("td", { class: "clip", text: r.model || "–" }),
+        h("td", { class: "nowrap" }, progress(r)),
+        h("td", { class: "num", text: mean(r.mean_reward) }),
+        h("td", { class: "nowrap small", text: passK(r.pass_at_k) }),
+        errors(r),
+        h("td", { class: "num", text: money(r.cost) }));
+    }
+
+    function jobRow(j) {
+      const open = unfolded.has(j.name);
+      const fold = h("button", { type: "button", class: "link fold", "aria-expanded": String(open), title: open ? "Hide its cells" : "Show its cells", text: open ? "▾" : "▸" });
+      fold.addEventListener("click", () => {
+        if (unfolded.has(j.name)) unfolded.delete(j.name);
+        else unfolded.add(j.name);
+        render();
+      });
+      const axes = Object.entries(j.axes || {}).filter(([, labels]) => labels.length > 1).map(([axis, labels]) => `${axis}: ${labels.join(", ")}`);
+      return h("tr", { class: "job-row", dataset: { job: j.name } },
+        h("td", { class: "narrow" }, fold),
+        h("td", {}, h("span", { class: "badge job", text: "job" }), " ", nav(jobUrl(j.name), j.name)),
+        h("td", { class: "nowrap", text: date(j.created_at) }),
+        h("td", { colspan: 3, class: "small" }, `${j.started === j.cells ? j.cells : `${j.started} of ${j.cells}`} cells`, axes.length ? h("span", { class: "muted", text: ` · ${axes.join(" · ")}` }) : null),
+        h("td", { class: "nowrap" }, progress(j)),
+        h("td", { class: "num", title: j.best ? `best cell: ${j.best.cell}` : "" }, mean(j.best ? j.best.mean_reward : null),
+          j.best ? h("div", { class: "small muted", text: `best: ${j.best.cell}` }) : null),
+        h("td", {}),
+        errors(j),
+        h("td", { class: "num", text: money(j.cost) }));
     }
 
     const load = serial(async () => {
@@ -418,6 +471,7 @@
     document.title = `${name} · agentkit view`;
     setCrumbs(nav("/", "Runs"), name);
     let run = await api(`/api/run/${enc(name)}`);
+    if (run.job) setCrumbs(nav("/", "Runs"), nav(jobUrl(run.job), run.job), run.cell);
     const head = h("section", { class: "run-head" });
     const banner = h("div", { class: "banners" });
     const tabs = h("nav", { class: "tabs" });
@@ -1181,17 +1235,20 @@
 
   // The leaderboard: each row's mean reward with its 95% interval drawn, then the table.
   // records: agentkit.stats leaderboard records, ranked, each with `run`.
-  function leaderboardCard(records, { name = (r) => nav(runUrl(r.run), r.label), colours = {}, title = "Leaderboard", extra = null } = {}) {
+  // axes: a job's axes (each row's label on each of them is a column), else the runs'
+  // taskset (when they differ), harness and model.
+  function leaderboardCard(records, { name = (r) => nav(runUrl(r.run), r.label), colours = {}, title = "Leaderboard", extra = null, axes = null } = {}) {
     const [box, canvas] = chartBox("leaderboard");
     const ks = Object.keys(records[0] || {}).filter((k) => k.startsWith("pass@"));
     const level = records.length ? `${Math.round(100 * records[0].confidence)}%` : "95%";
     const tasksets = new Set(records.map((r) => r.taskset));
+    const described = axes
+      ? axes.map((axis) => [axis, (r) => (r.axes || {})[axis]])
+      : [...(tasksets.size > 1 ? [["Taskset", (r) => r.taskset]] : []), ["Harness", (r) => r.harness], ["Model", (r) => r.model]];
     const rows = records.map((r) => h("tr", { class: "board-row", dataset: { run: r.run } },
       h("td", { class: "num", text: r.rank === null ? "–" : String(r.rank) }),
       h("td", {}, h("span", { class: "swatch", dataset: { colour: colours[r.run] || "" } }), name(r)),
-      tasksets.size > 1 ? h("td", { class: "clip", text: r.taskset || "–" }) : null,
-      h("td", { class: "clip", text: r.harness || "–" }),
-      h("td", { class: "clip", text: r.model || "–" }),
+      described.map(([, value]) => h("td", { class: "clip", text: value(r) || "–" })),
       h("td", { class: "num", text: int(r.tasks) }),
       h("td", { class: "num", text: int(r.scored) }),
       h("td", { class: `num ${r.could_not_run + r.unscored ? "infra-text" : ""}`, text: int(r.could_not_run + r.unscored) }),
@@ -1201,8 +1258,8 @@
       h("td", { class: "num", text: r.tokens_per_rollout === null ? "–" : Math.round(r.tokens_per_rollout).toLocaleString("en-US") }),
       h("td", { class: "num", text: money(r.cost) }),
       h("td", { class: "num", text: seconds(r.seconds_per_rollout) })));
-    const head = h("tr", {}, ["#", "Run"].map((t) => h("th", { text: t })), tasksets.size > 1 ? h("th", { text: "Taskset" }) : null,
-      ["Harness", "Model", "Tasks", "Scored", "Left out", "Mean reward", `${level} CI`, ...ks, "Tokens/rollout", "Cost", "s/rollout"].map((t) => h("th", { text: t })));
+    const head = h("tr", {}, ["#", axes ? "Cell" : "Run", ...described.map(([label]) => label),
+      "Tasks", "Scored", "Left out", "Mean reward", `${level} CI`, ...ks, "Tokens/rollout", "Cost", "s/rollout"].map((t) => h("th", { text: t })));
     const card = h("div", { class: "card", id: "leaderboard" },
       h("h2", {}, title, h("span", { class: "muted small", text: `  mean reward with its ${level} interval (clustered by task); left out: could not run or not scored` })),
       extra,
@@ -1360,6 +1417,81 @@
     fill(body, h("p", { class: "muted", text: "Reading the rollouts…" }));
     await load();
     return load;
+  }
+
+  // --------------------------------------------------------------- job page
+  function statBox(label, value, cls) {
+    return h("div", { class: "stat" }, h("div", { class: "label", text: label }), h("div", { class: `value ${cls || ""}` }, value));
+  }
+
+  async function jobPage(name) {
+    document.title = `${name} · agentkit view`;
+    setCrumbs(nav("/", "Runs"), `job ${name}`);
+    const top = h("div", {});
+    const charts = h("div", {});
+    let shown = null; // the cells whose charts are drawn
+    fill(app, top, h("h2", { class: "section", text: "Distributions" }), charts);
+
+    const load = serial(async () => {
+      const job = await api(`/api/job/${enc(name)}`);
+      renderJob(job);
+      const runs = job.cell_list.filter((c) => c.run).map((c) => c.run);
+      const key = JSON.stringify([runs, job.finished]);
+      if (!runs.length) fill(charts, h("p", { class: "muted", text: "No cell has started yet." }));
+      else if (key !== shown) {
+        if (shown === null) fill(charts, h("p", { class: "muted", text: `Reading the ${int(job.finished)} rollouts for the charts…` }));
+        shown = key;
+        fill(charts, await chartsSection(runs, { label: (r) => job.labels[r] || r }));
+      }
+    });
+
+    function renderJob(job) {
+      setLive(job.state);
+      const label = (r) => job.labels[r] || r;
+      const colours = Object.fromEntries(job.cell_list.filter((c) => c.run).map((c, i) => [c.run, Charts.colour(i)]));
+      const varying = Object.entries(job.axes).filter(([, labels]) => labels.length > 1).map(([axis]) => axis);
+      const axes = Object.entries(job.axes).map(([axis, labels]) => `${axis}: ${labels.join(", ")}`).join(" · ");
+      const pct = job.planned ? Math.min(100, (100 * job.finished) / job.planned) : 0;
+      const bar = h("span", { class: "bar wide" }, h("span", { class: "fill" }));
+      bar.firstChild.style.width = `${pct}%`;
+      const ranked = job.leaderboard.filter((r) => r.rank !== null).map((r) => r.run);
+      const compareAll = ranked.length > 1
+        ? h("p", { class: "small" }, nav(compareUrl(ranked, `baseline=${enc(ranked[0])}`), `Compare the ${ranked.length} cells, each against the best`))
+        : null;
+      const cellRows = job.cell_list.map((c) => {
+        const l = c.listing;
+        return h("tr", { class: "job-cell", dataset: { cell: c.name } },
+          h("td", {}, c.run ? nav(runUrl(c.run), c.name) : h("span", { text: c.name })),
+          Object.keys(job.axes).map((axis) => h("td", { class: "clip", text: c.axes[axis] || "–" })),
+          h("td", { class: "nowrap" }, l ? [`${int(l.finished)}/${int(l.planned)} `, stateBadge(l.state)] : badge("not started", "")),
+          h("td", { class: "num", text: l ? mean(l.mean_reward) : "–" }),
+          h("td", { class: `num ${l && l.errors ? "err-text" : ""}`, text: l ? int(l.errors) : "–" }),
+          h("td", { class: "num", text: l ? money(l.cost) : "–" }));
+      });
+      fill(top,
+        h("section", { class: "run-head" },
+          h("div", { class: "title-row" }, h("h1", { text: job.job_name }), badge("job", "job"), stateBadge(job.state)),
+          h("p", { class: "muted" }, `${job.cells} cells · ${axes}${job.concurrency ? ` · ${job.concurrency} rollouts at a time` : ""} · started ${date(job.created_at)}`),
+          h("div", { class: "stats" },
+            statBox("Cells", job.started === job.cells ? int(job.cells) : `${int(job.started)} of ${int(job.cells)} started`),
+            statBox("Progress", h("span", {}, `${int(job.finished)} / ${int(job.planned)}`, bar)),
+            statBox("Best cell", job.best ? `${job.best.cell} ${mean(job.best.mean_reward)}` : "–"),
+            statBox("Errors", int(job.errors), job.errors ? "err-text" : ""),
+            job.infra_errors ? statBox("Could not run", int(job.infra_errors), "infra-text") : null,
+            statBox("Cost", money(job.cost)))),
+        job.state === "running" ? h("div", { class: "banner live", text: "This job is running: its cells update as their rollouts finish." }) : null,
+        job.leaderboard.length
+          ? leaderboardCard(job.leaderboard, { name: (r) => nav(runUrl(r.run), r.label), colours, title: "Leaderboard of the cells", extra: compareAll, axes: varying })
+          : null,
+        job.heatmap.tasks.length ? heatmapCard(job.heatmap, { label, title: "Tasks × cells" }) : null,
+        h("div", { class: "card", id: "cells" }, h("h2", { text: "Cells" }),
+          h("div", { class: "table-wrap" }, h("table", { class: "grid cells-table" },
+            h("thead", {}, h("tr", {}, ["Cell", ...Object.keys(job.axes), "Progress", "Mean reward", "Errors", "Cost"].map((t) => h("th", { text: t })))),
+            h("tbody", {}, cellRows)))));
+    }
+
+    await load();
+    stream("/api/runs/stream", { runs: (msg) => { if (msg.changed) load(); } });
   }
 
   // ----------------------------------------------------------- compare page
