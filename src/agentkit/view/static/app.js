@@ -485,7 +485,7 @@
       bar.firstChild.style.width = `${pct}%`;
       const usage = (run.summary && run.summary.usage) || {};
       fill(head, 
-        h("div", { class: "title-row" }, h("h1", { text: name }), stateBadge(run.state)),
+        h("div", { class: "title-row" }, h("h1", { text: run.cell || name }), run.job ? h("span", { class: "muted", text: `cell of job ${run.job}` }) : null, stateBadge(run.state)),
         h("p", { class: "muted" },
           `${run.taskset || "–"} · ${run.harness || "–"}${run.model ? " · " + run.model : ""} · started ${date(run.created_at)}`),
         h("div", { class: "stats" },
