@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,7 @@ def make_example_job(folder: Path, name: str = "sweep") -> Path:
         "kind": "agentkit.job",
         "format_version": 1,
         "name": name,
-        "created_at": 1_790_000_000.0,
+        "created_at": time.time(),
         "concurrency": 4,
         "axes": {"taskset": ["example"], "harness": ["chat"], "model": list(cells.values())},
         "cells": [

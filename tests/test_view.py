@@ -448,6 +448,11 @@ def test_a_job_has_its_cells_leaderboard_and_heat_map(jobs: Path) -> None:
             [0.0, 1.0, 0.0],
         ]
         assert doc["labels"]["sweep~example.chat.c"] == "example.chat.c"
+        cells = get_json(url, "/api/compare/sweep~example.chat.a/sweep~example.chat.b")
+        assert cells["labels"] == {f"sweep~{c}": c for c in list(JOB_CELLS)[:2]}
+        assert [r["label"] for r in cells["leaderboard"]] == ["example.chat.b", "example.chat.a"]
+        mixed = get_json(url, "/api/compare/good/sweep~example.chat.a")
+        assert mixed["labels"] == {"good": "good", "sweep~example.chat.a": "sweep › example.chat.a"}
         # a cell is a run like any other: its page, rollouts, files and charts
         run = get_json(url, "/api/run/sweep~example.chat.b")
         assert (run["job"], run["cell"], run["infra_errors"]) == ("sweep", "example.chat.b", 1)

@@ -849,5 +849,10 @@ def test_a_job_page_ranks_its_cells_and_links_to_their_rollouts(example: Path, t
         expect(page.locator("h1")).to_have_text("Compare 3 runs")
         expect(page.locator("label.baseline select")).to_have_value("sweep~example.chat.b")
         expect(page.locator("tr.pair-row")).to_have_count(2)
-        chart(page, "paired")
+        expect(page.locator("#crumbs")).to_contain_text("sweep")  # the cells of one job...
+        paired = chart(page, "paired")  # ... are called by their names
+        assert paired["labels"] == [
+            "example.chat.a − example.chat.b",
+            "example.chat.c − example.chat.b",
+        ]
         t.shot("compare-runs", docs=True)

@@ -842,10 +842,12 @@ class Viewer:
         base = baseline or names[0]
         if base not in names:
             raise NotFound(f"the baseline {base!r} is not one of the runs compared")
-        scored = [self.scored(name) for name in names]
+        labels = self._labels(names)
+        scored = [self.scored(name, labels[name]) for name in names]
         entries = [self.entry(name) for name in names]
         doc: dict[str, Any] = {
             "runs": [self._listing(name, e) for name, e in zip(names, entries, strict=True)],
+            "labels": labels,
             "same_taskset": len({e.run.info.taskset for e in entries}) == 1,
             "baseline": base,
             "leaderboard": leaderboard(scored),
@@ -855,6 +857,19 @@ class Viewer:
         if len(names) == 2:
             doc.update(self._verdicts(names[0], entries[0], names[1], entries[1]))
         return doc
+
+    def _labels(self, names: Sequence[str]) -> dict[str, str]:
+        """What to call each run on a page: a cell by its name when every run is a cell of
+        one job, else ``JOB › CELL``; any other run by its name."""
+        cells = {name: self._cell_of(name) for name in names}
+        jobs = {job for job, _ in cells.values()}
+        out = {}
+        for name, (job, cell) in cells.items():
+            if job is None or cell is None:
+                out[name] = name
+            else:
+                out[name] = cell if len(jobs) == 1 else f"{job} › {cell}"
+        return out
 
     def _verdicts(self, a: str, ea: _Entry, b: str, eb: _Entry) -> dict[str, Any]:
         """Two runs per task: which tasks one passes and the other does not."""

@@ -1276,7 +1276,7 @@
   function againstCard(pairs, { label = (n) => n, colours = {}, chooser = null } = {}) {
     const card = h("div", { class: "card", id: "paired" });
     const base = pairs.length ? pairs[0].baseline : "";
-    append(card, [h("h2", {}, "Against the baseline ", h("span", { class: "muted small", text: "  paired t-test on the per-task mean rewards of the tasks both scored" })), chooser]);
+    append(card, [h("h2", {}, "Against the baseline ", h("span", { class: "muted small", text: "  paired t-test on the per-task mean rewards of the tasks both scored; in the notes A is the run, B the baseline" })), chooser]);
     if (!pairs.length) return card;
     const [box, canvas] = chartBox("paired");
     const level = `${Math.round(100 * pairs[0].difference.confidence)}%`;
@@ -1501,9 +1501,14 @@
     document.title = `Compare ${names.join(", ")} · agentkit view`;
     setCrumbs(nav("/", "Runs"), `Compare ${names.join(", ")}`);
     const data = await api(`/api/compare/${names.map(enc).join("/")}${baseline ? "?baseline=" + enc(baseline) : ""}`);
+    const label = (r) => data.labels[r] || r;
+    const jobs = [...new Set(data.runs.map((r) => r.job))];
+    const title = `Compare ${names.map(label).join(", ")}`;
+    document.title = `${title} · agentkit view`;
+    setCrumbs(nav("/", "Runs"), jobs.length === 1 && jobs[0] ? nav(jobUrl(jobs[0]), jobs[0]) : null, title);
     const colours = Object.fromEntries(data.runs.map((r, i) => [r.name, Charts.colour(i)]));
     const chooser = h("label", { class: "baseline" }, "Baseline ",
-      h("select", { name: "baseline" }, data.runs.map((r) => h("option", { value: r.name, text: r.name }))));
+      h("select", { name: "baseline" }, data.runs.map((r) => h("option", { value: r.name, text: label(r.name) }))));
     const select = chooser.querySelector("select");
     select.value = data.baseline;
     select.addEventListener("change", () => {
@@ -1516,11 +1521,11 @@
       h("h1", { text: names.length === 2 ? "Compare two runs" : `Compare ${names.length} runs` }),
       data.same_taskset ? null : h("div", { class: "banner warn", text: "These runs are of different tasksets: only the tasks they share compare." }),
       leaderboardCard(data.leaderboard, { colours }),
-      againstCard(data.against, { colours, chooser }),
-      names.length === 2 ? verdictCard(data) : heatmapCard(data.heatmap),
+      againstCard(data.against, { colours, chooser, label }),
+      names.length === 2 ? verdictCard(data) : heatmapCard(data.heatmap, { label }),
       h("h2", { class: "section", text: "Distributions" }),
       charts);
-    fill(charts, await chartsSection(names));
+    fill(charts, await chartsSection(names, { label }));
   }
 
   // Two runs per task: which tasks one passes and the other does not.
