@@ -425,6 +425,12 @@ def test_a_job_has_its_cells_leaderboard_and_heat_map(jobs: Path) -> None:
             ("example.chat.d", None, "not started"),
         ]
         assert doc["axes"]["model"] == ["a", "b", "c", "d"]
+        # the job page reads its settled cells' summaries only: the same as their run pages
+        shown = ("state", "finished", "planned", "errors", "infra_errors", "mean_reward")
+        shown += ("pass_at_k", "cost", "tokens", "running", "job", "cell")
+        for c in doc["cell_list"][:3]:
+            run = get_json(url, f"/api/run/{c['run']}")
+            assert {k: c["listing"][k] for k in shown} == {k: run[k] for k in shown}
         board = doc["leaderboard"]
         assert [(r["label"], r["rank"]) for r in board] == [
             ("example.chat.b", 1),
@@ -486,6 +492,7 @@ def test_a_job_directory_served_alone(jobs: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     subprocess.run(["cp", "-a", str(jobs / "good"), str(elsewhere)], check=True)
     (job / "cells" / "example.chat.d").symlink_to(elsewhere, target_is_directory=True)
+    (job / "cells" / "example.chat.c" / "summary.json").unlink()  # killed before its end
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentkit", "view", str(job), "--no-open"],
         env=cli_env(),
@@ -499,12 +506,19 @@ def test_a_job_directory_served_alone(jobs: Path, tmp_path: Path) -> None:
         assert lines[0] == "agentkit view: job sweep (3 cells started)"
         url, job_url = lines[1], lines[2]
         assert job_url == url + "job/sweep"
-        listing = get_json(url, "/api/runs")
-        assert listing["single_job"] is True
-        assert sorted(r["name"] for r in listing["runs"]) == sorted(JOB_CELLS)
+        # the job's page first, as its printed URL opens it: a cell without its summary
+        # is read from its rollouts (no other page has read them yet), the same numbers
         doc = get_json(url, "/api/job/sweep")
         assert [c["run"] for c in doc["cell_list"]] == [*JOB_CELLS, None]
         assert doc["cell_list"][3]["state"] == "outside"
+        listing_c = doc["cell_list"][2]["listing"]
+        assert (listing_c["state"], listing_c["finished"]) == ("complete", 10)
+        assert listing_c["mean_reward"] == pytest.approx(0.2)
+        (board_c,) = [r for r in doc["leaderboard"] if r["label"] == "example.chat.c"]
+        assert (board_c["mean_reward"], board_c["scored"]) == (pytest.approx(0.2), 10)
+        listing = get_json(url, "/api/runs")
+        assert listing["single_job"] is True
+        assert sorted(r["name"] for r in listing["runs"]) == sorted(JOB_CELLS)
         assert get_json(url, "/api/run/example.chat.a")["cell"] == "example.chat.a"
         for refused in ("/api/run/example.chat.d", "/files/example.chat.d/manifest.json"):
             status, body = raw_get(url, refused)

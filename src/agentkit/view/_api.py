@@ -21,8 +21,9 @@ from typing import Any
 
 import agentkit.runs
 from agentkit._convert import unstructure
-from agentkit._rundir import MANIFEST, ROLLOUTS, SUMMARY, RunDirError
+from agentkit._rundir import LOCK, MANIFEST, ROLLOUTS, SUMMARY, RunDirError
 from agentkit.runs import Rollout, Run
+from agentkit.runs._live import lock_held
 from agentkit.stats import RunStats, Scores, scores_of_run, scores_stats
 from agentkit.view._charts import Values, distributions, values_of
 from agentkit.view._jobs import JOB_FILE, JOINER, JobDir, is_job_dir, open_job
@@ -87,6 +88,7 @@ class _Entry:
         self._summary_cost = 0.0
         self._tasks: dict[str, Any] | None = None
         self._scores: tuple[Any, Scores] | None = None
+        self._settled: tuple[Any, dict[str, Any] | None] | None = None
         self._values: tuple[int, Values] | None = None
 
     def refresh(self) -> None:
@@ -137,10 +139,26 @@ class _Entry:
             self._tasks = self.run.tasks()
         return self._tasks
 
+    def settled(self) -> dict[str, Any] | None:
+        """summary.json when no process writes the run and the summary counts every line of
+        rollouts.jsonl (:meth:`agentkit.runs.Run.current_summary`), else None: then what a
+        job's page shows of the run comes from the summary, without indexing its rollouts
+        (a newline count instead of a scan of every line)."""
+        key = (_size(self.path / ROLLOUTS), _mtime(self.path / SUMMARY))
+        if self._settled is not None and self._settled[0] == key:
+            return self._settled[1]
+        found = None
+        if lock_held(self.path / LOCK) is False:
+            stored = self.run.current_summary()
+            if stored is not None and isinstance(stored.get("tasks"), list):
+                found = stored
+        self._settled = (key, found)
+        return found
+
     def scores(self) -> Scores:
         """The run's per-task scores (:func:`agentkit.stats.scores_of_run`: from a current
         summary.json, else from the rollouts), kept while the run does not change."""
-        key = (len(self.run), _mtime(self.path / SUMMARY))
+        key = (_size(self.path / ROLLOUTS), _mtime(self.path / SUMMARY))
         if self._scores is None or self._scores[0] != key:
             with _bulk():
                 self._scores = (key, scores_of_run(self.run))
@@ -269,8 +287,9 @@ class Viewer:
             raise NotFound(str(exc)) from None
         return found, "" if self.single_job else name + JOINER
 
-    def entry(self, name: str) -> _Entry:
-        """The run called ``name`` (refreshed), or NotFound."""
+    def entry(self, name: str, *, refresh: bool = True) -> _Entry:
+        """The run called ``name`` (its new lines indexed unless ``refresh`` is false), or
+        NotFound."""
         if not all(is_safe_name(part) for part in name.split(JOINER)) or name.count(JOINER) > 1:
             raise NotFound(f"no run {name!r}")
         path = self.run_dirs().get(name)
@@ -287,7 +306,8 @@ class Viewer:
                 cached = self._entries[name] = _Entry(path)
             except RunDirError as exc:
                 raise NotFound(str(exc)) from None
-        cached.refresh()
+        if refresh:
+            cached.refresh()
         return cached
 
     # -- the runs page ---------------------------------------------------------
@@ -380,6 +400,39 @@ class Viewer:
             "tokens": int((usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)),
             "state": state,
             "running": len(e.run.live_rollouts()) if state == "running" else 0,
+        }
+
+    def _settled_listing(self, name: str, e: _Entry, stored: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`_listing` of a run no process writes, from its current summary alone: its
+        state as :meth:`agentkit.runs.Run.state` gives it, where the finished rollouts are
+        the summary's count (it counts every line)."""
+        info = e.run.info
+        job, cell = self._cell_of(name)
+        usage = stored.get("usage") or {}
+        finished = int(stored.get("finished") or 0)
+        infra = int(stored.get("infra_errors") or 0)
+        if finished >= info.planned:
+            state = "incomplete" if infra else "complete"
+        else:
+            state = "stopped" if stored.get("stopped") else "interrupted"
+        return {
+            "name": name,
+            "job": job,
+            "cell": cell,
+            "created_at": info.created_at,
+            "taskset": info.taskset,
+            "harness": info.harness,
+            "model": info.model,
+            "planned": int(stored.get("planned") or info.planned),
+            "finished": finished,
+            "errors": int(stored.get("errors") or 0),
+            "infra_errors": infra,
+            "mean_reward": stored.get("mean_reward"),
+            "pass_at_k": stored.get("pass_at_k") or {},
+            "cost": usage.get("cost") if isinstance(usage.get("cost"), (int, float)) else None,
+            "tokens": int((usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)),
+            "state": state,
+            "running": 0,
         }
 
     def runs_snapshot(self) -> list[Any]:
@@ -782,11 +835,16 @@ class Viewer:
             listing = None
             if run is not None:
                 try:
-                    e = self.entry(run)
+                    e = self.entry(run, refresh=False)
                 except NotFound:
                     run = None
                 else:
-                    listing = self._listing(run, e)
+                    stored = e.settled()
+                    if stored is not None:  # a 100,000-rollout job opens without a scan
+                        listing = self._settled_listing(run, e, stored)
+                    else:
+                        e.refresh()
+                        listing = self._listing(run, e)
                     scored.append((run, e.scores(), e.row(c.name)))
             listings[c.name] = listing
             cells.append(

@@ -1424,7 +1424,12 @@
     return h("div", { class: "stat" }, h("div", { class: "label", text: label }), h("div", { class: `value ${cls || ""}` }, value));
   }
 
+  // Load the charting library while the page's data is computed (a failure shows where
+  // a chart would be).
+  const preloadCharts = () => Charts.ready().catch(() => {});
+
   async function jobPage(name) {
+    preloadCharts();
     document.title = `${name} · agentkit view`;
     setCrumbs(nav("/", "Runs"), `job ${name}`);
     const top = h("div", {});
@@ -1496,6 +1501,7 @@
 
   // ----------------------------------------------------------- compare page
   async function comparePage(names) {
+    preloadCharts();
     const q = query();
     const baseline = q.get("baseline") || "";
     document.title = `Compare ${names.join(", ")} · agentkit view`;
