@@ -526,3 +526,42 @@ def test_a_job_directory_served_alone(jobs: Path, tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def test_a_job_file_it_cannot_read_is_named_with_what_was_expected(
+    jobs: Path, tmp_path: Path
+) -> None:
+    """A job.json that is not JSON, not a job's, or of a format_version this agentkit does
+    not read is listed as broken (its file and what was expected), and no cell of it is
+    served; the folder's other runs and jobs are."""
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    subprocess.run(["cp", "-a", str(jobs / "sweep"), str(folder / "sweep")], check=True)
+    subprocess.run(["cp", "-a", str(jobs / "good"), str(folder / "good")], check=True)
+    document = json.loads((jobs / "sweep" / "job.json").read_text())
+    damaged = {
+        "newer": json.dumps({**document, "format_version": 2}),
+        "other": json.dumps({**document, "kind": "something.else"}),
+        "torn": json.dumps(document)[:100],
+    }
+    for name, text in damaged.items():
+        subprocess.run(["cp", "-a", str(jobs / "sweep"), str(folder / name)], check=True)
+        (folder / name / "job.json").write_text(text)
+    with view_server(folder) as url:
+        listing = get_json(url, "/api/runs")
+        assert [j["name"] for j in listing["jobs"]] == ["sweep"]
+        assert {r["name"] for r in listing["runs"]} == {"good", *(f"sweep~{c}" for c in JOB_CELLS)}
+        errors = {b["name"]: b["error"] for b in listing["broken"]}
+        assert errors == {
+            "newer": f"{folder / 'newer' / 'job.json'}: format_version 2; this agentkit reads 1"
+            " (a newer agentkit wrote it?)",
+            "other": f"{folder / 'other' / 'job.json'}: not an agentkit job file"
+            " (kind is not 'agentkit.job')",
+            "torn": errors["torn"],
+        }
+        assert errors["torn"].startswith(f"{folder / 'torn' / 'job.json'}: cannot read it: ")
+        for name in damaged:
+            status, body = raw_get(url, f"/api/job/{name}")
+            assert status == 404 and b"job.json" in body, name
+            status, _ = raw_get(url, f"/api/run/{name}~example.chat.a")
+            assert status == 404, name

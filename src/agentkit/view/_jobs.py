@@ -1,11 +1,14 @@
 """Jobs as the viewer sees them: a job directory and the viewer's names of its cells' runs.
 
 A job directory (``JOBDIR/job.json``, each cell an ordinary run directory
-under ``JOBDIR/cells/``; see docs/jobs.md) is read with the job reader and
-kept until its ``job.json`` changes. In the viewer a cell's run is named
-``JOB~CELL`` (``~`` is in no job or cell name), or just ``CELL`` when the
-served directory is the job itself, so that every page and API of a run
-works on a cell unchanged.
+under ``JOBDIR/cells/``; the format ``agentkit job run`` writes, see
+docs/jobs.md) is read here and kept until its ``job.json`` changes: its
+``kind``, ``format_version`` (1), ``name``, ``created_at``, ``concurrency``,
+``axes`` and each cell's ``name``, ``axes`` and ``run_dir``. A cell whose
+``run_dir`` leads outside the served directory is listed, not served. In
+the viewer a cell's run is named ``JOB~CELL`` (``~`` is in no job or cell
+name), or just ``CELL`` when the served directory is the job itself, so
+that every page and API of a run works on a cell unchanged.
 """
 
 from __future__ import annotations
@@ -20,9 +23,22 @@ from agentkit._rundir import MANIFEST, RunDirError
 from agentkit.runs._live import lock_held
 from agentkit.view._paths import NotFound, Refused, inside, is_safe_name
 
-__all__ = ["JOB_FILE", "JOINER", "JobCell", "JobDir", "is_job_dir", "open_job"]
+__all__ = [
+    "JOB_FILE",
+    "JOB_KIND",
+    "JOINER",
+    "READABLE_FORMAT_VERSIONS",
+    "JobCell",
+    "JobDir",
+    "is_job_dir",
+    "open_job",
+]
 
 JOB_FILE = "job.json"
+#: ``job.json``'s ``kind``.
+JOB_KIND = "agentkit.job"
+#: The versions of the ``job.json`` format the viewer reads (``agentkit.jobs`` writes 1).
+READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1,)
 #: Between a job's name and a cell's in the name of a cell's run.
 JOINER = "~"
 
@@ -52,8 +68,16 @@ class JobDir:
             data = json.loads((path / JOB_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise RunDirError(f"{path / JOB_FILE}: cannot read it: {exc}") from None
-        if not isinstance(data, dict) or data.get("kind") != "agentkit.job":
-            raise RunDirError(f"{path / JOB_FILE}: not an agentkit job file")
+        if not isinstance(data, dict) or data.get("kind") != JOB_KIND:
+            raise RunDirError(
+                f"{path / JOB_FILE}: not an agentkit job file (kind is not {JOB_KIND!r})"
+            )
+        version = data.get("format_version")
+        if version not in READABLE_FORMAT_VERSIONS:
+            raise RunDirError(
+                f"{path / JOB_FILE}: format_version {version!r}; this agentkit reads "
+                f"{', '.join(map(str, READABLE_FORMAT_VERSIONS))} (a newer agentkit wrote it?)"
+            )
         self.data: dict[str, Any] = data
         self.cells: list[JobCell] = []
         for entry in data.get("cells") or []:
