@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from agentkit._rundir import RunDirError
+from agentkit.stats import clustered_mean_of_groups
 from agentkit.view._api import Viewer
 from agentkit.view._hosts import is_loopback, url_host
 from agentkit.view._paths import NotFound, Refused
@@ -368,6 +369,11 @@ async def _rollout_stream(request: web.Request) -> web.StreamResponse:
 # -- serving -------------------------------------------------------------------------
 
 
+def _load_statistics() -> None:
+    """Compute one interval, so that the libraries intervals need are loaded."""
+    clustered_mean_of_groups([(1, 0.0), (1, 1.0)])
+
+
 async def serve(
     root: str | Path,
     *,
@@ -391,6 +397,9 @@ async def serve(
                 f"{name}:{actual}" for name in ("127.0.0.1", "localhost", "[::1]", url_host(host))
             )
         url = f"http://{url_host(host)}:{actual}/"
+        # the intervals' t quantiles need scipy, slow to import: the worker imports it
+        # while the browser opens (a request meanwhile waits for it, as it would have)
+        runner.app[EXECUTOR].submit(_load_statistics)
         if on_ready is not None:
             on_ready(url)
         await (stop or asyncio.Event()).wait()
