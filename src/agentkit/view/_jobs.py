@@ -127,8 +127,10 @@ class JobDir:
         return {str(k): [str(x) for x in v] for k, v in (self.data.get("axes") or {}).items()}
 
     def running(self) -> bool:
-        """Whether ``agentkit job run`` holds the job's lock now."""
-        return lock_held(self.path / ".lock")
+        """Whether ``agentkit job run`` holds the job's lock now (false when that cannot
+        be known, as for ``agentkit.jobs``' reader; its cells' runs still say whether
+        they run)."""
+        return bool(lock_held(self.path / ".lock"))
 
 
 def is_job_dir(path: Path) -> bool:
