@@ -124,19 +124,16 @@ class Tab:
         ):
             self.remote.append(request.url)
 
-    def shot(self, name: str, *, docs: bool = False, part: Any = None) -> None:
+    def shot(self, name: str, *, docs: bool = False) -> None:
         """Save the whole page under the test's tmp dir; ``docs``: also the visible part
-        (or the element ``part`` locates) under $AGENTKIT_VIEW_DOCS_SHOTS (how
-        docs/images/viewer/ is made)."""
+        under $AGENTKIT_VIEW_DOCS_SHOTS (how docs/images/viewer/ is made; the pictures of
+        jobs, charts and comparisons come from a real job, by tests/job_shots.py)."""
         self.shots.mkdir(exist_ok=True)
         self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
         target = os.environ.get("AGENTKIT_VIEW_DOCS_SHOTS")
         if docs and target:
             Path(target).mkdir(parents=True, exist_ok=True)
-            if part is not None:
-                part.screenshot(path=str(Path(target) / f"{name}.png"))
-            else:
-                self.page.screenshot(path=str(Path(target) / f"{name}.png"))
+            self.page.screenshot(path=str(Path(target) / f"{name}.png"))
 
     def keep(self) -> None:
         """Mark the loaded document; :meth:`kept` is true while it was not reloaded."""
@@ -780,7 +777,7 @@ def test_a_run_draws_its_distributions(example: Path, tab: Any) -> None:
         expect(page.locator(".chart-card[data-metric=cost]")).to_contain_text(
             "No rollout has a price"
         )
-        t.shot("run-charts", docs=True)
+        t.shot("run-charts")
 
 
 def test_a_job_page_ranks_its_cells_and_links_to_their_rollouts(example: Path, tab: Any) -> None:
@@ -797,7 +794,7 @@ def test_a_job_page_ranks_its_cells_and_links_to_their_rollouts(example: Path, t
         cells = page.locator("tr.cell-row[data-job=sweep]")
         expect(cells).to_have_count(3)  # the only job: its cells are shown
         expect(page.locator("tr.run-row:not(.cell-row)")).to_have_count(3)
-        t.shot("runs-jobs", docs=True)
+        t.shot("runs-jobs")
         job_row.locator("button.fold").click()
         expect(cells).to_have_count(0)
         job_row.locator("button.fold").click()
@@ -821,9 +818,7 @@ def test_a_job_page_ranks_its_cells_and_links_to_their_rollouts(example: Path, t
         assert [d["label"] for d in reward["datasets"]] == list(JOB_CELLS)
         assert [round(x) for x in reward["datasets"][2]["data"]] == [80, 20]  # c: t1 right
         chart(page, "tokens")
-        t.shot("job", docs=True)
-        t.shot("job-heatmap", docs=True, part=page.locator("#heatmap"))
-        t.shot("job-charts", docs=True, part=page.locator("#charts"))
+        t.shot("job")
         page.locator("select[name=order]").select_option("spread")
         # t4 and t5 differ by 1 between cells, t1 and t2 by 0.5, t3 not at all
         order = [f"example:t{i}" for i in (4, 5, 1, 2, 3)]
@@ -855,4 +850,4 @@ def test_a_job_page_ranks_its_cells_and_links_to_their_rollouts(example: Path, t
             "example.chat.a − example.chat.b",
             "example.chat.c − example.chat.b",
         ]
-        t.shot("compare-runs", docs=True)
+        t.shot("compare-runs")
