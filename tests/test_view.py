@@ -27,6 +27,7 @@ from _view import (
     view_server,
 )
 
+import agentkit.runs
 from agentkit.testing.model_server import ScriptedModelServer
 
 _spec = importlib.util.spec_from_file_location("bigrun", ROOT / "bench" / "_bigrun.py")
@@ -565,3 +566,69 @@ def test_a_job_file_it_cannot_read_is_named_with_what_was_expected(
             assert status == 404 and b"job.json" in body, name
             status, _ = raw_get(url, f"/api/run/{name}~example.chat.a")
             assert status == 404, name
+
+
+def test_a_running_cell_is_read_as_its_lines_are_appended(tmp_path: Path) -> None:
+    """While a cell runs, the job page counts the rollouts it has finished each time it
+    is asked (the lines appended since the last time are read), then, once the cell has
+    ended, takes the cell's summary: the same numbers as the cell's run page."""
+    job = tmp_path / "jobs" / "live"
+    run_dir = job / "cells" / "arith"
+    cell = {"taskset": "arithmetic", "harness": "chat", "model": "scripted"}
+    document = {
+        "kind": "agentkit.job",
+        "format_version": 1,
+        "name": "live",
+        "created_at": time.time(),
+        "concurrency": 8,
+        "axes": {axis: [label] for axis, label in cell.items()},
+        "cells": [{"name": "arith", "axes": cell, "run_dir": "cells/arith"}],
+    }
+    planned = planned_arithmetic()
+    with ScriptedModelServer(arithmetic_script()) as good:  # a rollout of each task
+        done = run_agentkit(*arithmetic_run_args(run_dir, good.base_url))
+        assert done.returncode == 0, done.stderr
+    (job / "job.json").write_text(json.dumps(document))
+    # then a second rollout of each task, whose answers are held back, one never given
+    server = ScriptedModelServer(arithmetic_script(hang="apples")).start()
+    server.hold()
+    proc: subprocess.Popen[str] | None = None
+    try:
+        with view_server(job.parent) as url:
+            args = ["run", "--resume", str(run_dir), "-n", "2", "--base-url", server.base_url]
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "agentkit", *args, "--max-retries", "0", "--no-progress"],
+                cwd=ROOT,
+                env=cli_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            while not server.model_requests:  # the resumed run holds its lock
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.05)
+
+            def listing() -> dict[str, Any]:
+                (only,) = get_json(url, "/api/job/live")["cell_list"]
+                return dict(only["listing"])
+
+            before = listing()
+            assert (before["state"], before["finished"]) == ("running", planned)
+            server.release()  # every new rollout but the one that hangs finishes
+            while len(agentkit.runs.open(run_dir)) < 2 * planned - 1:
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.05)
+            during = listing()
+            assert (during["state"], during["finished"]) == ("running", 2 * planned - 1)
+            server.stop()  # the hung request fails: that rollout could not run
+            assert proc.wait(timeout=120) == 0, proc.communicate()
+            after = listing()
+            assert (after["state"], after["finished"]) == ("incomplete", 2 * planned)
+            assert after["infra_errors"] == 1
+            run = get_json(url, "/api/run/live~arith")
+            assert {k: run[k] for k in after} == after
+    finally:
+        server.stop()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.communicate()
