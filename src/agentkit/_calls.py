@@ -49,6 +49,13 @@ class ModelCall:
     first byte of the answer's body (the first event of a stream),
     ``duration_s`` the whole call.
 
+    ``upstream_protocol`` is set when the proxy translated the call (its
+    translation mode, ``translate_to_chat``): ``protocol`` is what the agent
+    spoke (``messages``, ``responses``), ``upstream_protocol`` what the server
+    was sent (``chat``), ``upstream_request`` the body it was sent (the token
+    fields the proxy asked for included, as ``forwarded`` lists them); the
+    token ids are those of the server's answer.
+
     ``index`` numbers a rollout's calls from 0 in the order they started;
     ``parent`` is the index of the call this one continues when the caller
     said so (a sub-agent or a parallel branch; None otherwise).
@@ -79,6 +86,8 @@ class ModelCall:
     token_note: str | None = None
     session_id: str | None = None
     parent: int | None = None
+    upstream_protocol: Protocol | None = None
+    upstream_request: Any = None
 
     @property
     def call_id(self) -> str:

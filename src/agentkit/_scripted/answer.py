@@ -142,12 +142,30 @@ def _text_of(message: Mapping[str, Any]) -> str:
     return text
 
 
+def _assistant_segments(message: Mapping[str, Any]) -> list[str]:
+    """An assistant message as its completion's tokens were cut (:func:`completion_texts`):
+    its reasoning when it carries it (``reasoning_content``), its text, then each tool
+    call's arguments, so a prompt that goes on from a completion extends its tokens."""
+    reasoning = message.get("reasoning_content", message.get("reasoning"))
+    out = [reasoning if isinstance(reasoning, str) else "", message_text(message)]
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        arguments = function.get("arguments") if isinstance(function, Mapping) else None
+        out.append(arguments if isinstance(arguments, str) else json.dumps(arguments))
+    return out
+
+
 def prompt_segments(view: RequestView) -> list[str]:
     """The request's prompt as a chat template cuts it: per message the role marker
-    ``<|role|>``, the text and ``\n``; then the generation prompt ``<|assistant|>``."""
+    ``<|role|>``, the text and ``\n``; then the generation prompt ``<|assistant|>``.
+    An assistant message's text is cut as its completion was (see
+    :func:`_assistant_segments`): its tokens are those the model sampled."""
     out: list[str] = []
     for m in view.messages:
-        out += [f"<|{m.get('role')}|>", _text_of(m), "\n"]
+        if m.get("role") == "assistant":
+            out += ["<|assistant|>", *_assistant_segments(m), "\n"]
+        else:
+            out += [f"<|{m.get('role')}|>", _text_of(m), "\n"]
     return [*out, "<|assistant|>"]
 
 

@@ -29,7 +29,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from ssl import SSLContext
 from typing import Any, NamedTuple
@@ -124,7 +124,9 @@ class ScriptedModelServer:
     another key or none gets a 401 in its protocol's error format. Without it,
     every request is answered whatever key it carries. ``ssl``: serve https with
     this server-side context (its certificate must name ``host``); ``base_url``
-    then starts with ``https://``.
+    then starts with ``https://``. ``apis``: the protocols served (``chat``,
+    ``messages``, ``responses``; default all): a model request in another gets a
+    404, as from a server without that endpoint (:meth:`set_apis` changes it).
     """
 
     def __init__(
@@ -136,8 +138,11 @@ class ScriptedModelServer:
         log_limit: int | None = None,
         api_key: str | None = None,
         ssl: SSLContext | None = None,
+        apis: Iterable[Api] | None = None,
     ) -> None:
         self._script = load_script(script)
+        self._apis: frozenset[Api] | None = None
+        self.set_apis(apis)
         self._ssl = ssl
         self._api_key = _checked_key(api_key)
         self.host = host
@@ -256,6 +261,19 @@ class ScriptedModelServer:
     def events_sent(self) -> int:
         """Stream events written so far, all streams together (see ``hold(after_events=)``)."""
         return self._events_sent
+
+    def set_apis(self, apis: Iterable[Api] | None) -> None:
+        """Serve only these protocols (None: all); a model request in another gets a 404."""
+        if apis is None:
+            self._apis = None
+            return
+        chosen = frozenset(apis)
+        unknown = sorted(chosen - {"chat", "messages", "responses"})
+        if unknown:
+            raise ValueError(
+                f"apis: unknown protocol(s) {unknown}; known: chat, messages, responses"
+            )
+        self._apis = chosen
 
     def set_script(self, script: Script | Mapping[str, Any] | str | Path | None) -> None:
         """Replace the script (its ``times`` counters start from zero); safe while serving."""
@@ -447,9 +465,9 @@ class ScriptedModelServer:
                 for m in self._script.models
             ]
             return _json(200, {"object": "list", "data": data})
-        if route in _COUNT_TOKENS:
+        if route in _COUNT_TOKENS and (self._apis is None or "messages" in self._apis):
             return self._count_tokens(request, body)
-        if api is None:
+        if api is None or (self._apis is not None and api not in self._apis):
             self._record(request, body)
             message = f"no route {request.method} {request.path}"
             return _json(404, chat_wire.error_body(404, message))
