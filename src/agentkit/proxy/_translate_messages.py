@@ -3,7 +3,8 @@
 The request: ``system`` (a string or text blocks, joined by a blank line)
 becomes a system message; each message's blocks become chat messages: a
 user's ``tool_result`` blocks one ``tool`` message each (in order, before the
-user's text), its ``text`` and ``image`` blocks the user message; an
+user's text), its ``text`` and ``image`` blocks the user message; a system
+turn amid the messages a system message; an
 assistant's ``text`` its content, its ``thinking`` its ``reasoning_content``,
 its ``tool_use`` blocks its ``tool_calls`` (the arguments the model wrote,
 from the route's memory). ``tools`` (``input_schema``) become function tools,
@@ -209,8 +210,11 @@ class MessagesFromChat(ChatTranslation):
         for message in request.get("messages") or []:
             if not isinstance(message, dict):
                 continue
-            if message.get("role") == "assistant":
+            role = message.get("role")
+            if role == "assistant":
                 messages.append(_assistant(message.get("content"), self.memory))
+            elif role == "system":  # a system turn amid the conversation (Claude Code's)
+                messages.append({"role": "system", "content": _text(message.get("content"))})
             else:
                 messages += _user(message.get("content"))
         body: dict[str, Any] = {"model": request.get("model"), "messages": messages}
