@@ -113,7 +113,8 @@ class ChatParts:
 
     def _tool(self, call: dict[str, Any]) -> list[Step]:
         index = call.get("index")
-        function = call.get("function") if isinstance(call.get("function"), dict) else {}
+        raw = call.get("function")
+        function: dict[str, Any] = raw if isinstance(raw, dict) else {}
         steps: list[Step] = []
         current = self.current
         if (

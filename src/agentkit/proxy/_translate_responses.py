@@ -354,6 +354,7 @@ class ResponsesFromChat(ChatTranslation):
             item = self._item(part, index, step.op == "close")
             where = {"item_id": item["id"], "output_index": index}
             if step.op == "delta":
+                extra: dict[str, Any]
                 if part.kind == "reasoning":
                     kind, extra = "response.reasoning_summary_text.delta", {"summary_index": 0}
                 elif part.kind == "text":
