@@ -3,6 +3,8 @@ graded by its own verifier (local sandbox)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -195,6 +197,12 @@ async def test_translated_to_chat_every_call_has_the_servers_exact_tokens(
     assert assert_calls_carry_the_server_tokens(calls, model_server) == calls
     assert all(c.completion_logprobs for c in calls)
     assert rollout.calls_without_tokens == []
+    listed = subprocess.run(
+        [sys.executable, "-m", "agentkit", "show", str(run_dir), "--rollout", rollout.rollout_id,
+         "--calls"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert "[0] messages (served from chat) stream scripted-model  200 tool_use" in listed
     exported = assert_exports_hold_the_calls_tokens(run_dir, calls)
     # each prompt extends the one before and its completion: one sequence in each format
     assert {fmt: len(sequences) for fmt, sequences in exported.items()} == {

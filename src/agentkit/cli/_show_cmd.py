@@ -267,7 +267,8 @@ def _show_calls(run: Any, r: Any, as_json: bool) -> None:
         usage = (
             "" if c.usage is None else f" {c.usage.input_tokens} in, {c.usage.output_tokens} out"
         )
-        kind = f"{c.protocol}{' stream' if c.stream else ''}"
+        served = f" (served from {c.upstream_protocol})" if c.upstream_protocol else ""
+        kind = f"{c.protocol}{served}{' stream' if c.stream else ''}"
         status = c.status if c.status is not None else "no answer"
         finish = f" {c.finish_reason}" if c.finish_reason else ""
         click.echo(
