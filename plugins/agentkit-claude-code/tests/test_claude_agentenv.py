@@ -3,6 +3,7 @@ graded by its own verifier (local sandbox)."""
 
 from __future__ import annotations
 
+import copy
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +65,12 @@ HELLO_WORLD: dict[str, Any] = {
         },
     ]
 }
+
+
+#: The same task, the model reasoning before its tool call (translated: a thinking block,
+#: a reasoning item, which the program sends back with the call).
+THINKING: dict[str, Any] = copy.deepcopy(HELLO_WORLD)
+THINKING["rules"][0]["reply"]["reasoning"] = "Write it with printf."
 
 
 @pytest.fixture
@@ -162,7 +169,7 @@ async def test_every_model_call_is_recorded_with_the_servers_tokens(
 
 
 @pytest.mark.usefixtures("harbor_installed")
-@pytest.mark.model_script(HELLO_WORLD)
+@pytest.mark.model_script(THINKING)
 async def test_translated_to_chat_every_call_has_the_servers_exact_tokens(
     model_server: ScriptedModelServer,
     claude_bin: ProgramBinary,
@@ -172,7 +179,9 @@ async def test_translated_to_chat_every_call_has_the_servers_exact_tokens(
     """In the proxy's translation mode, against a server that serves chat completions
     only: Claude Code's Messages calls are served from chat completions, the task passes
     with its tool call, every call carries exactly the ids and logprobs the server sent,
-    and the SkyRL, Tinker and verifiers exports hold those ids, in one sequence."""
+    and the SkyRL, Tinker and verifiers exports hold those ids, in one sequence (the
+    model's reasoning went to Claude Code as a thinking block, and came back with the
+    tool call as the reasoning the next prompt renders)."""
     monkeypatch.setenv("AGENTKIT_TEST_CLAUDE_KEY", API_KEY)
     model_server.set_api_key(API_KEY)
     model_server.set_apis({"chat"})  # /v1/messages: 404, as from vLLM without it

@@ -3,6 +3,7 @@ graded by its own verifier (local sandbox)."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,12 @@ HELLO_WORLD: dict[str, Any] = {
         },
     ]
 }
+
+
+#: The same task, the model reasoning before its tool call (translated: a thinking block,
+#: a reasoning item, which the program sends back with the call).
+THINKING: dict[str, Any] = copy.deepcopy(HELLO_WORLD)
+THINKING["rules"][0]["reply"]["reasoning"] = "Write it with printf."
 
 
 @pytest.fixture
@@ -152,7 +159,7 @@ async def test_every_model_call_is_recorded_with_the_servers_tokens(
 
 
 @pytest.mark.usefixtures("harbor_installed")
-@pytest.mark.model_script(HELLO_WORLD)
+@pytest.mark.model_script(THINKING)
 async def test_translated_to_chat_every_call_has_the_servers_exact_tokens(
     model_server: ScriptedModelServer,
     codex_bin: ProgramBinary,
@@ -163,7 +170,9 @@ async def test_translated_to_chat_every_call_has_the_servers_exact_tokens(
     only: codex's Responses calls are served from chat completions, the task passes with
     its tool call, every call carries exactly the ids and logprobs the server sent (the
     Responses endpoint's own ids come without logprobs), and the SkyRL, Tinker and
-    verifiers exports hold those ids, in one sequence."""
+    verifiers exports hold those ids, in one sequence (the model's reasoning went to codex
+    as a reasoning item, and came back with the call as the reasoning the next prompt
+    renders)."""
     monkeypatch.setenv("AGENTKIT_TEST_CODEX_KEY", API_KEY)
     model_server.set_api_key(API_KEY)
     model_server.set_apis({"chat"})  # /v1/responses: 404, as from a server without it
