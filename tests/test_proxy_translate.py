@@ -297,4 +297,5 @@ async def test_previous_response_id_is_served_from_the_routes_memory(
     assert calls[2].status == 400 and calls[2].response["error"]["param"] == (
         "previous_response_id"
     )
+    assert calls[2].upstream_request is None and "nothing was sent" in (calls[2].error or "")
     assert_extends(calls[0], calls[1])

@@ -166,8 +166,10 @@ class _Recorder:
             token_note=recorded.token_note,
             session_id=self.route.session_id if self.route.settings.session_header else None,
             upstream_protocol=None if wire is None else wire.upstream_protocol,
-            upstream_request=(
-                wire.body if wire is not None and wire.upstream_protocol is not None else None
+            upstream_request=(  # what the server was sent (nothing, when the proxy refused)
+                wire.body
+                if wire is not None and wire.upstream_protocol is not None and wire.refusal is None
+                else None
             ),
         )
 
