@@ -839,3 +839,18 @@ def test_reply_logprobs_are_validated() -> None:
         Script.from_json({"default": {"logprobs": [0.5]}})
     with pytest.raises(ValidationError, match="logprobs"):
         Script.from_json({"default": {"logprobs": []}})
+
+
+def test_a_server_of_chat_completions_only() -> None:
+    """``apis``: the other protocols' routes answer 404, as from a server without them."""
+    with ScriptedModelServer({"default": {"content": "hi"}}, apis=["chat"]) as server:
+        body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+        chat = httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=30)
+        assert chat.status_code == 200
+        for path in ("/messages", "/messages/count_tokens", "/responses"):
+            refused = httpx.post(f"{server.base_url}{path}", json=body, timeout=30)
+            assert refused.status_code == 404, path
+        server.set_apis(None)
+        assert httpx.post(f"{server.base_url}/messages", json=body, timeout=30).status_code == 200
+    with pytest.raises(ValueError, match="unknown protocol"):
+        ScriptedModelServer(apis=["grpc"])  # type: ignore[list-item]
