@@ -168,10 +168,12 @@ async def test_wait_for_requests_returns_once_held_requests_arrived(
     with anyio.fail_after(30):  # a hang guard: the three calls are all held, all logged
         logged = await model_server.wait_for_requests(3)
     assert len(logged) == 3 and not any(c.done() for c in calls)
+    assert model_server.held == logged  # received, and their answers kept back
     assert len(await model_server.wait_for_requests(2)) == 3  # already there: at once
     model_server.release()
     replies = await asyncio.gather(*calls)
     assert [r.choices[0].message.content for r in replies] == ["ok"] * 3
+    assert model_server.held == []  # answered
     model_server.clear_requests()
     waiting = asyncio.ensure_future(model_server.wait_for_requests(1))
     await asyncio.sleep(0)

@@ -166,6 +166,7 @@ class ScriptedModelServer:
         # wait_for_requests(): (how many model requests, the waiter's loop, its future)
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._model_received = 0  # model requests logged since the last clear_requests()
+        self._held: list[RecordedRequest] = []  # kept back by hold() since the last release()
 
     # -- public API ---------------------------------------------------------
 
@@ -255,7 +256,18 @@ class ScriptedModelServer:
 
     def release(self) -> None:
         """Let the answers held back by :meth:`hold` (and all later ones) go out."""
+        with self._lock:
+            self._held = []
         self._open.set()
+
+    @property
+    def held(self) -> list[RecordedRequest]:
+        """The model requests whose answers :meth:`hold` (without ``after_events``) has
+        kept back since the last :meth:`release`, oldest first: received and never
+        answered, whether their client still waits or has given up (a program killed
+        while it waited, say)."""
+        with self._lock:
+            return list(self._held)
 
     @property
     def events_sent(self) -> int:
@@ -385,6 +397,8 @@ class ScriptedModelServer:
         rule: int | None = None,
         api: Api | None = None,
         parsed: Any = None,
+        *,
+        held: bool = False,
     ) -> RecordedRequest:
         text = "" if parsed is not None else body.decode("utf-8", errors="replace")
         if text:
@@ -409,6 +423,8 @@ class ScriptedModelServer:
         )
         with self._lock:
             self._requests.append(entry)
+            if held:  # in the log and held back at once: no one sees one without the other
+                self._held.append(entry)
             if api is not None:
                 self._model_received += 1
                 if self._waiters:
@@ -484,9 +500,15 @@ class ScriptedModelServer:
             return _json(400, wire.error_body(400, "the body is not a JSON object"))
         view = RequestView.from_body(parsed, api)
         reply, rule = self._script.choose(view)
-        entry = self._record(request, body, rule, api, parsed)
-        while not self._open.is_set() and not self._hold_after:  # hold() until release()
-            await asyncio.sleep(0.005)
+        holding = not self._open.is_set() and not self._hold_after  # hold() until release()
+        entry = self._record(request, body, rule, api, parsed, held=holding)
+        if holding:
+            # a client that gives up cancels this wait: its request stays held (never
+            # answered) until release()
+            while not self._open.is_set() and not self._hold_after:
+                await asyncio.sleep(0.005)
+            with self._lock:  # this one (by identity: an equal request may be held too)
+                self._held = [r for r in self._held if r is not entry]
         if reply.latency:
             await asyncio.sleep(reply.latency)
         return await self._answer(request, wire, reply, view, parsed, entry)
