@@ -9,7 +9,8 @@ against the scripted model server and use these to set up and to look.
   :func:`files_containing` for a secret left in files;
   :func:`cancel_when_running` cancels a run once a command it started runs,
   :func:`cancel_while_the_model_is_called` once the program waits for a model
-  answer that is held back;
+  answer that is held back; :func:`time_out_while_the_model_is_called` checks
+  that a harness's own timeout ended a run while the program waited so;
 - :func:`need_harbor_task` skips a test without the Harbor plugin or task;
   :func:`harbor_rollout` runs a harness on one Harbor task through
   :class:`~agentkit.AgentEnv`, :func:`agentkit_run` through the
@@ -35,6 +36,7 @@ from typing import Any
 
 from agentkit._calls import ModelCall
 from agentkit._events import Event
+from agentkit._result import HarnessResult
 from agentkit._sandbox import ExecutionHints, Sandbox
 from agentkit._task import Task
 from agentkit.env import AgentEnv, RolloutRecord
@@ -57,6 +59,7 @@ __all__ = [
     "processes_with",
     "sandbox_processes",
     "telemetry_weights",
+    "time_out_while_the_model_is_called",
     "unique_task",
 ]
 
@@ -198,6 +201,50 @@ async def cancel_while_the_model_is_called(
         f"(it received {len(received)})"
     )
     return received
+
+
+async def time_out_while_the_model_is_called(
+    run: Callable[[], Awaitable[HarnessResult]],
+    server: ScriptedModelServer,
+    marker: str,
+    *,
+    timeout: float,
+    within: float,
+) -> HarnessResult:
+    """Hold ``server``'s answers back and run ``run()`` (a harness run whose own timeout
+    is ``timeout`` seconds) to its end: that timeout must have ended it while the program
+    waited for the model. When the run returned, a model request whose body contains
+    ``marker`` (the task's prompt, say) had reached the server and had not been answered
+    (it is in :attr:`~agentkit.testing.model_server.ScriptedModelServer.held`), and the
+    result is the timeout (status and error kind ``timeout``, an error saying ``within
+    <timeout> s``). ``timeout`` must outlast the program's start-up (until its first
+    model request); ``within`` seconds only bound the run (a hang guard). The answers
+    stay held back until the caller's ``server.release()`` or the server's end. Returns
+    the run's result."""
+    import anyio
+
+    server.hold()
+    with anyio.fail_after(within):  # a hang guard: the harness's timeout must end the run
+        result = await run()
+    held = server.held
+    received = server.model_requests
+
+    def asks(request: RecordedRequest) -> bool:
+        return marker in json.dumps(request.body, ensure_ascii=False)
+
+    ended = f"{result.status} ({result.error_kind}): {result.error}"
+    assert any(asks(r) for r in received), (
+        f"the run ended before a model request with {marker!r} reached the server (it "
+        f"received {len(received)}; was the {timeout:g} s timeout shorter than the "
+        f"program's start-up?): {ended}"
+    )
+    assert any(asks(r) for r in held), (
+        f"the model request with {marker!r} was answered, not held back, before the run "
+        f"ended: {ended}"
+    )
+    assert (result.status, result.error_kind) == ("timeout", "timeout"), ended
+    assert f"within {timeout:g} s" in (result.error or ""), ended
+    return result
 
 
 def files_containing(root: Path, needle: str) -> list[Path]:
