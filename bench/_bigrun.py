@@ -7,7 +7,8 @@ ids and varied rewards, an events file per rollout, tasks.jsonl, and
 summary.json unless ``summary=False`` (a run killed before its end).
 ``make_template(workdir)`` makes such a template: ``agentkit run`` of the JSONL
 arithmetic set with the chat harness against the scripted model server, two
-rollouts per task. Used by bench/view.py, bench/stats.py and the viewer's tests.
+rollouts per task. ``make_big_job(template, out, rollouts)`` makes a job directory of
+such runs. Used by bench/view.py, bench/stats.py and the viewer's tests.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from agentkit.testing.model_server import ScriptedModelServer
 
-__all__ = ["make_big_run", "make_template"]
+__all__ = ["make_big_job", "make_big_run", "make_template"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,9 +61,18 @@ def _dumps(data: Any) -> str:
 
 
 def make_big_run(
-    template: Path, out: Path, rollouts: int, *, per_task: int = 10, summary: bool = True
+    template: Path,
+    out: Path,
+    rollouts: int,
+    *,
+    per_task: int = 10,
+    summary: bool = True,
+    shift: int = 0,
 ) -> Path:
-    """Write a run of ``rollouts`` rollouts at ``out`` (replaced) from the run ``template``."""
+    """Write a run of ``rollouts`` rollouts at ``out`` (replaced) from the run ``template``.
+
+    A rollout scores 0 where ``(task * 7 + index + shift) % 3 == 0``, else 1.
+    """
     if out.exists():
         shutil.rmtree(out)
     (out / "events").mkdir(parents=True)
@@ -83,7 +93,7 @@ def make_big_run(
             source = lines[n % len(lines)]
             d = dict(source)
             rid = f"t{group:05d}-0badc0de-r{index}"
-            reward = 1.0 if (group * 7 + index) % 3 else 0.0
+            reward = 1.0 if (group * 7 + index + shift) % 3 else 0.0
             d.update(
                 task_id=tasks[group],
                 example_id=tasks[group].split(":", 1)[1],
@@ -123,4 +133,35 @@ def make_big_run(
         document = agentkit.runs.open(out).summary()
         document["interrupted"] = False
         (out / "summary.json").write_text(json.dumps(document, default=str))
+    return out
+
+
+def make_big_job(template: Path, out: Path, rollouts: int, *, cells: int = 10) -> Path:
+    """Write a job directory at ``out`` (replaced) of ``cells`` cells of ``rollouts / cells``
+    rollouts each (made by :func:`make_big_run`, rewards shifted per cell), its
+    ``job.json`` in the format of docs/jobs.md: one axis, ``model``, ``m0``, ``m1``..."""
+    if out.exists():
+        shutil.rmtree(out)
+    names = [f"big.chat.m{i}" for i in range(cells)]
+    for i, name in enumerate(names):
+        make_big_run(template, out / "cells" / name, rollouts // cells, shift=i)
+    document = {
+        "kind": "agentkit.job",
+        "format_version": 1,
+        "name": out.name,
+        "created_at": 1_790_000_000.0,
+        "concurrency": 64,
+        "axes": {"taskset": ["big"], "harness": ["chat"], "model": [f"m{i}" for i in range(cells)]},
+        "cells": [
+            {
+                "name": name,
+                "axes": {"taskset": "big", "harness": "chat", "model": f"m{i}"},
+                "run_dir": f"cells/{name}",
+            }
+            for i, name in enumerate(names)
+        ],
+        "spec": {},
+        "resumes": [],
+    }
+    (out / "job.json").write_text(json.dumps(document, indent=1))
     return out

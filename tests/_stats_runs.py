@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +112,53 @@ def make_example_runs(folder: Path) -> dict[str, Path]:
     as ``runs/A``...); returns their directories by name."""
     with ScriptedModelServer(EXAMPLE_SCRIPT) as server:
         return {name: make_example_run(folder, name, server) for name in PLANS}
+
+
+#: The cells of :func:`make_example_job`: each model on the five tasks, two rollouts each.
+JOB_CELLS = {f"example.chat.{m}": m for m in ("a", "b", "c")}
+
+
+def make_example_job(folder: Path, name: str = "sweep") -> Path:
+    """A job directory ``folder/jobs/NAME`` in the format of docs/jobs.md: its
+    ``job.json`` and a cell per model of :data:`JOB_CELLS` run by ``agentkit run`` into
+    ``cells/<cell>/`` (the five tasks, two rollouts each: model b's first call of t3
+    fails, so that rollout could not run), and a fourth cell, ``example.chat.d``, not
+    started."""
+    if not (folder / "example.jsonl").exists():
+        _tasks(folder / "example.jsonl", 5)
+        _tasks(folder / "other.jsonl", 2)
+    job = folder / "jobs" / name
+    cells = {**JOB_CELLS, "example.chat.d": "d"}
+    with ScriptedModelServer(EXAMPLE_SCRIPT) as server:
+        for cell, model in JOB_CELLS.items():
+            done = run_cli(
+                *("run", "jsonl:example.jsonl", "chat", "--model", model),
+                *("--base-url", server.base_url, "-n", "2", "--max-retries", "0"),
+                *("--out", str(job / "cells" / cell), "--no-progress"),
+                cwd=folder,
+            )
+            assert done.returncode == 0, done.stderr
+    document = {
+        "kind": "agentkit.job",
+        "format_version": 1,
+        "name": name,
+        "created_at": time.time(),
+        "concurrency": 4,
+        "axes": {"taskset": ["example"], "harness": ["chat"], "model": list(cells.values())},
+        "cells": [
+            {
+                "name": cell,
+                "axes": {"taskset": "example", "harness": "chat", "model": model},
+                "explicit": False,
+                "taskset": {"spec": "jsonl:example.jsonl", "options": {}},
+                "harness": {"name": "chat", "options": {}},
+                "settings": {"model": model, "rollouts_per_task": 2},
+                "run_dir": f"cells/{cell}",
+            }
+            for cell, model in cells.items()
+        ],
+        "spec": {},
+        "resumes": [],
+    }
+    (job / "job.json").write_text(json.dumps(document, indent=2))
+    return job

@@ -168,10 +168,12 @@ async def test_wait_for_requests_returns_once_held_requests_arrived(
     with anyio.fail_after(30):  # a hang guard: the three calls are all held, all logged
         logged = await model_server.wait_for_requests(3)
     assert len(logged) == 3 and not any(c.done() for c in calls)
+    assert model_server.held == logged  # received, and their answers kept back
     assert len(await model_server.wait_for_requests(2)) == 3  # already there: at once
     model_server.release()
     replies = await asyncio.gather(*calls)
     assert [r.choices[0].message.content for r in replies] == ["ok"] * 3
+    assert model_server.held == []  # answered
     model_server.clear_requests()
     waiting = asyncio.ensure_future(model_server.wait_for_requests(1))
     await asyncio.sleep(0)
@@ -839,3 +841,18 @@ def test_reply_logprobs_are_validated() -> None:
         Script.from_json({"default": {"logprobs": [0.5]}})
     with pytest.raises(ValidationError, match="logprobs"):
         Script.from_json({"default": {"logprobs": []}})
+
+
+def test_a_server_of_chat_completions_only() -> None:
+    """``apis``: the other protocols' routes answer 404, as from a server without them."""
+    with ScriptedModelServer({"default": {"content": "hi"}}, apis=["chat"]) as server:
+        body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]}
+        chat = httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=30)
+        assert chat.status_code == 200
+        for path in ("/messages", "/messages/count_tokens", "/responses"):
+            refused = httpx.post(f"{server.base_url}{path}", json=body, timeout=30)
+            assert refused.status_code == 404, path
+        server.set_apis(None)
+        assert httpx.post(f"{server.base_url}/messages", json=body, timeout=30).status_code == 200
+    with pytest.raises(ValueError, match="unknown protocol"):
+        ScriptedModelServer(apis=["grpc"])  # type: ignore[list-item]

@@ -27,16 +27,19 @@ def test_the_next_prompt_extends_the_previous_prompt_and_completion() -> None:
     )
 
 
-def test_a_tool_call_breaks_the_prefix_unless_the_reply_shows_it_as_sampled() -> None:
-    # the default template shows an earlier tool call as JSON after the turn's text, not
-    # as it was sampled (a prefix break, as real templates may); a reply with
-    # tool_calls_in_prompt "as_sampled" gets a prompt that extends the earlier call's
+def test_a_reply_can_show_earlier_tool_calls_otherwise_than_sampled() -> None:
+    # by default a prompt shows an earlier tool call as it was sampled (it extends that
+    # call's prompt and completion); a reply with tool_calls_in_prompt "json" gets a
+    # prompt that shows it as JSON after the turn's text: a prefix break
     call = {"name": "calc", "arguments": '{"expr":"2+3"}'}
     script = {
         "rules": [
             {"match": {"turn": 0}, "reply": {"content": "Let me add.", "tool_calls": [call]}},
-            {"match": {"turn": 1, "last_user_contains": "json"}, "reply": {"content": "5"}},
-            {"match": {"turn": 1}, "reply": {"content": "5", "tool_calls_in_prompt": "as_sampled"}},
+            {
+                "match": {"turn": 1, "last_user_contains": "json"},
+                "reply": {"content": "5", "tool_calls_in_prompt": "json"},
+            },
+            {"match": {"turn": 1}, "reply": {"content": "5"}},
         ]
     }
     prompts = {}

@@ -243,14 +243,16 @@ def test_resume_keeps_the_proxy_settings_unless_given_again(tasks_file: Path) ->
     run_dir = tasks_file.parent / "run"
     script = Path(__file__).resolve().parents[1] / "examples" / "scripts" / "echo.json"
     run(f"jsonl:{tasks_file}", "chat", "--model", f"scripted:{script}", "--out", str(run_dir),
-        "--token-ids", "--session-header", "X-Rollout", "--cache-salt", "s1")  # fmt: skip
-    keys = ("model_proxy", "token_ids", "session_header", "cache_salt")
+        "--token-ids", "--session-header", "X-Rollout", "--cache-salt", "s1",
+        "--translate-to-chat")  # fmt: skip
+    keys = ("model_proxy", "token_ids", "session_header", "cache_salt", "translate_to_chat")
     plan = run("--resume", str(run_dir), "--dry-run")["options"]
     assert {k: plan[k] for k in keys} == {  # type: ignore[index]
         "model_proxy": True,
         "token_ids": True,
         "session_header": "X-Rollout",
         "cache_salt": "s1",
+        "translate_to_chat": True,
     }
     plan = run("--resume", str(run_dir), "--dry-run", "--no-session-header")["options"]
     assert plan["session_header"] is None and plan["token_ids"] is True  # type: ignore[index]

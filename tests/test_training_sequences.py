@@ -269,7 +269,7 @@ def test_a_delta_encoded_file_stores_each_id_once(tmp_path: Path) -> None:
         {"call": 3, "keep": 3, "add": [9]},
     ]
     (tmp_path / "rollouts.jsonl").write_text("")
-    from agentkit.training._export import read_calls
+    from agentkit.training._callfiles import read_calls
 
     assert read_calls(tmp_path, "r") == calls
 
@@ -291,7 +291,7 @@ def test_a_bad_reference_names_the_line_and_field(
     bad = json.loads(lines[1])
     bad["prompt_token_ids"] = delta
     path.write_text("\n".join([lines[0], json.dumps(bad), lines[2]]) + "\n")
-    from agentkit.training._export import read_calls
+    from agentkit.training._callfiles import read_calls
 
     with pytest.raises(ExportError, match=message):
         read_calls(tmp_path, "r0")
@@ -434,7 +434,7 @@ def test_a_malformed_calls_file_names_the_file_line_and_field(tmp_path: Path) ->
     bad = json.loads(lines[1])
     bad["prompt_token_ids"] = [1, "2"]
     path.write_text("\n".join([lines[0], json.dumps(bad), lines[2]]) + "\n")
-    from agentkit.training._export import read_calls
+    from agentkit.training._callfiles import read_calls
 
     with pytest.raises(ExportError, match=r"r0.jsonl: line 2.prompt_token_ids: expected a list"):
         read_calls(tmp_path, "r0")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _stats_runs import JOB_CELLS, make_example_job, make_example_runs
 from _view import (
     ROOT,
     arithmetic_run_args,
@@ -26,6 +27,7 @@ from _view import (
     view_server,
 )
 
+import agentkit.runs
 from agentkit.testing.model_server import ScriptedModelServer
 
 _spec = importlib.util.spec_from_file_location("bigrun", ROOT / "bench" / "_bigrun.py")
@@ -290,3 +292,343 @@ def test_it_opens_the_browser_on_its_url_unless_told_not_to(runs: Path, tmp_path
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Runs A, B and C of docs/statistics.md's worked example (tests/_stats_runs.py)."""
+    folder = tmp_path_factory.mktemp("example")
+    make_example_runs(folder)
+    return folder / "runs"
+
+
+def test_compare_n_runs_gives_the_leaderboard_and_each_against_a_baseline(example: Path) -> None:
+    """The numbers of docs/statistics.md's worked example, through the viewer's API."""
+    with view_server(example) as url:
+        doc = get_json(url, "/api/compare/A/B/C?baseline=B")
+        assert [r["name"] for r in doc["runs"]] == ["A", "B", "C"]
+        assert doc["baseline"] == "B" and doc["same_taskset"] is False
+        board = {r["run"]: r for r in doc["leaderboard"]}
+        assert [r["run"] for r in doc["leaderboard"]] == ["A", "B", "C"]  # by mean reward
+        assert [r["rank"] for r in doc["leaderboard"]] == [1, 2, 3]
+        assert board["A"]["mean_reward"] == pytest.approx(0.625)
+        assert (board["A"]["ci_low"], board["A"]["ci_high"]) == (
+            pytest.approx(-0.137, abs=5e-4),
+            pytest.approx(1.387, abs=5e-4),
+        )
+        assert board["B"]["mean_reward"] == pytest.approx(5 / 9)
+        assert (board["B"]["ci_low"], board["B"]["ci_high"]) == (
+            pytest.approx(-0.055, abs=5e-4),
+            pytest.approx(1.166, abs=5e-4),
+        )
+        assert (board["B"]["scored"], board["B"]["could_not_run"]) == (9, 1)
+        assert board["A"]["pass@2"] == pytest.approx(0.75) and board["B"]["pass@2"] is None
+        a_vs_b, c_vs_b = doc["against"]
+        assert (a_vs_b["run"], a_vs_b["baseline"]) == ("A", "B")
+        d = a_vs_b["difference"]
+        assert d["mean"] == pytest.approx(0.25) and d["p_value"] == pytest.approx(0.1817, abs=1e-4)
+        assert (d["ci_low"], d["ci_high"]) == (
+            pytest.approx(-0.209, abs=5e-4),
+            pytest.approx(0.709, abs=5e-4),
+        )
+        assert (a_vs_b["wins_a"], a_vs_b["ties"], a_vs_b["wins_b"]) == (2, 2, 0)
+        assert a_vs_b["shared_tasks"] == 4 and a_vs_b["only_b"] == ["example:t5"]
+        assert [t["task_id"] for t in a_vs_b["top"]] == ["example:t1", "example:t2"]
+        assert c_vs_b["shared_tasks"] == 0 and c_vs_b["difference"]["mean"] is None
+        hm = doc["heatmap"]
+        assert hm["runs"] == ["A", "B", "C"]
+        assert hm["tasks"][:5] == [f"example:t{i}" for i in range(1, 6)]
+        assert hm["tasks"][5:] == ["other:t1", "other:t2"]
+        assert hm["mean"][0] == [1.0, 0.5, None] and hm["mean"][4] == [None, 1.0, None]
+        assert hm["mean"][2] == [0.0, 0.0, None]
+        assert hm["scored"][2] == [2, 1, 0] and hm["rollouts"][2] == [2, 2, 0]  # one could not run
+        assert "counts" not in doc  # the per-task verdicts are for two runs
+        two = get_json(url, "/api/compare/A/B")
+        assert two["baseline"] == "A" and two["against"][0]["difference"]["mean"] == -0.25
+        assert two["counts"]["a_only"] == 1 and two["a"]["name"] == "A"
+        for bad in ("/api/compare/A", "/api/compare/A/nope", "/api/compare/A/B?baseline=C"):
+            status, _ = raw_get(url, bad)
+            assert status == 404, bad
+
+
+def test_charts_bin_the_distributions_of_each_run(example: Path) -> None:
+    with view_server(example) as url:
+        doc = get_json(url, "/api/charts?runs=A,B")
+        assert doc["runs"] == ["A", "B"]
+        charts = {c["key"]: c for c in doc["charts"]}
+        assert list(charts) == ["reward", "duration_s", "tokens", "cost"]
+        reward = charts["reward"]
+        assert reward["kind"] == "discrete" and reward["values"] == [0.0, 1.0]
+        # A: 5 of 8 right; B: 5 of the 9 that ran (the rollout that could not run has none)
+        assert [(s["run"], s["n"], s["counts"]) for s in reward["series"]] == [
+            ("A", 8, [3, 5]),
+            ("B", 9, [4, 5]),
+        ]
+        assert reward["series"][1]["summary"]["mean"] == pytest.approx(5 / 9)
+        tokens = charts["tokens"]
+        assert tokens["kind"] == "bins" and [s["n"] for s in tokens["series"]] == [8, 10]
+        for chart in (tokens, charts["duration_s"]):
+            edges = chart["edges"]
+            assert len(edges) - 1 == len(chart["series"][0]["counts"]) <= 21
+            for s in chart["series"]:
+                assert sum(s["counts"]) == s["n"]
+                q = s["summary"]
+                assert edges[0] <= q["min"] <= q["p5"] <= q["q1"] <= q["median"] <= q["q3"]
+                assert q["q3"] <= q["p95"] <= q["max"] <= edges[-1]
+        # every rollout of A asked the model once: 13 tokens (11 in, 2 out) each
+        a_tokens = tokens["series"][0]
+        assert a_tokens["summary"]["min"] == a_tokens["summary"]["max"] == 13.0
+        assert a_tokens["counts"][tokens["edges"].index(13.0)] == 8
+        assert charts["cost"]["kind"] == "empty"  # the scripted model has no price
+        one = get_json(url, "/api/charts?runs=B")
+        assert one["charts"][0]["series"][0]["counts"] == [4, 5]
+        for bad in ("/api/charts", "/api/charts?runs=nope", "/api/charts?runs=..%2fA"):
+            status, _ = raw_get(url, bad)
+            assert status == 404, bad
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory, runs: Path) -> Path:
+    """A folder with a job (tests/_stats_runs.py's: cells of models a, b and c, and one
+    not started) beside an ordinary run."""
+    folder = tmp_path_factory.mktemp("jobs")
+    job = make_example_job(folder)
+    subprocess.run(["cp", "-a", str(runs / "good"), str(job.parent / "good")], check=True)
+    return job.parent
+
+
+def test_a_job_has_its_cells_leaderboard_and_heat_map(jobs: Path) -> None:
+    with view_server(jobs) as url:
+        listing = get_json(url, "/api/runs")
+        by_name = {r["name"]: r for r in listing["runs"]}
+        assert set(by_name) == {"good"} | {f"sweep~{c}" for c in JOB_CELLS}
+        cell_b = by_name["sweep~example.chat.b"]
+        assert (cell_b["job"], cell_b["cell"]) == ("sweep", "example.chat.b")
+        assert by_name["good"]["job"] is None
+        (job,) = listing["jobs"]
+        assert (job["name"], job["cells"], job["started"], job["state"]) == (
+            "sweep",
+            4,
+            3,
+            "incomplete",
+        )
+        assert (job["planned"], job["finished"], job["infra_errors"]) == (30, 30, 1)
+        assert job["best"] == {
+            "run": "sweep~example.chat.b",
+            "cell": "example.chat.b",
+            "mean_reward": pytest.approx(5 / 9),
+        }
+        doc = get_json(url, "/api/job/sweep")
+        assert [(c["name"], c["run"], c["state"]) for c in doc["cell_list"]] == [
+            ("example.chat.a", "sweep~example.chat.a", "complete"),
+            ("example.chat.b", "sweep~example.chat.b", "incomplete"),
+            ("example.chat.c", "sweep~example.chat.c", "complete"),
+            ("example.chat.d", None, "not started"),
+        ]
+        assert doc["axes"]["model"] == ["a", "b", "c", "d"]
+        # the job page reads its settled cells' summaries only: the same as their run pages
+        shown = ("state", "finished", "planned", "errors", "infra_errors", "mean_reward")
+        shown += ("pass_at_k", "cost", "tokens", "running", "job", "cell")
+        for c in doc["cell_list"][:3]:
+            run = get_json(url, f"/api/run/{c['run']}")
+            assert {k: c["listing"][k] for k in shown} == {k: run[k] for k in shown}
+        board = doc["leaderboard"]
+        assert [(r["label"], r["rank"]) for r in board] == [
+            ("example.chat.b", 1),
+            ("example.chat.a", 2),
+            ("example.chat.c", 3),
+        ]
+        assert board[0]["axes"] == {"taskset": "example", "harness": "chat", "model": "b"}
+        # cell b is run B of docs/statistics.md: the same rollouts, the same interval
+        assert (board[0]["ci_low"], board[0]["ci_high"]) == (
+            pytest.approx(-0.055, abs=5e-4),
+            pytest.approx(1.166, abs=5e-4),
+        )
+        hm = doc["heatmap"]
+        assert hm["runs"] == [f"sweep~{c}" for c in JOB_CELLS]
+        assert hm["tasks"] == [f"example:t{i}" for i in range(1, 6)]
+        assert hm["mean"] == [
+            [1.0, 0.5, 1.0],
+            [0.5, 0.0, 0.0],
+            [0.0, 0.0, 0.0],
+            [1.0, 1.0, 0.0],
+            [0.0, 1.0, 0.0],
+        ]
+        assert doc["labels"]["sweep~example.chat.c"] == "example.chat.c"
+        cells = get_json(url, "/api/compare/sweep~example.chat.a/sweep~example.chat.b")
+        assert cells["labels"] == {f"sweep~{c}": c for c in list(JOB_CELLS)[:2]}
+        assert [r["label"] for r in cells["leaderboard"]] == ["example.chat.b", "example.chat.a"]
+        mixed = get_json(url, "/api/compare/good/sweep~example.chat.a")
+        assert mixed["labels"] == {"good": "good", "sweep~example.chat.a": "sweep › example.chat.a"}
+        # a cell is a run like any other: its page, rollouts, files and charts
+        run = get_json(url, "/api/run/sweep~example.chat.b")
+        assert (run["job"], run["cell"], run["infra_errors"]) == ("sweep", "example.chat.b", 1)
+        page = get_json(url, "/api/run/sweep~example.chat.b/rollouts?task=example:t3")
+        assert [r["infrastructure"] for r in page["rows"]] == [True, False]
+        rid = page["rows"][1]["rollout_id"]
+        assert get_json(url, f"/api/run/sweep~example.chat.b/rollout/{rid}")["task_id"] == (
+            "example:t3"
+        )
+        status, _ = raw_get(url, "/files/sweep~example.chat.b/manifest.json")
+        assert status == 200
+        charts = get_json(url, "/api/charts?runs=sweep~example.chat.a,sweep~example.chat.b")
+        assert [s["counts"] for s in charts["charts"][0]["series"]] == [[5, 5], [4, 5]]
+        for bad in (
+            "/api/job/nope",
+            "/api/job/good",
+            "/api/run/sweep~example.chat.d",
+            "/api/run/sweep~nope",
+            "/api/run/good~x",
+            "/api/run/sweep~example.chat.a~x",
+        ):
+            status, _ = raw_get(url, bad)
+            assert status == 404, bad
+
+
+def test_a_job_directory_served_alone(jobs: Path, tmp_path: Path) -> None:
+    """``agentkit view JOBDIR``: the cells are its runs (by their names), and it says so;
+    a cell whose run directory leads outside the job (a symlink) is not served."""
+    job = tmp_path / "sweep"
+    subprocess.run(["cp", "-a", str(jobs / "sweep"), str(job)], check=True)
+    elsewhere = tmp_path / "elsewhere"
+    subprocess.run(["cp", "-a", str(jobs / "good"), str(elsewhere)], check=True)
+    (job / "cells" / "example.chat.d").symlink_to(elsewhere, target_is_directory=True)
+    (job / "cells" / "example.chat.c" / "summary.json").unlink()  # killed before its end
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentkit", "view", str(job), "--no-open"],
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline().strip() for _ in range(3)]
+        assert lines[0] == "agentkit view: job sweep (3 cells started)"
+        url, job_url = lines[1], lines[2]
+        assert job_url == url + "job/sweep"
+        # the job's page first, as its printed URL opens it: a cell without its summary
+        # is read from its rollouts (no other page has read them yet), the same numbers
+        doc = get_json(url, "/api/job/sweep")
+        assert [c["run"] for c in doc["cell_list"]] == [*JOB_CELLS, None]
+        assert doc["cell_list"][3]["state"] == "outside"
+        listing_c = doc["cell_list"][2]["listing"]
+        assert (listing_c["state"], listing_c["finished"]) == ("complete", 10)
+        assert listing_c["mean_reward"] == pytest.approx(0.2)
+        (board_c,) = [r for r in doc["leaderboard"] if r["label"] == "example.chat.c"]
+        assert (board_c["mean_reward"], board_c["scored"]) == (pytest.approx(0.2), 10)
+        listing = get_json(url, "/api/runs")
+        assert listing["single_job"] is True
+        assert sorted(r["name"] for r in listing["runs"]) == sorted(JOB_CELLS)
+        assert get_json(url, "/api/run/example.chat.a")["cell"] == "example.chat.a"
+        for refused in ("/api/run/example.chat.d", "/files/example.chat.d/manifest.json"):
+            status, body = raw_get(url, refused)
+            assert status in (403, 404) and b"good" not in body, refused
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+
+
+def test_a_job_file_it_cannot_read_is_named_with_what_was_expected(
+    jobs: Path, tmp_path: Path
+) -> None:
+    """A job.json that is not JSON, not a job's, or of a format_version this agentkit does
+    not read is listed as broken (its file and what was expected), and no cell of it is
+    served; the folder's other runs and jobs are."""
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    subprocess.run(["cp", "-a", str(jobs / "sweep"), str(folder / "sweep")], check=True)
+    subprocess.run(["cp", "-a", str(jobs / "good"), str(folder / "good")], check=True)
+    document = json.loads((jobs / "sweep" / "job.json").read_text())
+    damaged = {
+        "newer": json.dumps({**document, "format_version": 2}),
+        "other": json.dumps({**document, "kind": "something.else"}),
+        "torn": json.dumps(document)[:100],
+    }
+    for name, text in damaged.items():
+        subprocess.run(["cp", "-a", str(jobs / "sweep"), str(folder / name)], check=True)
+        (folder / name / "job.json").write_text(text)
+    with view_server(folder) as url:
+        listing = get_json(url, "/api/runs")
+        assert [j["name"] for j in listing["jobs"]] == ["sweep"]
+        assert {r["name"] for r in listing["runs"]} == {"good", *(f"sweep~{c}" for c in JOB_CELLS)}
+        errors = {b["name"]: b["error"] for b in listing["broken"]}
+        assert errors == {
+            "newer": f"{folder / 'newer' / 'job.json'}: format_version 2; this agentkit reads 1"
+            " (a newer agentkit wrote it?)",
+            "other": f"{folder / 'other' / 'job.json'}: not an agentkit job file"
+            " (kind is not 'agentkit.job')",
+            "torn": errors["torn"],
+        }
+        assert errors["torn"].startswith(f"{folder / 'torn' / 'job.json'}: cannot read it: ")
+        for name in damaged:
+            status, body = raw_get(url, f"/api/job/{name}")
+            assert status == 404 and b"job.json" in body, name
+            status, _ = raw_get(url, f"/api/run/{name}~example.chat.a")
+            assert status == 404, name
+
+
+def test_a_running_cell_is_read_as_its_lines_are_appended(tmp_path: Path) -> None:
+    """While a cell runs, the job page counts the rollouts it has finished each time it
+    is asked (the lines appended since the last time are read), then, once the cell has
+    ended, takes the cell's summary: the same numbers as the cell's run page."""
+    job = tmp_path / "jobs" / "live"
+    run_dir = job / "cells" / "arith"
+    cell = {"taskset": "arithmetic", "harness": "chat", "model": "scripted"}
+    document = {
+        "kind": "agentkit.job",
+        "format_version": 1,
+        "name": "live",
+        "created_at": time.time(),
+        "concurrency": 8,
+        "axes": {axis: [label] for axis, label in cell.items()},
+        "cells": [{"name": "arith", "axes": cell, "run_dir": "cells/arith"}],
+    }
+    planned = planned_arithmetic()
+    with ScriptedModelServer(arithmetic_script()) as good:  # a rollout of each task
+        done = run_agentkit(*arithmetic_run_args(run_dir, good.base_url))
+        assert done.returncode == 0, done.stderr
+    (job / "job.json").write_text(json.dumps(document))
+    # then a second rollout of each task, whose answers are held back, one never given
+    server = ScriptedModelServer(arithmetic_script(hang="apples")).start()
+    server.hold()
+    proc: subprocess.Popen[str] | None = None
+    try:
+        with view_server(job.parent) as url:
+            args = ["run", "--resume", str(run_dir), "-n", "2", "--base-url", server.base_url]
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "agentkit", *args, "--max-retries", "0", "--no-progress"],
+                cwd=ROOT,
+                env=cli_env(),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            while not server.model_requests:  # the resumed run holds its lock
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.05)
+
+            def listing() -> dict[str, Any]:
+                (only,) = get_json(url, "/api/job/live")["cell_list"]
+                return dict(only["listing"])
+
+            before = listing()
+            assert (before["state"], before["finished"]) == ("running", planned)
+            server.release()  # every new rollout but the one that hangs finishes
+            while len(agentkit.runs.open(run_dir)) < 2 * planned - 1:
+                assert proc.poll() is None, proc.communicate()
+                time.sleep(0.05)
+            during = listing()
+            assert (during["state"], during["finished"]) == ("running", 2 * planned - 1)
+            server.stop()  # the hung request fails: that rollout could not run
+            assert proc.wait(timeout=120) == 0, proc.communicate()
+            after = listing()
+            assert (after["state"], after["finished"]) == ("incomplete", 2 * planned)
+            assert after["infra_errors"] == 1
+            run = get_json(url, "/api/run/live~arith")
+            assert {k: run[k] for k in after} == after
+    finally:
+        server.stop()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.communicate()

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _stats_runs import JOB_CELLS, make_example_job, make_example_runs
 from _view import (
     HARBOR,
     ROOT,
@@ -87,18 +88,35 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 class Tab:
-    """A browser page that records JavaScript errors and saves screenshots."""
+    """A browser page that records JavaScript errors (uncaught, and those logged to the
+    console) and saves screenshots. ``http_errors``: the test opens pages that answer
+    with an error status on purpose (the console says so)."""
 
-    def __init__(self, context: Any, shots: Path) -> None:
+    def __init__(self, context: Any, shots: Path, *, http_errors: bool = False) -> None:
         self.page = context.new_page()
         self.shots = shots
         self.errors: list[str] = []
         self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        self.page.on("console", self._console)
+        self.http_errors = http_errors
+        #: Every URL the page requested.
+        self.requested: list[str] = []
         #: Requests that left this machine (the page ships whole: there must be none).
         self.remote: list[str] = []
         self.page.on("request", self._request)
 
+    def _console(self, message: Any) -> None:
+        if message.type != "error":
+            return
+        if self.http_errors and message.text.startswith("Failed to load resource"):
+            return
+        where = (message.location or {}).get("url", "")
+        if message.text.startswith("Failed to load resource") and where.endswith("/stream"):
+            return  # a live stream, cut when the test stops the viewer
+        self.errors.append(f"console: {message.text}")
+
     def _request(self, request: Any) -> None:
+        self.requested.append(request.url)
         host = urllib.parse.urlsplit(request.url).hostname
         if request.url.startswith(("http:", "https:", "ws:", "wss:")) and host not in (
             "127.0.0.1",
@@ -108,7 +126,8 @@ class Tab:
 
     def shot(self, name: str, *, docs: bool = False) -> None:
         """Save the whole page under the test's tmp dir; ``docs``: also the visible part
-        under $AGENTKIT_VIEW_DOCS_SHOTS (how docs/images/viewer/ is made)."""
+        under $AGENTKIT_VIEW_DOCS_SHOTS (how docs/images/viewer/ is made; the pictures of
+        jobs, charts and comparisons come from a real job, by tests/job_shots.py)."""
         self.shots.mkdir(exist_ok=True)
         self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=True)
         target = os.environ.get("AGENTKIT_VIEW_DOCS_SHOTS")
@@ -133,8 +152,8 @@ class Tab:
 def tab(browser: Any, tmp_path: Path) -> Iterator[Any]:
     opened: list[Tab] = []
 
-    def new() -> Tab:
-        opened.append(Tab(browser, tmp_path / "screenshots"))
+    def new(*, http_errors: bool = False) -> Tab:
+        opened.append(Tab(browser, tmp_path / "screenshots", http_errors=http_errors))
         return opened[-1]
 
     yield new
@@ -616,7 +635,7 @@ def test_an_open_rollout_gains_events_then_its_run_is_interrupted(tmp_path: Path
 
 def test_a_crafted_path_is_refused_in_the_browser(runs: Path, tab: Any) -> None:
     with view_server(runs) as url:
-        t = tab()
+        t = tab(http_errors=True)
         for path in (
             "files/arith/..%2F..%2F..%2Fetc%2Fpasswd",
             "files/arith/%2Fetc%2Fpasswd",
@@ -629,3 +648,206 @@ def test_a_crafted_path_is_refused_in_the_browser(runs: Path, tab: Any) -> None:
         assert response is not None and response.status == 200
         assert response.headers["content-type"].startswith("text/plain")
         assert "sandbox" in response.headers["content-security-policy"]
+
+
+# -- statistics, charts and jobs ----------------------------------------------------
+
+#: The chart on a canvas as Chart.js holds it: labels and each dataset's type, label, data.
+CHART_DATA = """(key) => {
+  const canvas = document.querySelector(`canvas[data-chart="${key}"]`);
+  const chart = canvas && window.Chart && Chart.getChart(canvas);
+  if (!chart) return null;
+  return {
+    labels: chart.data.labels,
+    datasets: chart.data.datasets.map(
+      (d) => ({ type: d.type || chart.config.type, label: d.label, data: d.data })
+    ),
+  };
+}"""
+#: How many pixels of a canvas are painted (a chart that was drawn has many).
+PAINTED = """(key) => {
+  const canvas = document.querySelector(`canvas[data-chart="${key}"]`);
+  const pixels = canvas.getContext("2d").getImageData(0, 0, canvas.width, canvas.height).data;
+  let painted = 0;
+  for (let i = 3; i < pixels.length; i += 4) if (pixels[i]) painted++;
+  return painted;
+}"""
+
+
+def chart(page: Any, key: str) -> Any:
+    """The chart drawn on ``canvas[data-chart=KEY]`` once Chart.js has made it."""
+    page.wait_for_function(f"(key) => ({CHART_DATA})(key) !== null", arg=key)
+    data = page.evaluate(CHART_DATA, key)
+    assert page.evaluate(PAINTED, key) > 500, f"the {key} chart is blank"
+    return data
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """docs/statistics.md's runs A, B, C, and a job of models a, b, c (and d, not
+    started) on the same tasks, in one folder (tests/_stats_runs.py)."""
+    folder = tmp_path_factory.mktemp("example")
+    make_example_runs(folder)
+    job = make_example_job(folder)
+    for name in ("A", "B", "C"):
+        (folder / "runs" / name).rename(job.parent / name)
+    return job.parent
+
+
+def test_compare_runs_draws_intervals_and_the_paired_statistics(example: Path, tab: Any) -> None:
+    """The worked example of docs/statistics.md, drawn: A, B and C against B."""
+    from playwright.sync_api import expect
+
+    with view_server(example) as url:
+        t = tab()
+        page = t.page
+        page.goto(url)
+        for name in ("A", "B", "C"):
+            page.locator(f"tr.run-row[data-run={name}] input").check()
+        page.get_by_role("button", name="Compare 3 runs").click()
+        expect(page.locator("h1")).to_have_text("Compare 3 runs")
+        assert page.url.endswith("/compare/A/B/C")
+        expect(page.locator(".banner.warn")).to_contain_text("different tasksets")
+        board = chart(page, "leaderboard")
+        assert board["labels"] == ["A", "B", "C"]  # by mean reward
+        interval, means = board["datasets"]
+        assert interval["type"] == "bar" and means["type"] == "scatter"
+        assert [round(x, 3) for x in interval["data"][0]] == [-0.137, 1.387]
+        assert [round(x, 3) for x in interval["data"][1]] == [-0.055, 1.166]
+        assert [round(m["x"], 4) for m in means["data"]] == [0.625, 0.5556, 0.5]
+        expect(page.locator("tr.board-row[data-run=B] td.ci")).to_have_text("[-0.055, 1.166]")
+        page.locator("label.baseline select").select_option("B")
+        a_row = page.locator("tr.pair-row[data-run=A]")
+        expect(a_row).to_be_visible()  # the page against B
+        expect(page.locator("label.baseline select")).to_have_value("B")
+        assert "baseline=B" in page.url
+        paired = chart(page, "paired")
+        assert paired["labels"] == ["A − B", "C − B"]
+        assert [round(x, 3) for x in paired["datasets"][0]["data"][0]] == [-0.209, 0.709]
+        assert paired["datasets"][0]["data"][1] is None  # C shares no task with B
+        expect(a_row.locator("td.p-value")).to_have_text("0.18")
+        expect(a_row.locator("td.wtl")).to_have_text("2 / 2 / 0")
+        expect(a_row).to_contain_text("+0.250")
+        a_row.locator("summary").click()
+        expect(a_row.locator("tr.top-task")).to_have_count(2)
+        # the heat map: every task of every run, a cell linking to its rollouts
+        expect(page.locator("tr.heat-row")).to_have_count(7)
+        cell = page.locator("tr.heat-row[data-task='example:t3'] a.heat[data-run=B]")
+        expect(cell).to_have_text("0.00")
+        reward = chart(page, "reward")
+        assert reward["labels"] == ["0", "1"]
+        assert [d["label"] for d in reward["datasets"]] == ["A", "B", "C"]
+        assert [round(x, 1) for x in reward["datasets"][1]["data"]] == [44.4, 55.6]  # 4 and 5 of 9
+        duration = chart(page, "duration_s")
+        assert duration["labels"] == ["A", "B", "C"]  # box plots, a row per run
+        whiskers, box, medians, _ = duration["datasets"]
+        assert (box["label"], medians["label"]) == ("25th–75th percentile", "median")
+        for (p5, p95), (q1, q3), m in zip(
+            whiskers["data"], box["data"], medians["data"], strict=True
+        ):
+            assert p5 <= q1 <= m["x"] <= q3 <= p95
+        page.locator(".chart-card[data-metric=duration_s] button").click()
+        expect(page.locator("canvas[data-chart=duration_s]")).to_have_attribute(
+            "data-kind", "histogram"
+        )
+        assert len(chart(page, "duration_s")["datasets"]) == 3
+        cell.click()
+        expect(page.locator("tr.rollout-row")).to_have_count(2)
+        assert page.url.endswith("/run/B?task=example%3At3")
+        expect(page.locator("tr.rollout-row .badge").first).to_have_text("could not run")
+        assert any(u.endswith("/static/vendor/chart.umd.min.js") for u in t.requested)
+
+
+def test_a_run_draws_its_distributions(example: Path, tab: Any) -> None:
+    from playwright.sync_api import expect
+
+    with view_server(example) as url:
+        t = tab()
+        page = t.page
+        page.goto(url + "run/B")
+        page.locator(".tabs a", has_text="Charts").click()
+        assert page.url.endswith("/run/B?tab=charts")
+        reward = chart(page, "reward")
+        assert reward["labels"] == ["0", "1"] and len(reward["datasets"]) == 1
+        assert [round(x, 1) for x in reward["datasets"][0]["data"]] == [44.4, 55.6]
+        tokens = chart(page, "tokens")
+        assert tokens["labels"][0] == "0" and sum(tokens["datasets"][0]["data"]) == 100
+        chart(page, "duration_s")
+        expect(page.locator(".chart-card[data-metric=reward]")).to_contain_text("9 scored rollouts")
+        expect(page.locator(".chart-card[data-metric=cost]")).to_contain_text(
+            "No rollout has a price"
+        )
+        t.shot("run-charts")
+
+
+def test_a_job_page_ranks_its_cells_and_links_to_their_rollouts(example: Path, tab: Any) -> None:
+    from playwright.sync_api import expect
+
+    with view_server(example) as url:
+        t = tab()
+        page = t.page
+        page.goto(url)
+        job_row = page.locator("tr.job-row[data-job=sweep]")
+        expect(job_row).to_contain_text("3 of 4 cells")
+        expect(job_row).to_contain_text("best: example.chat.b")
+        expect(job_row).to_contain_text("30/30")
+        cells = page.locator("tr.cell-row[data-job=sweep]")
+        expect(cells).to_have_count(3)  # the only job: its cells are shown
+        expect(page.locator("tr.run-row:not(.cell-row)")).to_have_count(3)
+        t.shot("runs-jobs")
+        job_row.locator("button.fold").click()
+        expect(cells).to_have_count(0)
+        job_row.locator("button.fold").click()
+        expect(cells).to_have_count(3)
+        job_row.get_by_role("link", name="sweep").click()
+        expect(page.locator("h1")).to_have_text("sweep")
+        assert page.url.endswith("/job/sweep")
+        board = chart(page, "leaderboard")
+        assert board["labels"] == ["example.chat.b", "example.chat.a", "example.chat.c"]
+        assert [round(m["x"], 4) for m in board["datasets"][1]["data"]] == [0.5556, 0.5, 0.2]
+        expect(page.locator("tr.board-row").first.locator("td").nth(2)).to_have_text("b")
+        expect(page.locator("tr.job-cell[data-cell='example.chat.d']")).to_contain_text(
+            "not started"
+        )
+        heat = page.locator("tr.heat-row a.heat")
+        expect(heat).to_have_count(15)  # 5 tasks × 3 cells
+        expect(page.locator("tr.heat-row[data-task='example:t5'] a.heat")).to_have_text(
+            ["0.00", "1.00", "0.00"]
+        )
+        reward = chart(page, "reward")
+        assert [d["label"] for d in reward["datasets"]] == list(JOB_CELLS)
+        assert [round(x) for x in reward["datasets"][2]["data"]] == [80, 20]  # c: t1 right
+        chart(page, "tokens")
+        t.shot("job")
+        page.locator("select[name=order]").select_option("spread")
+        # t4 and t5 differ by 1 between cells, t1 and t2 by 0.5, t3 not at all
+        order = [f"example:t{i}" for i in (4, 5, 1, 2, 3)]
+        for i, task in enumerate(order):
+            expect(page.locator("tr.heat-row").nth(i)).to_have_attribute("data-task", task)
+        assert "order=spread" in page.url
+        # a cell of the heat map: that task's rollouts in that cell's run
+        page.locator(
+            "tr.heat-row[data-task='example:t3'] a.heat[data-run='sweep~example.chat.b']"
+        ).click()
+        expect(page.locator("tr.rollout-row")).to_have_count(2)
+        assert page.url.endswith("/run/sweep~example.chat.b?task=example%3At3")
+        expect(page.locator("#crumbs")).to_contain_text("sweep")
+        expect(page.locator("#crumbs")).to_contain_text("example.chat.b")
+        expect(page.locator("h1")).to_have_text("example.chat.b")
+        page.locator("tr.rollout-row:not(.infra) a").first.click()
+        expect(page.locator("#transcript .msg.user")).to_contain_text("This is task 3.")
+        page.go_back()
+        expect(page.locator("tr.rollout-row")).to_have_count(2)
+        page.go_back()
+        expect(page.locator("h1")).to_have_text("sweep")
+        page.get_by_role("link", name="Compare the 3 cells, each against the best").click()
+        expect(page.locator("h1")).to_have_text("Compare 3 runs")
+        expect(page.locator("label.baseline select")).to_have_value("sweep~example.chat.b")
+        expect(page.locator("tr.pair-row")).to_have_count(2)
+        expect(page.locator("#crumbs")).to_contain_text("sweep")  # the cells of one job...
+        paired = chart(page, "paired")  # ... are called by their names
+        assert paired["labels"] == [
+            "example.chat.a − example.chat.b",
+            "example.chat.c − example.chat.b",
+        ]
+        t.shot("compare-runs")

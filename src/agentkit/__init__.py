@@ -15,8 +15,11 @@ if TYPE_CHECKING:
     from agentkit._context import Limits, RunContext
     from agentkit._episode import (
         Episode,
+        EpisodeForkError,
+        ForkableEpisode,
         StepCapableHarness,
         StepOutput,
+        fork_episode,
         is_step_capable,
         open_episode,
     )
@@ -52,12 +55,13 @@ if TYPE_CHECKING:
     )
     from agentkit._taskset import ListTaskset, TaskProblem, Taskset
     from agentkit._usage import Usage
-    from agentkit.env import AgentEnv
+    from agentkit.env import AgentEnv, BranchPlan
     from agentkit.hookspecs import hookimpl
     from agentkit.jobs import Job
 
 _LAZY: dict[str, str] = {
     "AgentEnv": "agentkit.env",
+    "BranchPlan": "agentkit.env",
     "AgentkitError": "agentkit._errors",
     "HarnessError": "agentkit._errors",
     "OptionError": "agentkit._errors",
@@ -67,6 +71,9 @@ _LAZY: dict[str, str] = {
     "UnknownNameError": "agentkit._errors",
     "ValidationError": "agentkit._errors",
     "Episode": "agentkit._episode",
+    "EpisodeForkError": "agentkit._episode",
+    "ForkableEpisode": "agentkit._episode",
+    "fork_episode": "agentkit._episode",
     "StepCapableHarness": "agentkit._episode",
     "StepOutput": "agentkit._episode",
     "is_step_capable": "agentkit._episode",
@@ -111,12 +118,15 @@ __all__ = [
     "RETRYABLE_ERROR_KINDS",
     "AgentEnv",
     "AgentkitError",
+    "BranchPlan",
     "Episode",
+    "EpisodeForkError",
     "Event",
     "EventCallback",
     "EventRecorder",
     "ExecResult",
     "ExecutionHints",
+    "ForkableEpisode",
     "ForkableSandbox",
     "Harness",
     "HarnessError",
@@ -148,6 +158,7 @@ __all__ = [
     "__version__",
     "call_reward",
     "check_no_reserved_keys",
+    "fork_episode",
     "hookimpl",
     "is_reserved_key",
     "is_step_capable",

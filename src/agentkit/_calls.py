@@ -72,6 +72,13 @@ class ModelCall:
     first byte of the answer's body (the first event of a stream),
     ``duration_s`` the whole call.
 
+    ``upstream_protocol`` is set when the proxy translated the call (its
+    translation mode, ``translate_to_chat``): ``protocol`` is what the agent
+    spoke (``messages``, ``responses``), ``upstream_protocol`` what the server
+    was sent (``chat``), ``upstream_request`` the body it was sent (the token
+    fields the proxy asked for included, as ``forwarded`` lists them); the
+    token ids are those of the server's answer.
+
     ``index`` numbers a rollout's calls from 0 in the order they started;
     ``parent`` is the index of the call this one continues when the caller
     said so (a sub-agent or a parallel branch; None otherwise).
@@ -102,6 +109,8 @@ class ModelCall:
     token_note: str | None = None
     session_id: str | None = None
     parent: int | None = None
+    upstream_protocol: Protocol | None = None
+    upstream_request: Any = None
 
     @property
     def call_id(self) -> str:
@@ -407,6 +416,12 @@ def _plan(value: dict[str, Any], where: str) -> _Plan:
 _VALUE_CHECKED = frozenset({"prompt_token_ids", "completion_token_ids", "completion_logprobs"})
 
 
+def _protocol_or_null(value: Any, where: str) -> Protocol | None:
+    if value is None or (type(value) is str and value in PROTOCOLS):
+        return value
+    raise RunDirError(f"{where}: expected one of {', '.join(PROTOCOLS)} or null, got {value!r}")
+
+
 def _headers(value: Any, where: str) -> dict[str, str]:
     if type(value) is dict and all(type(v) is str for v in value.values()):
         return value
@@ -457,7 +472,11 @@ def _field_checks() -> tuple[dict[str, tuple[type[Any], ...]], dict[str, Check]]
         Protocol: (str,),
         TokenSource: (str,),
     }
-    special: dict[Any, Check] = {dict[str, str]: _headers, Usage | None: _usage}
+    special: dict[Any, Check] = {
+        dict[str, str]: _headers,
+        Usage | None: _usage,
+        Protocol | None: _protocol_or_null,
+    }
     types: dict[str, tuple[type[Any], ...]] = {}
     checks: dict[str, Check] = {}
     for name, hint in typing.get_type_hints(ModelCall).items():

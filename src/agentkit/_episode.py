@@ -32,6 +32,7 @@ harnesses that take it and leaves the others as they are.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -41,7 +42,21 @@ from agentkit._errors import HarnessError
 from agentkit._events import EventCallback
 from agentkit._task import Task
 
-__all__ = ["Episode", "StepCapableHarness", "StepOutput", "is_step_capable", "open_episode"]
+__all__ = [
+    "Episode",
+    "EpisodeForkError",
+    "ForkableEpisode",
+    "StepCapableHarness",
+    "StepOutput",
+    "fork_episode",
+    "is_step_capable",
+    "open_episode",
+]
+
+
+class EpisodeForkError(HarnessError):
+    """An episode cannot fork: its harness offers no ``fork``, or not in its present state
+    (not started, over, closed), or its environment cannot copy its state (a hosted one)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -103,6 +118,32 @@ class Episode(Protocol):
 
     async def close(self) -> None:
         """Release the rollout's resources (idempotent)."""
+        ...
+
+
+@runtime_checkable
+class ForkableEpisode(Episode, Protocol):
+    """An episode that can branch: an optional capability beside :class:`Episode`.
+
+    A harness whose episode can copy its state (chat history, counters and
+    environment) offers :meth:`fork`; others simply have none. Callers go
+    through :func:`fork_episode`.
+    """
+
+    async def fork(self, n: int, *, rollout_ids: Sequence[str] | None = None) -> list[Episode]:
+        """``n`` new, started episodes continuing from this one's state now.
+
+        ``rollout_ids`` names the children (default: this episode's rollout
+        id with ``.b<i>``).
+
+        Each has this episode's chat history, turn count and counters, and a
+        copy of its environment (files, databases) as it is at the fork; they
+        are independent of this episode and of each other afterwards (what
+        one does, none of the others sees), and closing any of them, or this
+        one, affects no other. This episode goes on as before. The caller
+        closes every child. Raises :class:`EpisodeForkError` when it cannot
+        fork now (not started, over, closed), leaving it as it was.
+        """
         ...
 
 
@@ -172,3 +213,37 @@ def open_episode(
     else:
         episode = harness.episode(task, context, on_event)
     return episode
+
+
+def _who(episode: Any) -> str:
+    harness = getattr(episode, "harness_name", None)
+    return str(harness) if harness else type(episode).__name__
+
+
+async def fork_episode(
+    episode: Any, n: int, *, rollout_ids: Sequence[str] | None = None
+) -> list[Episode]:
+    """``episode.fork(n)``: ``n`` independent episodes continuing from ``episode``'s state.
+
+    ``n`` must be at least 1; ``rollout_ids`` (``n`` of them) names the
+    children, passed on only when given. An episode without ``fork`` (its harness cannot
+    copy its state) raises :class:`EpisodeForkError` naming it, as the
+    episode's own ``fork`` does when it cannot fork now (see
+    :class:`ForkableEpisode`).
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise EpisodeForkError(f"fork_episode: n must be a positive integer, got {n!r}")
+    fork = getattr(episode, "fork", None)
+    if not callable(fork):
+        raise EpisodeForkError(
+            f"episode of {_who(episode)!r} cannot fork: {type(episode).__name__} has no "
+            "fork(n); the terminal and fleet-tool-call harnesses' episodes can"
+        )
+    if rollout_ids is not None:
+        ids = list(rollout_ids)
+        if len(ids) != n:
+            raise EpisodeForkError(f"fork_episode: {len(ids)} rollout ids for {n} children")
+        named: list[Episode] = await fork(n, rollout_ids=ids)
+        return named
+    children: list[Episode] = await fork(n)
+    return children

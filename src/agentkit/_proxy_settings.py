@@ -41,9 +41,14 @@ class ProxySettings:
     every call (None: none is sent), so a router keeps one rollout on one
     replica's prefix cache. ``cache_salt``: vLLM's ``cache_salt``, added to
     chat, completions and Responses bodies that have none (separates policy
-    versions in the prefix cache).
+    versions in the prefix cache). ``translate_to_chat``: serve the agent's
+    Anthropic Messages and OpenAI Responses calls from the server's chat
+    completions (translated both ways), which return token ids where those
+    protocols give none; the call is recorded in the protocol the agent spoke,
+    with the upstream protocol and request beside it.
     """
 
     token_ids: bool = False
     session_header: str | None = attrs.field(default=DEFAULT_SESSION_HEADER, validator=_header_name)
     cache_salt: str | None = attrs.field(default=None, validator=_salt)
+    translate_to_chat: bool = False

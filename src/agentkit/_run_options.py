@@ -141,8 +141,10 @@ class RunOptions:
     (``calls/`` in the run directory); ``token_ids``: the proxy asks the
     server for token ids and logprobs on the agent's behalf;
     ``session_header``: the header carrying each rollout's session id (None:
-    none); ``cache_salt``: vLLM's ``cache_salt`` added to requests
-    (docs/model-proxy.md). docs/agentenv.md describes each one.
+    none); ``cache_salt``: vLLM's ``cache_salt`` added to requests;
+    ``translate_to_chat``: the proxy serves Anthropic Messages and OpenAI
+    Responses calls from the server's chat completions (which return token
+    ids) (docs/model-proxy.md). docs/agentenv.md describes each one.
     """
 
     rollouts_per_task: int = attrs.field(default=1, validator=_count(1))
@@ -192,6 +194,7 @@ class RunOptions:
     token_ids: bool = False
     session_header: str | None = DEFAULT_SESSION_HEADER
     cache_salt: str | None = None
+    translate_to_chat: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.resume is not None and self.out is not None and self.resume != self.out:
@@ -206,6 +209,7 @@ class RunOptions:
             token_ids=self.token_ids,
             session_header=self.session_header or None,
             cache_salt=self.cache_salt,
+            translate_to_chat=self.translate_to_chat,
         )
 
     @classmethod
@@ -275,6 +279,7 @@ _FILE_TYPES: dict[str, Any] = {
     "token_ids": bool,
     "session_header": str | None,
     "cache_salt": str | None,
+    "translate_to_chat": bool,
 }
 
 
@@ -350,6 +355,7 @@ class RunOptionsKeywords(TypedDict, total=False):
     token_ids: bool
     session_header: str | None
     cache_salt: str | None
+    translate_to_chat: bool
     run_dir: str | os.PathLike[str] | None
     check_model_server: bool | None
 

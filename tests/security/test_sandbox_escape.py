@@ -18,9 +18,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 
-from agentkit._sandbox import ExecutionHints, TaskImage
+from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
 from agentkit.sandbox._base import BaseSandbox
 from agentkit.sandbox.local import LocalSandbox
 from agentkit.testing.sandbox_fixtures import (
@@ -68,13 +69,30 @@ async def sandbox(request: pytest.FixtureRequest, sandbox_factory) -> BaseSandbo
     return box
 
 
-async def _fails(sandbox: BaseSandbox, cmd: str) -> str:
-    """Run ``cmd`` inside; it must fail, and not for want of its tool (a probe whose
-    program the image lacks tests nothing). Returns its output for the assertion message."""
-    r = await sandbox.exec(["bash", "-c", cmd])
+#: What every probe's shell prints first (a builtin, before the probe): no marker, the
+#: probe never started (its shell missing, an exec the sandbox could not even begin).
+PROBE_RAN = "agentkit-probe-ran"
+
+
+async def _probe(sandbox: BaseSandbox, cmd: str) -> ExecResult:
+    """Run ``cmd`` inside and show that it ran: its shell printed :data:`PROBE_RAN`
+    first, and no program it names was missing (a probe that never started, or whose
+    program the image lacks, tests nothing). The marker is taken out of the stdout."""
+    r = await sandbox.exec(["bash", "-c", f"echo {PROBE_RAN}; {cmd}"])
     out = (r.stdout + r.stderr).strip()
+    assert r.stdout.startswith(f"{PROBE_RAN}\n"), (
+        f"{cmd!r} never ran inside the sandbox (exit {r.exit_code}): {out}"
+    )
     missing = r.exit_code == 127 or "command not found" in out
     assert not missing, f"{cmd!r} could not run inside the sandbox (a tool is missing): {out}"
+    return attrs.evolve(r, stdout=r.stdout[len(PROBE_RAN) + 1 :])
+
+
+async def _fails(sandbox: BaseSandbox, cmd: str) -> str:
+    """Run ``cmd`` inside (:func:`_probe`: it must have run); it must fail. Returns its
+    output for the assertion message."""
+    r = await _probe(sandbox, cmd)
+    out = (r.stdout + r.stderr).strip()
     assert r.exit_code != 0, f"{cmd!r} succeeded inside the sandbox: {out}"
     return out
 
@@ -142,14 +160,12 @@ async def test_kernel_knobs_are_read_only_or_absent(sandbox: BaseSandbox) -> Non
         await _fails(sandbox, f"echo 3 > {knob}")
     # Under cgroup v2 /sys/fs/cgroup is the kernel's; under v1 a container's is a
     # tmpfs of its own (a file written there is only a file), its controllers read-only.
-    kind = (await sandbox.exec(["bash", "-c", "stat -f -c %T /sys/fs/cgroup"])).stdout.strip()
+    kind = (await _probe(sandbox, "stat -f -c %T /sys/fs/cgroup")).stdout.strip()
     if kind != "tmpfs":
         await _fails(sandbox, "echo 3 > /sys/fs/cgroup/cgroup.procs")
     else:
         await _fails(sandbox, "echo 3 > /sys/fs/cgroup/memory/cgroup.procs")
-    r = await sandbox.exec(
-        ["bash", "-c", "find /proc/sys /sys -writable -type f ! -fstype tmpfs 2>/dev/null"]
-    )
+    r = await _probe(sandbox, "find /proc/sys /sys -writable -type f ! -fstype tmpfs 2>/dev/null")
     assert r.stdout.strip() == "", f"writable kernel knobs inside: {r.stdout[:500]}"
 
 
@@ -204,8 +220,8 @@ async def test_writing_through_proc_1_root_stays_inside(
     sandbox: BaseSandbox, tmp_path: Path
 ) -> None:
     marker = f"agentkit-escape-{os.getpid()}-{tmp_path.name}"
-    r = await sandbox.exec(
-        ["bash", "-c", f"echo pwned > /proc/1/root/tmp/{marker}; echo pwned > /proc/1/cwd/{marker}"]
+    await _probe(
+        sandbox, f"echo pwned > /proc/1/root/tmp/{marker}; echo pwned > /proc/1/cwd/{marker}"
     )
     assert not Path(f"/tmp/{marker}").exists()
     assert not Path(f"/{marker}").exists()

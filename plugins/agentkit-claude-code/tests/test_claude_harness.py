@@ -24,6 +24,7 @@ from agentkit.testing.programs import (
     files_containing,
     host_processes_with,
     sandbox_processes,
+    time_out_while_the_model_is_called,
 )
 from agentkit.testing.programs import unique_task as new_task
 from agentkit.testing.sandbox_fixtures import unique_sleep_arg
@@ -241,23 +242,29 @@ async def test_rate_limit_fails_with_the_message(
     assert result.error is not None and "slow down (scripted)" in result.error
 
 
+#: The harness's own timeout in the hanging-model test: well past Claude Code's
+#: start-up (under a second here), so that it is waiting for the model when it fires.
+HANG_TIMEOUT = 10
+
+
 async def test_hanging_model_times_out_and_nothing_is_left(
     model_server: ScriptedModelServer, sandbox_factory: Any, claude_bin: ProgramBinary
 ) -> None:
-    """The model never answers (the server holds every answer back), so Claude Code
-    cannot finish however far it got: its own timeout ends the run. That it was
-    waiting for the model is the next test's to see."""
-    model_server.hold()
+    """Claude Code's request reached the model, which never answers (the server holds
+    it back): its own timeout ends the run while it waits, and nothing is left."""
     sandbox = await bound_sandbox(sandbox_factory, claude_bin.mount_dirs, model_server)
     context = RunContext(
-        base_url=model_server.base_url, sandbox=sandbox, limits=Limits(timeout_sec=60)
+        base_url=model_server.base_url, sandbox=sandbox, limits=Limits(timeout_sec=600)
     )
-    harness = ClaudeCode(model="scripted-model", timeout=3)
-    with anyio.fail_after(120):  # a hang guard: the timeout must end the run
-        result = await harness.run(unique_task("hang"), context)
-    assert result.status == "timeout"
-    assert result.error_kind == "timeout"
-    assert "within 3 s" in (result.error or "")
+    task = unique_task("hang")
+    harness = ClaudeCode(model="scripted-model", timeout=HANG_TIMEOUT)
+    result = await time_out_while_the_model_is_called(
+        lambda: harness.run(task, context),
+        model_server,
+        str(task.input),
+        timeout=HANG_TIMEOUT,
+        within=HANG_TIMEOUT + 120,
+    )
     # the sandbox is still open: the harness itself killed Claude Code's whole tree
     assert not await sandbox_processes(sandbox, str(claude_bin.path))
     assert not host_processes_with(result.raw["session_id"])

@@ -3,6 +3,7 @@ graded by its own verifier (local sandbox)."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from agentkit.testing.programs import (
     TELEMETRY_WEIGHTS,
     agentkit_run,
     assert_calls_carry_the_server_tokens,
+    assert_exports_hold_the_calls_tokens,
     assert_key_only_reached_the_model,
     harbor_rollout,
     need_harbor_task,
@@ -53,6 +55,12 @@ HELLO_WORLD: dict[str, Any] = {
         },
     ]
 }
+
+
+#: The same task, the model reasoning before its tool call (translated: a thinking block,
+#: a reasoning item, which the program sends back with the call).
+THINKING: dict[str, Any] = copy.deepcopy(HELLO_WORLD)
+THINKING["rules"][0]["reply"]["reasoning"] = "Write it with printf."
 
 
 @pytest.fixture
@@ -147,4 +155,53 @@ async def test_every_model_call_is_recorded_with_the_servers_tokens(
     with_ids = assert_calls_carry_the_server_tokens(calls, model_server)
     assert with_ids == calls  # every call: the server's ids, exactly
     assert all(c.completion_logprobs is None and "logprobs" in (c.token_note or "") for c in calls)
+    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)
+
+
+@pytest.mark.usefixtures("harbor_installed")
+@pytest.mark.model_script(THINKING)
+async def test_translated_to_chat_every_call_has_the_servers_exact_tokens(
+    model_server: ScriptedModelServer,
+    codex_bin: ProgramBinary,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In the proxy's translation mode, against a server that serves chat completions
+    only: codex's Responses calls are served from chat completions, the task passes with
+    its tool call, every call carries exactly the ids and logprobs the server sent (the
+    Responses endpoint's own ids come without logprobs), and the SkyRL, Tinker and
+    verifiers exports hold those ids, in one sequence (the model's reasoning went to codex
+    as a reasoning item, and came back with the call as the reasoning the next prompt
+    renders)."""
+    monkeypatch.setenv("AGENTKIT_TEST_CODEX_KEY", API_KEY)
+    model_server.set_api_key(API_KEY)
+    model_server.set_apis({"chat"})  # /v1/responses: 404, as from a server without it
+    env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "codex")
+    run_dir = tmp_path / "run"
+    rollout = await harbor_rollout(
+        env,
+        "harbor:hello-world",
+        server=model_server,
+        out=run_dir,
+        api_key_env="AGENTKIT_TEST_CODEX_KEY",
+        sandbox_options={"image": "host"},
+        token_ids=True,
+        translate_to_chat=True,
+    )
+    assert rollout.rewards["core.reward"] == 1.0
+    assert rollout.rewards["harness.tool_calls"] == 1.0
+    calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
+    assert len(calls) >= 2 and rollout.calls == len(calls)
+    assert {(c.protocol, c.upstream_protocol) for c in calls} == {("responses", "chat")}
+    assert {r.api for r in model_server.model_requests} == {"chat"}
+    assert assert_calls_carry_the_server_tokens(calls, model_server) == calls
+    assert all(c.completion_logprobs for c in calls)
+    assert rollout.calls_without_tokens == []
+    exported = assert_exports_hold_the_calls_tokens(run_dir, calls)
+    # each prompt extends the one before and its completion: one sequence in each format
+    assert {fmt: len(sequences) for fmt, sequences in exported.items()} == {
+        "skyrl": 1,
+        "tinker": 1,
+        "verifiers": 1,
+    }
     assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)

@@ -128,11 +128,19 @@ async def test_token_ids_are_recorded_as_the_chat_harness_records_them(
     assert raw["finish_reasons"] == ["stop", "stop"] and raw["stop_reason"] == "stop"
     assert all(r.body and r.body["return_token_ids"] for r in model_server.chat_requests)
 
-    # native calls: the scripted server's template shows a call other than as sampled, so
-    # the prompts do not extend the replies: a note says so, as the chat harness records it
+    # native calls: the scripted server's template shows a call as it was sampled (its
+    # arguments' tokens), so the prompts extend the replies too
     model_server.set_script(script(*HELLO))
     harness = TerminalHarness(token_ids=True)
     rollout, _ = await evaluate(model_server, tmp_path / "tools", harness=harness)
+    assert rollout.raw["prompt_token_ids"] and 0 in rollout.raw["completion_mask"]
+
+    # a reply whose reasoning the next prompt leaves out (as chat templates drop it): the
+    # prompts do not extend the replies, and a note says so, as the chat harness records it
+    thinking = script(*HELLO)
+    thinking["rules"][0]["reply"]["reasoning"] = "First write the file."
+    model_server.set_script(thinking)
+    rollout, _ = await evaluate(model_server, tmp_path / "thinking", harness=harness)
     assert "prompt_token_ids" not in rollout.raw
     assert "does not extend the previous prompt" in rollout.raw["token_ids_note"]
 

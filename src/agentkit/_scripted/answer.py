@@ -142,33 +142,36 @@ def _text_of(message: Mapping[str, Any]) -> str:
     return text
 
 
-def prompt_segments(view: RequestView, *, as_sampled: bool = False) -> list[str]:
+def _assistant_segments(message: Mapping[str, Any]) -> list[str]:
+    """An assistant message as its completion's tokens were cut (:func:`completion_texts`):
+    its reasoning when it carries it (``reasoning_content``), its text, then each tool
+    call's arguments, so a prompt that goes on from a completion extends its tokens."""
+    reasoning = message.get("reasoning_content", message.get("reasoning"))
+    out = [reasoning if isinstance(reasoning, str) else "", message_text(message)]
+    for call in message.get("tool_calls") or []:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        arguments = function.get("arguments") if isinstance(function, Mapping) else None
+        out.append(arguments if isinstance(arguments, str) else json.dumps(arguments))
+    return out
+
+
+def prompt_segments(view: RequestView, *, tool_calls_as_json: bool = False) -> list[str]:
     """The request's prompt as a chat template cuts it: per message the role marker
     ``<|role|>``, the text and ``\n``; then the generation prompt ``<|assistant|>``.
+    An assistant message's text is cut as its completion was (see
+    :func:`_assistant_segments`): its tokens are those the model sampled.
 
-    An assistant message's tool calls follow its text as JSON; ``as_sampled``: its
-    reasoning, text and each call's arguments are segments of their own, as the
-    completion that made them was (``Reply.tool_calls_in_prompt``)."""
+    ``tool_calls_as_json`` (``Reply.tool_calls_in_prompt: "json"``): an assistant
+    message with tool calls is written as its text, then the calls as JSON, as a
+    template that shows a tool call otherwise than it was sampled: the prompt then
+    does not extend the completion that made it (a prefix break)."""
     out: list[str] = []
     for m in view.messages:
-        if as_sampled and m.get("role") == "assistant":
-            out += ["<|assistant|>", *_sampled_texts(m), "\n"]
+        if m.get("role") == "assistant" and not (tool_calls_as_json and m.get("tool_calls")):
+            out += ["<|assistant|>", *_assistant_segments(m), "\n"]
         else:
             out += [f"<|{m.get('role')}|>", _text_of(m), "\n"]
     return [*out, "<|assistant|>"]
-
-
-def _sampled_texts(message: Mapping[str, Any]) -> list[str]:
-    """An assistant message's texts as a completion has them (see completion_texts)."""
-    reasoning = message.get("reasoning_content") or message.get("reasoning")
-    calls = message.get("tool_calls") or []
-    arguments = [
-        c["function"].get("arguments") or ""
-        for c in calls
-        if isinstance(c, Mapping) and isinstance(c.get("function"), Mapping)
-    ]
-    texts = [reasoning if isinstance(reasoning, str) else "", message_text(message)]
-    return [*texts, *(a if isinstance(a, str) else json.dumps(a) for a in arguments)]
 
 
 def prompt_text(view: RequestView) -> str:
@@ -198,9 +201,9 @@ def sse(data: Any, event: str | None = None) -> bytes:
     return f"{head}data: {payload}\n\n".encode()
 
 
-def prompt_token_ids(view: RequestView, *, as_sampled: bool = False) -> list[int]:
+def prompt_token_ids(view: RequestView, *, tool_calls_as_json: bool = False) -> list[int]:
     """The prompt's token ids, segment by segment (see :func:`prompt_segments`)."""
-    segments = prompt_segments(view, as_sampled=as_sampled)
+    segments = prompt_segments(view, tool_calls_as_json=tool_calls_as_json)
     return [i for text in segments for i in tokens.encode(text)]
 
 

@@ -42,7 +42,7 @@ class _Tokens:
         # segment by segment, as chat templates' special tokens cut a prompt: the next
         # turn's prompt then starts with this prompt and the completion sampled after it
         return prompt_token_ids(
-            self.view, as_sampled=self.reply.tool_calls_in_prompt == "as_sampled"
+            self.view, tool_calls_as_json=self.reply.tool_calls_in_prompt == "json"
         )
 
     def annotate(self, choice: dict[str, Any], text: str) -> None:

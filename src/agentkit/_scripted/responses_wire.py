@@ -138,13 +138,13 @@ def _raw_messages(
     the request asks with ``enable_response_messages`` (or the reply's ``token_ids``)."""
     if not sends_token_ids(reply, body):
         return {}
-    as_sampled = reply.tool_calls_in_prompt == "as_sampled"
+    as_json = reply.tool_calls_in_prompt == "json"
     return {
         "input_messages": [
             {
                 "type": "raw_message_tokens",
-                "message": "".join(prompt_segments(view, as_sampled=as_sampled)),
-                "tokens": prompt_token_ids(view, as_sampled=as_sampled),
+                "message": "".join(prompt_segments(view, tool_calls_as_json=as_json)),
+                "tokens": prompt_token_ids(view, tool_calls_as_json=as_json),
             }
         ],
         "output_messages": [

@@ -127,12 +127,12 @@ class Reply:
     #: malformed JSON text.
     raw_body: str | None = None
     #: How the prompt token ids of the request this reply answers show the earlier
-    #: assistant turns' tool calls: ``json`` (the calls as JSON after the turn's
-    #: text: a template that shows a tool call otherwise than it was sampled, so the
-    #: prompt does not extend the tokens of the call that made it: a prefix break) or
-    #: ``as_sampled`` (each call's arguments text, as the server sent it, as its own
-    #: segment: the prompt extends the earlier call's prompt and completion).
-    tool_calls_in_prompt: Literal["json", "as_sampled"] = "json"
+    #: assistant turns' tool calls: ``as_sampled`` (each call's arguments text as a
+    #: piece of its own, as the completion that made it was: the prompt extends the
+    #: earlier call's prompt and completion) or ``json`` (the calls as JSON after the
+    #: turn's text, as a template that shows a tool call otherwise than it was
+    #: sampled: the prompt does not extend that call's tokens, a prefix break).
+    tool_calls_in_prompt: Literal["as_sampled", "json"] = "as_sampled"
 
     def __attrs_post_init__(self) -> None:
         if self.body is not None and self.raw_body is not None:

@@ -29,7 +29,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from ssl import SSLContext
 from typing import Any, NamedTuple
@@ -124,7 +124,9 @@ class ScriptedModelServer:
     another key or none gets a 401 in its protocol's error format. Without it,
     every request is answered whatever key it carries. ``ssl``: serve https with
     this server-side context (its certificate must name ``host``); ``base_url``
-    then starts with ``https://``.
+    then starts with ``https://``. ``apis``: the protocols served (``chat``,
+    ``messages``, ``responses``; default all): a model request in another gets a
+    404, as from a server without that endpoint (:meth:`set_apis` changes it).
     """
 
     def __init__(
@@ -136,8 +138,11 @@ class ScriptedModelServer:
         log_limit: int | None = None,
         api_key: str | None = None,
         ssl: SSLContext | None = None,
+        apis: Iterable[Api] | None = None,
     ) -> None:
         self._script = load_script(script)
+        self._apis: frozenset[Api] | None = None
+        self.set_apis(apis)
         self._ssl = ssl
         self._api_key = _checked_key(api_key)
         self.host = host
@@ -161,6 +166,7 @@ class ScriptedModelServer:
         # wait_for_requests(): (how many model requests, the waiter's loop, its future)
         self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._model_received = 0  # model requests logged since the last clear_requests()
+        self._held: list[RecordedRequest] = []  # kept back by hold() since the last release()
 
     # -- public API ---------------------------------------------------------
 
@@ -250,12 +256,36 @@ class ScriptedModelServer:
 
     def release(self) -> None:
         """Let the answers held back by :meth:`hold` (and all later ones) go out."""
+        with self._lock:
+            self._held = []
         self._open.set()
+
+    @property
+    def held(self) -> list[RecordedRequest]:
+        """The model requests whose answers :meth:`hold` (without ``after_events``) has
+        kept back since the last :meth:`release`, oldest first: received and never
+        answered, whether their client still waits or has given up (a program killed
+        while it waited, say)."""
+        with self._lock:
+            return list(self._held)
 
     @property
     def events_sent(self) -> int:
         """Stream events written so far, all streams together (see ``hold(after_events=)``)."""
         return self._events_sent
+
+    def set_apis(self, apis: Iterable[Api] | None) -> None:
+        """Serve only these protocols (None: all); a model request in another gets a 404."""
+        if apis is None:
+            self._apis = None
+            return
+        chosen = frozenset(apis)
+        unknown = sorted(chosen - {"chat", "messages", "responses"})
+        if unknown:
+            raise ValueError(
+                f"apis: unknown protocol(s) {unknown}; known: chat, messages, responses"
+            )
+        self._apis = chosen
 
     def set_script(self, script: Script | Mapping[str, Any] | str | Path | None) -> None:
         """Replace the script (its ``times`` counters start from zero); safe while serving."""
@@ -367,6 +397,8 @@ class ScriptedModelServer:
         rule: int | None = None,
         api: Api | None = None,
         parsed: Any = None,
+        *,
+        held: bool = False,
     ) -> RecordedRequest:
         text = "" if parsed is not None else body.decode("utf-8", errors="replace")
         if text:
@@ -391,6 +423,8 @@ class ScriptedModelServer:
         )
         with self._lock:
             self._requests.append(entry)
+            if held:  # in the log and held back at once: no one sees one without the other
+                self._held.append(entry)
             if api is not None:
                 self._model_received += 1
                 if self._waiters:
@@ -447,9 +481,9 @@ class ScriptedModelServer:
                 for m in self._script.models
             ]
             return _json(200, {"object": "list", "data": data})
-        if route in _COUNT_TOKENS:
+        if route in _COUNT_TOKENS and (self._apis is None or "messages" in self._apis):
             return self._count_tokens(request, body)
-        if api is None:
+        if api is None or (self._apis is not None and api not in self._apis):
             self._record(request, body)
             message = f"no route {request.method} {request.path}"
             return _json(404, chat_wire.error_body(404, message))
@@ -466,9 +500,15 @@ class ScriptedModelServer:
             return _json(400, wire.error_body(400, "the body is not a JSON object"))
         view = RequestView.from_body(parsed, api)
         reply, rule = self._script.choose(view)
-        entry = self._record(request, body, rule, api, parsed)
-        while not self._open.is_set() and not self._hold_after:  # hold() until release()
-            await asyncio.sleep(0.005)
+        holding = not self._open.is_set() and not self._hold_after  # hold() until release()
+        entry = self._record(request, body, rule, api, parsed, held=holding)
+        if holding:
+            # a client that gives up cancels this wait: its request stays held (never
+            # answered) until release()
+            while not self._open.is_set() and not self._hold_after:
+                await asyncio.sleep(0.005)
+            with self._lock:  # this one (by identity: an equal request may be held too)
+                self._held = [r for r in self._held if r is not entry]
         if reply.latency:
             await asyncio.sleep(reply.latency)
         return await self._answer(request, wire, reply, view, parsed, entry)
@@ -600,7 +640,7 @@ def _sent_tokens(
     completion = completion_token_ids(answer)
     out: dict[str, Any] = {
         "prompt_token_ids": prompt_token_ids(
-            view, as_sampled=reply.tool_calls_in_prompt == "as_sampled"
+            view, tool_calls_as_json=reply.tool_calls_in_prompt == "json"
         ),
         "completion_token_ids": completion,
     }

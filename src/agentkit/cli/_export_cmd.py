@@ -87,6 +87,14 @@ __all__ = ["export_cmd"]
     "'tokenizer'. Needs pip install 'agentkit[tokenizer]'. Without it nothing is "
     "re-tokenized.",
 )
+@click.option(
+    "--group-by",
+    type=click.Choice(["task", "branch_point"]),
+    default="task",
+    show_default=True,
+    help="GRPO groups: every rollout of a task, or (a branching run) the children of "
+    "one branch point (docs/branching.md).",
+)
 def export_cmd(
     run_dir: Path,
     fmt: str,
@@ -100,6 +108,7 @@ def export_cmd(
     drop_unscored: bool,
     require_token_ids: bool,
     tokenizer: Path | None,
+    group_by: str,
 ) -> None:
     """Export a run directory's rollouts as training data, token for token.
 
@@ -125,6 +134,7 @@ def export_cmd(
         drop_unscored=drop_unscored,
         require_token_ids=require_token_ids,
         tokenizer=tokenizer,
+        group_by="branch_point" if group_by == "branch_point" else "task",
     )
     click.echo(f"wrote {summary.written} {_unit(fmt)} to {out} ({fmt})")
     if summary.incomplete:

@@ -276,6 +276,14 @@ def plural(count: int, word: str) -> str:
     help="vLLM's cache_salt, added to every chat, completions and Responses request "
     "(separates policy versions in the prefix cache).",
 )
+@click.option(
+    "--translate-to-chat",
+    is_flag=True,
+    default=None,
+    help="Serve the agent's Anthropic Messages and OpenAI Responses calls from the server's "
+    "chat completions, which return token ids (with --token-ids: exact tokens for Claude "
+    "Code and Codex against vLLM).",
+)
 @click.option("--dry-run", is_flag=True, help="Print the resolved plan and run nothing.")
 @click.option(
     "--progress/--no-progress",

@@ -292,7 +292,7 @@ def resolve_settings(
 
 
 #: The model proxy's run options (stored in the manifest's ``options``).
-_PROXY_OPTIONS = ("model_proxy", "token_ids", "session_header", "cache_salt")
+_PROXY_OPTIONS = ("model_proxy", "token_ids", "session_header", "cache_salt", "translate_to_chat")
 
 
 def _proxy_flags(params: dict[str, Any]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 import agentkit.runs
+from agentkit._convert import unstructure
 from agentkit._errors import SpecError
 from agentkit.cli._compare_cmd import leaderboard_command
 from agentkit.cli._results import money, print_results
@@ -252,8 +253,6 @@ def _show_calls(run: Any, r: Any, as_json: bool) -> None:
     """``--rollout ID --calls``: one line per model call, with what went wrong."""
     calls = run.calls(r.rollout_id)
     if as_json:
-        from agentkit._convert import unstructure
-
         click.echo(json.dumps([unstructure(c) for c in calls], indent=2, default=str))
         return
     if not calls:
@@ -268,7 +267,8 @@ def _show_calls(run: Any, r: Any, as_json: bool) -> None:
         usage = (
             "" if c.usage is None else f" {c.usage.input_tokens} in, {c.usage.output_tokens} out"
         )
-        kind = f"{c.protocol}{' stream' if c.stream else ''}"
+        served = f" (served from {c.upstream_protocol})" if c.upstream_protocol else ""
+        kind = f"{c.protocol}{served}{' stream' if c.stream else ''}"
         status = c.status if c.status is not None else "no answer"
         finish = f" {c.finish_reason}" if c.finish_reason else ""
         click.echo(

@@ -32,19 +32,22 @@ __all__ = ["view_cmd"]
 )
 @click.option("--no-open", is_flag=True, help="Print the URL without opening a browser.")
 def view_cmd(directory: Path, host: str, port: int, no_open: bool) -> None:
-    """Browse runs in the browser: a run directory or a folder of runs (default: runs).
+    """Browse runs in the browser: a run directory, a job directory or a folder of
+    them (default: runs).
 
     Serves a local page (the URL is printed; the browser opens unless
-    --no-open) listing the runs, each run's rollouts, and each rollout's
-    transcript, events, rewards, verifier output and files; runs that are
-    still being written update live. It only reads. Needs the view extra:
-    pip install 'agentkit[view]'.
+    --no-open) listing the runs and jobs, each run's rollouts and charts,
+    each rollout's transcript, events, rewards, verifier output and files,
+    each job's leaderboard, tasks × cells heat map and charts, and runs
+    compared; runs that are still being written update live. It only reads.
+    Needs the view extra: pip install 'agentkit[view]'.
     """
     require_web_stack()
     if not directory.is_dir():
         raise SpecError(f"{directory}: no such directory; give a run directory or a folder of runs")
     viewer = Viewer(directory)
     names = list(viewer.run_dirs())
+    jobs = list(viewer.job_dirs())
     if not is_loopback(host):
         click.echo(
             f"Warning: listening on {host}: anyone who can reach this address can read these runs.",
@@ -54,12 +57,18 @@ def view_cmd(directory: Path, host: str, port: int, no_open: bool) -> None:
     def ready(url: str) -> None:
         plural = "" if len(names) == 1 else "s"
         what = f"run {names[0]}" if viewer.single else f"{len(names)} run{plural} in {directory}"
-        if not names:
+        if viewer.single_job:
+            what = f"job {jobs[0]} ({len(names)} cell{plural} started)"
+        elif jobs:
+            what += f", {len(jobs)} of them job{'' if len(jobs) == 1 else 's'}"
+        if not names and not jobs:
             what = f"{directory} (no runs yet; they appear as they start)"
         click.echo(f"agentkit view: {what}")
         click.echo(f"  {url}")
         if viewer.single:
             click.echo(f"  {url}run/{names[0]}")
+        if viewer.single_job:
+            click.echo(f"  {url}job/{jobs[0]}")
         click.echo("Ctrl-C stops.", err=True)
 
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from agentkit._run_options import RunOptions, RunOptionsKeywords
+from agentkit.env._branch_plan import PREFIX_STATUS, BranchPlan
 from agentkit.env._records import EvalResults, RolloutGroup, RolloutRecord
 from agentkit.env._rubric_compile import CompiledRubric, RubricCompileError, compile_rubric
 from agentkit.env._stats import group_advantages, pass_at_k
@@ -10,7 +11,9 @@ from agentkit.env._store import ResumeError, RunDirError
 from agentkit.env.agent_env import AgentEnv
 
 __all__ = [
+    "PREFIX_STATUS",
     "AgentEnv",
+    "BranchPlan",
     "CompiledRubric",
     "EvalResults",
     "ResumeError",

@@ -127,6 +127,7 @@ class RolloutWork:
     async def model_proxy(self) -> ModelProxy:
         """This process's model proxy on the running loop, started on first use and
         held until :meth:`aclose` (a Ray worker holds it for its life)."""
+        # deferred: the model proxy (aiohttp's server and client) loads only for a proxied run
         from agentkit.proxy import acquire_proxy, release_proxy
 
         loop = asyncio.get_running_loop()
@@ -141,6 +142,7 @@ class RolloutWork:
 
     async def aclose(self) -> None:
         """Let go of the model proxy this run held on the running loop (the run is over)."""
+        # deferred: as in model_proxy
         from agentkit.proxy import release_proxy
 
         proxy = self._proxies.pop(asyncio.get_running_loop(), None)

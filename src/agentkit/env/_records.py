@@ -15,7 +15,13 @@ __all__ = [
     "EvalResults",
     "RolloutGroup",
     "RolloutRecord",
+    "branch_point_id",
 ]
+
+
+def branch_point_id(parent_rollout_id: str, step: int) -> str:
+    """The id of the point where ``parent_rollout_id`` forked after ``step`` replies."""
+    return f"{parent_rollout_id}@{step}"
 
 
 @attrs.define(slots=True, kw_only=True)
@@ -59,6 +65,20 @@ class RolloutRecord:
     #: The recorded calls themselves (:class:`~agentkit.runs.ModelCall`), kept in memory
     #: only by a run without a run directory (``env.generate()``); never written here.
     model_calls: list[Any] = attrs.field(factory=list, repr=False)
+    #: Branching runs (``AgentEnv.branch``, docs/branching.md): the rollout this one was
+    #: forked from (None: a root), the step it was forked at (the parent's replies it
+    #: shares), and the rollouts forked from this one. None / empty in other runs.
+    parent_rollout_id: str | None = None
+    branch_step: int | None = None
+    children: list[str] = attrs.field(factory=list)
+
+    @property
+    def branch_point(self) -> str | None:
+        """The id of the branch point this rollout continues from (``<parent>@<step>``),
+        or None when it was not forked: the GRPO group key of a branching run."""
+        if self.parent_rollout_id is None or self.branch_step is None:
+            return None
+        return branch_point_id(self.parent_rollout_id, self.branch_step)
 
     @property
     def ok(self) -> bool:
@@ -97,6 +117,9 @@ class RolloutRecord:
             "calls_file": self.calls_file,
             "calls_without_tokens": self.calls_without_tokens,
             "worker": self.worker,
+            "parent_rollout_id": self.parent_rollout_id,
+            "branch_step": self.branch_step,
+            "children": self.children,
             "output": self.output,
             "messages": self.messages,
             "raw": self.raw,
@@ -119,6 +142,9 @@ class RolloutGroup:
     mean_reward: float | None
     advantages: list[float | None]
     pass_at_k: dict[str, float]
+    #: In a branching run, the branch point whose children these rollouts are
+    #: (``<parent rollout id>@<step>``); None for a group of one task's rollouts.
+    branch_point: str | None = None
 
     def __repr__(self) -> str:
         return (

@@ -411,8 +411,9 @@ def _without_tokens(calls: Sequence[ModelCall]) -> list[dict[str, Any]]:
 
 
 def group_json(group: Any) -> dict[str, Any]:
-    """The groups.jsonl line of a completed group."""
-    return {
+    """The groups.jsonl line of a completed group (with its ``branch_point`` when it
+    is the group of one branch point's children)."""
+    line = {
         "type": "group",
         "task_id": group.task_id,
         "example_id": group.example_id,
@@ -422,3 +423,7 @@ def group_json(group: Any) -> dict[str, Any]:
         "advantages": group.advantages,
         "pass_at_k": group.pass_at_k,
     }
+    point = getattr(group, "branch_point", None)
+    if point is not None:
+        line["branch_point"] = point
+    return line

@@ -165,6 +165,7 @@ def prepare(env: Composition, options: RunOptions) -> Session:
             "token_ids": opts.token_ids,
             "session_header": opts.session_header,
             "cache_salt": opts.cache_salt,
+            "translate_to_chat": opts.translate_to_chat,
         },
     )
     manifest["pricing"] = None if pricing is None else pricing.describe()

@@ -15,6 +15,8 @@ from agentkit._harness import check_harness
 from agentkit._rubric import RewardFunction, Rubric
 from agentkit._run_options import RunOptions, RunOptionsKeywords, build_run_options
 from agentkit._taskset import Taskset
+from agentkit.env._branch_plan import BranchPlan
+from agentkit.env._branching import run_branches
 from agentkit.env._execute import execute
 from agentkit.env._manifest import public_options, qualname
 from agentkit.env._records import EvalResults, RolloutGroup
@@ -217,6 +219,27 @@ class AgentEnv:
         docs/agentenv.md for every option.
         """
         return await execute(prepare(self, build_run_options(options, overrides)))
+
+    async def branch(
+        self,
+        plan: BranchPlan,
+        options: RunOptions | None = None,
+        **overrides: Unpack[RunOptionsKeywords],
+    ) -> EvalResults:
+        """A branching run: each episode runs to ``plan.at`` replies, forks into
+        ``plan.children``, and every child continues to its end and is scored.
+
+        The harness must be step-capable and its episodes forkable (the
+        ``terminal`` harness; ``fleet-tool-call`` on its local app). The run's
+        model samples every reply (agentkit's chat client against the
+        endpoint, as the terminal harness's ``run()`` does); the episode's own
+        grading scores each leaf. ``rollouts_per_task`` is the number of roots
+        per task; ``out`` writes a run directory whose records hold the tree
+        (``parent_rollout_id``, ``branch_step``, ``children``); the groups are
+        one per branch point. ``resume`` and other executors than ``local``
+        are refused. See ``docs/branching.md``.
+        """
+        return await run_branches(self, plan, build_run_options(options, overrides))
 
     def plan(
         self, options: RunOptions | None = None, **overrides: Unpack[RunOptionsKeywords]

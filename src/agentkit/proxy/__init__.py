@@ -12,7 +12,10 @@ agent's behalf, and records each model call as an :class:`~agentkit.runs.ModelCa
 
 Protocols are handled by :class:`Wire` subclasses, looked up by path
 (:func:`wire_for`; :func:`register_wire` adds one): chat completions,
-legacy completions, the Responses API and Anthropic Messages. See
+legacy completions, the Responses API and Anthropic Messages. In translation
+mode (``ProxySettings.translate_to_chat``) Messages and Responses calls are
+served from the server's chat completions (:class:`MessagesFromChat`,
+:class:`ResponsesFromChat`; :func:`register_translation` adds one). See
 docs/model-proxy.md.
 
 >>> async with shared_proxy() as proxy:  # doctest: +SKIP
@@ -32,23 +35,39 @@ from agentkit.proxy._messages import MessagesWire
 from agentkit.proxy._responses import ResponsesWire
 from agentkit.proxy._route import KEY_PREFIX, ProxyRoute
 from agentkit.proxy._server import ModelProxy, acquire_proxy, release_proxy, shared_proxy
-from agentkit.proxy._wire import WIRES, Recorded, Wire, register_wire, wire_for
+from agentkit.proxy._translate import ChatTranslation
+from agentkit.proxy._translate_messages import MessagesFromChat
+from agentkit.proxy._translate_responses import ResponsesFromChat
+from agentkit.proxy._wire import (
+    TRANSLATIONS,
+    WIRES,
+    Recorded,
+    Wire,
+    register_translation,
+    register_wire,
+    wire_for,
+)
 
 __all__ = [
     "DEFAULT_SESSION_HEADER",
     "KEY_PREFIX",
+    "TRANSLATIONS",
     "WIRES",
+    "ChatTranslation",
     "ChatWire",
     "CompletionsWire",
+    "MessagesFromChat",
     "MessagesWire",
     "ModelCall",
     "ModelProxy",
     "ProxyRoute",
     "ProxySettings",
     "Recorded",
+    "ResponsesFromChat",
     "ResponsesWire",
     "Wire",
     "acquire_proxy",
+    "register_translation",
     "register_wire",
     "release_proxy",
     "shared_proxy",
@@ -59,3 +78,9 @@ for _wire in (ChatWire, CompletionsWire, ResponsesWire, MessagesWire):
     if _wire not in WIRES:
         register_wire(_wire, first=False)
 del _wire
+for _agent_wire, _translator in (
+    (MessagesWire, MessagesFromChat),
+    (ResponsesWire, ResponsesFromChat),
+):
+    TRANSLATIONS.setdefault(_agent_wire, _translator)
+del _agent_wire, _translator

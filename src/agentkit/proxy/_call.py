@@ -22,7 +22,7 @@ from agentkit._calls import ModelCall
 from agentkit._context import public_headers
 from agentkit._limits import MAX_NESTING_DEPTH, loads_bounded
 from agentkit.proxy._route import ProxyRoute
-from agentkit.proxy._sse import EventSplitter, SseEvent, encode_event, event_payloads
+from agentkit.proxy._sse import EventSplitter, SseEvent, event_payloads
 from agentkit.proxy._wire import Recorded, Wire, wire_for
 
 if TYPE_CHECKING:
@@ -165,6 +165,12 @@ class _Recorder:
             token_source="server" if has_ids else "none",
             token_note=recorded.token_note,
             session_id=self.route.session_id if self.route.settings.session_header else None,
+            upstream_protocol=None if wire is None else wire.upstream_protocol,
+            upstream_request=(  # what the server was sent (nothing, when the proxy refused)
+                wire.body
+                if wire is not None and wire.upstream_protocol is not None and wire.refusal is None
+                else None
+            ),
         )
 
 
@@ -197,13 +203,9 @@ def _rewritten(wire: Wire, events: list[SseEvent]) -> bytes:
     out: list[bytes] = []
     for event in events:
         value = values.get(id(event), _NOT_JSON)
-        if value is _NOT_JSON:
-            out.append(event.raw)
-            continue
-        view = wire.event(event.name, value)
-        if view is not None:
-            text = json.dumps(view, ensure_ascii=False, separators=(",", ":"))
-            out.append(encode_event(event, text))
+        out.append(
+            wire.stream_other(event) if value is _NOT_JSON else wire.stream_event(event, value)
+        )
     return b"".join(out)
 
 
@@ -229,18 +231,21 @@ async def forward(
     from aiohttp import ClientError, web
 
     wire: Wire | None = None
-    kind = wire_for(request.raw_path) if request.method == "POST" else None
+    translate = route.settings.translate_to_chat
+    kind = wire_for(request.raw_path, translate=translate) if request.method == "POST" else None
     if kind is not None and len(body) <= MAX_BODY:
         try:
             parsed = loads_bounded(body) if body else None
         except ValueError:
             parsed = None
         if isinstance(parsed, dict):
-            wire = kind(parsed, route.settings)
-            if wire.forwarded:
+            wire = kind(parsed, route.settings, route.memory)
+            if wire.body is not wire.request:
                 body = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":")).encode()
     recorder = _Recorder(route, request, wire) if wire is not None else None
-    path = request.raw_path if wire is None or wire.upstream_path is None else wire.upstream_path
+    if wire is not None and wire.refusal is not None and recorder is not None:
+        return _refuse(route, recorder, *wire.refusal)
+    path = request.raw_path if wire is None else wire.upstream_path_for(request.raw_path)
     url = route.origin + path  # already encoded as the agent sent it; aiohttp keeps %XX
     response: web.StreamResponse | None = None
     try:
@@ -287,6 +292,21 @@ async def forward(
             route.finish(recorder.snapshot())
 
 
+def _refuse(route: ProxyRoute, recorder: _Recorder, status: int, body: Any) -> web.Response:
+    """A call the wire cannot serve: answered with ``body``, nothing sent upstream."""
+    from aiohttp import web
+
+    recorder.status = status
+    recorder.error_body = body
+    recorder.error = _error_message(status, body) + " (the proxy answered; nothing was sent)"
+    route.finish(recorder.snapshot())
+    return web.Response(
+        status=status,
+        body=json.dumps(body, ensure_ascii=False).encode(),
+        content_type="application/json",
+    )
+
+
 def _why(exc: BaseException, response: web.StreamResponse | None) -> str:
     from aiohttp import ClientPayloadError
 
@@ -331,10 +351,9 @@ async def _stream(
         if out:
             await response.write(out)
     last = splitter.close()
-    if last is not None:
-        out = _rewritten(wire, [last])
-        if out:
-            await response.write(out)
+    out = (b"" if last is None else _rewritten(wire, [last])) + wire.stream_end()
+    if out:
+        await response.write(out)
     await response.write_eof()
 
 
@@ -372,9 +391,13 @@ async def _whole(
         parts.append(chunk)
     body = b"".join(parts)
     if upstream.status >= 400:
+        error = _parsed_error(body)
+        view = wire.error_answer(upstream.status, error)
+        if view is not error:  # the agent's protocol's error shape
+            body = json.dumps(view, ensure_ascii=False).encode()
         if recorder is not None:
-            recorder.error_body = _parsed_error(body)
-            recorder.error = _error_message(upstream.status, recorder.error_body)
+            recorder.error_body = view
+            recorder.error = _error_message(upstream.status, error)
     else:
         try:
             parsed = loads_bounded(body)

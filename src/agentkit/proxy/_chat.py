@@ -73,7 +73,9 @@ class ChatWire(Wire):
         "the server returned no token ids (vLLM returns them from 0.10.2 on; other servers may not)"
     )
 
-    def __init__(self, request: dict[str, Any], settings: Any) -> None:
+    def __init__(
+        self, request: dict[str, Any], settings: Any, memory: dict[str, Any] | None = None
+    ) -> None:
         self._strip_ids = False
         self._strip_logprobs = False
         self._strip_usage = False
@@ -82,7 +84,7 @@ class ChatWire(Wire):
         self._prompt_ids: list[int] | None = None
         self._usage: Any = None
         self._whole: Any = None
-        super().__init__(request, settings)
+        super().__init__(request, settings, memory)
 
     @classmethod
     def matches(cls, path: str) -> bool:

@@ -34,7 +34,9 @@ class CompletionsWire(Wire):
         "the server returned no token ids (vLLM returns them from 0.10.2 on; other servers may not)"
     )
 
-    def __init__(self, request: dict[str, Any], settings: Any) -> None:
+    def __init__(
+        self, request: dict[str, Any], settings: Any, memory: dict[str, Any] | None = None
+    ) -> None:
         self._strip_ids = False
         self._strip_logprobs = False
         self._strip_usage = False
@@ -47,7 +49,7 @@ class CompletionsWire(Wire):
         self._broken = False
         self._usage: Any = None
         self._whole: Any = None
-        super().__init__(request, settings)
+        super().__init__(request, settings, memory)
 
     @classmethod
     def matches(cls, path: str) -> bool:

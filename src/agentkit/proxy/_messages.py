@@ -56,13 +56,15 @@ class MessagesWire(Wire):
         "the proxy's translation mode (to come) serves Messages from chat completions, which do"
     )
 
-    def __init__(self, request: dict[str, Any], settings: Any) -> None:
+    def __init__(
+        self, request: dict[str, Any], settings: Any, memory: dict[str, Any] | None = None
+    ) -> None:
         self._message: dict[str, Any] | None = None
         self._blocks: dict[int, dict[str, Any]] = {}
         self._json: dict[int, list[str]] = {}
         self._usage: dict[str, Any] = {}
         self._whole: Any = None
-        super().__init__(request, settings)
+        super().__init__(request, settings, memory)
 
     @classmethod
     def matches(cls, path: str) -> bool:

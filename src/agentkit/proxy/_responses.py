@@ -77,11 +77,13 @@ class ResponsesWire(Wire):
         "enable_response_messages, for models without harmony)"
     )
 
-    def __init__(self, request: dict[str, Any], settings: Any) -> None:
+    def __init__(
+        self, request: dict[str, Any], settings: Any, memory: dict[str, Any] | None = None
+    ) -> None:
         self._strip = False
         self._response: Any = None
         self._items: list[Any] = []
-        super().__init__(request, settings)
+        super().__init__(request, settings, memory)
 
     @classmethod
     def matches(cls, path: str) -> bool:

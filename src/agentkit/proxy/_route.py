@@ -13,6 +13,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from agentkit._calls import ModelCall
@@ -60,6 +61,8 @@ class ProxyRoute:
         self.settings = settings
         self.session_id = f"{rollout_id or 'rollout'}-{uuid.uuid4().hex[:8]}"
         self.closed = False
+        #: Protocol handlers' scratch space for this attempt's calls (``Wire.memory``).
+        self.memory: dict[str, Any] = {}
         self._calls: list[ModelCall] = []
         self._open: dict[int, Callable[[str], ModelCall]] = {}
         self._next = 0

@@ -8,13 +8,18 @@ what the call returned: the response, usage, finish reason, and the
 server's token ids and logprobs (or a note saying why there are none).
 
 Protocols are looked up by the request's path in :data:`WIRES`, first match
-wins; :func:`register_wire` puts another in front (a handler that serves one
-protocol from another server endpoint sets :attr:`Wire.upstream_path`).
+wins; :func:`register_wire` puts another in front. A handler that serves one
+protocol from another server endpoint (the proxy's translation mode) sets
+:attr:`Wire.upstream_path` and :attr:`Wire.upstream_protocol`, writes its own
+stream events (:meth:`Wire.stream_event`) and error bodies
+(:meth:`Wire.error_answer`); :func:`register_translation` names it for the
+protocol it serves, and ``wire_for(path, translate=True)`` finds it.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any, ClassVar
 
 import attrs
@@ -23,14 +28,17 @@ from agentkit._calls import Protocol
 from agentkit._errors import ValidationError
 from agentkit._proxy_settings import ProxySettings
 from agentkit._usage import Usage
+from agentkit.proxy._sse import SseEvent, encode_event
 
 __all__ = [
+    "TRANSLATIONS",
     "WIRES",
     "Recorded",
     "Wire",
     "float_list",
     "int_list",
     "openai_usage",
+    "register_translation",
     "register_wire",
     "wire_for",
 ]
@@ -83,18 +91,34 @@ class Wire:
     """One model call in one protocol (subclasses: chat, completions, responses, messages).
 
     ``request`` is the agent's body; :attr:`body` what goes upstream (the same
-    object until the proxy adds a field with :meth:`ask`).
+    object until the proxy adds a field with :meth:`ask`, or a translating
+    handler replaces it). ``memory`` is the route's scratch space, kept across
+    the calls of one rollout attempt (a translating handler keeps there what the
+    agent's protocol loses on the way back, such as a tool call's exact
+    arguments text).
     """
 
     protocol: ClassVar[Protocol] = "other"
+    #: The protocol the server is spoken to in, when the handler translates (None: the
+    #: agent's own).
+    upstream_protocol: ClassVar[Protocol | None] = None
     #: What a call of this protocol notes when the server gave no token ids.
     no_ids_note: ClassVar[str] = "the server returned no token ids"
 
-    def __init__(self, request: dict[str, Any], settings: ProxySettings) -> None:
+    def __init__(
+        self,
+        request: dict[str, Any],
+        settings: ProxySettings,
+        memory: dict[str, Any] | None = None,
+    ) -> None:
         self.request = request
         self.body = request
         self.settings = settings
+        self.memory: dict[str, Any] = {} if memory is None else memory
         self.forwarded: dict[str, Any] = {}
+        #: ``(status, body)``: answer the agent with this error and send nothing upstream
+        #: (a request the handler cannot serve).
+        self.refusal: tuple[int, Any] | None = None
         self.stream = request.get("stream") is True
         model = request.get("model")
         self.model = model if isinstance(model, str) else None
@@ -112,6 +136,11 @@ class Wire:
 
     def prepare(self) -> None:
         """Add what the run asks for to :attr:`body` (with :meth:`ask`)."""
+
+    def upstream_path_for(self, path: str) -> str:
+        """Where the call goes on the server, for the agent's ``path`` (with its query):
+        :attr:`upstream_path` when set, else the agent's own."""
+        return path if self.upstream_path is None else self.upstream_path
 
     def ask(self, name: str, value: Any) -> None:
         """Send ``name: value`` upstream in place of what the agent sent (recorded in
@@ -136,6 +165,26 @@ class Wire:
         the event)."""
         return data
 
+    def stream_event(self, event: SseEvent, data: Any) -> bytes:
+        """The bytes the agent gets for one streamed event whose JSON is ``data`` (when
+        the answer is rewritten): :meth:`event`'s view in the event's place."""
+        view = self.event(event.name, data)
+        if view is None:
+            return b""
+        return encode_event(event, json.dumps(view, ensure_ascii=False, separators=(",", ":")))
+
+    def stream_other(self, event: SseEvent) -> bytes:
+        """The bytes the agent gets for an event that is not JSON (``[DONE]``): as it came."""
+        return event.raw
+
+    def stream_end(self) -> bytes:
+        """What the agent gets after the stream's last event (nothing)."""
+        return b""
+
+    def error_answer(self, status: int, data: Any) -> Any:
+        """The error body the agent gets for the server's ``data`` (as it came)."""
+        return data
+
     def recorded(self) -> Recorded:
         """What the call returned, once its answer has been read."""
         return Recorded()
@@ -154,6 +203,16 @@ class Wire:
 #: The protocol handlers, tried in order on a request's path.
 WIRES: list[type[Wire]] = []
 
+#: The handler that serves a protocol from another endpoint in translation mode, by
+#: the protocol's own handler.
+TRANSLATIONS: dict[type[Wire], type[Wire]] = {}
+
+
+def register_translation(wire: type[Wire], translator: type[Wire]) -> None:
+    """Serve ``wire``'s calls with ``translator`` when the run translates
+    (``ProxySettings.translate_to_chat``)."""
+    TRANSLATIONS[wire] = translator
+
 
 def register_wire(wire: type[Wire], *, first: bool = True) -> None:
     """Serve a protocol with ``wire`` (tried before the others unless ``first=False``)."""
@@ -165,10 +224,11 @@ def register_wire(wire: type[Wire], *, first: bool = True) -> None:
         WIRES.append(wire)
 
 
-def wire_for(path: str) -> type[Wire] | None:
-    """The handler of a request to ``path`` (its query cut off), or None: not a model call."""
+def wire_for(path: str, *, translate: bool = False) -> type[Wire] | None:
+    """The handler of a request to ``path`` (its query cut off), or None: not a model call.
+    ``translate``: the protocol's translating handler, where it has one."""
     path = path.partition("?")[0].rstrip("/")
     for wire in WIRES:
         if wire.matches(path):
-            return wire
+            return TRANSLATIONS.get(wire, wire) if translate else wire
     return None

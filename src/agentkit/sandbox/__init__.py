@@ -23,9 +23,10 @@ sandbox")::
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +51,7 @@ __all__ = [
     "SandboxPathError",
     "SandboxUnavailableError",
     "fork_sandbox",
+    "fork_sandboxes",
     "open_sandbox",
 ]
 
@@ -105,3 +107,39 @@ async def fork_sandbox(
             "(local, docker) can branch",
         )
     return await sandbox.fork(root=root, rollout_id=rollout_id)
+
+
+async def fork_sandboxes(
+    sandbox: Sandbox, n: int, *, rollout_ids: Sequence[str] | None = None
+) -> list[Sandbox]:
+    """``n`` forks of a running sandbox at once: ``n`` new, started, independent sandboxes.
+
+    A sandbox kind with a batched ``fork_many(n, rollout_ids=)`` (the
+    ``local`` sandbox: the parent paused and copied once, the other children
+    copied from that copy) is forked with it; any other forkable sandbox with
+    ``n`` calls of its ``fork`` (each its own copy; their starts overlap).
+    ``rollout_ids`` names the children (default: the parent's with
+    ``.forkN``). Either way all ``n`` are made or none: on a failure the
+    children already made are closed and removed, and the error (a
+    :class:`SandboxForkError` naming the sandbox, as :func:`fork_sandbox`
+    raises) propagates. The caller closes every child.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise SandboxForkError(f"fork_sandboxes: n must be a positive integer, got {n!r}")
+    ids: list[str | None] = list(rollout_ids) if rollout_ids is not None else [None] * n
+    if len(ids) != n:
+        raise SandboxForkError(f"fork_sandboxes: {len(ids)} rollout ids given for {n} children")
+    many = getattr(sandbox, "fork_many", None)
+    if callable(many):
+        children: list[Sandbox] = await many(n, rollout_ids=rollout_ids)
+        return children
+    results = await asyncio.gather(
+        *(fork_sandbox(sandbox, rollout_id=rid) for rid in ids), return_exceptions=True
+    )
+    made = [r for r in results if not isinstance(r, BaseException)]
+    failed = next((r for r in results if isinstance(r, BaseException)), None)
+    if failed is not None:
+        for child in made:
+            await child.close(remove=True)
+        raise failed
+    return made

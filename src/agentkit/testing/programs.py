@@ -9,7 +9,8 @@ against the scripted model server and use these to set up and to look.
   :func:`files_containing` for a secret left in files;
   :func:`cancel_when_running` cancels a run once a command it started runs,
   :func:`cancel_while_the_model_is_called` once the program waits for a model
-  answer that is held back;
+  answer that is held back; :func:`time_out_while_the_model_is_called` checks
+  that a harness's own timeout ended a run while the program waited so;
 - :func:`need_harbor_task` skips a test without the Harbor plugin or task;
   :func:`harbor_rollout` runs a harness on one Harbor task through
   :class:`~agentkit.AgentEnv`, :func:`agentkit_run` through the
@@ -19,7 +20,10 @@ against the scripted model server and use these to set up and to look.
   as the model proxy recorded them, against what the server logged it sent;
   :func:`assert_exports_carry_the_server_tokens` checks what ``agentkit
   export`` writes for SkyRL, Tinker and verifiers against the same log, for a
-  run of :func:`hello_world_token_script` (a merged call and a prefix break).
+  run of :func:`hello_world_token_script` (a merged call and a prefix break);
+  :func:`assert_exports_hold_the_calls_tokens` checks that ``agentkit export``'s
+  SkyRL, Tinker and verifiers files hold exactly those tokens, and
+  :func:`exported_sequences` reads the sequences back out of such a file.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 
 from agentkit._calls import ModelCall
 from agentkit._events import Event
+from agentkit._result import HarnessResult
 from agentkit._sandbox import ExecutionHints, Sandbox
 from agentkit._task import Task
 from agentkit.env import AgentEnv, RolloutRecord
@@ -45,10 +50,12 @@ __all__ = [
     "agentkit_run",
     "assert_calls_carry_the_server_tokens",
     "assert_exports_carry_the_server_tokens",
+    "assert_exports_hold_the_calls_tokens",
     "assert_key_only_reached_the_model",
     "bound_sandbox",
     "cancel_when_running",
     "cancel_while_the_model_is_called",
+    "exported_sequences",
     "files_containing",
     "harbor_rollout",
     "hello_world_token_script",
@@ -57,6 +64,7 @@ __all__ = [
     "processes_with",
     "sandbox_processes",
     "telemetry_weights",
+    "time_out_while_the_model_is_called",
     "unique_task",
 ]
 
@@ -200,6 +208,50 @@ async def cancel_while_the_model_is_called(
     return received
 
 
+async def time_out_while_the_model_is_called(
+    run: Callable[[], Awaitable[HarnessResult]],
+    server: ScriptedModelServer,
+    marker: str,
+    *,
+    timeout: float,
+    within: float,
+) -> HarnessResult:
+    """Hold ``server``'s answers back and run ``run()`` (a harness run whose own timeout
+    is ``timeout`` seconds) to its end: that timeout must have ended it while the program
+    waited for the model. When the run returned, a model request whose body contains
+    ``marker`` (the task's prompt, say) had reached the server and had not been answered
+    (it is in :attr:`~agentkit.testing.model_server.ScriptedModelServer.held`), and the
+    result is the timeout (status and error kind ``timeout``, an error saying ``within
+    <timeout> s``). ``timeout`` must outlast the program's start-up (until its first
+    model request); ``within`` seconds only bound the run (a hang guard). The answers
+    stay held back until the caller's ``server.release()`` or the server's end. Returns
+    the run's result."""
+    import anyio
+
+    server.hold()
+    with anyio.fail_after(within):  # a hang guard: the harness's timeout must end the run
+        result = await run()
+    held = server.held
+    received = server.model_requests
+
+    def asks(request: RecordedRequest) -> bool:
+        return marker in json.dumps(request.body, ensure_ascii=False)
+
+    ended = f"{result.status} ({result.error_kind}): {result.error}"
+    assert any(asks(r) for r in received), (
+        f"the run ended before a model request with {marker!r} reached the server (it "
+        f"received {len(received)}; was the {timeout:g} s timeout shorter than the "
+        f"program's start-up?): {ended}"
+    )
+    assert any(asks(r) for r in held), (
+        f"the model request with {marker!r} was answered, not held back, before the run "
+        f"ended: {ended}"
+    )
+    assert (result.status, result.error_kind) == ("timeout", "timeout"), ended
+    assert f"within {timeout:g} s" in (result.error or ""), ended
+    return result
+
+
 def files_containing(root: Path, needle: str) -> list[Path]:
     """Every regular file under ``root`` whose bytes contain ``needle``."""
     hits: list[Path] = []
@@ -239,15 +291,19 @@ async def harbor_rollout(
     api_key_env: str | None = None,
     sandbox_options: Mapping[str, Any] | None = None,
     token_ids: bool = False,
+    translate_to_chat: bool = False,
 ) -> RolloutRecord:
     """Evaluate ``env`` (a Harbor taskset and a harness, by name) on one task with
     the scripted model ``scripted-model`` of ``server``; the one rollout, which
     must have completed and been graded (its error or scoring errors say why
-    not) and make the task's group. ``token_ids``: the run's option (the model
-    proxy asks the server for token ids)."""
+    not) and make the task's group. ``token_ids``, ``translate_to_chat``: the
+    run's options (the model proxy asks the server for token ids; it serves
+    Messages and Responses calls from the server's chat completions)."""
     kwargs: dict[str, Any] = {"api_key_env": api_key_env} if api_key_env else {}
     if token_ids:
         kwargs["token_ids"] = True
+    if translate_to_chat:
+        kwargs["translate_to_chat"] = True
     if sandbox_options is not None:
         kwargs["sandbox_options"] = dict(sandbox_options)
     results = await env.evaluate(
@@ -287,7 +343,8 @@ def assert_calls_carry_the_server_tokens(
     calls: Sequence[ModelCall], server: ScriptedModelServer
 ) -> list[ModelCall]:
     """Each recorded model call is one request ``server`` logged (the body the proxy
-    sent: the agent's request with what the proxy added), every logged model
+    sent: the agent's request with what the proxy added, or for a call the proxy
+    translated, its ``upstream_request``), every logged model
     request is one of the calls, and each call carries exactly the token ids and
     logprobs the server's answer carried (its log's ``sent``), call by call; a call
     whose answer carried none has none, and a ``token_note`` saying why. Returns the
@@ -298,7 +355,10 @@ def assert_calls_carry_the_server_tokens(
     )
     with_ids = []
     for call in calls:
-        sent_body = {**call.request, **call.forwarded}
+        if call.upstream_protocol is not None:
+            sent_body = call.upstream_request
+        else:
+            sent_body = {**call.request, **call.forwarded}
         match = next((r for r in logged if r.body == sent_body), None)
         assert match is not None, (
             f"call {call.index} ({call.path}) matches no request the server got"
@@ -320,9 +380,9 @@ def hello_world_token_script(*, describe: bool, submit: str | None) -> dict[str,
     """A model script for the Harbor ``hello-world`` task in three calls whose token
     ids make two training sequences: the first writes the file (a ``bash`` tool
     call), the second looks at it (its prompt shows the first tool call as it was
-    sampled, ``tool_calls_in_prompt: as_sampled``: it extends the first call, one
-    sequence), the third finishes (its prompt shows the tool calls as JSON, not as
-    sampled: a prefix break, a second sequence). Arguments are compact JSON text,
+    sampled: it extends the first call, one sequence), the third finishes (its
+    prompt shows the tool calls as JSON, not as sampled, ``tool_calls_in_prompt:
+    json``: a prefix break, a second sequence). Arguments are compact JSON text,
     as programs that parse and write them again (opencode) send them back.
     ``describe``: the calls carry a ``description`` argument (opencode's bash
     tool asks for one); ``submit``: the command the last call runs to finish
@@ -347,10 +407,9 @@ def hello_world_token_script(*, describe: bool, submit: str | None) -> dict[str,
                 "reply": {
                     "content": "Let me check it.",
                     "tool_calls": [bash("cat /app/hello.txt", "Read it")],
-                    "tool_calls_in_prompt": "as_sampled",
                 },
             },
-            {"match": {"turn": 2}, "reply": last},
+            {"match": {"turn": 2}, "reply": {**last, "tool_calls_in_prompt": "json"}},
         ]
     }
 
@@ -484,3 +543,97 @@ def assert_key_only_reached_the_model(
     assert not refused, f"requests without the run's key (refused with a 401): {refused}"
     assert files_containing(run_dir, api_key) == []
     assert api_key not in json.dumps([e.data for e in events])
+
+
+#: One exported training sequence: its tokens, which of them were sampled, and the
+#: sampled tokens' logprobs (None: the file has none).
+Sequence_ = tuple[list[int], list[bool], list[float] | None]
+
+
+def exported_sequences(path: Path, fmt: str) -> list[Sequence_]:
+    """The sequences of an ``agentkit export --format FMT`` file (``skyrl``, ``tinker``,
+    ``verifiers``), in file order, each as (tokens, sampled, sampled logprobs)."""
+    out: list[Sequence_] = []
+    if fmt == "skyrl":
+        data = json.loads(path.read_text())
+        logprobs = data.get("rollout_logprobs")
+        for i, (prompt, response, mask) in enumerate(
+            zip(data["prompt_token_ids"], data["response_ids"], data["loss_masks"], strict=True)
+        ):
+            sampled = [False] * len(prompt) + [bool(m) for m in mask]
+            kept = (
+                None
+                if logprobs is None
+                else [v for v, m in zip(logprobs[i], mask, strict=True) if m]
+            )
+            out.append((prompt + response, sampled, kept))
+        return out
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    if fmt == "tinker":
+        for line in lines:
+            inputs = line["loss_fn_inputs"]
+            [chunk] = line["model_input"]["chunks"]
+            targets = inputs["target_tokens"]["data"]
+            mask = [bool(m) for m in inputs["mask"]["data"]]
+            tokens = chunk["tokens"][:1] + targets
+            values = inputs.get("logprobs", {}).get("data")
+            kept = None if values is None else [v for v, m in zip(values, mask, strict=True) if m]
+            out.append((tokens, [False, *mask], kept))
+        return out
+    if fmt == "verifiers":
+        for trace in lines:
+            for node in trace["nodes"]:
+                if node.get("parent") is None:
+                    out.append(([], [], []))
+                tokens, sampled, kept = out[-1]
+                tokens += node.get("token_ids") or []
+                sampled += [bool(m) for m in node.get("mask") or []]
+                if kept is not None:
+                    kept += node.get("logprobs") or []
+        return out
+    raise ValueError(f"no sequences to read in format {fmt!r}")
+
+
+def assert_exports_hold_the_calls_tokens(
+    run_dir: Path,
+    calls: Sequence[ModelCall],
+    formats: Iterable[str] = ("skyrl", "tinker", "verifiers"),
+) -> dict[str, list[Sequence_]]:
+    """``agentkit export RUN_DIR --format F`` (a run of one rollout whose model ``calls``
+    all carry token ids) for each format: every call's prompt and completion ids start
+    one exported sequence, its completion's tokens marked sampled there; the sampled
+    tokens of each sequence are its calls' completions, in order, with their logprobs,
+    and nothing else. Returns the sequences of each format."""
+    found: dict[str, list[Sequence_]] = {}
+    for fmt in formats:
+        path = run_dir / f"export.{fmt}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentkit", "export", str(run_dir), "--format", fmt,
+             "--out", str(path)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        sequences = found[fmt] = exported_sequences(path, fmt)
+        owned: dict[int, list[ModelCall]] = {}
+        for call in sorted(calls, key=lambda c: c.index):
+            prompt, completion = call.prompt_token_ids or [], call.completion_token_ids or []
+            whole, start = prompt + completion, len(prompt)
+            at = next(
+                (
+                    n
+                    for n, (tokens, sampled, _) in enumerate(sequences)
+                    if tokens[: len(whole)] == whole and all(sampled[start : len(whole)])
+                ),
+                None,
+            )
+            assert at is not None, f"{fmt}: call {call.index}'s tokens start no sequence"
+            owned.setdefault(at, []).append(call)
+        for n, (tokens, sampled, logprobs) in enumerate(sequences):
+            mine = owned.get(n, [])
+            ids = [t for t, m in zip(tokens, sampled, strict=True) if m]
+            assert ids == [t for c in mine for t in c.completion_token_ids or []], (
+                f"{fmt}: sequence {n}'s sampled tokens are not its calls' completions"
+            )
+            if logprobs is not None:
+                assert logprobs == [v for c in mine for v in c.completion_logprobs or []], fmt
+    return found

@@ -13,6 +13,7 @@ The same pipeline runs on ``await env.generate(...)`` with :func:`from_groups`.
 from __future__ import annotations
 
 from agentkit.training._advantages import (
+    GroupBy,
     Normalize,
     assign_advantages,
     batch_normalize,
@@ -46,6 +47,7 @@ __all__ = [
     "CallGap",
     "ExportError",
     "ExportSummary",
+    "GroupBy",
     "Normalize",
     "RolloutTokens",
     "TokenSequence",

@@ -1,4 +1,4 @@
-"""GRPO advantages over training records, grouped by task.
+"""GRPO advantages over training records, grouped by task (or by branch point).
 
 The per-group arithmetic is :func:`agentkit.env._stats.group_advantages`, the
 same function the runner uses for ``rollouts.jsonl``: one definition, two uses.
@@ -16,7 +16,14 @@ from agentkit._errors import ValidationError
 from agentkit.env._stats import group_advantages
 from agentkit.training._records import TrainingRecord
 
-__all__ = ["Normalize", "assign_advantages", "batch_normalize", "group_advantages"]
+__all__ = [
+    "GroupBy",
+    "Normalize",
+    "assign_advantages",
+    "batch_normalize",
+    "group_advantages",
+    "group_key",
+]
 
 #: How advantages are scaled: ``False`` (centred only), ``True``/``"group"`` (per
 #: group standard deviation), ``"batch"`` (centred per group, then normalised
@@ -46,10 +53,31 @@ def batch_normalize(values: list[float | None], eps: float = 1e-8) -> list[float
     return [None if v is None else (v - mean) / (std + eps) for v in values]
 
 
+#: What a GRPO group is: every record of one task (``"task"``), or in a branching run
+#: the children of one branch point (``"branch_point"``; records that were not forked
+#: still group by task).
+GroupBy = Literal["task", "branch_point"]
+
+
+def group_key(record: TrainingRecord, group_by: GroupBy) -> str:
+    """The GRPO group ``record`` belongs to under ``group_by``."""
+    if group_by == "branch_point" and record.branch_point is not None:
+        return f"branch:{record.branch_point}"
+    return f"task:{record.task_id}"
+
+
 def assign_advantages(
-    records: Iterable[TrainingRecord], *, normalize: Normalize = False, eps: float | None = None
+    records: Iterable[TrainingRecord],
+    *,
+    normalize: Normalize = False,
+    eps: float | None = None,
+    group_by: GroupBy = "task",
 ) -> list[TrainingRecord]:
-    """Recompute every record's advantage from the rewards of its task's group.
+    """Recompute every record's advantage from the rewards of its group.
+
+    A group is every record of one task, or with ``group_by="branch_point"``
+    the children of one branch point of a branching run (records that were
+    not forked keep grouping by task).
 
     Advantage = reward minus the group mean. ``normalize=True`` (or
     ``"group"``) divides by the group's standard deviation plus ``eps``
@@ -66,18 +94,20 @@ def assign_advantages(
         )
     scope = "batch" if normalize == "batch" else "group"
     epsilon = DEFAULT_EPS[scope] if eps is None else eps
+    if group_by not in ("task", "branch_point"):
+        raise ValidationError("group_by", f"expected 'task' or 'branch_point', got {group_by!r}")
     out = list(records)
     # a rollout may be several records (one per training sequence): each rollout
     # counts once in its group, and all its records get its advantage
     rewards: dict[str, float | None] = {}
-    by_task: dict[str, list[str]] = {}
+    by_group: dict[str, list[str]] = {}
     for record in out:
         if record.rollout_id not in rewards:
             rewards[record.rollout_id] = record.reward
-            by_task.setdefault(record.task_id, []).append(record.rollout_id)
+            by_group.setdefault(group_key(record, group_by), []).append(record.rollout_id)
     advantage_of: dict[str, float | None] = {}
     per_group = normalize is True or normalize == "group"
-    for ids in by_task.values():
+    for ids in by_group.values():
         values = group_advantages([rewards[i] for i in ids], normalize=per_group, eps=epsilon)
         advantage_of.update(zip(ids, values, strict=True))
     if scope == "batch":

@@ -21,12 +21,14 @@ from typing import Any, Literal
 
 import attrs
 
-from agentkit._calls import ModelCall, read_calls_file
-from agentkit._rundir import CALLS_DIR, RunDirError
+from agentkit._calls import ModelCall
 from agentkit.env._store import RunStore
+from agentkit.training._advantages import GroupBy
+from agentkit.training._callfiles import read_calls
 from agentkit.training._errors import ExportError
 from agentkit.training._files import replacing, write_lines
 from agentkit.training._pipeline import prepare
+from agentkit.training._prefixes import Prefixes
 from agentkit.training._records import TrainingRecord, from_rollouts, with_sequences
 from agentkit.training._sequences import RolloutTokens, _sequences_of, sequences_of
 from agentkit.training._sft import write_sft
@@ -89,21 +91,6 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def read_calls(
-    run_dir: Path, rollout_id: str, *, references: dict[int, tuple[int, int]] | None = None
-) -> list[ModelCall] | None:
-    """A rollout's model calls (``calls/<rollout_id>.jsonl``), read by the run
-    directory's one parser (:func:`agentkit.runs.Run.calls` uses it too); None
-    when it has no calls file. A malformed file is an :class:`ExportError`
-    naming the file, the line and the field. ``references``: see
-    ``agentkit._calls.parse_calls``."""
-    try:
-        path = run_dir / CALLS_DIR / f"{rollout_id}.jsonl"
-        return read_calls_file(path, references=references)
-    except RunDirError as exc:
-        raise ExportError(str(exc)) from None
-
-
 def from_run_dir(
     run_dir: str | os.PathLike[str], *, tokenizer: str | os.PathLike[str] | None = None
 ) -> list[TrainingRecord]:
@@ -112,8 +99,10 @@ def from_run_dir(
     A rollout whose model calls were recorded (``calls/<rollout_id>.jsonl``)
     gives one record per training sequence of its calls (see "Sequences" in
     ``docs/training-data.md``); any other rollout one record, with the token
-    ids its harness kept in ``raw``. A half-written last line (an interrupted
-    run) is skipped; nothing is modified. Advantages are those stored;
+    ids its harness kept in ``raw``. Each record of a branching run's leaf
+    says where its shared prefix ends (``prefix_tokens``, counted per
+    sequence; ``docs/branching.md``). A half-written last line (an
+    interrupted run) is skipped; nothing is modified. Advantages are those stored;
     :func:`~agentkit.training.prepare` recomputes them.
 
     ``tokenizer``: the path of a local Hugging Face tokenizer that gives token ids
@@ -125,18 +114,19 @@ def from_run_dir(
     tok = load_tokenizer(tokenizer) if tokenizer is not None else None
     rollouts, _note = store.load_rollouts(repair=False)
     out: list[TrainingRecord] = []
+    prefixes = Prefixes(store.run_dir, rollouts)
     with _gc_paused():
         for record in from_rollouts(rollouts):
             references: dict[int, tuple[int, int]] = {}
             calls = read_calls(store.run_dir, record.rollout_id, references=references)
             if calls is None:
-                out.append(record)
-                continue
-            if tok is not None and not all(c.has_tokens for c in calls):
+                records = [record]
+            elif tok is not None and not all(c.has_tokens for c in calls):
                 calls = retokenized(calls, tok, os.fspath(tokenizer or ""))
-                out.extend(with_sequences(record, sequences_of(calls)))
+                records = with_sequences(record, sequences_of(calls))
             else:
-                out.extend(with_sequences(record, _sequences_of(calls, references)))
+                records = with_sequences(record, _sequences_of(calls, references))
+            out.extend(records if record.prefix_id is None else prefixes.count(records))
     return out
 
 
@@ -214,6 +204,10 @@ def parquet_schema() -> Any:
             ("sequence_start", pa.string()),
             ("token_source", pa.string()),
             ("token_issues", pa.string()),
+            ("prefix_id", pa.string()),
+            ("branch_step", pa.int64()),
+            ("prefix_messages", pa.int64()),
+            ("prefix_tokens", pa.int64()),
         ]
     )
 
@@ -326,6 +320,7 @@ def export_run(
     max_seq_len: int | None = None,
     drop_unscored: bool = False,
     require_token_ids: bool = False,
+    group_by: GroupBy = "task",
     tokenizer: str | os.PathLike[str] | None = None,
 ) -> ExportSummary:
     """Read a run directory, :func:`~agentkit.training.prepare` it, write ``out``.
@@ -335,7 +330,8 @@ def export_run(
     :class:`ExportError` names each such rollout, its calls and why, and
     nothing is written; a sequence whose ids a ``tokenizer`` made (see
     :func:`from_run_dir`) counts as incomplete there, since they are not the
-    server's.
+    server's. ``group_by="branch_point"`` forms the GRPO groups per branch point
+    of a branching run (see :func:`~agentkit.training.assign_advantages`).
     """
     if format not in EXPORT_FORMATS:
         raise ExportError(
@@ -351,6 +347,7 @@ def export_run(
         eos_token_id=eos_token_id,
         max_seq_len=max_seq_len,
         drop_unscored=drop_unscored,
+        group_by=group_by,
     )
     incomplete = _incomplete(records)
     if require_token_ids and incomplete:

@@ -1,4 +1,5 @@
-"""The training pipeline: GRPO advantages by task, DAPO overlong filtering, truncation.
+"""The training pipeline: GRPO advantages by task (or branch point), DAPO overlong
+filtering, truncation.
 
 Each step is its own module over :class:`~agentkit.training.TrainingRecord`
 (``_advantages``, ``_overlong``, ``_truncate``); :func:`prepare` runs them in
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Literal
 
-from agentkit.training._advantages import assign_advantages
+from agentkit.training._advantages import GroupBy, assign_advantages
 from agentkit.training._overlong import filter_overlong as apply_filter
 from agentkit.training._records import TrainingRecord
 from agentkit.training._truncate import truncate_all
@@ -27,6 +28,7 @@ def prepare(
     eos_token_id: int | None = None,
     max_seq_len: int | None = None,
     drop_unscored: bool = False,
+    group_by: GroupBy = "task",
 ) -> list[TrainingRecord]:
     """The whole pipeline: GRPO advantages by task, DAPO overlong filtering, truncation.
 
@@ -35,12 +37,13 @@ def prepare(
     overlong filter key on "the completion does not end with this token"
     (see :func:`~agentkit.training.is_overlong`). ``drop_unscored`` leaves out
     rollouts without a reward (a scoring error), which otherwise stay in with
-    advantage None.
+    advantage None. ``group_by="branch_point"`` forms the GRPO groups per
+    branch point of a branching run (see :func:`~agentkit.training.assign_advantages`).
     """
     out = list(records)
     if drop_unscored:
         out = [r for r in out if r.reward is not None]
-    out = assign_advantages(out, normalize=normalize, eps=eps)
+    out = assign_advantages(out, normalize=normalize, eps=eps, group_by=group_by)
     if filter_overlong:
         out = apply_filter(out, eos_token_id=eos_token_id)
     if max_seq_len is not None:

@@ -17,15 +17,20 @@ import attrs
 
 from agentkit._calls import TokenSource
 from agentkit._errors import ValidationError
+from agentkit.env._branch_plan import PREFIX_STATUS
+from agentkit.env._records import branch_point_id
 from agentkit.training._sequences import RolloutTokens
 
 if TYPE_CHECKING:
     from agentkit.env import RolloutGroup, RolloutRecord
 
 __all__ = [
+    "PrefixSequences",
     "TrainingRecord",
     "from_groups",
     "from_rollouts",
+    "prefix_tokens_of",
+    "raw_sequences",
     "stop_reason_of",
     "with_sequences",
 ]
@@ -98,6 +103,22 @@ class TrainingRecord:
     sequence_start: str | None = None
     token_source: TokenSource = "none"
     token_issues: list[dict[str, Any]] = attrs.field(factory=list)
+    #: Branching runs (docs/branching.md): the rollout id of the shared prefix this
+    #: rollout continues (its parent, not exported itself), the step it was forked at,
+    #: how many of its leading messages (prompt then completion) are that prefix, and
+    #: how many leading ``completion_token_ids`` are the prefix's (None without token ids).
+    prefix_id: str | None = None
+    branch_step: int | None = None
+    prefix_messages: int | None = None
+    prefix_tokens: int | None = None
+
+    @property
+    def branch_point(self) -> str | None:
+        """``<prefix_id>@<branch_step>``: the GRPO group key of a branching run's leaf
+        (``group_by="branch_point"``), None for a rollout that was not forked."""
+        if self.prefix_id is None or self.branch_step is None:
+            return None
+        return branch_point_id(self.prefix_id, self.branch_step)
 
     @property
     def has_tokens(self) -> bool:
@@ -158,6 +179,55 @@ def stop_reason_of(raw: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]
             found = message.get("finish_reason")
             return found if isinstance(found, str) else None
     return None
+
+
+#: The token ids of a shared prefix's training sequences: (prompt ids, completion ids).
+PrefixSequences = Sequence[tuple[Sequence[int], Sequence[int]]]
+
+
+def prefix_tokens_of(record: TrainingRecord, prefix: PrefixSequences) -> int | None:
+    """How many leading ``completion_token_ids`` of ``record`` are its shared prefix's.
+
+    The record's sequence continues one of the prefix's sequences when it has
+    the same prompt ids and its completion starts with that sequence's: the
+    answer is that sequence's completion length. None without token ids, or
+    when the record continues none of them (a sequence that starts after the
+    branch point).
+    """
+    prompt, completion = record.prompt_token_ids, record.completion_token_ids
+    if prompt is None or completion is None:
+        return None
+    for prefix_prompt, prefix_completion in prefix:
+        n = len(prefix_completion)
+        if prompt == list(prefix_prompt) and completion[:n] == list(prefix_completion):
+            return n
+    return None
+
+
+def raw_sequences(rollout: RolloutRecord) -> list[tuple[list[int], list[int]]]:
+    """The one sequence a rollout's ``raw`` token ids make (none when it has none)."""
+    raw = rollout.raw or {}
+    prompt, completion = raw.get("prompt_token_ids"), raw.get("completion_token_ids")
+    if not isinstance(prompt, list) or not isinstance(completion, list):
+        return []
+    return [(prompt, completion)]
+
+
+def _prefix_fields(
+    rollout: RolloutRecord, parent: RolloutRecord | None, record: TrainingRecord
+) -> dict[str, Any]:
+    """The prefix fields of a leaf forked from ``parent`` (the prefix's record)."""
+    if rollout.parent_rollout_id is None:
+        return {}
+    fields: dict[str, Any] = {
+        "prefix_id": rollout.parent_rollout_id,
+        "branch_step": rollout.branch_step,
+    }
+    if parent is None:  # the prefix's line is not among those read: no lengths
+        return fields
+    fields["prefix_messages"] = len(parent.messages)
+    fields["prefix_tokens"] = prefix_tokens_of(record, raw_sequences(parent))
+    return fields
 
 
 def _record_of(rollout: RolloutRecord) -> TrainingRecord:
@@ -249,9 +319,23 @@ def from_rollouts(rollouts: Iterable[RolloutRecord]) -> list[TrainingRecord]:
     :func:`~agentkit.training.prepare`).
 
     Rollouts that could not run (``infra_error``: the model server was down, the
-    sandbox did not start) are left out: they say nothing about the policy.
+    sandbox did not start) are left out: they say nothing about the policy. So
+    are a branching run's shared prefixes (status ``"branched"``): each leaf's
+    record holds its prefix and its continuation, with ``prefix_id``,
+    ``prefix_messages`` and ``prefix_tokens`` saying where the shared part
+    ends (docs/branching.md).
     """
-    return [_record_of(r) for r in rollouts if not r.infra_error]
+    stored = list(rollouts)
+    by_id = {r.rollout_id: r for r in stored}
+    out = []
+    for rollout in stored:
+        if rollout.infra_error or rollout.status == PREFIX_STATUS:
+            continue
+        record = _record_of(rollout)
+        parent = by_id.get(rollout.parent_rollout_id or "")
+        fields = _prefix_fields(rollout, parent, record)
+        out.append(record.evolve(**fields) if fields else record)
+    return out
 
 
 def from_groups(groups: Iterable[RolloutGroup]) -> list[TrainingRecord]:
@@ -259,4 +343,4 @@ def from_groups(groups: Iterable[RolloutGroup]) -> list[TrainingRecord]:
 
     Rollouts that could not run are left out, as in :func:`from_rollouts`.
     """
-    return [_record_of(r) for g in groups for r in g.rollouts if not r.infra_error]
+    return from_rollouts(r for g in groups for r in g.rollouts)

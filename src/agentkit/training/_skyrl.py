@@ -11,7 +11,9 @@ too. ``rewards`` are the rollout's reward, one float per row (SkyRL computes
 its advantages from them); ``loss_masks`` are 1 on sampled tokens only;
 ``rollout_logprobs`` are the sampled tokens' logprobs, or null when some row
 has none. ``env_metrics`` carries agentkit's identity of each row (rollout,
-sequence, calls, advantage, token issues). A loader builds the
+sequence, calls, advantage, token issues, and a branching run's prefix
+fields: ``prefix_id``, ``branch_step``, ``prefix_messages``,
+``prefix_tokens``). A loader builds the
 ``TrajectoryID`` objects from the ``trajectory_ids`` dicts.
 """
 
@@ -41,6 +43,10 @@ def row_metadata(record: TrainingRecord) -> dict[str, Any]:
         "advantage": record.advantage,
         "token_source": record.token_source,
         "token_issues": record.token_issues,
+        "prefix_id": record.prefix_id,
+        "branch_step": record.branch_step,
+        "prefix_messages": record.prefix_messages,
+        "prefix_tokens": record.prefix_tokens,
     }
 
 

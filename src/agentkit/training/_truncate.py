@@ -28,11 +28,13 @@ def truncate(record: TrainingRecord, max_seq_len: int) -> TrainingRecord:
         return record
     mask = None if record.completion_mask is None else record.completion_mask[:room]
     logprobs = None if record.completion_logprobs is None else record.completion_logprobs[:room]
+    prefix = None if record.prefix_tokens is None else min(record.prefix_tokens, room)
     return record.evolve(
         completion_token_ids=completion[:room],
         completion_mask=mask,
         completion_logprobs=logprobs,
         truncated=True,
+        prefix_tokens=prefix,
     )
 
 

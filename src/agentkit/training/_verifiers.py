@@ -16,7 +16,8 @@ then its sampled tokens (mask True on the sampled ones only; ``logprobs`` and
 (``reward``, weight 1, so ``trace.reward`` is it), ``metrics`` every metric,
 ``ok`` whether the harness completed (prime-rl masks a trace that did not),
 and ``info["agentkit"]`` the rollout's identity, its sequences and its token
-issues.
+issues (and for a branching run's leaf its ``prefix_id``, ``branch_step`` and
+``prefix_messages``, and each sequence's ``prefix_tokens``).
 """
 
 from __future__ import annotations
@@ -188,10 +189,18 @@ def trace_record(
                 "advantage": first.advantage,
                 "passed": first.passed,
                 "sequences": [
-                    {"sequence": r.sequence, "calls": r.calls, "start": r.sequence_start}
+                    {
+                        "sequence": r.sequence,
+                        "calls": r.calls,
+                        "start": r.sequence_start,
+                        "prefix_tokens": r.prefix_tokens,
+                    }
                     for r in records
                     if r.has_tokens
                 ],
+                "prefix_id": first.prefix_id,
+                "branch_step": first.branch_step,
+                "prefix_messages": first.prefix_messages,
                 "token_source": first.token_source,
                 "token_issues": first.token_issues,
             }

@@ -10,17 +10,25 @@ thread.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import agentkit.runs
-from agentkit._rundir import MANIFEST, ROLLOUTS, RunDirError
+from agentkit._convert import unstructure
+from agentkit._rundir import LOCK, MANIFEST, ROLLOUTS, SUMMARY, RunDirError
 from agentkit.runs import Rollout, Run
+from agentkit.runs._live import lock_held
+from agentkit.stats import RunStats, Scores, scores_of_run, scores_stats
+from agentkit.view._charts import Values, distributions, values_of
+from agentkit.view._jobs import JOB_FILE, JOINER, JobDir, is_job_dir, open_job
 from agentkit.view._paths import NotFound, Refused, inside, is_safe_name
+from agentkit.view._stats import Scored, against, heatmap, leaderboard
 
 __all__ = ["MAX_PAGE", "Viewer"]
 
@@ -50,6 +58,21 @@ _SORT_KEYS: dict[str, Callable[[Rollout], Any]] = {
 }
 
 
+@contextlib.contextmanager
+def _bulk() -> Iterator[None]:
+    """No garbage collection while a large run is read: the reader makes an object or
+    more per rollout, and each collection on the way would walk all of those made so far
+    (it halves the time to read 100,000 rollouts). What is dropped meanwhile is collected
+    after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class _Entry:
     """One run and what is derived from it, recomputed only when its files change."""
 
@@ -64,16 +87,22 @@ class _Entry:
         self._summary_at = 0.0
         self._summary_cost = 0.0
         self._tasks: dict[str, Any] | None = None
+        self._scores: tuple[Any, Scores] | None = None
+        self._settled: tuple[Any, dict[str, Any] | None] | None = None
+        self._values: tuple[int, Values] | None = None
 
     def refresh(self) -> None:
-        if self.run.refresh():
+        with _bulk():
+            new = self.run.refresh()
+        if new:
             self._rows = None
             self._by_task = None
 
     def rows(self) -> list[Rollout]:
         """Every finished rollout, in task order (small fields only)."""
         if self._rows is None:
-            rows = self.run.rollouts()
+            with _bulk():
+                rows = self.run.rollouts()
             rows.sort(key=lambda r: (r.group, r.rollout_index))
             self._rows = rows
         return self._rows
@@ -110,6 +139,52 @@ class _Entry:
             self._tasks = self.run.tasks()
         return self._tasks
 
+    def settled(self) -> dict[str, Any] | None:
+        """summary.json when no process writes the run and the summary counts every line of
+        rollouts.jsonl (:meth:`agentkit.runs.Run.current_summary`), else None: then what a
+        job's page shows of the run comes from the summary, without indexing its rollouts
+        (a newline count instead of a scan of every line)."""
+        key = (_size(self.path / ROLLOUTS), _mtime(self.path / SUMMARY))
+        if self._settled is not None and self._settled[0] == key:
+            return self._settled[1]
+        found = None
+        if lock_held(self.path / LOCK) is False:
+            stored = self.run.current_summary()
+            if stored is not None and isinstance(stored.get("tasks"), list):
+                found = stored
+        self._settled = (key, found)
+        return found
+
+    def scores(self) -> Scores:
+        """The run's per-task scores (:func:`agentkit.stats.scores_of_run`: from a current
+        summary.json, else from the rollouts), kept while the run does not change."""
+        key = (_size(self.path / ROLLOUTS), _mtime(self.path / SUMMARY))
+        if self._scores is None or self._scores[0] != key:
+            with _bulk():
+                self._scores = (key, scores_of_run(self.run))
+        return self._scores[1]
+
+    def row(self, label: str) -> RunStats:
+        """The run's leaderboard row (as :func:`agentkit.stats.run_stats` makes it)."""
+        info = self.run.info
+        return scores_stats(
+            self.scores(),
+            label=label,
+            path=str(self.path),
+            taskset=info.taskset,
+            harness=info.harness,
+            model=info.model,
+            planned=info.planned,
+        )
+
+    def values(self) -> Values:
+        """The values the charts draw (every finished rollout read once), kept while the
+        run does not change."""
+        n = len(self.run)
+        if self._values is None or self._values[0] != n:
+            self._values = (n, values_of(self.rows()))
+        return self._values[1]
+
 
 class Viewer:
     """JSON documents over the runs in ``root`` (a run directory or a folder of runs)."""
@@ -120,6 +195,8 @@ class Viewer:
             raise RunDirError(f"{given}: no such directory of runs")
         self.root = given.resolve()
         self._entries: dict[str, _Entry] = {}
+        #: Job directories read, with their job.json's mtime when read.
+        self._jobs: dict[Path, tuple[float, JobDir]] = {}
 
     # -- which runs ----------------------------------------------------------
     @property
@@ -127,28 +204,93 @@ class Viewer:
         """The root is itself a run directory."""
         return (self.root / MANIFEST).is_file()
 
-    def run_dirs(self) -> dict[str, Path]:
-        """Run name -> directory: the root itself, or each child holding a manifest.json."""
+    @property
+    def single_job(self) -> bool:
+        """The root is itself a job directory."""
+        return not self.single and is_job_dir(self.root)
+
+    def _root_name(self, default: str) -> str:
+        return self.root.name if is_safe_name(self.root.name) else default
+
+    def _scan(self) -> tuple[dict[str, Path], dict[str, Path]]:
+        """Runs (name -> directory) and jobs (name -> directory) under the root."""
         if self.single:
-            return {self.root.name if is_safe_name(self.root.name) else "run": self.root}
-        out = {}
+            return {self._root_name("run"): self.root}, {}
+        if self.single_job:
+            job = self._root_name("job")
+            return self._cells(job, self.root, prefix=""), {job: self.root}
+        runs: dict[str, Path] = {}
+        jobs: dict[str, Path] = {}
         try:
             children = sorted(os.scandir(self.root), key=lambda e: e.name)
         except OSError:
-            return {}
+            return {}, {}
         for child in children:
-            if not is_safe_name(child.name) or not (Path(child.path) / MANIFEST).is_file():
+            if not is_safe_name(child.name):
+                continue
+            where = Path(child.path)
+            is_run, is_job = (where / MANIFEST).is_file(), is_job_dir(where)
+            if not is_run and not is_job:
                 continue
             try:
                 path = inside(self.root, child.name)
             except (Refused, NotFound):
-                continue  # a symlink to a run elsewhere is not served
-            out[child.name] = path
-        return out
+                continue  # a symlink to a run or job elsewhere is not served
+            if is_run:
+                runs[child.name] = path
+            else:
+                jobs[child.name] = path
+                runs.update(self._cells(child.name, path, prefix=child.name + JOINER))
+        return runs, jobs
 
-    def entry(self, name: str) -> _Entry:
-        """The run called ``name`` (refreshed), or NotFound."""
-        if not is_safe_name(name):
+    def _cells(self, job: str, path: Path, *, prefix: str) -> dict[str, Path]:
+        """The started cells' runs of the job at ``path``, named ``prefix + cell``."""
+        try:
+            found = self.job_dir(job, path)
+        except RunDirError:
+            return {}
+        return {prefix + c.name: c.run_dir for c in found.cells if c.started}
+
+    def job_dir(self, name: str, path: Path) -> JobDir:
+        """The job at ``path`` (read again when its job.json changed)."""
+        mtime = _mtime(path / JOB_FILE)
+        cached = self._jobs.get(path)
+        if cached is None or cached[0] != mtime:
+            cached = self._jobs[path] = (mtime, open_job(path, self.root))
+        return cached[1]
+
+    def run_dirs(self) -> dict[str, Path]:
+        """Run name -> directory: the root itself, or each child holding a manifest.json, and
+        the started cells of the jobs there (``JOB~CELL``; just ``CELL`` when the root is a
+        job)."""
+        return self._scan()[0]
+
+    def job_dirs(self) -> dict[str, Path]:
+        """Job name -> directory: the root itself, or each child holding a job.json."""
+        return self._scan()[1]
+
+    def _cell_of(self, run: str) -> tuple[str | None, str | None]:
+        """``(job, cell)`` of a cell's run; ``(None, None)`` for a run of no job."""
+        if self.single_job:
+            return self._root_name("job"), run
+        job, sep, cell = run.partition(JOINER)
+        return (job, cell) if sep else (None, None)
+
+    def _job(self, name: str) -> tuple[JobDir, str]:
+        """The job called ``name`` and the prefix of its cells' run names, or NotFound."""
+        path = self.job_dirs().get(name) if is_safe_name(name) else None
+        if path is None:
+            raise NotFound(f"no job {name!r} in {self.root}")
+        try:
+            found = self.job_dir(name, path)
+        except RunDirError as exc:
+            raise NotFound(str(exc)) from None
+        return found, "" if self.single_job else name + JOINER
+
+    def entry(self, name: str, *, refresh: bool = True) -> _Entry:
+        """The run called ``name`` (its new lines indexed unless ``refresh`` is false), or
+        NotFound."""
+        if not all(is_safe_name(part) for part in name.split(JOINER)) or name.count(JOINER) > 1:
             raise NotFound(f"no run {name!r}")
         path = self.run_dirs().get(name)
         if path is None:
@@ -164,15 +306,29 @@ class Viewer:
                 cached = self._entries[name] = _Entry(path)
             except RunDirError as exc:
                 raise NotFound(str(exc)) from None
-        cached.refresh()
+        if refresh:
+            cached.refresh()
         return cached
 
     # -- the runs page ---------------------------------------------------------
     def runs(self) -> dict[str, Any]:
-        """Every run: what the runs table shows."""
-        out = []
+        """Every run (a job's cells with their ``job`` and ``cell``) and every job: what the
+        runs page shows."""
+        runs, jobs = self._scan()
+        cell_of: dict[str, tuple[str, str]] = {}
+        found: dict[str, JobDir] = {}
         broken = []
-        for name in self.run_dirs():
+        for job, path in jobs.items():
+            try:
+                found[job] = jd = self.job_dir(job, path)
+            except RunDirError as exc:
+                broken.append({"name": job, "error": str(exc)})
+                continue
+            prefix = "" if self.single_job else job + JOINER
+            for c in jd.cells:
+                cell_of[prefix + c.name] = (job, c.name)
+        out = []
+        for name in runs:
             try:
                 e = self.entry(name)
             except NotFound as exc:
@@ -180,15 +336,56 @@ class Viewer:
                 continue
             out.append(self._listing(name, e))
         out.sort(key=lambda r: r["created_at"] or 0.0, reverse=True)
-        return {"root": str(self.root), "single": self.single, "runs": out, "broken": broken}
+        listed = {r["name"]: r for r in out}
+        job_list = []
+        for job, jd in found.items():
+            cells = {c: listed.get(run) for run, (j, c) in cell_of.items() if j == job}
+            job_list.append(self._job_listing(job, jd, cells))
+        job_list.sort(key=lambda r: r["created_at"] or 0.0, reverse=True)
+        return {
+            "root": str(self.root),
+            "single": self.single,
+            "single_job": self.single_job,
+            "runs": out,
+            "jobs": job_list,
+            "broken": broken,
+        }
+
+    def _job_listing(
+        self, name: str, jd: JobDir, cells: Mapping[str, dict[str, Any] | None]
+    ) -> dict[str, Any]:
+        """A job's row: its cells' progress, errors and cost summed, its best cell."""
+        started = [x for x in cells.values() if x is not None]
+        costs = [x["cost"] for x in started if x["cost"] is not None]
+        scored = [x for x in started if x["mean_reward"] is not None]
+        best = max(scored, key=lambda x: x["mean_reward"], default=None)
+        return {
+            "name": name,
+            "job_name": jd.name,
+            "created_at": jd.created_at,
+            "state": _job_state(jd, started, len(jd.cells)),
+            "cells": len(jd.cells),
+            "started": len(started),
+            "axes": jd.axes,
+            "planned": sum(x["planned"] for x in started),
+            "finished": sum(x["finished"] for x in started),
+            "errors": sum(x["errors"] for x in started),
+            "infra_errors": sum(x["infra_errors"] for x in started),
+            "cost": math.fsum(costs) if costs else None,
+            "running": sum(x["running"] for x in started),
+            "best": None if best is None else _best(best),
+        }
 
     def _listing(self, name: str, e: _Entry) -> dict[str, Any]:
         info = e.run.info
         state = e.run.state()
         summary = e.summary(running=state == "running")
         usage = summary.get("usage") or {}
+        job, cell = self._cell_of(name)
         return {
             "name": name,
+            "job": job,
+            "cell": cell,
             "created_at": info.created_at,
             "taskset": info.taskset,
             "harness": info.harness,
@@ -205,10 +402,45 @@ class Viewer:
             "running": len(e.run.live_rollouts()) if state == "running" else 0,
         }
 
+    def _settled_listing(self, name: str, e: _Entry, stored: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`_listing` of a run no process writes, from its current summary alone: its
+        state as :meth:`agentkit.runs.Run.state` gives it, where the finished rollouts are
+        the summary's count (it counts every line)."""
+        info = e.run.info
+        job, cell = self._cell_of(name)
+        usage = stored.get("usage") or {}
+        finished = int(stored.get("finished") or 0)
+        infra = int(stored.get("infra_errors") or 0)
+        if finished >= info.planned:
+            state = "incomplete" if infra else "complete"
+        else:
+            state = "stopped" if stored.get("stopped") else "interrupted"
+        return {
+            "name": name,
+            "job": job,
+            "cell": cell,
+            "created_at": info.created_at,
+            "taskset": info.taskset,
+            "harness": info.harness,
+            "model": info.model,
+            "planned": int(stored.get("planned") or info.planned),
+            "finished": finished,
+            "errors": int(stored.get("errors") or 0),
+            "infra_errors": infra,
+            "mean_reward": stored.get("mean_reward"),
+            "pass_at_k": stored.get("pass_at_k") or {},
+            "cost": usage.get("cost") if isinstance(usage.get("cost"), (int, float)) else None,
+            "tokens": int((usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)),
+            "state": state,
+            "running": 0,
+        }
+
     def runs_snapshot(self) -> list[Any]:
-        """What changes on the runs page: names, line counts and states (for live updates)."""
-        out = []
-        for name, path in self.run_dirs().items():
+        """What changes on the runs page: names, line counts and states, and the jobs'
+        job.json (for live updates)."""
+        runs, jobs = self._scan()
+        out: list[Any] = [[name, _mtime(path / JOB_FILE)] for name, path in jobs.items()]
+        for name, path in runs.items():
             out.append([name, _size(path / ROLLOUTS), _mtime(path / MANIFEST)])
             try:
                 out[-1].append(self.entry(name).run.state())
@@ -506,6 +738,7 @@ class Viewer:
         ]
         doc["metrics"] = _metrics(e.run.info.manifest)
         doc["files"], doc["files_truncated"] = self._files(e, rollout_id)
+        doc["branches"] = _branches(doc.get("record"))
         return doc
 
     def _calls(self, e: _Entry, r: Rollout) -> dict[str, Any]:
@@ -533,8 +766,6 @@ class Viewer:
         found = [c for c in calls if c.index == int(index)]
         if not found:
             raise NotFound(f"no call {index} of rollout {rollout_id!r}")
-        from agentkit._convert import unstructure
-
         data: dict[str, Any] = unstructure(found[0])
         return data
 
@@ -591,10 +822,115 @@ class Viewer:
             raise NotFound(f"not a file: {relative}")
         return path
 
+    # -- a job -------------------------------------------------------------------
+    def job(self, name: str) -> dict[str, Any]:
+        """A job: its cells (where each sits on the axes, its run and state), their
+        leaderboard with intervals, and the tasks × cells heat map of mean rewards."""
+        jd, prefix = self._job(name)
+        cells = []
+        scored = []
+        listings: dict[str, dict[str, Any] | None] = {}
+        for c in jd.cells:
+            run = prefix + c.name if c.started else None
+            listing = None
+            if run is not None:
+                try:
+                    e = self.entry(run, refresh=False)
+                except NotFound:
+                    run = None
+                else:
+                    stored = e.settled()
+                    if stored is not None:  # a 100,000-rollout job opens without a scan
+                        listing = self._settled_listing(run, e, stored)
+                    else:
+                        e.refresh()
+                        listing = self._listing(run, e)
+                    scored.append((run, e.scores(), e.row(c.name)))
+            listings[c.name] = listing
+            cells.append(
+                {
+                    "name": c.name,
+                    "run": run,
+                    "axes": c.axes,
+                    "state": listing["state"]
+                    if listing
+                    else "outside"
+                    if c.outside
+                    else "not started",
+                    "listing": listing,
+                }
+            )
+        axes_of = {prefix + c.name: c.axes for c in jd.cells}
+        board = leaderboard(scored)
+        for record in board:
+            record["axes"] = axes_of.get(record["run"], {})
+        return {
+            **self._job_listing(name, jd, listings),
+            "path": str(jd.path),
+            "concurrency": jd.concurrency,
+            "cell_list": cells,
+            "leaderboard": board,
+            "heatmap": heatmap(scored),
+            "labels": {run: cell for run, cell in ((prefix + c.name, c.name) for c in jd.cells)},
+        }
+
+    # -- statistics and charts ------------------------------------------------------
+    def scored(self, name: str, label: str | None = None) -> Scored:
+        """A run with its per-task scores and leaderboard row (labelled ``label``, else its
+        name), for the statistics of the compare and job pages."""
+        e = self.entry(name)
+        return (name, e.scores(), e.row(label if label is not None else name))
+
+    def charts(self, names: Sequence[str]) -> dict[str, Any]:
+        """The distributions of reward, duration, tokens and cost of each run, binned alike
+        (see :mod:`agentkit.view._charts`)."""
+        names = _distinct(names)
+        if not names:
+            raise NotFound("no run to chart: give ?runs=NAME,...")
+        return distributions([(name, self.entry(name).values()) for name in names])
+
     # -- compare -----------------------------------------------------------------
-    def compare(self, a: str, b: str) -> dict[str, Any]:
+    def compare(self, names: Sequence[str], baseline: str | None = None) -> dict[str, Any]:
+        """Two runs or more: their leaderboard with intervals, each against ``baseline``
+        (the first run unless named) paired on the tasks both scored, the tasks × runs heat
+        map; for two runs, also which tasks one passes and the other does not."""
+        names = _distinct(names)
+        if len(names) < 2:
+            raise NotFound("a comparison needs two runs or more: /compare/RUN_A/RUN_B/...")
+        base = baseline or names[0]
+        if base not in names:
+            raise NotFound(f"the baseline {base!r} is not one of the runs compared")
+        labels = self._labels(names)
+        scored = [self.scored(name, labels[name]) for name in names]
+        entries = [self.entry(name) for name in names]
+        doc: dict[str, Any] = {
+            "runs": [self._listing(name, e) for name, e in zip(names, entries, strict=True)],
+            "labels": labels,
+            "same_taskset": len({e.run.info.taskset for e in entries}) == 1,
+            "baseline": base,
+            "leaderboard": leaderboard(scored),
+            "against": against(scored[names.index(base)], [s for s in scored if s[0] != base]),
+            "heatmap": heatmap(scored),
+        }
+        if len(names) == 2:
+            doc.update(self._verdicts(names[0], entries[0], names[1], entries[1]))
+        return doc
+
+    def _labels(self, names: Sequence[str]) -> dict[str, str]:
+        """What to call each run on a page: a cell by its name when every run is a cell of
+        one job, else ``JOB › CELL``; any other run by its name."""
+        cells = {name: self._cell_of(name) for name in names}
+        jobs = {job for job, _ in cells.values()}
+        out = {}
+        for name, (job, cell) in cells.items():
+            if job is None or cell is None:
+                out[name] = name
+            else:
+                out[name] = cell if len(jobs) == 1 else f"{job} › {cell}"
+        return out
+
+    def _verdicts(self, a: str, ea: _Entry, b: str, eb: _Entry) -> dict[str, Any]:
         """Two runs per task: which tasks one passes and the other does not."""
-        ea, eb = self.entry(a), self.entry(b)
         sa = ea.summary(running=ea.run.state() == "running")
         sb = eb.summary(running=eb.run.state() == "running")
         ta = {t["task_id"]: t for t in sa.get("tasks") or []}
@@ -619,7 +955,6 @@ class Viewer:
         return {
             "a": self._listing(a, ea),
             "b": self._listing(b, eb),
-            "same_taskset": ea.run.info.taskset == eb.run.info.taskset,
             "counts": counts,
             "tasks": rows,
         }
@@ -630,6 +965,27 @@ class Viewer:
 
 #: Query parameters that filter the rollout table.
 _FILTERS = ("status", "failed", "errored", "could_not_run", "error_kind", "task", "metric")
+
+
+def _job_state(jd: JobDir, started: list[dict[str, Any]], cells: int) -> str:
+    """``running`` (its process holds the job's lock, or a cell runs), ``not started``,
+    ``complete`` (every cell complete) or ``incomplete``."""
+    if jd.running() or any(x["state"] == "running" for x in started):
+        return "running"
+    if not started:
+        return "not started"
+    if len(started) == cells and all(x["state"] == "complete" for x in started):
+        return "complete"
+    return "incomplete"
+
+
+def _best(listing: dict[str, Any]) -> dict[str, Any]:
+    return {"run": listing["name"], "cell": listing["cell"], "mean_reward": listing["mean_reward"]}
+
+
+def _distinct(names: Sequence[str]) -> list[str]:
+    """Names in order, each once, blanks left out."""
+    return list(dict.fromkeys(n for n in names if n))
 
 
 def _task_rollouts(e: _Entry, task_id: str) -> list[Rollout]:
@@ -836,3 +1192,15 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
+
+
+def _branches(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A branching run's tree around a rollout (docs/branching.md): the rollout it was
+    forked from and at which step, and the rollouts forked from it; None elsewhere."""
+    if not record:
+        return None
+    parent = record.get("parent_rollout_id")
+    children = record.get("children") or []
+    if parent is None and not children:
+        return None
+    return {"parent": parent, "branch_step": record.get("branch_step"), "children": children}

@@ -2,8 +2,9 @@
 
 Routes:
 
-* ``/``, ``/run/<run>``, ``/run/<run>/rollout/<id>``, ``/compare/<a>/<b>``:
-  the single page (``static/index.html``), which routes in the browser;
+* ``/``, ``/run/<run>``, ``/run/<run>/rollout/<id>``, ``/job/<job>``,
+  ``/compare/<a>/<b>/...``: the single page (``static/index.html``), which
+  routes in the browser;
 * ``/api/...``: JSON built by :class:`agentkit.view._api.Viewer`;
 * ``/api/.../stream``: server-sent events: the server looks at the run's
   files a few times a second (a ``stat``, and the ``live/`` files of running
@@ -32,6 +33,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from agentkit._rundir import RunDirError
+from agentkit.stats import clustered_mean_of_groups
 from agentkit.view._api import Viewer
 from agentkit.view._hosts import is_loopback, url_host
 from agentkit.view._paths import NotFound, Refused
@@ -102,7 +104,9 @@ def create_app(root: str | Path, *, allowed_hosts: set[str] | None = None) -> we
     r.add_get("/api/run/{run}/rollout/{rid}", _rollout)
     r.add_get("/api/run/{run}/rollout/{rid}/stream", _rollout_stream)
     r.add_get("/api/run/{run}/rollout/{rid}/call/{index}", _call_json)
-    r.add_get("/api/compare/{a}/{b}", _compare)
+    r.add_get("/api/job/{job}", _job)
+    r.add_get("/api/compare/{names:.+}", _compare)
+    r.add_get("/api/charts", _charts)
     r.add_get("/api/{tail:.*}", _api_unknown)
     r.add_get("/files/{run}/{path:.+}", _file)
     r.add_static("/static/", STATIC, follow_symlinks=False)
@@ -206,10 +210,21 @@ async def _call_json(request: web.Request) -> web.StreamResponse:
     return _json(await _call(request, viewer.call, info["run"], info["rid"], info["index"]))
 
 
+async def _job(request: web.Request) -> web.StreamResponse:
+    return _json(await _call(request, request.app[VIEWER].job, request.match_info["job"]))
+
+
 async def _compare(request: web.Request) -> web.StreamResponse:
     viewer = request.app[VIEWER]
-    info = request.match_info
-    return _json(await _call(request, viewer.compare, info["a"], info["b"]))
+    names = request.match_info["names"].strip("/").split("/")
+    baseline = request.query.get("baseline") or None
+    return _json(await _call(request, viewer.compare, names, baseline))
+
+
+async def _charts(request: web.Request) -> web.StreamResponse:
+    viewer = request.app[VIEWER]
+    names = (request.query.get("runs") or "").split(",")
+    return _json(await _call(request, viewer.charts, names))
 
 
 # -- files -----------------------------------------------------------------------
@@ -354,6 +369,11 @@ async def _rollout_stream(request: web.Request) -> web.StreamResponse:
 # -- serving -------------------------------------------------------------------------
 
 
+def _load_statistics() -> None:
+    """Compute one interval, so that the libraries intervals need are loaded."""
+    clustered_mean_of_groups([(1, 0.0), (1, 1.0)])
+
+
 async def serve(
     root: str | Path,
     *,
@@ -377,6 +397,9 @@ async def serve(
                 f"{name}:{actual}" for name in ("127.0.0.1", "localhost", "[::1]", url_host(host))
             )
         url = f"http://{url_host(host)}:{actual}/"
+        # the intervals' t quantiles need scipy, slow to import: the worker imports it
+        # while the browser opens (a request meanwhile waits for it, as it would have)
+        runner.app[EXECUTOR].submit(_load_statistics)
         if on_ready is not None:
             on_ready(url)
         await (stop or asyncio.Event()).wait()

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import shutil
 import sys
 import tempfile
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from agentkit import Sandbox
-from agentkit_fleet.localenv.bookings import prepare_databases
+from agentkit_fleet.localenv.bookings import copy_database, prepare_databases
 from agentkit_fleet.localenv.zygote import launcher_command, warm_socket
 from agentkit_fleet.mcp_client import McpConnection, McpConnectionError, McpToolResult
 from agentkit_fleet.records import FleetRecord
@@ -30,6 +31,7 @@ from agentkit_fleet.verification import SandboxOpener, VerifierOutcome, run_veri
 
 __all__ = [
     "EnvironmentError_",
+    "EnvironmentForkError",
     "LocalBookingsEnvironment",
     "McpEnvironment",
     "PlatformEnvironment",
@@ -39,6 +41,10 @@ __all__ = [
 
 class EnvironmentError_(Exception):
     """An environment could not be created or verified (infrastructure, not the agent)."""
+
+
+class EnvironmentForkError(EnvironmentError_):
+    """An environment cannot copy its state (an MCP server it does not own, the platform)."""
 
 
 class ToolEnvironment(Protocol):
@@ -132,6 +138,15 @@ class McpEnvironment:
             timeout=self.verifier_timeout,
         )
 
+    async def fork(self) -> ToolEnvironment:
+        """A started copy of this environment's state; an MCP server given by URL or
+        command keeps its state where agentkit cannot copy it, so this refuses."""
+        raise EnvironmentForkError(
+            f"the {self.kind!r} environment ({self.describe()['target']}) cannot fork: its MCP "
+            "server keeps its state itself, out of agentkit's reach; only the bundled local "
+            "app (provider 'local') can copy its databases"
+        )
+
     async def close(self) -> None:
         if self._closed:
             return
@@ -194,10 +209,20 @@ class LocalBookingsEnvironment(McpEnvironment):
 
     kind = "local"
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, databases: tuple[Path, Path] | None = None, **kwargs: Any) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="fleet-bookings-"))
-        seed, current = prepare_databases(self.workdir)
+        try:
+            if databases is None:
+                seed, current = prepare_databases(self.workdir)
+            else:  # a fork's: copies of another environment's seed and current state
+                seed = copy_database(databases[0], self.workdir / "seed.sqlite")
+                current = copy_database(databases[1], self.workdir / "current.sqlite")
+        except BaseException:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            raise
         self._timeout = float(kwargs.get("tool_timeout", 60.0))
+        self._options = dict(kwargs)
+        self._started = False
         super().__init__(
             command=bookings_command(seed, current), seed_db=seed, current_db=current, **kwargs
         )
@@ -210,7 +235,32 @@ class LocalBookingsEnvironment(McpEnvironment):
                 command=launcher_command(path, self.current_db, self.seed_db),
                 timeout=self._timeout,
             )
-        return await super().start()
+        tools = await super().start()
+        self._started = True
+        return tools
+
+    async def fork(self) -> LocalBookingsEnvironment:
+        """A started environment on copies of this one's databases as they are now.
+
+        The seed and current databases are copied with SQLite's backup API (a
+        consistent state even if a tool call were writing), into the child's
+        own directory, and the child gets its own app server on them. What
+        either changes afterwards the other never sees; each closes on its own.
+        """
+        if not self._started or self.closed:
+            state = "closed" if self.closed else "not started"
+            raise EnvironmentForkError(f"the local bookings environment cannot fork: it is {state}")
+        assert self.seed_db is not None and self.current_db is not None
+        databases = (self.seed_db, self.current_db)
+        child = await asyncio.to_thread(
+            functools.partial(LocalBookingsEnvironment, databases=databases, **self._options)
+        )
+        try:
+            await child.start()
+        except BaseException:
+            await child.close()
+            raise
+        return child
 
     async def close(self) -> None:
         try:
@@ -302,6 +352,15 @@ class PlatformEnvironment:
             raise McpConnectionError("the Fleet environment is not started")
         self.connection = await _reconnected(self.connection, self.tool_timeout)
         return await self.connection.call_tool(name, arguments)
+
+    async def fork(self) -> ToolEnvironment:
+        """The Fleet platform offers no way to copy an instance's state: this refuses."""
+        raise EnvironmentForkError(
+            f"the Fleet platform environment (env_key {self.record.env_key!r}, instance "
+            f"{self.instance_id or 'not started'}) cannot fork: the platform offers no way to "
+            "copy an instance's state; branch episodes on the bundled local app "
+            "(-H provider=local) instead"
+        )
 
     async def verify(self, code: str, final_answer: str | None) -> VerifierOutcome:
         if self._env is None:

@@ -17,17 +17,25 @@ environment, ``max_turns`` and ``partial_reward`` for it:
 
 ``FleetToolCallHarness.run`` drives exactly this episode with the run's model.
 :class:`StepOutput` is :class:`agentkit.StepOutput`, re-exported here.
+
+:meth:`FleetToolCallEpisode.fork` branches an episode on the bundled local
+app: each child gets copies of the app's databases and its own app server
+(``docs/branching.md``); other environments refuse.
 """
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import datetime as dt
+import itertools
 import json
 import time
+from collections.abc import Sequence
 from typing import Any, Literal
 
-from agentkit import EventRecorder, HarnessError, StepOutput, Task
-from agentkit_fleet.environments import ToolEnvironment
+from agentkit import EpisodeForkError, EventRecorder, HarnessError, StepOutput, Task
+from agentkit_fleet.environments import EnvironmentError_, ToolEnvironment
 from agentkit_fleet.mcp_client import McpConnectionError, McpToolCallError
 from agentkit_fleet.parsing import ToolCall, parse_action
 from agentkit_fleet.prompt import FORMAT_REMINDER, initial_messages, to_openai_tools
@@ -82,6 +90,9 @@ class FleetToolCallEpisode:
     and ``verifier`` is None.
     """
 
+    #: The harness, as :func:`agentkit.fork_episode` names it in errors.
+    harness_name = "fleet-tool-call"
+
     def __init__(
         self,
         task: Task | FleetRecord,
@@ -116,6 +127,7 @@ class FleetToolCallEpisode:
         self._tool_names: set[str] = set()
         self._started = False
         self._closed = False
+        self._branches = itertools.count()
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -168,6 +180,89 @@ class FleetToolCallEpisode:
         self._closed = True
         await self.environment.close()
         await self.recorder.emit("fleet.env.closed", environment=self.environment.describe())
+
+    # -- forking -------------------------------------------------------------
+
+    async def fork(
+        self, n: int, *, rollout_ids: Sequence[str] | None = None
+    ) -> list[FleetToolCallEpisode]:
+        """``n`` episodes continuing from this one now (:class:`agentkit.ForkableEpisode`).
+
+        Each child has a copy of the chat history, the tools, the turn and
+        step counts and the counters, and its own fork of the environment:
+        on the bundled local app, copies of its seed and current databases
+        (SQLite's backup API) served by a child app server of its own, which
+        the child closes. Rollout ids: ``rollout_ids[i]``, else this one's
+        with ``.b<i>``. An MCP server by URL or command and the Fleet
+        platform cannot copy their state: :class:`~agentkit.EpisodeForkError`
+        says so, as it does before ``init()`` and after the end or close;
+        nothing is left behind then.
+        """
+        rid = self.recorder.rollout_id or "fleet-episode"
+        if not self._started or self._closed:
+            state = "closed" if self._closed else "not started (call init() first)"
+            raise EpisodeForkError(f"fleet-tool-call episode ({rid}) cannot fork: it is {state}")
+        if self.done:
+            raise EpisodeForkError(
+                f"fleet-tool-call episode ({rid}) cannot fork: it is over ({self.done_reason}); "
+                "fork before the step that ends it"
+            )
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise EpisodeForkError(f"fleet-tool-call episode ({rid}): n must be a positive integer")
+        ids = (
+            list(rollout_ids)
+            if rollout_ids is not None
+            else [f"{rid}.b{next(self._branches)}" for _ in range(n)]
+        )
+        if len(ids) != n:
+            raise EpisodeForkError(f"fleet-tool-call episode ({rid}): {len(ids)} ids for {n}")
+        fork_env = getattr(self.environment, "fork", None)
+        if not callable(fork_env):
+            raise EpisodeForkError(
+                f"fleet-tool-call episode ({rid}) cannot fork: its {self.environment.kind!r} "
+                "environment has no fork()"
+            )
+        made = await asyncio.gather(*(fork_env() for _ in range(n)), return_exceptions=True)
+        envs: list[ToolEnvironment] = [e for e in made if not isinstance(e, BaseException)]
+        failed = next((e for e in made if isinstance(e, BaseException)), None)
+        if failed is not None:
+            for env in envs:
+                await env.close()
+            if isinstance(failed, EnvironmentError_ | OSError):
+                raise EpisodeForkError(
+                    f"fleet-tool-call episode ({rid}) cannot fork: {failed}"
+                ) from None
+            raise failed
+        children = [self._child(env, child_id) for env, child_id in zip(envs, ids, strict=True)]
+        await self.recorder.emit("fleet.fork", turn=self.turns, children=ids)
+        for child in children:
+            await child.recorder.emit(
+                "fleet.forked",
+                parent=rid,
+                turn=self.turns,
+                environment=child.environment.describe(),
+            )
+        return children
+
+    def _child(self, environment: ToolEnvironment, rollout_id: str) -> FleetToolCallEpisode:
+        child = FleetToolCallEpisode(
+            self.record,
+            environment,
+            max_turns=self.max_turns,
+            partial_reward=self.partial_reward,
+            recorder=EventRecorder(self.recorder.task_id, rollout_id, self.recorder.on_event),
+            now=self.now,
+        )
+        child.chat_history = copy.deepcopy(self.chat_history)
+        child.tools = copy.deepcopy(self.tools)
+        child.turns = self.turns
+        child.tool_calls = self.tool_calls
+        child.tool_errors = self.tool_errors
+        child.parse_errors = self.parse_errors
+        child.env_steps = self.env_steps
+        child._tool_names = set(self._tool_names)
+        child._started = True
+        return child
 
     # -- stepping ------------------------------------------------------------
 

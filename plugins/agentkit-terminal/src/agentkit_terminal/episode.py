@@ -24,17 +24,26 @@ then each reply and its observations), ``sandbox`` (where the commands ran;
 ``init()``, from which the time limit counts), ``submitted``, ``time_up``,
 ``done``, ``done_reason``, and after the end ``reward``, ``grading`` and
 ``failure``.
+
+**Forking.** :meth:`TerminalEpisode.fork` copies exactly that: ``n`` child
+episodes with the chat history, the turn count, the counters and the clock
+of this one, each in its own fork of the sandbox
+(:func:`agentkit.sandbox.fork_sandboxes`: the local sandbox pauses and copies
+once for all ``n``). See ``docs/branching.md``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Literal
 
 from agentkit import (
+    EpisodeForkError,
     EventRecorder,
     HarnessError,
     HarnessResult,
@@ -45,6 +54,7 @@ from agentkit import (
     Task,
     Usage,
 )
+from agentkit.sandbox import SandboxError, fork_sandboxes
 from agentkit_terminal.grading import RubricGrader
 from agentkit_terminal.limits import TerminalLimits
 from agentkit_terminal.output import CommandResult, cap_output, result_text
@@ -83,6 +93,9 @@ class TerminalEpisode:
     ``close()``. ``grader`` scores the final state when the episode ends
     (None: no grading, as under ``run()``, where the runner scores).
     """
+
+    #: The harness, as :func:`agentkit.fork_episode` names it in errors.
+    harness_name = "terminal"
 
     def __init__(
         self,
@@ -127,6 +140,7 @@ class TerminalEpisode:
         self._stack = contextlib.AsyncExitStack()
         self._started = False
         self._closed = False
+        self._branches = itertools.count()
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -196,6 +210,80 @@ class TerminalEpisode:
             await self._stack.aclose()
         finally:
             await self.recorder.emit("terminal.closed", owned_sandbox=self.owns_sandbox)
+
+    # -- forking -----------------------------------------------------------------
+
+    async def fork(
+        self, n: int, *, rollout_ids: Sequence[str] | None = None
+    ) -> list[TerminalEpisode]:
+        """``n`` episodes continuing from this one now (:class:`agentkit.ForkableEpisode`).
+
+        Each child has a copy of the chat history, the turn count, the
+        counters (``tool_calls``, ``commands``, ``tool_errors``,
+        ``parse_errors``) and ``started_at`` (the time limit keeps counting
+        from this episode's ``init()``), the same limits and grading, and its
+        own fork of the sandbox (its files as they are now; no process
+        carries over), which it owns and closes. Its rollout id is
+        ``rollout_ids[i]``, else this one's with ``.b<i>`` (numbered on
+        across several forks). This episode goes on unchanged. Children and
+        parent are independent: what one runs, none of the others sees, and
+        closing one closes only its own sandbox.
+
+        Raises :class:`~agentkit.EpisodeForkError` before ``init()``, after
+        the episode ended or closed, or when the sandbox cannot fork (the
+        ``host`` sandbox, a compose project); nothing is left behind then.
+        """
+        rid = self.context.rollout_id or "terminal-episode"
+        if not self._started or self._closed or self.sandbox is None:
+            state = "closed" if self._closed else "not started (call init() first)"
+            raise EpisodeForkError(f"terminal episode ({rid}) cannot fork: it is {state}")
+        if self.done:
+            raise EpisodeForkError(
+                f"terminal episode ({rid}) cannot fork: it is over ({self.done_reason}); "
+                "fork before the step that ends it"
+            )
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise EpisodeForkError(f"terminal episode ({rid}): n must be a positive integer")
+        ids = (
+            list(rollout_ids)
+            if rollout_ids is not None
+            else [f"{rid}.b{next(self._branches)}" for _ in range(n)]
+        )
+        if len(ids) != n:
+            raise EpisodeForkError(f"terminal episode ({rid}): {len(ids)} ids for {n} children")
+        try:
+            sandboxes = await fork_sandboxes(self.sandbox, n, rollout_ids=ids)
+        except SandboxError as exc:
+            raise EpisodeForkError(f"terminal episode ({rid}) cannot fork: {exc}") from None
+        children = [self._child(sb, child_id) for sb, child_id in zip(sandboxes, ids, strict=True)]
+        await self.recorder.emit("terminal.fork", turn=self.turns, children=ids)
+        for child in children:
+            await child.recorder.emit("terminal.forked", parent=rid, turn=self.turns)
+        return children
+
+    def _child(self, sandbox: Sandbox, rollout_id: str) -> TerminalEpisode:
+        """A started episode with this one's state, in ``sandbox`` (which it then owns)."""
+        child = TerminalEpisode(
+            self.task,
+            limits=self.limits,
+            sandbox=sandbox,
+            grader=self.grader,
+            context=self.context.evolve(rollout_id=rollout_id, sandbox=sandbox),
+            recorder=EventRecorder(self.task.task_id, rollout_id, self.recorder.on_event),
+        )
+        child.owns_sandbox = True
+        child._stack.push_async_callback(sandbox.close)
+        child._started = True
+        child.workdir = self.workdir
+        child.chat_history = copy.deepcopy(self.chat_history)
+        child.turns = self.turns
+        child.tool_calls = self.tool_calls
+        child.commands = self.commands
+        child.tool_errors = self.tool_errors
+        child.parse_errors = self.parse_errors
+        child.started_at = self.started_at
+        child.time_up = self.time_up
+        return child
 
     # -- stepping ----------------------------------------------------------------
 

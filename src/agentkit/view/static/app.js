@@ -1,4 +1,5 @@
-// agentkit view: the page. Plain JavaScript, no build step, no dependencies.
+// agentkit view: the page. Plain JavaScript, no build step; charts.js draws the charts
+// (with the Chart.js file shipped in static/vendor/).
 // Everything from a run is put in the page as text (textContent), never as HTML.
 "use strict";
 
@@ -43,6 +44,10 @@
   const enc = encodeURIComponent;
   const runUrl = (run, query) => `/run/${enc(run)}${query ? "?" + query : ""}`;
   const rolloutUrl = (run, rid) => `/run/${enc(run)}/rollout/${enc(rid)}`;
+  const jobUrl = (job) => `/job/${enc(job)}`;
+  const compareUrl = (names, query) => `/compare/${names.map(enc).join("/")}${query ? "?" + query : ""}`;
+  // A task's rollouts in a run: the run's rollouts tab filtered to that task.
+  const taskUrl = (run, task) => runUrl(run, new URLSearchParams({ task }).toString());
 
   function num(value, digits = 3) {
     if (value === null || value === undefined || Number.isNaN(value)) return "–";
@@ -295,7 +300,8 @@
     if (path === "/" || path === "/index.html") page = runsPage();
     else if ((m = path.match(/^\/run\/([^/]+)\/?$/))) page = runPage(dec(m[1]));
     else if ((m = path.match(/^\/run\/([^/]+)\/rollout\/([^/]+)\/?$/))) page = rolloutPage(dec(m[1]), dec(m[2]));
-    else if ((m = path.match(/^\/compare\/([^/]+)\/([^/]+)\/?$/))) page = comparePage(dec(m[1]), dec(m[2]));
+    else if ((m = path.match(/^\/job\/([^/]+)\/?$/))) page = jobPage(dec(m[1]));
+    else if ((m = path.match(/^\/compare\/((?:[^/]+\/)+[^/]+)\/?$/))) page = comparePage(m[1].split("/").map(dec));
     else page = Promise.reject(new ApiError(404, `no page ${path}`));
     page.catch(showError);
   }
@@ -315,7 +321,11 @@
     document.title = "Runs · agentkit view";
     const selected = new Set();
     const table = h("div", { class: "table-wrap" });
-    const compareBtn = h("button", { class: "primary", type: "button", disabled: true, text: "Compare 2 runs" });
+    const compareBtn = h("button", { class: "primary", type: "button", disabled: true, text: "Compare runs", title: "Tick two runs or more" });
+    const syncCompare = () => {
+      compareBtn.disabled = selected.size < 2;
+      compareBtn.textContent = selected.size < 2 ? "Compare runs" : `Compare ${selected.size} runs`;
+    };
     const heading = h("h1", { text: "Runs" });
     const sub = h("p", { class: "muted" });
     fill(app, 
@@ -324,10 +334,7 @@
         h("div", { class: "actions" }, compareBtn)),
       table
     );
-    compareBtn.addEventListener("click", () => {
-      const [a, b] = [...selected];
-      navigate(`/compare/${enc(a)}/${enc(b)}`);
-    });
+    compareBtn.addEventListener("click", () => navigate(compareUrl([...selected])));
 
     const columns = [
       ["name", "Run"], ["created_at", "Date"], ["taskset", "Taskset"], ["harness", "Harness"],
@@ -336,12 +343,16 @@
     ];
     let data = null;
 
+    // A job's cells are listed under its row (folded unless it is the only job).
+    const unfolded = new Set();
+    let folding = null;
+
     function render() {
       const q = query();
       const sort = q.get("sort") || "created_at";
       const desc = q.has("desc") ? q.get("desc") === "1" : sort === "created_at";
       const key = (r) => (sort === "pass" ? (r.pass_at_k || {})["1"] : r[sort]);
-      const runs = [...data.runs].sort((x, y) => {
+      const order = (x, y) => {
         const a = key(x);
         const b = key(y);
         if (a === b) return 0;
@@ -349,8 +360,23 @@
         if (b === null || b === undefined) return -1;
         const c = typeof a === "number" && typeof b === "number" ? a - b : String(a).localeCompare(String(b));
         return desc ? -c : c;
-      });
-      sub.textContent = `${data.runs.length} run${data.runs.length === 1 ? "" : "s"} in ${data.root}`;
+      };
+      const jobs = data.jobs || [];
+      if (folding === null) {
+        folding = true;
+        if (jobs.length === 1) unfolded.add(jobs[0].name);
+      }
+      // a job sorts as its best cell's mean reward, its summed progress, errors and cost
+      const items = [
+        ...data.runs.filter((r) => !r.job).map((r) => ({ row: r })),
+        ...jobs.map((j) => ({
+          job: j,
+          row: { ...j, mean_reward: j.best ? j.best.mean_reward : null, pass_at_k: {}, taskset: null, harness: null, model: null },
+          cells: data.runs.filter((r) => r.job === j.name).sort(order),
+        })),
+      ].sort((x, y) => order(x.row, y.row));
+      const nRuns = data.runs.filter((r) => !r.job).length;
+      sub.textContent = `${nRuns} run${nRuns === 1 ? "" : "s"}${jobs.length ? ` and ${jobs.length} job${jobs.length === 1 ? "" : "s"}` : ""} in ${data.root}`;
       const head = h("tr", {}, h("th", { class: "narrow" }),
         columns.map(([k, label]) => {
           const th = h("th", { class: `sortable ${k === sort ? (desc ? "desc" : "asc") : ""}`, text: label, title: "Sort" });
@@ -363,38 +389,70 @@
           });
           return th;
         }));
-      const body = runs.map((r) => {
-        const box = h("input", { type: "checkbox", "aria-label": `select ${r.name}` });
-        box.checked = selected.has(r.name);
-        box.addEventListener("change", () => {
-          if (box.checked) selected.add(r.name);
-          else selected.delete(r.name);
-          compareBtn.disabled = selected.size !== 2;
-        });
-        const pct = r.planned ? Math.min(100, (100 * r.finished) / r.planned) : 0;
-        const bar = h("span", { class: "bar" }, h("span", { class: "fill" }));
-        bar.firstChild.style.width = `${pct}%`;
-        return h("tr", { class: "run-row", dataset: { run: r.name } },
-          h("td", { class: "narrow" }, box),
-          h("td", {}, nav(runUrl(r.name), r.name)),
-          h("td", { class: "nowrap", text: date(r.created_at) }),
-          h("td", { class: "clip", text: r.taskset || "–" }),
-          h("td", { class: "clip", text: r.harness || "–" }),
-          h("td", { class: "clip", text: r.model || "–" }),
-          h("td", { class: "nowrap" }, bar, ` ${int(r.finished)}/${int(r.planned)} `, stateBadge(r.state),
-            r.running ? h("span", { class: "muted small", text: ` ${r.running} running` }) : null),
-          h("td", { class: "num", text: mean(r.mean_reward) }),
-          h("td", { class: "nowrap small", text: passK(r.pass_at_k) }),
-          h("td", { class: `num ${r.errors ? "err-text" : ""}` }, int(r.errors),
-            r.infra_errors ? h("div", { class: "small infra-text", text: `${int(r.infra_errors)} could not run` }) : null),
-          h("td", { class: "num", text: money(r.cost) }));
-      });
-      const empty = !runs.length
+      const body = items.map((item) => (item.job ? [jobRow(item.job), unfolded.has(item.job.name) ? item.cells.map((r) => runRow(r, true)) : null] : runRow(item.row, false)));
+      const empty = !items.length
         ? h("tr", {}, h("td", { colspan: columns.length + 1, class: "muted", text: "No runs here yet: they appear as soon as agentkit run starts writing one." }))
         : null;
       fill(table, h("table", { class: "grid runs" }, h("thead", {}, head), h("tbody", {}, body, empty)));
       for (const b of data.broken || []) table.append(h("p", { class: "err-text small", text: `${b.name}: ${b.error}` }));
-      compareBtn.disabled = selected.size !== 2;
+      syncCompare();
+    }
+
+    function progress(r) {
+      const pct = r.planned ? Math.min(100, (100 * r.finished) / r.planned) : 0;
+      const bar = h("span", { class: "bar" }, h("span", { class: "fill" }));
+      bar.firstChild.style.width = `${pct}%`;
+      return [bar, ` ${int(r.finished)}/${int(r.planned)} `, stateBadge(r.state),
+        r.running ? h("span", { class: "muted small", text: ` ${r.running} running` }) : null];
+    }
+
+    function errors(r) {
+      return h("td", { class: `num ${r.errors ? "err-text" : ""}` }, int(r.errors),
+        r.infra_errors ? h("div", { class: "small infra-text", text: `${int(r.infra_errors)} could not run` }) : null);
+    }
+
+    function runRow(r, inJob) {
+      const box = h("input", { type: "checkbox", "aria-label": `select ${r.name}` });
+      box.checked = selected.has(r.name);
+      box.addEventListener("change", () => {
+        if (box.checked) selected.add(r.name);
+        else selected.delete(r.name);
+        syncCompare();
+      });
+      return h("tr", { class: `run-row ${inJob ? "cell-row" : ""}`, dataset: { run: r.name, job: inJob ? r.job : undefined } },
+        h("td", { class: "narrow" }, box),
+        h("td", { class: inJob ? "cell-name" : "" }, nav(runUrl(r.name), inJob ? r.cell : r.name)),
+        h("td", { class: "nowrap", text: date(r.created_at) }),
+        h("td", { class: "clip", text: r.taskset || "–" }),
+        h("td", { class: "clip", text: r.harness || "–" }),
+        h("td", { class: "clip", text: r.model || "–" }),
+        h("td", { class: "nowrap" }, progress(r)),
+        h("td", { class: "num", text: mean(r.mean_reward) }),
+        h("td", { class: "nowrap small", text: passK(r.pass_at_k) }),
+        errors(r),
+        h("td", { class: "num", text: money(r.cost) }));
+    }
+
+    function jobRow(j) {
+      const open = unfolded.has(j.name);
+      const fold = h("button", { type: "button", class: "link fold", "aria-expanded": String(open), title: open ? "Hide its cells" : "Show its cells", text: open ? "▾" : "▸" });
+      fold.addEventListener("click", () => {
+        if (unfolded.has(j.name)) unfolded.delete(j.name);
+        else unfolded.add(j.name);
+        render();
+      });
+      const axes = Object.entries(j.axes || {}).filter(([, labels]) => labels.length > 1).map(([axis, labels]) => `${axis}: ${labels.join(", ")}`);
+      return h("tr", { class: "job-row", dataset: { job: j.name } },
+        h("td", { class: "narrow" }, fold),
+        h("td", {}, h("span", { class: "badge job", text: "job" }), " ", nav(jobUrl(j.name), j.name)),
+        h("td", { class: "nowrap", text: date(j.created_at) }),
+        h("td", { colspan: 3, class: "small" }, `${j.started === j.cells ? j.cells : `${j.started} of ${j.cells}`} cells`, axes.length ? h("span", { class: "muted", text: ` · ${axes.join(" · ")}` }) : null),
+        h("td", { class: "nowrap" }, progress(j)),
+        h("td", { class: "num", title: j.best ? `best cell: ${j.best.cell}` : "" }, mean(j.best ? j.best.mean_reward : null),
+          j.best ? h("div", { class: "small muted", text: `best: ${j.best.cell}` }) : null),
+        h("td", {}),
+        errors(j),
+        h("td", { class: "num", text: money(j.cost) }));
     }
 
     const load = serial(async () => {
@@ -413,6 +471,7 @@
     document.title = `${name} · agentkit view`;
     setCrumbs(nav("/", "Runs"), name);
     let run = await api(`/api/run/${enc(name)}`);
+    if (run.job) setCrumbs(nav("/", "Runs"), nav(jobUrl(run.job), run.job), run.cell);
     const head = h("section", { class: "run-head" });
     const banner = h("div", { class: "banners" });
     const tabs = h("nav", { class: "tabs" });
@@ -426,7 +485,7 @@
       bar.firstChild.style.width = `${pct}%`;
       const usage = (run.summary && run.summary.usage) || {};
       fill(head, 
-        h("div", { class: "title-row" }, h("h1", { text: name }), stateBadge(run.state)),
+        h("div", { class: "title-row" }, h("h1", { text: run.cell || name }), run.job ? h("span", { class: "muted", text: `cell of job ${run.job}` }) : null, stateBadge(run.state)),
         h("p", { class: "muted" },
           `${run.taskset || "–"} · ${run.harness || "–"}${run.model ? " · " + run.model : ""} · started ${date(run.created_at)}`),
         h("div", { class: "stats" },
@@ -464,7 +523,7 @@
       return h("div", { class: "stat" }, h("div", { class: "label", text: label }), h("div", { class: `value ${cls || ""}` }, value));
     }
 
-    const tabNames = [["rollouts", "Rollouts"], ["tasks", "Tasks × rollouts"], ["rubric", "Rubric"], ["options", "Options"]];
+    const tabNames = [["rollouts", "Rollouts"], ["tasks", "Tasks × rollouts"], ["charts", "Charts"], ["rubric", "Rubric"], ["options", "Options"]];
     for (const [key, label] of tabNames) {
       const p = new URLSearchParams(key === "rollouts" ? "" : `tab=${key}`);
       tabs.append(h("a", { href: runUrl(name, p.toString()), "data-nav": true, class: key === tab ? "active" : "", text: label }));
@@ -473,6 +532,7 @@
     renderHead();
     let refreshTab = async () => {};
     if (tab === "tasks") refreshTab = await tasksTab(name, run, body);
+    else if (tab === "charts") refreshTab = await chartsTab(name, body);
     else if (tab === "rubric") rubricTab(run, body);
     else if (tab === "options") optionsTab(run, body);
     else refreshTab = await rolloutsTab(name, run, body);
@@ -739,7 +799,12 @@
         doc.siblings.length > 1 ? h("div", { class: "siblings" }, h("span", { class: "muted small", text: "Rollouts of this task: " }),
           doc.siblings.map((s) => h("a", { href: rolloutUrl(name, s.rollout_id), "data-nav": true,
             class: `chip ${s.rollout_id === rid ? "current" : ""} ${s.infrastructure ? "infra" : s.ok ? (s.reward !== null && s.reward >= 1 ? "ok" : "bad") : "err"}`,
-            text: `#${s.index} ${num(s.reward, 2)}` }))) : null);
+            text: `#${s.index} ${num(s.reward, 2)}` }))) : null,
+        doc.branches ? h("div", { class: "siblings branches" },
+          doc.branches.parent ? [h("span", { class: "muted small", text: `Forked at step ${doc.branches.branch_step} from ` }),
+            h("a", { href: rolloutUrl(name, doc.branches.parent), "data-nav": true, class: "chip", text: doc.branches.parent })] : null,
+          doc.branches.children.length ? [h("span", { class: "muted small", text: " Branches: " }),
+            doc.branches.children.map((c) => h("a", { href: rolloutUrl(name, c), "data-nav": true, class: "chip", text: c }))] : null) : null);
       app.append(head);
       if (doc.running) app.append(h("div", { class: "banner live" }, "This rollout is running: its events appear below as they happen."));
       if (doc.previous) app.append(h("div", { class: "banner warn", text: `It is run again (agentkit run --resume); its earlier result: ${doc.previous.status}, reward ${num(doc.previous.reward)}${doc.previous.reason ? " (" + doc.previous.reason + ")" : ""}.` }));
@@ -1135,16 +1200,345 @@
     else viewer.append(textBlock(await resp.text(), { lines: 30 }));
   }
 
+  // ------------------------------------------------------ statistics and charts
+  const Charts = window.AgentkitCharts;
+
+  // A canvas in a box of its own: Chart.js sizes a chart to its parent.
+  function chartBox(key) {
+    const canvas = h("canvas", { dataset: { chart: key }, role: "img", "aria-label": key });
+    return [h("div", { class: "chart-box" }, canvas), canvas];
+  }
+
+  // Draw a chart; a failure is shown in place of it (and logged), the page stays.
+  function draw(canvas, promise) {
+    return promise.catch((err) => {
+      console.error(err);
+      canvas.parentElement.replaceWith(h("p", { class: "err-text small", text: `Cannot draw this chart: ${err.message || err}` }));
+    });
+  }
+
+  function interval(low, high, signed = false) {
+    if (low === null || low === undefined) return "–";
+    const f = (v) => (signed && v > 0 ? "+" : "") + v.toFixed(3);
+    return `[${f(low)}, ${f(high)}]`;
+  }
+
+  function signed(value) {
+    if (value === null || value === undefined) return "–";
+    return (value > 0 ? "+" : "") + value.toFixed(3);
+  }
+
+  function pValue(p) {
+    if (p === null || p === undefined) return "–";
+    return p < 0.0001 ? "< 0.0001" : p.toPrecision(2);
+  }
+
+  // The leaderboard: each row's mean reward with its 95% interval drawn, then the table.
+  // records: agentkit.stats leaderboard records, ranked, each with `run`.
+  // axes: a job's axes (each row's label on each of them is a column), else the runs'
+  // taskset (when they differ), harness and model.
+  function leaderboardCard(records, { name = (r) => nav(runUrl(r.run), r.label), colours = {}, title = "Leaderboard", extra = null, axes = null } = {}) {
+    const [box, canvas] = chartBox("leaderboard");
+    const ks = Object.keys(records[0] || {}).filter((k) => k.startsWith("pass@"));
+    const level = records.length ? `${Math.round(100 * records[0].confidence)}%` : "95%";
+    const tasksets = new Set(records.map((r) => r.taskset));
+    const described = axes
+      ? axes.map((axis) => [axis, (r) => (r.axes || {})[axis]])
+      : [...(tasksets.size > 1 ? [["Taskset", (r) => r.taskset]] : []), ["Harness", (r) => r.harness], ["Model", (r) => r.model]];
+    const rows = records.map((r) => h("tr", { class: "board-row", dataset: { run: r.run } },
+      h("td", { class: "num", text: r.rank === null ? "–" : String(r.rank) }),
+      h("td", {}, h("span", { class: "swatch", dataset: { colour: colours[r.run] || "" } }), name(r)),
+      described.map(([, value]) => h("td", { class: "clip", text: value(r) || "–" })),
+      h("td", { class: "num", text: int(r.tasks) }),
+      h("td", { class: "num", text: int(r.scored) }),
+      h("td", { class: `num ${r.could_not_run + r.unscored ? "infra-text" : ""}`, text: int(r.could_not_run + r.unscored) }),
+      h("td", { class: "num strong", text: mean(r.mean_reward) }),
+      h("td", { class: "num ci", text: interval(r.ci_low, r.ci_high) }),
+      ks.map((k) => h("td", { class: "num", text: fixed(r[k], 3) })),
+      h("td", { class: "num", text: r.tokens_per_rollout === null ? "–" : Math.round(r.tokens_per_rollout).toLocaleString("en-US") }),
+      h("td", { class: "num", text: money(r.cost) }),
+      h("td", { class: "num", text: seconds(r.seconds_per_rollout) })));
+    const head = h("tr", {}, ["#", axes ? "Cell" : "Run", ...described.map(([label]) => label),
+      "Tasks", "Scored", "Left out", "Mean reward", `${level} CI`, ...ks, "Tokens/rollout", "Cost", "s/rollout"].map((t) => h("th", { text: t })));
+    const card = h("div", { class: "card", id: "leaderboard" },
+      h("h2", {}, title, h("span", { class: "muted small", text: `  mean reward with its ${level} interval (clustered by task); left out: could not run or not scored` })),
+      extra,
+      box,
+      h("div", { class: "table-wrap" }, h("table", { class: "grid board" }, h("thead", {}, head), h("tbody", {}, rows))));
+    for (const swatch of card.querySelectorAll(".swatch")) if (swatch.dataset.colour) swatch.style.background = swatch.dataset.colour;
+    draw(canvas, Charts.forest(canvas, records.map((r) => ({ label: r.label, mean: r.mean_reward, low: r.ci_low, high: r.ci_high, colour: colours[r.run] })), { title: `mean reward, ${level} interval`, level }));
+    return card;
+  }
+
+  // Each run against the baseline, paired on the tasks both scored: the difference of the
+  // means with its interval drawn, the paired t-test's p-value, wins, ties and losses, and
+  // the tasks that differ most (with links to their rollouts in both runs).
+  function againstCard(pairs, { label = (n) => n, colours = {}, chooser = null } = {}) {
+    const card = h("div", { class: "card", id: "paired" });
+    const base = pairs.length ? pairs[0].baseline : "";
+    append(card, [h("h2", {}, "Against the baseline ", h("span", { class: "muted small", text: "  paired t-test on the per-task mean rewards of the tasks both scored; in the notes A is the run, B the baseline" })), chooser]);
+    if (!pairs.length) return card;
+    const [box, canvas] = chartBox("paired");
+    const level = `${Math.round(100 * pairs[0].difference.confidence)}%`;
+    const rows = pairs.map((p) => {
+      const d = p.difference;
+      const top = p.top.length ? details(`Tasks that differ most (${p.top.length} of ${p.differing})`,
+        h("table", { class: "grid compact top-tasks" },
+          h("thead", {}, h("tr", {}, ["Task", label(p.run), label(p.baseline), "Difference"].map((t) => h("th", { text: t })))),
+          h("tbody", {}, p.top.map((t) => h("tr", { class: "top-task", dataset: { task: t.task_id } },
+            h("td", { text: t.task_id }),
+            h("td", { class: "num" }, nav(taskUrl(p.run, t.task_id), mean(t.a_mean))),
+            h("td", { class: "num" }, nav(taskUrl(p.baseline, t.task_id), mean(t.b_mean))),
+            h("td", { class: `num ${t.difference > 0 ? "ok-text" : "err-text"}`, text: signed(t.difference) })))))) : null;
+      return h("tr", { class: "pair-row", dataset: { run: p.run } },
+        h("td", {}, h("span", { class: "swatch", dataset: { colour: colours[p.run] || "" } }), nav(runUrl(p.run), label(p.run))),
+        h("td", { class: "num", text: int(p.shared_tasks) }),
+        h("td", { class: "num", text: `${mean(p.a_mean)} vs ${mean(p.b_mean)}` }),
+        h("td", { class: `num strong ${d.mean > 0 ? "ok-text" : d.mean < 0 ? "err-text" : ""}`, text: signed(d.mean) }),
+        h("td", { class: "num ci", text: interval(d.ci_low, d.ci_high, true) }),
+        h("td", { class: "num p-value", text: pValue(d.p_value) }),
+        h("td", { class: "num wtl", text: `${p.wins_a} / ${p.ties} / ${p.wins_b}` }),
+        h("td", { class: "small" }, p.notes.map((n) => h("div", { class: "muted", text: n })), top));
+    });
+    card.append(box, h("div", { class: "table-wrap" }, h("table", { class: "grid pairs" },
+      h("thead", {}, h("tr", {}, ["Run", "Shared tasks", "Means (run vs baseline)", "Difference", `${level} CI`, "p-value", "Higher / tied / lower", ""].map((t) => h("th", { text: t })))),
+      h("tbody", {}, rows))));
+    for (const swatch of card.querySelectorAll(".swatch")) if (swatch.dataset.colour) swatch.style.background = swatch.dataset.colour;
+    draw(canvas, Charts.forest(canvas, pairs.map((p) => ({ label: `${label(p.run)} − ${label(base)}`, mean: p.difference.mean, low: p.difference.ci_low, high: p.difference.ci_high, colour: colours[p.run] })), { zero: true, title: `difference of mean reward from ${label(base)}, ${level} interval`, level }));
+    return card;
+  }
+
+  // Tasks × runs: each task's mean reward in each run on a colour scale, each cell a link to
+  // that task's rollouts in that run. Sorted by task, by spread or by mean; 100 tasks a page.
+  function heatmapCard(hm, { label = (n) => n, title = "Tasks × runs" } = {}) {
+    const PAGE = 100;
+    const q = query();
+    let order = q.get("order") || "task";
+    let offset = 0;
+    const all = hm.mean.flat().filter((v) => v !== null);
+    const low = Math.min(0, ...all);
+    const high = Math.max(1, ...all);
+    const spread = hm.mean.map((row) => {
+      const known = row.filter((v) => v !== null);
+      return known.length ? Math.max(...known) - Math.min(...known) : -1;
+    });
+    const average = hm.mean.map((row) => {
+      const known = row.filter((v) => v !== null);
+      return known.length ? known.reduce((a, b) => a + b, 0) / known.length : Infinity;
+    });
+    const sorter = h("select", { name: "order" },
+      [["task", "task order"], ["spread", "most different first"], ["hardest", "lowest mean first"]].map(([v, t]) => h("option", { value: v, text: t })));
+    sorter.value = order;
+    const wrap = h("div", { class: "table-wrap heat-wrap" });
+    const pager = h("div", { class: "pager" });
+    const legend = h("span", { class: "legend" }, `${num(low)} `, h("span", { class: "heat-scale" }), ` ${num(high)} mean reward · – none scored`);
+    const card = h("div", { class: "card", id: "heatmap" },
+      h("h2", {}, title, h("span", { class: "muted small", text: `  ${int(hm.tasks.length)} tasks; a cell links to that task's rollouts` })),
+      h("div", { class: "filters" }, h("label", {}, "Sort ", sorter), legend), wrap, pager);
+    sorter.addEventListener("change", () => {
+      order = sorter.value;
+      offset = 0;
+      const p = query();
+      if (order === "task") p.delete("order");
+      else p.set("order", order);
+      setQuery(p);
+      render();
+    });
+
+    function render() {
+      const index = hm.tasks.map((_, i) => i);
+      if (order === "spread") index.sort((a, b) => spread[b] - spread[a] || a - b);
+      else if (order === "hardest") index.sort((a, b) => average[a] - average[b] || a - b);
+      const shown = index.slice(offset, offset + PAGE);
+      const head = h("tr", {}, h("th", { text: "Task" }), hm.runs.map((r) => h("th", { class: "heat-head", title: label(r) }, nav(runUrl(r), label(r)))));
+      const rows = shown.map((i) => h("tr", { class: "heat-row", dataset: { task: hm.tasks[i] } },
+        h("td", { class: "task-id", text: hm.tasks[i] }),
+        hm.runs.map((r, j) => {
+          const m = hm.mean[i][j];
+          if (!hm.rollouts[i][j]) return h("td", { class: "heat none", text: "" });
+          const title = `${hm.tasks[i]} in ${label(r)}: mean reward ${num(m)} over ${hm.scored[i][j]} scored of ${hm.rollouts[i][j]} rollouts`;
+          const cell = h("a", { class: "heat", href: taskUrl(r, hm.tasks[i]), "data-nav": true, title, dataset: { run: r, mean: m === null ? "" : String(m) }, text: m === null ? "–" : fixed(m, 2) });
+          const colour = Charts.heat(m, low, high);
+          if (colour) cell.style.background = colour;
+          return h("td", { class: "heat-cell" }, cell);
+        })));
+      fill(wrap, h("table", { class: "grid heatmap" }, h("thead", {}, head), h("tbody", {}, rows)));
+      const end = Math.min(index.length, offset + PAGE);
+      const prev = h("button", { type: "button", text: "‹ Previous", disabled: offset === 0 });
+      prev.addEventListener("click", () => { offset = Math.max(0, offset - PAGE); render(); });
+      const next = h("button", { type: "button", text: "Next ›", disabled: end >= index.length });
+      next.addEventListener("click", () => { offset += PAGE; render(); });
+      fill(pager, index.length > PAGE ? [h("span", { class: "muted", text: `${offset + 1}–${end} of ${int(index.length)} tasks` }), prev, next] : null);
+    }
+    render();
+    return card;
+  }
+
+  // The distributions of reward, duration, tokens and cost of some runs (binned by the
+  // server): a histogram per metric for one run; for several, the reward's histogram and
+  // box plots of the others, each switchable to the other kind.
+  async function chartsSection(names, { label = (n) => n } = {}) {
+    const data = await api(`/api/charts?runs=${names.map(enc).join(",")}`);
+    const labels = data.runs.map(label);
+    const single = names.length === 1;
+    const cards = data.charts.map((chart) => {
+      const card = h("div", { class: "card chart-card", dataset: { metric: chart.key } });
+      const [box, canvas] = chartBox(chart.key);
+      const about = single && chart.series[0].summary
+        ? h("p", { class: "muted small", text: summaryText(chart, chart.series[0]) }) : null;
+      if (chart.kind === "empty") {
+        card.append(h("h2", { text: chart.label }), h("p", { class: "muted", text: chart.key === "cost" ? "No rollout has a price." : "No rollout has one." }));
+        return card;
+      }
+      let kind = chart.key === "reward" || single ? "histogram" : "box";
+      const toggle = single ? null : h("button", { type: "button", class: "link small" });
+      const render = () => {
+        canvas.dataset.kind = kind;
+        if (toggle) toggle.textContent = kind === "box" ? "show histograms" : "show box plots";
+        draw(canvas, kind === "box" ? Charts.boxplot(canvas, chart, labels) : Charts.histogram(canvas, chart, labels));
+      };
+      if (toggle) toggle.addEventListener("click", () => { kind = kind === "box" ? "histogram" : "box"; render(); });
+      append(card, [h("div", { class: "chart-head" }, h("h2", { text: chart.label }), toggle), about, box,
+        single ? null : h("p", { class: "muted small", text: `${chart.key === "reward" ? "scored rollouts" : "finished rollouts"}: ${chart.series.map((s, i) => `${labels[i]} ${int(s.n)}`).join(" · ")}` })]);
+      render();
+      return card;
+    });
+    return h("section", { class: "charts", id: "charts" }, cards);
+  }
+
+  function summaryText(chart, s) {
+    const q = s.summary;
+    const f = (v) => Charts.format(v, chart.unit);
+    return `${int(s.n)} ${chart.key === "reward" ? "scored" : ""} rollouts · mean ${f(q.mean)} · median ${f(q.median)} · 25th–75th ${f(q.q1)}–${f(q.q3)} · 95th ${f(q.p95)} · most ${f(q.max)}`;
+  }
+
+  async function chartsTab(name, body) {
+    const load = serial(async () => fill(body, await chartsSection([name])));
+    fill(body, h("p", { class: "muted", text: "Reading the rollouts…" }));
+    await load();
+    return load;
+  }
+
+  // --------------------------------------------------------------- job page
+  function statBox(label, value, cls) {
+    return h("div", { class: "stat" }, h("div", { class: "label", text: label }), h("div", { class: `value ${cls || ""}` }, value));
+  }
+
+  // Load the charting library while the page's data is computed (a failure shows where
+  // a chart would be).
+  const preloadCharts = () => Charts.ready().catch(() => {});
+
+  async function jobPage(name) {
+    preloadCharts();
+    document.title = `${name} · agentkit view`;
+    setCrumbs(nav("/", "Runs"), `job ${name}`);
+    const top = h("div", {});
+    const charts = h("div", {});
+    let shown = null; // the cells whose charts are drawn
+    fill(app, top, h("h2", { class: "section", text: "Distributions" }), charts);
+
+    const load = serial(async () => {
+      const job = await api(`/api/job/${enc(name)}`);
+      renderJob(job);
+      const runs = job.cell_list.filter((c) => c.run).map((c) => c.run);
+      const key = JSON.stringify([runs, job.finished]);
+      if (!runs.length) fill(charts, h("p", { class: "muted", text: "No cell has started yet." }));
+      else if (key !== shown) {
+        if (shown === null) fill(charts, h("p", { class: "muted", text: `Reading the ${int(job.finished)} rollouts for the charts…` }));
+        shown = key;
+        fill(charts, await chartsSection(runs, { label: (r) => job.labels[r] || r }));
+      }
+    });
+
+    function renderJob(job) {
+      setLive(job.state);
+      const label = (r) => job.labels[r] || r;
+      const colours = Object.fromEntries(job.cell_list.filter((c) => c.run).map((c, i) => [c.run, Charts.colour(i)]));
+      const varying = Object.entries(job.axes).filter(([, labels]) => labels.length > 1).map(([axis]) => axis);
+      const axes = Object.entries(job.axes).map(([axis, labels]) => `${axis}: ${labels.join(", ")}`).join(" · ");
+      const pct = job.planned ? Math.min(100, (100 * job.finished) / job.planned) : 0;
+      const bar = h("span", { class: "bar wide" }, h("span", { class: "fill" }));
+      bar.firstChild.style.width = `${pct}%`;
+      const ranked = job.leaderboard.filter((r) => r.rank !== null).map((r) => r.run);
+      const compareAll = ranked.length > 1
+        ? h("p", { class: "small" }, nav(compareUrl(ranked, `baseline=${enc(ranked[0])}`), `Compare the ${ranked.length} cells, each against the best`))
+        : null;
+      const cellRows = job.cell_list.map((c) => {
+        const l = c.listing;
+        return h("tr", { class: "job-cell", dataset: { cell: c.name } },
+          h("td", {}, c.run ? nav(runUrl(c.run), c.name) : h("span", { text: c.name })),
+          Object.keys(job.axes).map((axis) => h("td", { class: "clip", text: c.axes[axis] || "–" })),
+          h("td", { class: "nowrap" }, l ? [`${int(l.finished)}/${int(l.planned)} `, stateBadge(l.state)] : badge("not started", "")),
+          h("td", { class: "num", text: l ? mean(l.mean_reward) : "–" }),
+          h("td", { class: `num ${l && l.errors ? "err-text" : ""}`, text: l ? int(l.errors) : "–" }),
+          h("td", { class: "num", text: l ? money(l.cost) : "–" }));
+      });
+      fill(top,
+        h("section", { class: "run-head" },
+          h("div", { class: "title-row" }, h("h1", { text: job.job_name }), badge("job", "job"), stateBadge(job.state)),
+          h("p", { class: "muted" }, `${job.cells} cells · ${axes}${job.concurrency ? ` · ${job.concurrency} rollouts at a time` : ""} · started ${date(job.created_at)}`),
+          h("div", { class: "stats" },
+            statBox("Cells", job.started === job.cells ? int(job.cells) : `${int(job.started)} of ${int(job.cells)} started`),
+            statBox("Progress", h("span", {}, `${int(job.finished)} / ${int(job.planned)}`, bar)),
+            statBox("Best cell", job.best ? `${job.best.cell} ${mean(job.best.mean_reward)}` : "–"),
+            statBox("Errors", int(job.errors), job.errors ? "err-text" : ""),
+            job.infra_errors ? statBox("Could not run", int(job.infra_errors), "infra-text") : null,
+            statBox("Cost", money(job.cost)))),
+        job.state === "running" ? h("div", { class: "banner live", text: "This job is running: its cells update as their rollouts finish." }) : null,
+        job.leaderboard.length
+          ? leaderboardCard(job.leaderboard, { name: (r) => nav(runUrl(r.run), r.label), colours, title: "Leaderboard of the cells", extra: compareAll, axes: varying })
+          : null,
+        job.heatmap.tasks.length ? heatmapCard(job.heatmap, { label, title: "Tasks × cells" }) : null,
+        h("div", { class: "card", id: "cells" }, h("h2", { text: "Cells" }),
+          h("div", { class: "table-wrap" }, h("table", { class: "grid cells-table" },
+            h("thead", {}, h("tr", {}, ["Cell", ...Object.keys(job.axes), "Progress", "Mean reward", "Errors", "Cost"].map((t) => h("th", { text: t })))),
+            h("tbody", {}, cellRows)))));
+    }
+
+    await load();
+    stream("/api/runs/stream", { runs: (msg) => { if (msg.changed) load(); } });
+  }
+
   // ----------------------------------------------------------- compare page
-  async function comparePage(a, b) {
-    document.title = `${a} vs ${b} · agentkit view`;
-    setCrumbs(nav("/", "Runs"), `Compare ${a} and ${b}`);
-    const data = await api(`/api/compare/${enc(a)}/${enc(b)}`);
+  async function comparePage(names) {
+    preloadCharts();
+    const q = query();
+    const baseline = q.get("baseline") || "";
+    document.title = `Compare ${names.join(", ")} · agentkit view`;
+    setCrumbs(nav("/", "Runs"), `Compare ${names.join(", ")}`);
+    const data = await api(`/api/compare/${names.map(enc).join("/")}${baseline ? "?baseline=" + enc(baseline) : ""}`);
+    const label = (r) => data.labels[r] || r;
+    const jobs = [...new Set(data.runs.map((r) => r.job))];
+    const title = `Compare ${names.map(label).join(", ")}`;
+    document.title = `${title} · agentkit view`;
+    setCrumbs(nav("/", "Runs"), jobs.length === 1 && jobs[0] ? nav(jobUrl(jobs[0]), jobs[0]) : null, title);
+    const colours = Object.fromEntries(data.runs.map((r, i) => [r.name, Charts.colour(i)]));
+    const chooser = h("label", { class: "baseline" }, "Baseline ",
+      h("select", { name: "baseline" }, data.runs.map((r) => h("option", { value: r.name, text: label(r.name) }))));
+    const select = chooser.querySelector("select");
+    select.value = data.baseline;
+    select.addEventListener("change", () => {
+      const p = query();
+      p.set("baseline", select.value);
+      navigate(compareUrl(names, p.toString()), { replace: true });
+    });
+    const charts = h("div", {}, h("p", { class: "muted", text: "Reading the rollouts for the charts…" }));
+    fill(app,
+      h("h1", { text: names.length === 2 ? "Compare two runs" : `Compare ${names.length} runs` }),
+      data.same_taskset ? null : h("div", { class: "banner warn", text: "These runs are of different tasksets: only the tasks they share compare." }),
+      leaderboardCard(data.leaderboard, { colours }),
+      againstCard(data.against, { colours, chooser, label }),
+      names.length === 2 ? verdictCard(data) : heatmapCard(data.heatmap, { label }),
+      h("h2", { class: "section", text: "Distributions" }),
+      charts);
+    fill(charts, await chartsSection(names, { label }));
+  }
+
+  // Two runs per task: which tasks one passes and the other does not.
+  function verdictCard(data) {
+    const [a, b] = [data.a.name, data.b.name];
     const q = query();
     let only = q.get("only") || "";
-    const head = (label, r) => h("div", { class: "card side" }, h("h2", {}, `${label}: `, nav(runUrl(r.name), r.name)),
-      h("p", { class: "muted", text: `${r.taskset || "–"} · ${r.harness || "–"}${r.model ? " · " + r.model : ""}` }),
-      h("p", {}, `mean reward ${mean(r.mean_reward)} · pass@k ${passK(r.pass_at_k)} · ${int(r.finished)}/${int(r.planned)} rollouts `, stateBadge(r.state)));
     const c = data.counts;
     const filterBtn = (key, label) => {
       const btn = h("button", { type: "button", class: "toggle", text: label, dataset: { key } });
@@ -1159,10 +1553,8 @@
       return btn;
     };
     const wrap = h("div", { class: "table-wrap" });
-    fill(app, 
-      h("h1", { text: "Compare two runs" }),
-      data.same_taskset ? null : h("div", { class: "banner warn", text: "These runs are of different tasksets: only the tasks they share compare." }),
-      h("div", { class: "columns two" }, head("A", data.a), head("B", data.b)),
+    const card = h("div", { class: "card", id: "verdicts" },
+      h("h2", { text: "Per task" }),
       h("div", { class: "filters" },
         filterBtn("a_only", `only A passes: ${c.a_only}`), filterBtn("b_only", `only B passes: ${c.b_only}`),
         filterBtn("both", `both pass: ${c.both}`), filterBtn("neither", `neither: ${c.neither}`),
@@ -1180,7 +1572,7 @@
     }
 
     function renderTable() {
-      for (const btn of app.querySelectorAll(".toggle")) btn.classList.toggle("on", btn.dataset.key === only);
+      for (const btn of card.querySelectorAll(".toggle")) btn.classList.toggle("on", btn.dataset.key === only);
       const verdicts = { both: ["both pass", "ok"], a_only: ["only A passes", "warn"], b_only: ["only B passes", "warn"], neither: ["neither passes", "bad"], missing: ["not in both", ""] };
       const rows = data.tasks.filter((t) => !only || t.verdict === only).map((t) => h("tr", { class: `cmp ${t.verdict}` },
         h("td", { text: t.task_id }), side(a, t.a), side(b, t.b), h("td", {}, badge(...verdicts[t.verdict]))));
@@ -1191,6 +1583,7 @@
         h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 8, class: "muted", text: "No task here." })))));
     }
     renderTable();
+    return card;
   }
 
   route();

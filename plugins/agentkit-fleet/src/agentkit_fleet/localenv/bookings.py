@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BookingsApp", "create_seed_db", "prepare_databases"]
+__all__ = ["BookingsApp", "copy_database", "create_seed_db", "prepare_databases"]
 
 _SCHEMA = """
 CREATE TABLE guests (
@@ -85,6 +85,26 @@ def prepare_databases(directory: str | Path) -> tuple[Path, Path]:
     current = directory / "current.sqlite"
     shutil.copyfile(seed, current)
     return seed, current
+
+
+def copy_database(src: str | Path, dst: str | Path) -> Path:
+    """Copy the SQLite database ``src`` to ``dst`` consistently, with SQLite's backup API.
+
+    The copy is one consistent state of ``src`` even while another process
+    writes it (the backup restarts when the source changes under it), as a
+    file copy is not; ``src`` is opened read-only and never changed.
+    """
+    dst = Path(dst)
+    source = sqlite3.connect(f"{Path(src).absolute().as_uri()}?mode=ro", uri=True)
+    try:
+        target = sqlite3.connect(dst)
+        try:
+            source.backup(target)
+        finally:
+            target.close()
+    finally:
+        source.close()
+    return dst
 
 
 class ToolError(Exception):
