@@ -37,6 +37,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import agentkit.runs
 from agentkit._calls import ModelCall
 from agentkit._events import Event
 from agentkit._result import HarnessResult
@@ -470,8 +471,6 @@ def assert_exports_carry_the_server_tokens(
     prompt and completion starts a new one (a prefix break). The files are left in
     the run directory as ``export.skyrl``, ``export.tinker`` and
     ``export.verifiers``. Returns each sequence's calls (indices)."""
-    import agentkit.runs
-
     calls = agentkit.runs.open(run_dir).calls(rollout_id)
     assert_calls_carry_the_server_tokens(calls, server)
     expected = _expected_sequences(_sent_by_call(calls, server))
