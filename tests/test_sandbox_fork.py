@@ -324,18 +324,21 @@ async def test_a_fork_into_a_given_root_is_kept(
 # -- docker -------------------------------------------------------------------------
 
 
-def _fork_images() -> list[str]:
+def _fork_images() -> set[str]:
+    """The fork images the engine holds, as ``repository:tag`` (other tests' included)."""
     out = subprocess.run(
-        ["docker", "images", "-q", "agentkit/fork"], capture_output=True, text=True, check=True
+        ["docker", "images", "agentkit/fork", "--format", "{{.Repository}}:{{.Tag}}"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    return out.stdout.split()
+    return set(out.stdout.split())
 
 
 @pytest.mark.usefixtures("docker_engine")
 async def test_docker_parent_and_children_diverge(sandbox_factory, children: list[Sandbox]) -> None:
     parent = await sandbox_factory("docker", hints=ExecutionHints(image=SERVICE))
     assert isinstance(parent, DockerSandbox)
-    before = set(_fork_images())
     marker = unique_sleep_arg()
     ok(await parent.exec("mkdir -p /app/w && echo before > /app/w/shared && echo 0 > /app/w/n"))
     ok(await parent.exec(f"rm /srv/www/secret.txt && echo log > /logs/agent/l && sleep {marker} &"))
@@ -353,10 +356,13 @@ async def test_docker_parent_and_children_diverge(sandbox_factory, children: lis
         assert marker not in listing  # processes are not carried...
         assert "Directory listing" in listing  # ...the entrypoint's server runs again
     assert marker in ok(await parent.exec(PROCESSES))
-    assert len(set(_fork_images()) - before) == 3
+    # each child runs on an image of its own (other tests may fork beside this one)
+    mine = {child._fork_image for child in forks if isinstance(child, DockerSandbox)}
+    assert len(mine) == 3 and None not in mine
+    assert mine <= _fork_images()
     for child in forks:
         await child.close()
-    assert set(_fork_images()) - before == set()  # each child's image goes with it
+    assert not mine & _fork_images()  # each child's image goes with it
 
 
 @pytest.mark.usefixtures("docker_engine")
