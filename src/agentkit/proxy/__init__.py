@@ -15,8 +15,9 @@ Protocols are handled by :class:`Wire` subclasses, looked up by path
 legacy completions, the Responses API and Anthropic Messages. In translation
 mode (``ProxySettings.translate_to_chat``) Messages and Responses calls are
 served from the server's chat completions (:class:`MessagesFromChat`,
-:class:`ResponsesFromChat`; :func:`register_translation` adds one). See
-docs/model-proxy.md.
+:class:`ResponsesFromChat`; :func:`register_translation` adds one);
+:func:`translated_answer` says which chat message a translated call's recorded
+answer stands for. See docs/model-proxy.md.
 
 >>> async with shared_proxy() as proxy:  # doctest: +SKIP
 ...     route = proxy.open_route(rollout_id="r0", upstream="http://127.0.0.1:8000/v1",
@@ -38,6 +39,7 @@ from agentkit.proxy._server import ModelProxy, acquire_proxy, release_proxy, sha
 from agentkit.proxy._translate import ChatTranslation
 from agentkit.proxy._translate_messages import MessagesFromChat
 from agentkit.proxy._translate_responses import ResponsesFromChat
+from agentkit.proxy._translated_answer import translated_answer
 from agentkit.proxy._wire import (
     TRANSLATIONS,
     WIRES,
@@ -71,6 +73,7 @@ __all__ = [
     "register_wire",
     "release_proxy",
     "shared_proxy",
+    "translated_answer",
     "wire_for",
 ]
 

@@ -97,6 +97,13 @@ class ChatTranslation(Wire):
         """The chat completions request for the agent's :attr:`request`."""
         raise NotImplementedError
 
+    @classmethod
+    def chat_message(cls, response: Any) -> dict[str, Any] | None:
+        """The chat assistant message an answer in the agent's protocol stands for (a
+        recorded call's ``response``, as the agent received it), for exports that speak
+        chat; None when this translation cannot say."""
+        return None
+
     def upstream_path_for(self, path: str) -> str:
         """``.../messages`` or ``.../responses`` becomes ``.../chat/completions`` (the
         query, the agent's protocol's own, is left out)."""

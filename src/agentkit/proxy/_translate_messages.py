@@ -201,6 +201,14 @@ class MessagesFromChat(ChatTranslation):
         self._message_id = f"msg_{secrets.token_hex(12)}"
         super().__init__(request, settings, memory)
 
+    @classmethod
+    def chat_message(cls, response: Any) -> dict[str, Any] | None:
+        """A ``message``'s content blocks as a chat assistant message (its ``tool_use``
+        inputs as JSON text: the route's memory of the text sampled is not kept)."""
+        if not isinstance(response, dict) or not isinstance(response.get("content"), list):
+            return None
+        return _assistant(response["content"], {})
+
     def to_chat(self) -> dict[str, Any]:
         request = self.request
         messages: list[dict[str, Any]] = []

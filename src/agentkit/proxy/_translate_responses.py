@@ -168,6 +168,28 @@ class ResponsesFromChat(ChatTranslation):
         self._history: list[dict[str, Any]] = []
         super().__init__(request, settings, memory)
 
+    @classmethod
+    def chat_message(cls, response: Any) -> dict[str, Any] | None:
+        """A ``response``'s output items as one chat assistant message: its text, its
+        reasoning as ``reasoning_content``, its function calls as ``tool_calls``."""
+        if not isinstance(response, dict) or not isinstance(response.get("output"), list):
+            return None
+        history = _History({})
+        for item in response["output"]:
+            history.add(item)
+        found = [m for m in history.messages if m.get("role") == "assistant"]
+        if not found:
+            return None
+        texts = [m["content"] for m in found if isinstance(m.get("content"), str)]
+        reasoning = [m["reasoning_content"] for m in found if m.get("reasoning_content")]
+        calls = [c for m in found for c in m.get("tool_calls") or []]
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
+        if reasoning:
+            message["reasoning_content"] = "".join(reasoning)
+        if calls:
+            message["tool_calls"] = calls
+        return message
+
     def to_chat(self) -> dict[str, Any]:
         request = self.request
         history = _History(self.memory)

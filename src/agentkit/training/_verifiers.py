@@ -10,10 +10,14 @@ line as a trainer does, without the run's packages.
 Each training sequence of the rollout is one root-to-leaf chain: per merged
 call, a node for each message its request added (no tokens: ids from the
 model server come without per-message spans, as verifiers' own graph does
-then) and an assistant node holding the tokens the call's prompt added and
-then its sampled tokens (mask True on the sampled ones only; ``logprobs`` and
-``advantages`` over them). ``rewards`` holds the rollout's reward
-(``reward``, weight 1, so ``trace.reward`` is it), ``metrics`` every metric,
+then; for a call the proxy served from chat completions, a Messages or
+Responses call in its translation mode, the messages of the chat request the
+server was sent, and the answer as the chat message it stands for,
+:func:`agentkit.proxy.translated_answer`) and an assistant node holding the
+tokens the call's prompt added and then its sampled tokens (mask True on the
+sampled ones only; ``logprobs`` and ``advantages`` over them). ``rewards``
+holds the rollout's reward (``reward``, weight 1, so ``trace.reward`` is it),
+``metrics`` every metric,
 ``ok`` whether the harness completed (prime-rl masks a trace that did not),
 and ``info["agentkit"]`` the rollout's identity, its sequences and its token
 issues (and for a branching run's leaf its ``prefix_id``, ``branch_step`` and
@@ -89,19 +93,45 @@ def vf_message(message: Mapping[str, Any]) -> dict[str, Any]:
     return {"role": "user", "content": _text(message.get("content"))}
 
 
+def _chat_request(call: ModelCall) -> Mapping[str, Any] | None:
+    """The chat completions request of a call: the agent's own for a chat call, the one
+    the proxy sent the server for a call it translated (Messages or Responses served
+    from chat completions); None for any other call."""
+    if call.upstream_protocol == "chat":
+        request = call.upstream_request
+    elif call.protocol == "chat":
+        request = call.request
+    else:
+        return None
+    return request if isinstance(request, Mapping) else None
+
+
+def _answer(call: ModelCall) -> dict[str, Any] | None:
+    """The chat assistant message of a call's answer (a translated call's recorded answer
+    is in the agent's protocol: its translation says which chat message it stands for)."""
+    if call.upstream_protocol is not None:
+        # deferred: agentkit.proxy loads aiohttp's server, needed for translated calls only
+        from agentkit.proxy import translated_answer
+
+        return translated_answer(call)
+    response = call.response if isinstance(call.response, Mapping) else {}
+    choices = response.get("choices")
+    reply = choices[0].get("message") if isinstance(choices, list) and choices else None
+    return dict(reply) if isinstance(reply, Mapping) else None
+
+
 def _call_messages(call: ModelCall) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """(the messages the call's request added, its response message), from a chat call."""
-    request = call.request if isinstance(call.request, Mapping) else {}
-    messages = request.get("messages") if call.protocol == "chat" else None
+    """(the messages the call's request added, its response message), from a chat call or
+    a call the proxy served from chat completions (its chat request's messages)."""
+    request = _chat_request(call)
+    messages = request.get("messages") if request is not None else None
     if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
         new = [{"role": "user", "content": f"(the {call.protocol} request of call {call.index})"}]
     else:
         last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=-1)
         new = [vf_message(m) for m in messages[last + 1 :]]
-    response = call.response if isinstance(call.response, Mapping) else {}
-    choices = response.get("choices")
-    reply = choices[0].get("message") if isinstance(choices, list) and choices else None
-    answer = vf_message(reply) if isinstance(reply, Mapping) else {"role": "assistant"}
+    reply = _answer(call)
+    answer = vf_message(reply) if reply is not None else {"role": "assistant"}
     answer["role"] = "assistant"
     return new, answer
 
