@@ -368,7 +368,13 @@ TINKER_COOKBOOK_REQUIRES = [
     "transformers",
 ]
 #: The plugins whose real agent programs tests/trainers runs (their exports are loaded).
-TRAINER_PLUGINS = ["agentkit-harbor", "agentkit-opencode", "agentkit-mini-swe-agent"]
+TRAINER_PLUGINS = [
+    "agentkit-harbor",
+    "agentkit-opencode",
+    "agentkit-mini-swe-agent",
+    "agentkit-claude-code",
+    "agentkit-codex",
+]
 #: tinker-cookbook needs torch>=2.10: the CPU build, which pip takes from this
 #: machine's own wheels (uv would resolve the multi-GB CUDA build from PyPI).
 TORCH = "torch==2.13.0"
@@ -381,8 +387,9 @@ def trainers(session: nox.Session) -> None:
     torch comes first, through pip (the CPU wheel); everything else through uv, which
     keeps that torch. ``AGENTKIT_TRAINERS=1`` lets pytest collect tests/trainers, which
     the tests session leaves out (its environment has none of these packages). The
-    Harbor, opencode and mini-swe-agent plugins and the two programs are installed too:
-    tests/trainers runs the real programs and loads what their runs export.
+    Harbor, opencode, mini-swe-agent, Claude Code and codex plugins and their programs
+    (npm's three, :func:`ensure_npm_programs`; mini-swe-agent's virtual environment) are
+    installed too: tests/trainers runs the real programs and loads what their runs export.
     """
     ensure_system_tools(session, docker=False, browser=False)
     session.run("python", "-m", "pip", "install", "--quiet", TORCH)

@@ -340,6 +340,14 @@ def agentkit_run(
     return proc, record
 
 
+def _sent_body(call: ModelCall) -> Any:
+    """The body the proxy sent the server for ``call``: the agent's request with what the
+    proxy added, or for a call the proxy translated, its ``upstream_request``."""
+    if call.upstream_protocol is not None:
+        return call.upstream_request
+    return {**call.request, **call.forwarded}
+
+
 def assert_calls_carry_the_server_tokens(
     calls: Sequence[ModelCall], server: ScriptedModelServer
 ) -> list[ModelCall]:
@@ -356,11 +364,7 @@ def assert_calls_carry_the_server_tokens(
     )
     with_ids = []
     for call in calls:
-        if call.upstream_protocol is not None:
-            sent_body = call.upstream_request
-        else:
-            sent_body = {**call.request, **call.forwarded}
-        match = next((r for r in logged if r.body == sent_body), None)
+        match = next((r for r in logged if r.body == _sent_body(call)), None)
         assert match is not None, (
             f"call {call.index} ({call.path}) matches no request the server got"
         )
@@ -377,7 +381,9 @@ def assert_calls_carry_the_server_tokens(
     return with_ids
 
 
-def hello_world_token_script(*, describe: bool, submit: str | None) -> dict[str, Any]:
+def hello_world_token_script(
+    *, describe: bool, submit: str | None, tool: str = "bash", command_key: str = "command"
+) -> dict[str, Any]:
     """A model script for the Harbor ``hello-world`` task in three calls whose token
     ids make two training sequences: the first writes the file (a ``bash`` tool
     call), the second looks at it (its prompt shows the first tool call as it was
@@ -386,12 +392,15 @@ def hello_world_token_script(*, describe: bool, submit: str | None) -> dict[str,
     json``: a prefix break, a second sequence). Arguments are compact JSON text,
     as programs that parse and write them again (opencode) send them back.
     ``describe``: the calls carry a ``description`` argument (opencode's bash
-    tool asks for one); ``submit``: the command the last call runs to finish
-    (mini-swe-agent), or None for an answer without a tool call (opencode)."""
+    tool asks for one, Claude Code's ``Bash`` too); ``submit``: the command the last
+    call runs to finish (mini-swe-agent), or None for an answer without a tool call
+    (opencode, Claude Code, codex); ``tool`` and ``command_key``: the name of the
+    program's shell tool and of its command argument (Claude Code: ``Bash``,
+    ``command``; codex: ``exec_command``, ``cmd``)."""
 
     def bash(command: str, description: str) -> dict[str, Any]:
-        arguments = {"command": command, **({"description": description} if describe else {})}
-        return {"name": "bash", "arguments": json.dumps(arguments, separators=(",", ":"))}
+        arguments = {command_key: command, **({"description": description} if describe else {})}
+        return {"name": tool, "arguments": json.dumps(arguments, separators=(",", ":"))}
 
     write = bash("printf 'Hello, world!\\n' > /app/hello.txt", "Write the greeting")
     last: dict[str, Any] = {"content": "Created /app/hello.txt."}
@@ -416,12 +425,12 @@ def hello_world_token_script(*, describe: bool, submit: str | None) -> dict[str,
 
 
 def _sent_by_call(calls: Sequence[ModelCall], server: ScriptedModelServer) -> list[dict[str, Any]]:
-    """What the server logged it sent for each call (matched by the body it got)."""
+    """What the server logged it sent for each call (matched by the body it got: for a
+    call the proxy translated, its ``upstream_request``)."""
     logged = list(server.model_requests)
     out = []
     for call in calls:
-        body = {**call.request, **call.forwarded}
-        match = next(r for r in logged if r.body == body)
+        match = next(r for r in logged if r.body == _sent_body(call))
         logged.remove(match)
         out.append(match.sent)
     return out
