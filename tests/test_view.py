@@ -464,7 +464,8 @@ def test_a_job_has_its_cells_leaderboard_and_heat_map(jobs: Path) -> None:
         run = get_json(url, "/api/run/sweep~example.chat.b")
         assert (run["job"], run["cell"], run["infra_errors"]) == ("sweep", "example.chat.b", 1)
         page = get_json(url, "/api/run/sweep~example.chat.b/rollouts?task=example:t3")
-        assert [r["infrastructure"] for r in page["rows"]] == [True, False]
+        # which of t3's two rollouts met the server's one failure is a race: either
+        assert sorted(r["infrastructure"] for r in page["rows"]) == [False, True]
         rid = page["rows"][1]["rollout_id"]
         assert get_json(url, f"/api/run/sweep~example.chat.b/rollout/{rid}")["task_id"] == (
             "example:t3"
