@@ -197,7 +197,7 @@ def test_secrets_are_never_stored(tmp_path: Path) -> None:
 
 def test_job_json_of_another_kind_or_version_is_refused(tmp_path: Path) -> None:
     (tmp_path / "job.json").write_text(json.dumps({"kind": "agentkit.job", "format_version": 99}))
-    with pytest.raises(JobDirError, match="format version 99; this agentkit reads 1"):
+    with pytest.raises(JobDirError, match="format_version 99; this agentkit reads 1"):
         Job.from_job_dir(tmp_path)
     with pytest.raises(JobDirError, match="not a job directory"):
         Job.from_job_dir(tmp_path / "cells")

@@ -63,7 +63,7 @@ def read_job_json(job_dir: Path) -> dict[str, Any]:
     version = data.get("format_version")
     if version not in READABLE_FORMAT_VERSIONS:
         raise JobDirError(
-            f"{path}: format version {version!r}; this agentkit reads "
+            f"{path}: format_version {version!r}; this agentkit reads "
             f"{', '.join(map(str, READABLE_FORMAT_VERSIONS))} (a newer agentkit wrote it?)"
         )
     return data

@@ -13,13 +13,14 @@ that every page and API of a run works on a cell unchanged.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from agentkit._rundir import MANIFEST, RunDirError
+from agentkit.jobs._layout import JOB_FILE, JOB_KIND, READABLE_FORMAT_VERSIONS
+from agentkit.jobs._store import JobDirError, read_job_json
 from agentkit.runs._live import lock_held
 from agentkit.view._paths import NotFound, Refused, inside, is_safe_name
 
@@ -34,11 +35,6 @@ __all__ = [
     "open_job",
 ]
 
-JOB_FILE = "job.json"
-#: ``job.json``'s ``kind``.
-JOB_KIND = "agentkit.job"
-#: The versions of the ``job.json`` format the viewer reads (``agentkit.jobs`` writes 1).
-READABLE_FORMAT_VERSIONS: tuple[int, ...] = (1,)
 #: Between a job's name and a cell's in the name of a cell's run.
 JOINER = "~"
 
@@ -64,20 +60,10 @@ class JobDir:
 
     def __init__(self, path: Path, root: Path) -> None:
         self.path = path
-        try:
-            data = json.loads((path / JOB_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise RunDirError(f"{path / JOB_FILE}: cannot read it: {exc}") from None
-        if not isinstance(data, dict) or data.get("kind") != JOB_KIND:
-            raise RunDirError(
-                f"{path / JOB_FILE}: not an agentkit job file (kind is not {JOB_KIND!r})"
-            )
-        version = data.get("format_version")
-        if version not in READABLE_FORMAT_VERSIONS:
-            raise RunDirError(
-                f"{path / JOB_FILE}: format_version {version!r}; this agentkit reads "
-                f"{', '.join(map(str, READABLE_FORMAT_VERSIONS))} (a newer agentkit wrote it?)"
-            )
+        try:  # read and checked as agentkit.jobs reads it
+            data = read_job_json(path)
+        except JobDirError as exc:
+            raise RunDirError(str(exc)) from None
         self.data: dict[str, Any] = data
         self.cells: list[JobCell] = []
         for entry in data.get("cells") or []:
