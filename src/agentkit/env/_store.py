@@ -161,8 +161,7 @@ class RunStore:
         self._rollouts_fd: int | None = None
         self._groups_fd: int | None = None
         self._lock_fd: int | None = None
-        self._events_dir_made = False
-        self._calls_dir_made = False
+        self._dirs_made: set[str] = set()  # EVENTS_DIR, CALLS_DIR once made
         # group commit: lines written / lines known durable / an fsync in flight
         self._written = 0
         self._durable = 0
@@ -416,33 +415,24 @@ class RunStore:
 
         A file that cannot be written whole (a full disk) is removed.
         """
-        self._check_writable()
-        rel = f"{EVENTS_DIR}/{rollout_id}.jsonl"
-        path = self.run_dir / rel
-        text = "".join(self.dumps(e) + "\n" for e in events)
-        try:
-            if not self._events_dir_made:
-                (self.run_dir / EVENTS_DIR).mkdir(exist_ok=True)
-                self._events_dir_made = True
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                path.unlink()
-            raise self._failed(path, exc) from None
-        return rel
+        return self._write_lines(EVENTS_DIR, rollout_id, events)
 
     def write_calls(self, rollout_id: str, calls: list[dict[str, Any]]) -> str:
         """Write one rollout's model calls as JSON lines (redacted); returns the path
         relative to the run. A file that cannot be written whole is removed."""
+        return self._write_lines(CALLS_DIR, rollout_id, calls)
+
+    def _write_lines(self, directory: str, rollout_id: str, items: list[dict[str, Any]]) -> str:
+        """``directory/<rollout_id>.jsonl``, one redacted JSON line per item, written
+        whole or removed; the directory is made on first use."""
         self._check_writable()
-        rel = f"{CALLS_DIR}/{rollout_id}.jsonl"
+        rel = f"{directory}/{rollout_id}.jsonl"
         path = self.run_dir / rel
-        text = "".join(self.dumps(c) + "\n" for c in calls)
+        text = "".join(self.dumps(item) + "\n" for item in items)
         try:
-            if not self._calls_dir_made:
-                (self.run_dir / CALLS_DIR).mkdir(exist_ok=True)
-                self._calls_dir_made = True
+            if directory not in self._dirs_made:
+                (self.run_dir / directory).mkdir(exist_ok=True)
+                self._dirs_made.add(directory)
             with open(path, "w", encoding="utf-8") as fh:
                 fh.write(text)
         except OSError as exc:
