@@ -712,21 +712,9 @@ class LocalSandbox(BaseSandbox):
         if self._state != "running":
             state = "not started yet" if self._state == "new" else "closed"
             raise cannot_fork(self.name, who, f"it is {state}")
-        child_root = fork_root(self.root, root, kind=self.name, who=who)
-        try:
-            child = type(self)(
-                root=child_root,
-                hints=self.hints,
-                rollout_id=rollout_id or fork_id(self.rollout_id, next(self._forks)),
-                model_endpoint=self.model_endpoint,
-                **self._options,
-            )
-        except BaseException:
-            shutil.rmtree(child_root, ignore_errors=True)
-            raise
-        child.owns_root = root is None
-        child._fork_child = True
-        child._parent_image_root = self.image_root
+        child = self._fork_child_of(
+            root, rollout_id or fork_id(self.rollout_id, next(self._forks)), who
+        )
         try:
             async with self._lock, self._gate.closed():
                 if self._state != "running":
@@ -738,10 +726,8 @@ class LocalSandbox(BaseSandbox):
             await child.setup()
         except BaseException as exc:
             await child.close(remove=True)
-            if isinstance(exc, OSError) and not isinstance(exc, SandboxError):
-                raise SandboxForkError(
-                    f"sandbox {self.name!r} ({who}): the fork failed: {exc}"
-                ) from None
+            if (failed := self._fork_failed(exc, who)) is not None:
+                raise failed from None
             raise
         return child
 
@@ -775,22 +761,7 @@ class LocalSandbox(BaseSandbox):
         children: list[LocalSandbox] = []
         try:
             for rid in ids:
-                child_root = fork_root(self.root, None, kind=self.name, who=who)
-                try:
-                    child = type(self)(
-                        root=child_root,
-                        hints=self.hints,
-                        rollout_id=rid,
-                        model_endpoint=self.model_endpoint,
-                        **self._options,
-                    )
-                except BaseException:
-                    shutil.rmtree(child_root, ignore_errors=True)
-                    raise
-                child.owns_root = True
-                child._fork_child = True
-                child._parent_image_root = self.image_root
-                children.append(child)
+                children.append(self._fork_child_of(None, rid, who))
             first = children[0]
             async with self._lock, self._gate.closed():
                 if self._state != "running":
@@ -808,12 +779,37 @@ class LocalSandbox(BaseSandbox):
         except BaseException as exc:
             for child in children:
                 await child.close(remove=True)
-            if isinstance(exc, OSError) and not isinstance(exc, SandboxError):
-                raise SandboxForkError(
-                    f"sandbox {self.name!r} ({who}): the fork failed: {exc}"
-                ) from None
+            if (failed := self._fork_failed(exc, who)) is not None:
+                raise failed from None
             raise
         return children
+
+    def _fork_child_of(self, root: Path | str | None, rollout_id: str, who: str) -> LocalSandbox:
+        """A child not started yet: its root (made beside this one's unless ``root``),
+        this one's hints, endpoint and options (its root removed if it cannot be made)."""
+        child_root = fork_root(self.root, root, kind=self.name, who=who)
+        try:
+            child = type(self)(
+                root=child_root,
+                hints=self.hints,
+                rollout_id=rollout_id,
+                model_endpoint=self.model_endpoint,
+                **self._options,
+            )
+        except BaseException:
+            shutil.rmtree(child_root, ignore_errors=True)
+            raise
+        child.owns_root = root is None
+        child._fork_child = True
+        child._parent_image_root = self.image_root
+        return child
+
+    def _fork_failed(self, exc: BaseException, who: str) -> SandboxForkError | None:
+        """The one error naming the sandbox that a fork failing with an OS error raises
+        instead; None for any other exception (raised as it is)."""
+        if isinstance(exc, OSError) and not isinstance(exc, SandboxError):
+            return SandboxForkError(f"sandbox {self.name!r} ({who}): the fork failed: {exc}")
+        return None
 
     def _copy_to(self, child: LocalSandbox, roots: list[int]) -> None:
         """Pause this sandbox, copy its writable files to ``child``'s root, resume it
