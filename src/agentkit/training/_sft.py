@@ -28,6 +28,7 @@ from typing import Any
 from agentkit._calls import ModelCall
 from agentkit.training._files import write_lines
 from agentkit.training._records import TrainingRecord
+from agentkit.training._toolcalls import tool_calls_of
 from agentkit.training._verifiers import CallsOf
 
 __all__ = ["chat_messages", "sharegpt_record", "write_sft"]
@@ -42,26 +43,10 @@ def _content(value: Any) -> Any:
 
 
 def _tool_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
-    out = []
-    for i, call in enumerate(message.get("tool_calls") or []):
-        if not isinstance(call, Mapping):
-            continue
-        fn = call.get("function")
-        fn = fn if isinstance(fn, Mapping) else {}
-        arguments = fn.get("arguments")
-        out.append(
-            {
-                "id": str(call.get("id") or f"call_{i}"),
-                "type": "function",
-                "function": {
-                    "name": str(fn.get("name") or ""),
-                    "arguments": arguments
-                    if isinstance(arguments, str)
-                    else json.dumps(arguments, ensure_ascii=False),
-                },
-            }
-        )
-    return out
+    return [
+        {"id": cid, "type": "function", "function": {"name": name, "arguments": arguments}}
+        for cid, name, arguments in tool_calls_of(message, ensure_ascii=False)
+    ]
 
 
 def chat_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -34,6 +34,7 @@ from typing import Any
 from agentkit._calls import ModelCall
 from agentkit.training._files import write_lines
 from agentkit.training._records import TrainingRecord
+from agentkit.training._toolcalls import tool_calls_of
 
 __all__ = ["CallsOf", "trace_record", "write_verifiers"]
 
@@ -64,20 +65,10 @@ def vf_message(message: Mapping[str, Any]) -> dict[str, Any]:
             out["content"] = _text(out["content"])
         if isinstance(message.get("reasoning_content"), str):
             out["reasoning_content"] = message["reasoning_content"]
-        calls = []
-        for i, call in enumerate(message.get("tool_calls") or []):
-            if not isinstance(call, Mapping):
-                continue
-            fn = call.get("function")
-            fn = fn if isinstance(fn, Mapping) else {}
-            arguments = fn.get("arguments")
-            calls.append(
-                {
-                    "id": str(call.get("id") or f"call_{i}"),
-                    "name": str(fn.get("name") or ""),
-                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
-                }
-            )
+        calls = [
+            {"id": cid, "name": name, "arguments": arguments}
+            for cid, name, arguments in tool_calls_of(message, ensure_ascii=True)
+        ]
         if calls:
             out["tool_calls"] = calls
         return out
