@@ -289,6 +289,19 @@ def test_turn_limit_waits_for_the_last_calls_tools() -> None:
     assert Rollout.from_lines(lines).turn_limit_reached(2) is False  # it answered with text
 
 
+def test_a_call_answered_after_the_turn_limit_is_not_part_of_the_rollout() -> None:
+    """codex is stopped as call 2 begins with max_turns=1; when a busy machine lets
+    call 2 be answered before the stop lands, the rollout still ends after call 1."""
+    rollout = Rollout.from_lines((DATA / "codex-rollout.jsonl").read_text().splitlines())
+    assert len(rollout.all_calls()) == 2
+    assert rollout.cut_after(1) == 1
+    assert len(rollout.all_calls()) == 1 and rollout.tool_calls == 2
+    roles = [m["role"] for m in rollout.messages("Write hi into out.txt.")]
+    assert roles == ["user", "assistant", "tool", "tool"]
+    assert rollout.usage.requests == 1
+    assert rollout.cut_after(1) == 0
+
+
 def test_registered_by_name_with_typed_options() -> None:
     harness = registry.resolve_harness("codex", model="m", max_retries=1, timeout=30.0)
     assert isinstance(harness, Codex)

@@ -209,6 +209,25 @@ class Rollout:
         last = self.calls[-1].tool_calls
         return bool(last) and all(c["id"] in self.outputs for c in last)
 
+    def cut_after(self, max_turns: int) -> int:
+        """Keep only the first ``max_turns`` model calls (and their tools' outputs);
+        returns how many calls were dropped.
+
+        codex is stopped as call ``max_turns + 1`` begins, but on a busy machine
+        that call may be answered (and written to the session file) before the
+        stop lands: the rollout ends at the limit all the same, so what came after
+        is not part of it.
+        """
+        later = self.all_calls()[max_turns:]
+        if not later:
+            return 0
+        for call in later:
+            for tool_call in call.tool_calls:
+                self.outputs.pop(tool_call["id"], None)
+        self.calls = self.calls[:max_turns]
+        self.current = RolloutCall()
+        return len(later)
+
     @staticmethod
     def from_lines(lines: Iterable[str], redact: Callable[[str], str] | None = None) -> Rollout:
         """A rollout fed with ``lines``."""

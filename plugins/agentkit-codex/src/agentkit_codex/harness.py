@@ -191,6 +191,9 @@ class Codex(ProgramHarness):
     ) -> HarnessResult:
         stderr = await stderr_tail(outcome, redact, recorder, source="codex.stderr")
         has_rollout = rollout.lines > 0
+        cut = 0
+        if limit is not None and limit.hit is not None and limit.hit[0] == "max_turns":
+            cut = rollout.cut_after(limit.max_turns or 0)
         turns = len(rollout.all_calls()) if has_rollout else 0
         error: str | None = None
         error_kind: str | None = None
@@ -249,6 +252,7 @@ class Codex(ProgramHarness):
                 "tool_calls": tool_calls,
                 "tool_errors": stream.tool_errors,
                 "retries": stream.retries,
+                "calls_after_limit": cut,
             },
         )
 
