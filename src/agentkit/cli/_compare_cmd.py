@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 
 from agentkit._errors import SpecError
+from agentkit._outfile import STDOUT, output_file
 from agentkit.jobs import is_job_dir, open_job
 from agentkit.runs import Run, open_run
 from agentkit.stats import (
@@ -67,15 +68,16 @@ def print_leaderboard(
     file: TextIO | None = None,
 ) -> None:
     """Print ranked leaderboard rows in ``fmt`` on ``file`` (default stdout), or write
-    them to ``out``."""
+    them to ``out`` (``-``: standard output; as ``agentkit._outfile.output_file`` writes
+    a file the user named)."""
     rows = ranked(rows)
     if out is not None:
         text = format_leaderboard(rows, fmt, title=title)
-        try:
-            out.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise SpecError(f"{out}: cannot write the leaderboard: {exc.strerror or exc}") from None
-        click.echo(f"Wrote {out} ({fmt}, {len(rows)} row{'' if len(rows) == 1 else 's'})", err=True)
+        with output_file(out, what="the leaderboard") as fh:
+            fh.write(text.encode("utf-8"))
+        where = "the leaderboard to standard output" if str(out) == STDOUT else str(out)
+        plural = "" if len(rows) == 1 else "s"
+        click.echo(f"Wrote {where} ({fmt}, {len(rows)} row{plural})", err=True)
         return
     if fmt != "table":
         click.echo(format_leaderboard(rows, fmt), nl=False, file=file)

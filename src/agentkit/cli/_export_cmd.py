@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from agentkit._outfile import STDOUT
 from agentkit.training import EXPORT_FORMATS, export_run
 
 __all__ = ["export_cmd"]
@@ -28,9 +29,11 @@ __all__ = ["export_cmd"]
 @click.option(
     "--out",
     "-o",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(dir_okay=False, path_type=Path, allow_dash=True),
     default=None,
-    help="File to write. [default: RUN_DIR/train.<format>.jsonl, train.parquet or "
+    help="File to write, or - for standard output. A regular file is replaced whole once "
+    "everything is written; a FIFO or a device (/dev/null) is written in place; a "
+    "symbolic link is followed. [default: RUN_DIR/train.<format>.jsonl, train.parquet or "
     "train.skyrl.json]",
 )
 @click.option(
@@ -136,7 +139,9 @@ def export_cmd(
         tokenizer=tokenizer,
         group_by="branch_point" if group_by == "branch_point" else "task",
     )
-    click.echo(f"wrote {summary.written} {_unit(fmt)} to {out} ({fmt})")
+    to_stdout = str(out) == STDOUT
+    where = "standard output" if to_stdout else str(out)
+    click.echo(f"wrote {summary.written} {_unit(fmt)} to {where} ({fmt})", err=to_stdout)
     if summary.incomplete:
         click.echo(
             f"{len(summary.incomplete)} of {summary.rollouts} rollouts have incomplete token ids "

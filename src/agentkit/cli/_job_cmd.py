@@ -365,9 +365,10 @@ def _print_plan(plan: dict[str, Any], out: TextIO) -> None:
 )
 @click.option(
     "--out",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
     default=None,
-    help="Write the leaderboard to FILE instead of stdout.",
+    help="Write the leaderboard to FILE instead of stdout (- is stdout; a FIFO or a device is "
+    "written in place, a regular file replaced whole, a symbolic link followed).",
 )
 def job_show_cmd(job_dir: Path, fmt: str, out: Path | None) -> None:
     """Print the leaderboard of JOB_DIR's cells: mean reward with its 95% interval,

@@ -336,10 +336,12 @@ def _step_counts(steps: list[Any]) -> list[str]:
 )
 @click.option(
     "--out",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
     default=None,
     metavar="FILE",
-    help="With --compare: write the leaderboard to FILE instead of stdout.",
+    help="With --compare: write the leaderboard to FILE instead of stdout (- is stdout; a "
+    "FIFO or a device is written in place, a regular file replaced whole, a symbolic link "
+    "followed).",
 )
 def runs_cmd(
     paths: tuple[Path, ...], as_json: bool, compare: bool, fmt: str | None, out: Path | None

@@ -26,7 +26,7 @@ from agentkit.env._store import RunStore
 from agentkit.training._advantages import GroupBy
 from agentkit.training._callfiles import read_calls
 from agentkit.training._errors import ExportError
-from agentkit.training._files import replacing, write_lines
+from agentkit.training._files import write_lines, writing
 from agentkit.training._pipeline import prepare
 from agentkit.training._prefixes import Prefixes
 from agentkit.training._records import TrainingRecord, from_rollouts, with_sequences
@@ -226,8 +226,8 @@ def write_parquet(records: Iterable[TrainingRecord], out: str | os.PathLike[str]
             row[name] = json.dumps(row[name], ensure_ascii=False, allow_nan=False)
         rows.append(row)
     table = pa.Table.from_pylist(rows, schema=schema)
-    with replacing(Path(out)) as tmp:
-        pa.parquet.write_table(table, tmp)
+    with writing(out) as fh:
+        pa.parquet.write_table(table, fh)
     return len(rows)
 
 

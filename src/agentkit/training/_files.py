@@ -1,18 +1,20 @@
-"""Writing export files whole: a temporary file beside the target, renamed on success."""
+"""Writing export files: through :func:`agentkit._outfile.output_file` (a regular file
+written whole, a temporary file renamed over it on success; a FIFO or a device written
+in place; ``-`` standard output), its errors as :class:`ExportError`."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 from collections.abc import Iterable, Iterator
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
+from agentkit._outfile import OutputFileError, output_file
 from agentkit.training._errors import ExportError
 
-__all__ = ["dumps", "replacing", "write_lines"]
+__all__ = ["dumps", "write_lines", "writing"]
 
 
 def dumps(value: Any) -> bytes:
@@ -31,28 +33,20 @@ def dumps(value: Any) -> bytes:
 
 
 @contextlib.contextmanager
-def replacing(path: Path) -> Iterator[Path]:
-    """A temporary file beside ``path`` that replaces it on success.
-
-    On failure the temporary file is removed and an :class:`ExportError`
-    names ``path`` (not the temporary file).
-    """
-    tmp = path.with_name(f".{path.name}.tmp")
+def writing(out: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A binary file that writes ``out`` as :func:`agentkit._outfile.output_file` decides
+    (``-``: standard output); its errors are :class:`ExportError` naming ``out``."""
     try:
-        yield tmp
-        os.replace(tmp, path)
-    except OSError as exc:
-        reason = (exc.strerror or str(exc)).replace(str(tmp), str(path))
-        raise ExportError(f"{path}: cannot write: {reason}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        with output_file(out, what="the export") as fh:
+            yield fh
+    except OutputFileError as exc:
+        raise ExportError(str(exc)) from None
 
 
 def write_lines(objects: Iterable[Any], out: str | os.PathLike[str]) -> int:
-    """One compact JSON object per line, written whole; returns how many."""
+    """One compact JSON object per line (a regular file written whole); returns how many."""
     count = 0
-    with replacing(Path(out)) as tmp, open(tmp, "wb") as fh:
+    with writing(out) as fh:
         for obj in objects:
             fh.write(dumps(obj) + b"\n")
             count += 1

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
-from agentkit.training._files import dumps, replacing
+from agentkit.training._files import dumps, writing
 from agentkit.training._records import TrainingRecord
 
 __all__ = ["generator_output", "row_metadata", "write_skyrl"]
@@ -79,6 +78,6 @@ def write_skyrl(records: Iterable[TrainingRecord], out: str | os.PathLike[str]) 
     """Write the ``GeneratorOutput`` JSON; returns how many rows (sequences) it has."""
     output = generator_output(records)
     data = dumps(output)
-    with replacing(Path(out)) as tmp, open(tmp, "wb") as fh:
+    with writing(out) as fh:
         fh.write(data)
     return len(output["response_ids"])
