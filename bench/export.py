@@ -47,14 +47,18 @@ from agentkit.training import export_run
 COMPLETION = 40
 
 
-def calls_text(rollout_id: str, calls: int, growth: int, first: int, full_ids: bool) -> str:
-    """One rollout's calls file: ``calls`` calls whose prompts each extend the last."""
+def calls_text(
+    rollout_id: str, calls: int, growth: int, first: int, full_ids: bool, run_id: str | None
+) -> str:
+    """One rollout's calls file: ``calls`` calls whose prompts each extend the last, each
+    with the run's ``run_id`` (as the run store writes them)."""
     made = []
     prompt = [(7 * i) % 150_000 for i in range(first)]
     for index in range(calls):
         completion = [(prompt[-1] + 13 * i) % 150_000 for i in range(COMPLETION)]
         call = ModelCall(
             rollout_id=rollout_id,
+            run_id=run_id,
             index=index,
             protocol="chat",
             path="/v1/chat/completions",
@@ -84,7 +88,8 @@ def make_run(
     ids = [json.loads(x)["rollout_id"] for x in (run / "rollouts.jsonl").read_text().splitlines()]
     (run / CALLS_DIR).mkdir()
     # one rollout's file, its id swapped in: the same bytes to parse for every rollout
-    text = calls_text("ROLLOUT_ID", calls, growth, first, full_ids)
+    run_id = json.loads((run / "manifest.json").read_text()).get("run_id")
+    text = calls_text("ROLLOUT_ID", calls, growth, first, full_ids, run_id)
     for rollout_id in ids:
         (run / CALLS_DIR / f"{rollout_id}.jsonl").write_text(text.replace("ROLLOUT_ID", rollout_id))
     return run

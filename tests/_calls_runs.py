@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 from agentkit._calls import ModelCall, calls_json
 from agentkit._convert import unstructure
 from agentkit._rundir import CALLS_DIR
@@ -96,10 +98,14 @@ def worked_example(rollout_id: str) -> list[ModelCall]:
 def write_calls(
     run_dir: Path, rollout_id: str, calls: list[ModelCall], *, full_ids: bool = False
 ) -> Path:
-    """``RUN_DIR/calls/<rollout_id>.jsonl``, one line per call, as a run writes it
+    """``RUN_DIR/calls/<rollout_id>.jsonl``, one line per call, as a run writes it: each
+    with the run's ``run_id`` (from its manifest.json, when it has one and the call none)
     (``full_ids``: every prompt's whole list, as runs wrote them before delta encoding)."""
     path = run_dir / CALLS_DIR / f"{rollout_id}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
+    manifest = run_dir / "manifest.json"
+    run_id = json.loads(manifest.read_text()).get("run_id") if manifest.exists() else None
+    calls = [c if c.run_id is not None else attrs.evolve(c, run_id=run_id) for c in calls]
     lines = [unstructure(c) for c in calls] if full_ids else calls_json(calls)
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     return path

@@ -271,7 +271,7 @@ def test_a_delta_encoded_file_stores_each_id_once(tmp_path: Path) -> None:
     (tmp_path / "rollouts.jsonl").write_text("")
     from agentkit.training._callfiles import read_calls
 
-    assert read_calls(tmp_path, "r") == calls
+    assert read_calls(tmp_path, "r", run_id=None) == calls
 
 
 @pytest.mark.parametrize(
@@ -294,7 +294,7 @@ def test_a_bad_reference_names_the_line_and_field(
     from agentkit.training._callfiles import read_calls
 
     with pytest.raises(ExportError, match=message):
-        read_calls(tmp_path, "r0")
+        read_calls(tmp_path, "r0", run_id=None)
 
 
 @given(
@@ -437,4 +437,4 @@ def test_a_malformed_calls_file_names_the_file_line_and_field(tmp_path: Path) ->
     from agentkit.training._callfiles import read_calls
 
     with pytest.raises(ExportError, match=r"r0.jsonl: line 2.prompt_token_ids: expected a list"):
-        read_calls(tmp_path, "r0")
+        read_calls(tmp_path, "r0", run_id=None)

@@ -42,6 +42,7 @@ __all__ = [
     "Protocol",
     "TokenSource",
     "calls_json",
+    "foreign_calls",
     "parse_calls",
     "read_calls_file",
 ]
@@ -82,10 +83,17 @@ class ModelCall:
     ``index`` numbers a rollout's calls from 0 in the order they started;
     ``parent`` is the index of the call this one continues when the caller
     said so (a sub-agent or a parallel branch; None otherwise).
+
+    ``run_id`` is the id of the run that recorded the call (its manifest's
+    ``run_id``), written by the run store with the calls file; None for a call
+    not written to a run directory, or written before runs had ids. Readers
+    check it and ``rollout_id`` against the run and the rollout they read the
+    file for (:func:`foreign_calls`).
     """
 
     rollout_id: str
     index: int
+    run_id: str | None = None
     protocol: Protocol
     method: str = "POST"
     path: str = ""
@@ -487,3 +495,31 @@ def _field_checks() -> tuple[dict[str, tuple[type[Any], ...]], dict[str, Check]]
         else:
             checks[name] = special.get(hint) or _structured(hint)
     return types, checks
+
+
+# -- whose calls: the rollout and the run a calls file belongs to ------------------------
+
+
+def foreign_calls(calls: Sequence[ModelCall], *, rollout_id: str, run_id: str | None) -> str | None:
+    """Why ``calls`` are not the calls of rollout ``rollout_id`` of the run whose
+    manifest's ``run_id`` is ``run_id``, or None when every one of them is.
+
+    A call belongs when it names the rollout and was recorded by the run (the same
+    ``run_id``; a run written before runs had ids has none, and neither have its
+    calls). A calls file copied from another run, or another rollout's file under
+    this rollout's name, gives the first call that does not belong and why.
+    """
+    for call in calls:
+        if call.rollout_id != rollout_id:
+            return (
+                f"call {call.index} is of rollout {call.rollout_id!r}, not {rollout_id!r}: "
+                "the file is another rollout's"
+            )
+        if call.run_id != run_id:
+            if call.run_id is None:
+                found = "has no run id (it was written before runs had ids)"
+            else:
+                found = f"was recorded by run {call.run_id!r}"
+            this = f"{run_id!r}" if run_id is not None else "none (an older run)"
+            return f"call {call.index} {found}; this run's id is {this}: the file is another run's"
+    return None

@@ -288,6 +288,12 @@ def _open_store(session: Session, redactor: Redactor) -> tuple[RunStore | None, 
     old = session.old_manifest or {}
     manifest = session.manifest
     manifest["created_at"] = old.get("created_at", manifest["created_at"])
+    # the run keeps its id (its calls files carry it); a run made before runs had ids
+    # keeps having none, so that its calls files, which have none, stay its own
+    if isinstance(old.get("run_id"), str):
+        manifest["run_id"] = old["run_id"]
+    else:
+        manifest.pop("run_id", None)
     now = time.time()
     manifest["resumed_at"] = [*old.get("resumed_at", []), now]
     resumes = list(old.get("resumes") or [])

@@ -7,6 +7,7 @@ import json
 import platform
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -81,6 +82,9 @@ def build_manifest(
     return {
         "kind": "agentkit.run",
         "schema_version": RUN_SCHEMA_VERSION,
+        # this run's own id, written into each of its model calls: a calls file is
+        # read only for the run (and the rollout) that recorded it
+        "run_id": uuid.uuid4().hex,
         "created_at": time.time(),
         "agentkit_version": __version__,
         "python": platform.python_version(),

@@ -162,6 +162,8 @@ class RunStore:
         self._groups_fd: int | None = None
         self._lock_fd: int | None = None
         self._dirs_made: set[str] = set()  # EVENTS_DIR, CALLS_DIR once made
+        #: The manifest's run_id once written (write_manifest): stamped on every call.
+        self.run_id: str | None = None
         # group commit: lines written / lines known durable / an fsync in flight
         self._written = 0
         self._durable = 0
@@ -285,7 +287,10 @@ class RunStore:
         return self.redactor.tree(path)
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        """Write manifest.json (atomically, redacted)."""
+        """Write manifest.json (atomically, redacted); its ``run_id`` is then written
+        into every calls file line (:meth:`write_calls`)."""
+        run_id = manifest.get("run_id")
+        self.run_id = run_id if isinstance(run_id, str) else None
         self._write_json(self.manifest_path, manifest)
 
     def write_tasks(self, planned: Any) -> None:
@@ -418,8 +423,12 @@ class RunStore:
         return self._write_lines(EVENTS_DIR, rollout_id, events)
 
     def write_calls(self, rollout_id: str, calls: list[dict[str, Any]]) -> str:
-        """Write one rollout's model calls as JSON lines (redacted); returns the path
-        relative to the run. A file that cannot be written whole is removed."""
+        """Write one rollout's model calls as JSON lines (redacted), each with the run's
+        ``run_id`` (from the manifest written); returns the path relative to the run. A
+        file that cannot be written whole is removed."""
+        if self.run_id is not None:
+            for call in calls:
+                call["run_id"] = self.run_id
         return self._write_lines(CALLS_DIR, rollout_id, calls)
 
     def _write_lines(self, directory: str, rollout_id: str, items: list[dict[str, Any]]) -> str:

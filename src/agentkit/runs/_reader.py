@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from agentkit._calls import ModelCall, read_calls_file
+from agentkit._calls import ModelCall, foreign_calls, read_calls_file
 from agentkit._rundir import (
     CALLS_DIR,
     EVENTS_DIR,
@@ -311,7 +311,10 @@ class Run:
         stores them as a reference to an earlier call (see the calls file in
         ``docs/run-directory.md``). Keys this agentkit does not know (a newer
         writer's) are ignored; a line that is not a call is an error naming the
-        file, the line and the field.
+        file, the line and the field. So is a file that is not the rollout's own:
+        a call of another rollout, or one another run recorded (its ``run_id`` is
+        not the manifest's; a run made before runs had ids has none, nor have its
+        calls).
         """
         rollout = self.rollout(rollout_id)
         name = rollout.calls_file or f"{CALLS_DIR}/{rollout.rollout_id}.jsonl"
@@ -321,7 +324,16 @@ class Run:
                 f"{self.path / ROLLOUTS}: rollout {rollout.rollout_id}: calls_file {name!r} "
                 "is outside the run directory; expected calls/<rollout_id>.jsonl"
             )
-        return read_calls_file(path) or []
+        calls = read_calls_file(path) or []
+        run_id = self._manifest.get("run_id")
+        why = foreign_calls(
+            calls,
+            rollout_id=rollout.rollout_id,
+            run_id=run_id if isinstance(run_id, str) else None,
+        )
+        if why is not None:
+            raise RunDirError(f"{path}: {why}")
+        return calls
 
     # -- a run in progress --------------------------------------------------------
     def state(self) -> RunState:

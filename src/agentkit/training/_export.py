@@ -24,7 +24,7 @@ import attrs
 from agentkit._calls import ModelCall
 from agentkit.env._store import RunStore
 from agentkit.training._advantages import GroupBy
-from agentkit.training._callfiles import read_calls
+from agentkit.training._callfiles import ForeignCallsError, read_calls, run_id_of
 from agentkit.training._errors import ExportError
 from agentkit.training._files import write_lines, writing
 from agentkit.training._pipeline import prepare
@@ -99,9 +99,12 @@ def from_run_dir(
     A rollout whose model calls were recorded (``calls/<rollout_id>.jsonl``)
     gives one record per training sequence of its calls (see "Sequences" in
     ``docs/training-data.md``); any other rollout one record, with the token
-    ids its harness kept in ``raw``. Each record of a branching run's leaf
-    says where its shared prefix ends (``prefix_tokens``, counted per
-    sequence; ``docs/branching.md``). A half-written last line (an
+    ids its harness kept in ``raw``. A calls file that is not the rollout's own
+    (a call of another rollout, or one another run recorded: its ``run_id`` is not
+    the manifest's) is not used: the rollout gives one record without token ids,
+    incomplete, its ``token_issues`` naming the file and the call. Each record of a
+    branching run's leaf says where its shared prefix ends (``prefix_tokens``,
+    counted per sequence; ``docs/branching.md``). A half-written last line (an
     interrupted run) is skipped; nothing is modified. Advantages are those stored;
     :func:`~agentkit.training.prepare` recomputes them.
 
@@ -113,12 +116,19 @@ def from_run_dir(
     store = _store(run_dir)
     tok = load_tokenizer(tokenizer) if tokenizer is not None else None
     rollouts, _note = store.load_rollouts(repair=False)
+    run_id = run_id_of(store.run_dir)
     out: list[TrainingRecord] = []
-    prefixes = Prefixes(store.run_dir, rollouts)
+    prefixes = Prefixes(store.run_dir, rollouts, run_id=run_id)
     with _gc_paused():
         for record in from_rollouts(rollouts):
             references: dict[int, tuple[int, int]] = {}
-            calls = read_calls(store.run_dir, record.rollout_id, references=references)
+            try:
+                calls = read_calls(
+                    store.run_dir, record.rollout_id, run_id=run_id, references=references
+                )
+            except ForeignCallsError as exc:
+                out.append(_without_calls(record, str(exc)))
+                continue
             if calls is None:
                 records = [record]
             elif tok is not None and not all(c.has_tokens for c in calls):
@@ -130,9 +140,28 @@ def from_run_dir(
     return out
 
 
+def _without_calls(record: TrainingRecord, why: str) -> TrainingRecord:
+    """The record of a rollout whose calls file is not its own: no token ids (neither the
+    file's nor any in ``raw``), incomplete, its issue saying why."""
+    return record.evolve(
+        prompt_token_ids=None,
+        completion_token_ids=None,
+        completion_mask=None,
+        completion_logprobs=None,
+        calls=[],
+        token_source="none",
+        token_issues=[{"call": None, "reason": f"{why}; its calls are left out"}],
+    )
+
+
 def rollout_tokens(run_dir: str | os.PathLike[str], rollout_id: str) -> RolloutTokens | None:
-    """The training sequences of one rollout's recorded calls (None: no calls file)."""
-    calls = read_calls(Path(run_dir), rollout_id)
+    """The training sequences of one rollout's recorded calls (None: no calls file).
+
+    A calls file that is not the rollout's own (another rollout's calls, or another
+    run's) raises :class:`~agentkit.training.ExportError` naming the file and the call.
+    """
+    path = Path(run_dir)
+    calls = read_calls(path, rollout_id, run_id=run_id_of(path))
     return None if calls is None else sequences_of(calls)
 
 
@@ -144,7 +173,10 @@ def token_fidelity(
     From its calls file: ``complete (N calls, M sequences)`` or which calls
     lack ids and why; without one, from what its harness kept in ``raw``.
     """
-    tokens = rollout_tokens(run_dir, rollout_id)
+    try:
+        tokens = rollout_tokens(run_dir, rollout_id)
+    except ForeignCallsError as exc:
+        return f"incomplete: {exc}; its calls are left out"
     if tokens is not None:
         return tokens.describe()
     raw = raw or {}
@@ -356,9 +388,13 @@ def export_run(
             f"(--require-token-ids); nothing was written:\n{_describe(incomplete)}"
         )
     path = Path(run_dir)
+    run_id = run_id_of(path)
 
     def calls_of(rollout_id: str) -> list[ModelCall] | None:
-        return read_calls(path, rollout_id)
+        try:
+            return read_calls(path, rollout_id, run_id=run_id)
+        except ForeignCallsError:  # not its calls: its record already says so
+            return None
 
     with _gc_paused():
         written = write_records(records, out, format=format, calls_of=calls_of)

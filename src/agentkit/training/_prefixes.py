@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from agentkit.env._records import RolloutRecord
-from agentkit.training._callfiles import read_calls
+from agentkit.training._callfiles import ForeignCallsError, read_calls
 from agentkit.training._records import (
     PrefixSequences,
     TrainingRecord,
@@ -28,10 +28,14 @@ __all__ = ["Prefixes"]
 class Prefixes:
     """A branching run's shared prefixes, for its leaves' ``prefix_tokens``: each
     sequence of a leaf is matched against its prefix's sequences (from the prefix's
-    calls file, else its ``raw``), read once per prefix."""
+    calls file, else its ``raw``), read once per prefix. ``run_id``: the run's (see
+    :func:`~agentkit.training._callfiles.read_calls`)."""
 
-    def __init__(self, run_dir: Path, rollouts: Iterable[RolloutRecord]) -> None:
+    def __init__(
+        self, run_dir: Path, rollouts: Iterable[RolloutRecord], *, run_id: str | None
+    ) -> None:
         self.run_dir = run_dir
+        self.run_id = run_id
         self.rollouts = {r.rollout_id: r for r in rollouts}
         self.sequences: dict[str, PrefixSequences] = {}
 
@@ -42,7 +46,10 @@ class Prefixes:
         if parent is None:  # the prefix's line was not read: no lengths
             return records
         if prefix_id not in self.sequences:
-            calls = read_calls(self.run_dir, prefix_id)
+            try:
+                calls = read_calls(self.run_dir, prefix_id, run_id=self.run_id)
+            except ForeignCallsError:  # not the prefix's calls: no lengths
+                return records
             self.sequences[prefix_id] = (
                 raw_sequences(parent)
                 if calls is None
