@@ -633,3 +633,76 @@ def test_a_running_cell_is_read_as_its_lines_are_appended(tmp_path: Path) -> Non
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.communicate()
+
+
+def _corrupt(run: Path, index: int, cut: int | None = None) -> int:
+    """Damage line ``index`` (from 0) of ``run``'s rollouts.jsonl: replaced by text that is
+    not JSON, or (``cut``) cut to its first ``cut`` bytes, keeping its id and place so that
+    the index still reads it and only parsing it fails. Returns its line number."""
+    path = run / "rollouts.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[index] = b'{"broken' if cut is None else lines[index][:cut]
+    path.write_bytes(b"\n".join(lines))
+    return index + 1
+
+
+def test_a_run_with_a_corrupt_line_is_listed_with_its_error(
+    runs: Path, jobs: Path, tmp_path: Path
+) -> None:
+    """A run with a corrupt line in the middle of rollouts.jsonl (not JSON at all, or a
+    line cut short after its id in a run without its summary) is listed with its error,
+    naming the file and the line; every other run (and job) is listed as usual. Its page
+    says the same; a job whose cell is corrupt shows its other cells and says which one
+    cannot be read."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name in ("good", "bad"):
+        subprocess.run(["cp", "-a", str(runs / name), str(folder / name)], check=True)
+    subprocess.run(["cp", "-a", str(runs / "good"), str(folder / "torn")], check=True)
+    subprocess.run(["cp", "-a", str(runs / "good"), str(folder / "cut")], check=True)
+    subprocess.run(["cp", "-a", str(jobs / "sweep"), str(folder / "sweep")], check=True)
+    torn = _corrupt(folder / "torn", 3)
+    cut = _corrupt(folder / "cut", 1, cut=200)
+    (folder / "cut" / "summary.json").unlink()  # killed before its summary: rollouts are read
+    cell = folder / "sweep" / "cells" / "example.chat.b"
+    cell_line = _corrupt(cell, 4)
+    # a job page takes a finished cell's figures from its summary (no scan of the rollouts);
+    # a cell killed before writing one is read, and its corrupt line found
+    (cell / "summary.json").unlink()
+    errors = {
+        "torn": f"{folder / 'torn' / 'rollouts.jsonl'}: line {torn} is not valid JSON",
+        "cut": f"{folder / 'cut' / 'rollouts.jsonl'}: line {cut} is not valid JSON",
+        "sweep~example.chat.b": f"{cell / 'rollouts.jsonl'}: line {cell_line} is not valid JSON",
+    }
+    with view_server(folder) as url:
+        listing = get_json(url, "/api/runs")
+        assert {r["name"] for r in listing["runs"]} == {
+            "good",
+            "bad",
+            *(f"sweep~{c}" for c in JOB_CELLS if c != "example.chat.b"),
+        }
+        assert [j["name"] for j in listing["jobs"]] == ["sweep"]
+        broken = {b["name"]: b for b in listing["broken"]}
+        assert set(broken) == set(errors)
+        for name, error in errors.items():
+            assert broken[name]["kind"] == "run" and broken[name]["error"].startswith(error)
+        assert (broken["sweep~example.chat.b"]["job"], broken["sweep~example.chat.b"]["cell"]) == (
+            "sweep",
+            "example.chat.b",
+        )
+        for name, error in errors.items():  # the run's own page: the same error
+            status, body = raw_get(url, f"/api/run/{name}")
+            assert status == 422 and json.loads(body)["error"].startswith(error), (status, body)
+        job = get_json(url, "/api/job/sweep")
+        cells = {c["name"]: c for c in job["cell_list"]}
+        assert cells["example.chat.b"]["state"] == "broken"
+        assert cells["example.chat.b"]["error"].startswith(errors["sweep~example.chat.b"])
+        assert cells["example.chat.a"]["state"] == "complete"
+        assert {r["label"] for r in job["leaderboard"]} == {"example.chat.a", "example.chat.c"}
+    # agentkit runs lists it the same way
+    done = run_agentkit("runs", str(folder), "--json")
+    assert done.returncode == 0, done.stderr
+    by_name = {Path(r["path"]).name: r for r in json.loads(done.stdout)}
+    assert by_name["torn"]["error"].startswith(errors["torn"]) and by_name["good"]["error"] is None
+    table = run_agentkit("runs", str(folder))
+    assert table.returncode == 0 and f"torn: cannot read it: {errors['torn']}" in table.stdout

@@ -650,6 +650,39 @@ def test_a_crafted_path_is_refused_in_the_browser(runs: Path, tab: Any) -> None:
         assert "sandbox" in response.headers["content-security-policy"]
 
 
+def test_a_run_with_a_corrupt_line_is_named_and_the_others_shown(
+    runs: Path, tab: Any, tmp_path: Path
+) -> None:
+    """One run's rollouts.jsonl has a line that is not JSON: the runs page still lists
+    the other runs, and names the broken one with its file and line, linked to its page,
+    which says the same."""
+    from playwright.sync_api import expect
+
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for name in ("arith-good", "arith"):
+        shutil.copytree(runs / name, folder / name)
+    shutil.copytree(runs / "arith-good", folder / "damaged")
+    rollouts = folder / "damaged" / "rollouts.jsonl"
+    lines = rollouts.read_text().split("\n")
+    lines[2] = '{"not json'
+    rollouts.write_text("\n".join(lines))
+    error = f"{rollouts}: line 3 is not valid JSON"
+    with view_server(folder) as url:
+        t = tab(http_errors=True)  # the damaged run's page answers 422 on purpose
+        page = t.page
+        page.goto(url)
+        expect(page.locator("tr.run-row")).to_have_count(2)
+        expect(page.locator("tr.run-row[data-run=arith-good]")).to_be_visible()
+        broken = page.locator("p.broken[data-name=damaged]")
+        expect(broken).to_contain_text(f"damaged: {error}")
+        t.shot("runs-with-a-broken-run")
+        broken.locator("a").click()
+        expect(page.locator(".error-card")).to_contain_text("Cannot show this")
+        expect(page.locator(".error-card")).to_contain_text(error)
+        t.shot("broken-run-page")
+
+
 # -- statistics, charts and jobs ----------------------------------------------------
 
 #: The chart on a canvas as Chart.js holds it: labels and each dataset's type, label, data.

@@ -379,6 +379,7 @@ def runs_cmd(
                         "mean_reward": r.mean_reward,
                         "cost": r.cost,
                         "complete": r.complete,
+                        "error": r.error,
                     }
                     for r in listings
                 ],
@@ -405,11 +406,16 @@ def runs_cmd(
             r.taskset or "-",
             r.harness or "-",
             r.model or "-",
-            f"{r.finished}/{r.planned}",
-            str(r.errors),
+            "?" if r.error else f"{r.finished}/{r.planned}",
+            "?" if r.error else str(r.errors),
             "-" if r.mean_reward is None else f"{r.mean_reward:.3f}",
         )
     console = Console(soft_wrap=False)
     if not console.is_terminal:  # piped: no need to fold paths at 80 columns
         console = Console(soft_wrap=False, width=200)
     console.print(table)
+    for r in listings:
+        if r.error:  # listed from its manifest alone: why its rollouts are not counted
+            console.print(
+                f"{r.path.name}: cannot read it: {r.error}", highlight=False, markup=False
+            )

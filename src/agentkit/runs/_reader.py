@@ -15,7 +15,7 @@ import math
 import mmap
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +75,8 @@ class Run:
         self._place: dict[str, tuple[int, int]] = {}
         self._by_task: list[str] | None = None
         self._scanned = 0
+        #: Whole lines of rollouts.jsonl indexed so far (to name a bad line by number).
+        self._lines_scanned = 0
         self._cache: dict[str, Rollout] = {}
         #: Set when rollouts.jsonl ends in a half-written line (a killed run; resume drops it).
         self.torn_tail: str | None = None
@@ -95,7 +97,9 @@ class Run:
         new = 0
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
             pos = self._scanned
+            number = self._lines_scanned  # whole lines before pos
             while True:
+                number += 1  # the number of the line at pos
                 end = mm.find(b"\n", pos)
                 if end == -1:
                     if len(mm) > pos:  # a half-written last line: not finished (yet)
@@ -113,7 +117,7 @@ class Run:
                         rid = json.loads(b'"' + raw + b'"') if b"\\" in raw else raw.decode("utf-8")
                         self._place[rid] = (int(place.group(2)), int(place.group(1)))
                     else:  # not as agentkit writes it: parse the line
-                        line = _full_line(mm[pos:end], path)
+                        line = _full_line(mm[pos:end], path, number)
                         rid = line["rollout_id"]
                         self._place[rid] = (
                             int(line.get("group") or 0),
@@ -125,6 +129,7 @@ class Run:
                     self._cache.pop(rid, None)
                     new += 1
                 pos = end + 1
+            self._lines_scanned = number - 1  # not the torn or missing line after the last
             if pos == len(mm):
                 self.torn_tail = None
             self._scanned = pos
@@ -184,7 +189,20 @@ class Run:
                     data = None
                 if isinstance(data, dict) and all(k in data for k in _LIGHT_KEYS):
                     return data
-        return _full_line(line, self.path / ROLLOUTS)
+        return _full_line(line, self.path / ROLLOUTS, lambda: self._line_number(start))
+
+    def _line_number(self, start: int) -> int:
+        """The number of the line of rollouts.jsonl that starts at byte ``start`` (read
+        only to name a bad line in an error)."""
+        count = 1
+        with open(self.path / ROLLOUTS, "rb") as fh:
+            while start > 0:
+                block = fh.read(min(start, 1 << 22))
+                if not block:
+                    break
+                count += block.count(b"\n")
+                start -= len(block)
+        return count
 
     def rollout(self, rollout_id: str) -> Rollout:
         """One rollout by id or unique id prefix (a KeyError names the candidates)."""
@@ -532,7 +550,9 @@ def list_runs(folder: str | os.PathLike[str] = "runs") -> list[RunListing]:
 
     Reads each run's manifest and its summary.json when that is current
     (its count matches rollouts.jsonl); otherwise recomputes the counts.
-    Folders that are not runs are skipped.
+    Folders that are not runs are skipped. A run whose rollouts cannot be read
+    (a corrupt line) is listed from its manifest, with ``error`` saying why; the
+    others are listed as usual.
     """
     root = Path(folder)
     if not root.is_dir():
@@ -545,7 +565,10 @@ def list_runs(folder: str | os.PathLike[str] = "runs") -> list[RunListing]:
             run = Run(child)
         except RunDirError:
             continue
-        out.append(_listing(run))
+        try:
+            out.append(_listing(run))
+        except RunDirError as exc:
+            out.append(_unreadable(run, str(exc)))
     out.sort(key=lambda r: r.created_at, reverse=True)
     return out
 
@@ -573,6 +596,25 @@ def _listing(run: Run) -> RunListing:
     )
 
 
+def _unreadable(run: Run, error: str) -> RunListing:
+    """The listing of a run whose rollouts cannot be read: its manifest, and why."""
+    info = run.info
+    return RunListing(
+        path=run.path,
+        created_at=info.created_at,
+        taskset=info.taskset,
+        harness=info.harness,
+        model=info.model,
+        planned=info.planned,
+        finished=0,
+        errors=0,
+        mean_reward=None,
+        cost=None,
+        complete=False,
+        error=error,
+    )
+
+
 def _inside(root: Path, path: Path) -> bool:
     try:
         path.resolve().relative_to(root.resolve())
@@ -581,13 +623,17 @@ def _inside(root: Path, path: Path) -> bool:
     return True
 
 
-def _full_line(line: bytes, path: Path) -> dict[str, Any]:
+def _full_line(line: bytes, path: Path, number: int | Callable[[], int]) -> dict[str, Any]:
+    """One line of rollouts.jsonl parsed whole; a bad one is a :class:`RunDirError` naming
+    the file and the line's ``number`` (or what gives it, asked only then)."""
     try:
         data = json.loads(line)
     except ValueError:
-        raise RunDirError(f"{path}: a line is not valid JSON ({line[:80]!r}...)") from None
+        where = number if isinstance(number, int) else number()
+        raise RunDirError(f"{path}: line {where} is not valid JSON ({line[:80]!r}...)") from None
     if not isinstance(data, dict) or "rollout_id" not in data:
-        raise RunDirError(f"{path}: a line is not a rollout record ({line[:80]!r}...)")
+        where = number if isinstance(number, int) else number()
+        raise RunDirError(f"{path}: line {where} is not a rollout record ({line[:80]!r}...)")
     return data
 
 

@@ -131,6 +131,9 @@ class RunListing:
     infra_errors: int = 0
     #: pass@k over the tasks, by k as a string (``{"1": 0.6, "2": 0.7}``).
     pass_at_k: dict[str, float] = attrs.field(factory=dict)
+    #: Why the run's rollouts could not be read (a corrupt line of rollouts.jsonl: the
+    #: file and the line), or None. Such a run is listed from its manifest alone.
+    error: str | None = None
 
 
 @attrs.frozen(kw_only=True)

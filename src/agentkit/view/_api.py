@@ -317,12 +317,12 @@ class Viewer:
         runs, jobs = self._scan()
         cell_of: dict[str, tuple[str, str]] = {}
         found: dict[str, JobDir] = {}
-        broken = []
+        broken: list[dict[str, str | None]] = []
         for job, path in jobs.items():
             try:
                 found[job] = jd = self.job_dir(job, path)
             except RunDirError as exc:
-                broken.append({"name": job, "error": str(exc)})
+                broken.append({"name": job, "kind": "job", "error": str(exc)})
                 continue
             prefix = "" if self.single_job else job + JOINER
             for c in jd.cells:
@@ -330,11 +330,14 @@ class Viewer:
         out = []
         for name in runs:
             try:
-                e = self.entry(name)
-            except NotFound as exc:
-                broken.append({"name": name, "error": str(exc)})
-                continue
-            out.append(self._listing(name, e))
+                out.append(self._listing(name, self.entry(name)))
+            except (NotFound, RunDirError) as exc:
+                # one run that cannot be read (a corrupt line) is listed with its error;
+                # the others are still listed
+                of_job, cell = self._cell_of(name)
+                broken.append(
+                    {"name": name, "kind": "run", "job": of_job, "cell": cell, "error": str(exc)}
+                )
         out.sort(key=lambda r: r["created_at"] or 0.0, reverse=True)
         listed = {r["name"]: r for r in out}
         job_list = []
@@ -444,7 +447,7 @@ class Viewer:
             out.append([name, _size(path / ROLLOUTS), _mtime(path / MANIFEST)])
             try:
                 out[-1].append(self.entry(name).run.state())
-            except NotFound:
+            except (NotFound, RunDirError):
                 out[-1].append("broken")
         return out
 
@@ -833,12 +836,10 @@ class Viewer:
         for c in jd.cells:
             run = prefix + c.name if c.started else None
             listing = None
+            error = None
             if run is not None:
                 try:
                     e = self.entry(run, refresh=False)
-                except NotFound:
-                    run = None
-                else:
                     stored = e.settled()
                     if stored is not None:  # a 100,000-rollout job opens without a scan
                         listing = self._settled_listing(run, e, stored)
@@ -846,6 +847,10 @@ class Viewer:
                         e.refresh()
                         listing = self._listing(run, e)
                     scored.append((run, e.scores(), e.row(c.name)))
+                except NotFound:
+                    run = None
+                except RunDirError as exc:  # a corrupt line: the cell says so, the rest shows
+                    run, listing, error = None, None, str(exc)
             listings[c.name] = listing
             cells.append(
                 {
@@ -854,10 +859,13 @@ class Viewer:
                     "axes": c.axes,
                     "state": listing["state"]
                     if listing
+                    else "broken"
+                    if error
                     else "outside"
                     if c.outside
                     else "not started",
                     "listing": listing,
+                    "error": error,
                 }
             )
         axes_of = {prefix + c.name: c.axes for c in jd.cells}

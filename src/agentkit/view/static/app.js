@@ -394,7 +394,12 @@
         ? h("tr", {}, h("td", { colspan: columns.length + 1, class: "muted", text: "No runs here yet: they appear as soon as agentkit run starts writing one." }))
         : null;
       fill(table, h("table", { class: "grid runs" }, h("thead", {}, head), h("tbody", {}, body, empty)));
-      for (const b of data.broken || []) table.append(h("p", { class: "err-text small", text: `${b.name}: ${b.error}` }));
+      // a run or a job that cannot be read: listed with its error (a run links to its page,
+      // which says the same); the others are listed as usual
+      for (const b of data.broken || []) {
+        table.append(h("p", { class: "err-text small broken", dataset: { name: b.name } },
+          b.kind === "run" ? nav(runUrl(b.name), b.name) : h("span", { text: b.name }), `: ${b.error}`));
+      }
       syncCompare();
     }
 
@@ -1468,7 +1473,8 @@
         return h("tr", { class: "job-cell", dataset: { cell: c.name } },
           h("td", {}, c.run ? nav(runUrl(c.run), c.name) : h("span", { text: c.name })),
           Object.keys(job.axes).map((axis) => h("td", { class: "clip", text: c.axes[axis] || "–" })),
-          h("td", { class: "nowrap" }, l ? [`${int(l.finished)}/${int(l.planned)} `, stateBadge(l.state)] : badge("not started", "")),
+          h("td", { class: "nowrap" }, l ? [`${int(l.finished)}/${int(l.planned)} `, stateBadge(l.state)]
+            : c.error ? [badge("cannot read", "bad"), h("div", { class: "small err-text", text: c.error })] : badge("not started", "")),
           h("td", { class: "num", text: l ? mean(l.mean_reward) : "–" }),
           h("td", { class: `num ${l && l.errors ? "err-text" : ""}`, text: l ? int(l.errors) : "–" }),
           h("td", { class: "num", text: l ? money(l.cost) : "–" }));
