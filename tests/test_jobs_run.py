@@ -139,6 +139,13 @@ def test_harbor_job_cells_compare_as_runs(harbor_job: Path) -> None:
     assert missing.returncode == 2
     assert "no cell 'harbor.bogus'; its cells: harbor.oracle, harbor.nop" in missing.stderr
     assert "Traceback" not in missing.stderr
+    itself = agentkit_cli("job", "compare", str(harbor_job), "harbor.oracle", "harbor.oracle")
+    assert itself.returncode == 2 and itself.stdout == ""
+    assert (
+        f"{harbor_job}: cell 'harbor.oracle' compared with itself agrees on every task; give "
+        "two different cells"
+    ) in itself.stderr
+    assert "Traceback" not in itself.stderr
 
 
 # -- JSONL tasks, the chat harness, scripted models ----------------------------------------

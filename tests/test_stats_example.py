@@ -8,6 +8,9 @@ import io
 import json
 import math
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import attrs
@@ -128,16 +131,97 @@ def test_compare_json_is_the_same_comparison(folder: Path) -> None:
     assert any("only in B" in note for note in data["notes"])
 
 
-def test_a_run_against_itself_has_no_p_value(folder: Path) -> None:
-    done = run_cli("compare", "runs/A", "runs/A", "--json", cwd=folder)
+def test_a_copy_of_a_run_has_no_p_value_and_is_named_a_copy(folder: Path, tmp_path: Path) -> None:
+    """Two runs that agree on every task (a copy of A): no variance, no p-value, and a
+    note that they are copies of one run (the same run id)."""
+    shutil.copytree(folder / "runs" / "A", tmp_path / "A-copy")
+    copy = str(tmp_path / "A-copy")
+    done = run_cli("compare", "runs/A", copy, "--json", cwd=folder)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert data["difference"]["mean"] == 0 and data["difference"]["p_value"] is None
     assert data["ties"] == 4 and data["top"] == []
     assert any("no variance" in note for note in data["notes"])
-    text = run_cli("compare", "runs/A", "runs/A", cwd=folder)
+    assert any(note.startswith("A and B are copies of one run") for note in data["notes"])
+    text = run_cli("compare", "runs/A", copy, cwd=folder)
     assert "same mean reward on every shared task" in text.stdout
+    assert "Note: A and B are copies of one run (run id " in text.stdout
     assert "p =" not in text.stdout
+
+
+def test_the_same_run_twice_is_an_error(folder: Path, tmp_path: Path) -> None:
+    """The same directory, under one path or two (another spelling, a symbolic link):
+    one message, exit 2, nothing on stdout."""
+    (tmp_path / "link").symlink_to(folder / "runs" / "A")
+    for other in ("runs/A", "./runs/A/", str(folder / "runs" / "A"), str(tmp_path / "link")):
+        for extra in ((), ("--json",)):
+            done = run_cli("compare", "runs/A", other, *extra, cwd=folder)
+            assert done.returncode == 2, (other, done.stdout)
+            assert done.stdout == "" and "Traceback" not in done.stderr
+            assert (
+                f"runs/A and {Path(other)} are the same run directory: a run compared with "
+                "itself agrees on every task; give two different runs"
+            ) in done.stderr, done.stderr
+    # the leaderboard lists a run given twice once, and says so
+    board = run_cli("runs", "--compare", "runs/A", str(tmp_path / "link"), "--json", cwd=folder)
+    assert board.returncode == 0, board.stderr
+    assert [r["label"] for r in json.loads(board.stdout)] == ["A"]
+    assert f"Note: {tmp_path / 'link'} is runs/A given again: listed once" in board.stderr
+
+
+def test_a_run_still_being_written_is_said_to_be_partial(folder: Path) -> None:
+    """Run B again while its model holds back every answer for task 3: while the run is
+    going (it holds its lock, no summary yet), comparing A with it says its figures are
+    partial, and so does a leaderboard of it."""
+    script = {**EXAMPLE_SCRIPT, "rules": [
+        {"match": {"last_user_contains": "task 3."}, "reply": {"fail": "hang"}},
+        *EXAMPLE_SCRIPT["rules"],
+    ]}  # fmt: skip
+    with ScriptedModelServer(script) as server:
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "agentkit", "run", "jsonl:example.jsonl", "chat",
+                "--model", "b", "--base-url", server.base_url, "-n", "2", "--max-retries", "0",
+                "--out", "runs/live", "--no-progress",
+            ],
+            cwd=folder,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        try:
+            rollouts = folder / "runs" / "live" / "rollouts.jsonl"
+            # the eight rollouts of the other tasks finish; task 3's two wait for the model
+            while not (rollouts.exists() and rollouts.read_text().count("\n") == 8):
+                if proc.poll() is not None:
+                    raise AssertionError(f"agentkit run ended: {proc.communicate()}")
+                time.sleep(0.02)  # polls the file: the condition, not a guess of time
+            assert agentkit.runs.open(folder / "runs" / "live").state() == "running"
+            done = run_cli("compare", "runs/A", "runs/live", cwd=folder)
+            assert done.returncode == 0, done.stderr
+            partial = (
+                "Note: B (runs/live) is still being written (8 of 10 rollouts finished; no "
+                "summary yet): its figures are partial and will change"
+            )
+            assert partial in done.stdout
+            as_json = json.loads(
+                run_cli("compare", "runs/A", "runs/live", "--json", cwd=folder).stdout
+            )
+            assert partial.removeprefix("Note: ") in as_json["notes"]
+            board = run_cli("runs", "--compare", "runs/A", "runs/live", cwd=folder)
+            assert board.returncode == 0, board.stderr
+            assert (
+                "Note: live is still being written (8 of 10 rollouts finished): its row is "
+                "partial and will change"
+            ) in board.stderr
+        finally:
+            proc.terminate()
+            proc.communicate(timeout=60)
+    # once it has stopped (interrupted, its summary written) there is no such note
+    done = run_cli("compare", "runs/A", "runs/live", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    assert "still being written" not in done.stdout
+    shutil.rmtree(folder / "runs" / "live")
 
 
 def test_leaderboard_in_every_format(folder: Path) -> None:

@@ -5,6 +5,7 @@ compare`` print a job's cells the same way)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -56,7 +57,27 @@ def leaderboard_runs(paths: Sequence[Path]) -> list[Run]:
                 f"{path}: neither a run directory (no manifest.json) nor a folder of runs"
             )
         runs.extend(sorted(found, key=lambda r: r.info.created_at))
-    return runs
+    return _once(runs)
+
+
+def _once(runs: Sequence[Run]) -> list[Run]:
+    """Each run directory once (a run given twice, or under two paths, is one row; a note
+    on stderr says so)."""
+    out: list[Run] = []
+    for run in runs:
+        twin = next((r for r in out if _same_directory(r.path, run.path)), None)
+        if twin is not None:
+            click.echo(f"Note: {run.path} is {twin.path} given again: listed once", err=True)
+            continue
+        out.append(run)
+    return out
+
+
+def _same_directory(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def print_leaderboard(
@@ -105,7 +126,8 @@ def print_leaderboard(
 
 
 def leaderboard_command(paths: Sequence[Path], fmt: str, out: Path | None) -> None:
-    """``agentkit runs --compare``: the leaderboard of the runs under ``paths``."""
+    """``agentkit runs --compare``: the leaderboard of the runs under ``paths`` (each run
+    once); a note on stderr names a run still being written (its row is partial)."""
     runs = leaderboard_runs(paths)
     if not runs:
         raise SpecError("no runs to compare: give run directories or folders of runs")
@@ -113,6 +135,13 @@ def leaderboard_command(paths: Sequence[Path], fmt: str, out: Path | None) -> No
     labels = [r.path.name if names.count(r.path.name) == 1 else str(r.path) for r in runs]
     rows = [run_stats(run, label=label) for run, label in zip(runs, labels, strict=True)]
     print_leaderboard(rows, fmt, out=out)
+    for run, label in zip(runs, labels, strict=True):
+        if run.state() == "running":
+            click.echo(
+                f"Note: {label} is still being written ({len(run)} of {run.info.planned} "
+                "rollouts finished): its row is partial and will change",
+                err=True,
+            )
 
 
 @click.command("compare")
@@ -134,7 +163,9 @@ def compare_cmd(run_a: Path, run_b: Path, as_json: bool, top: int) -> None:
     A - B with its 95% confidence interval and the p-value of a paired
     t-test on per-task mean rewards, how many tasks each does better on,
     and the tasks that differ most. Tasks only one run scored are counted
-    and left out.
+    and left out. The same run given twice is an error; a run still being
+    written is compared on what it has finished, with a note that its
+    figures are partial.
     """
     print_comparison(open_run(run_a), open_run(run_b), as_json=as_json, top=top)
 

@@ -404,7 +404,14 @@ def job_show_cmd(job_dir: Path, fmt: str, out: Path | None) -> None:
 )
 def job_compare_cmd(job_dir: Path, cell_a: str, cell_b: str, as_json: bool, top: int) -> None:
     """Compare two cells of JOB_DIR on the tasks both scored, as agentkit compare does:
-    the difference A - B with its 95% interval and a paired t-test's p-value."""
+    the difference A - B with its 95% interval and a paired t-test's p-value. A cell
+    compared with itself is an error; a cell still running is compared on what it has
+    finished, with a note that its figures are partial."""
     job = open_job(job_dir)
     a, b = job.cell(cell_a), job.cell(cell_b)
+    if cell_a == cell_b:
+        raise SpecError(
+            f"{job_dir}: cell {cell_a!r} compared with itself agrees on every task; give two "
+            "different cells"
+        )
     print_comparison(a.open(), b.open(), as_json=as_json, top=top)

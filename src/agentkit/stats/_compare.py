@@ -15,6 +15,8 @@ from pathlib import Path
 
 import attrs
 
+from agentkit._errors import SpecError
+from agentkit._rundir import SUMMARY
 from agentkit.runs import Run, open_run
 from agentkit.stats._estimate import DEFAULT_CONFIDENCE, PairedTest, paired_t_test
 from agentkit.stats._leaderboard import RunStats, run_row, scores_stats
@@ -60,6 +62,9 @@ class Comparison:
     wins_a: int
     wins_b: int
     ties: int
+    #: What a reader must know of the runs themselves (a run still being written: its
+    #: figures are partial; two copies of one run), set by :func:`compare_runs`.
+    run_notes: tuple[str, ...] = ()
 
     @property
     def shared(self) -> int:
@@ -77,7 +82,8 @@ class Comparison:
 
     @property
     def notes(self) -> list[str]:
-        """What a reader must know: tasks left out, why there is no p-value."""
+        """What a reader must know: a run still being written (its figures are partial),
+        tasks left out, why there is no p-value."""
         out = []
         if self.only_a or self.only_b:
             sides = [
@@ -98,7 +104,7 @@ class Comparison:
             )
         if self.test.note:
             out.append(self.test.note)
-        return out
+        return [*self.run_notes, *out]
 
 
 def _some(ids: list[str], shown: int = 3) -> str:
@@ -130,17 +136,60 @@ def compare_runs(
     *,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> Comparison:
-    """Compare two run directories (paths or open runs) on the tasks both scored."""
+    """Compare two run directories (paths or open runs) on the tasks both scored.
+
+    The same run directory twice (under one path or two) is a
+    :class:`~agentkit.SpecError`: a run agrees with itself on every task. A run
+    still being written (a process holds it: :meth:`~agentkit.runs.Run.state` is
+    ``running``) is compared on what it has finished, and the comparison's notes
+    say that its figures are partial; two copies of one run (the same ``run_id``)
+    are compared, with a note saying so.
+    """
     run_a = a if isinstance(a, Run) else open_run(Path(a))
     run_b = b if isinstance(b, Run) else open_run(Path(b))
+    if _same_directory(run_a.path, run_b.path):
+        raise SpecError(
+            f"{run_a.path} and {run_b.path} are the same run directory: a run compared with "
+            "itself agrees on every task; give two different runs"
+        )
     a_scores, b_scores = scores_of_run(run_a), scores_of_run(run_b)
-    return _compare(
-        a_scores,
-        b_scores,
-        run_row(run_a, a_scores, label=str(run_a.path), confidence=confidence),
-        run_row(run_b, b_scores, label=str(run_b.path), confidence=confidence),
-        confidence,
+    return attrs.evolve(
+        _compare(
+            a_scores,
+            b_scores,
+            run_row(run_a, a_scores, label=str(run_a.path), confidence=confidence),
+            run_row(run_b, b_scores, label=str(run_b.path), confidence=confidence),
+            confidence,
+        ),
+        run_notes=tuple(_run_notes(run_a, run_b)),
     )
+
+
+def _same_directory(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _run_notes(run_a: Run, run_b: Run) -> list[str]:
+    """A run still being written (its figures are partial); two copies of one run."""
+    out = []
+    for side, run in (("A", run_a), ("B", run_b)):
+        if run.state() == "running":
+            summary = "" if (run.path / SUMMARY).exists() else "; no summary yet"
+            out.append(
+                f"{side} ({run.path}) is still being written ({len(run)} of "
+                f"{run.info.planned} rollouts finished{summary}): its figures are partial "
+                "and will change"
+            )
+    id_a, id_b = run_a.info.manifest.get("run_id"), run_b.info.manifest.get("run_id")
+    if isinstance(id_a, str) and id_a == id_b:
+        out.append(
+            f"A and B are copies of one run (run id {id_a}): they differ only where one of "
+            "them ran rollouts the other has not (a resume of one copy)"
+        )
+    return out
 
 
 def _compare(
