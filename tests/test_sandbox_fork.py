@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
@@ -224,6 +225,76 @@ async def test_a_file_written_during_the_fork_is_never_torn(
         seen = ok(await child.exec(f"python3 -c {BYTES_SEEN!r}"))
         assert seen in ("A 4194304\n", "B 4194304\n"), seen  # all A or all B, never a mix
         await child.close()
+
+
+#: What a child finds in /app/f of the two-step writer below: ``empty`` (just truncated),
+#: ``first`` (its first write done), ``whole`` (both), or ``torn`` (anything else).
+STEPS_SEEN = (
+    "import re\n"
+    "d = open('/app/f', 'rb').read()\n"
+    "m = re.fullmatch(rb'(\\d+):first:(A*)\\n(?:(\\d+):second:(B*)\\n)?', d, re.S)\n"
+    "one = m and len(m[2]) == 1 << 20\n"
+    "two = one and m[3] is not None and m[3] == m[1] and len(m[4]) == 1 << 20\n"
+    "print('empty' if not d else 'whole' if two else 'first' if one and m[3] is None\n"
+    "      else f'torn {len(d)}')\n"
+)
+
+
+async def test_a_child_sees_each_file_as_it_was_at_the_pause(
+    local: Make, children: list[Sandbox]
+) -> None:
+    """What docs/sandboxes.md promises of a fork: each file as it was at the moment the
+    parent was paused, each of the parent's writes either in it whole or not at all. A
+    file the parent rewrites in two steps (truncate and write, then write more) is seen
+    in a state it passed through, which may be between the steps; a file written and
+    closed before fork() is whole."""
+    parent = await local()
+    ok(await parent.exec("python3 -c \"open('/app/done', 'wb').write(b'D' * (4 << 20))\""))
+    # Rewrites /app/f forever: truncate, write 1 MiB of A, then 1 MiB of B, close.
+    writer = (
+        "import os\n"
+        "i = 0\n"
+        "while True:\n"
+        "    i += 1\n"
+        "    fd = os.open('/app/f', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n"
+        "    os.write(fd, b'%d:first:' % i + b'A' * (1 << 20) + b'\\n')\n"
+        "    if i == 1:\n"
+        "        open('/app/started', 'w').close()\n"
+        "    os.write(fd, b'%d:second:' % i + b'B' * (1 << 20) + b'\\n')\n"
+        "    os.close(fd)\n"
+    )
+    ok(await parent.exec(f"cat > /app/w.py <<'EOF'\n{writer}EOF\npython3 /app/w.py &"))
+    ok(await parent.exec("while [ ! -e /app/started ]; do sleep 0.01; done"))
+    seen = []
+    for _ in range(6):
+        child = await fork_sandbox(parent)
+        children.append(child)
+        seen.append(ok(await child.exec(f"python3 -c {shlex.quote(STEPS_SEEN)}")).strip())
+        assert ok(await child.exec("wc -c < /app/done; tr -d D < /app/done | wc -c")) == (
+            f"{4 << 20}\n0\n"
+        )
+        await child.close()
+    assert set(seen) <= {"empty", "first", "whole"}, seen  # never a write half done
+
+    # Paused between the two steps, for certain: the child has the first step only.
+    stepper = (
+        "import os\n"
+        "fd = os.open('/app/g', os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)\n"
+        "os.write(fd, b'step one\\n')\n"
+        "open('/app/between', 'w').close()\n"
+        "open('/app/go').read()\n"  # a FIFO: waits for the test
+        "os.write(fd, b'step two\\n')\n"
+        "os.close(fd)\n"
+        "open('/app/done-g', 'w').close()\n"
+    )
+    ok(await parent.exec(f"mkfifo /app/go && cat > /app/s.py <<'EOF'\n{stepper}EOF\n"
+                         "python3 /app/s.py &"))  # fmt: skip
+    ok(await parent.exec("while [ ! -e /app/between ]; do sleep 0.01; done"))
+    child = await fork_sandbox(parent)
+    children.append(child)
+    ok(await parent.exec("echo go > /app/go && while [ ! -e /app/done-g ]; do sleep 0.01; done"))
+    assert ok(await parent.exec("cat /app/g")) == "step one\nstep two\n"
+    assert ok(await child.exec("cat /app/g")) == "step one\n"  # as it was at the pause
 
 
 async def test_closing_either_side_leaves_the_other_working(

@@ -187,7 +187,10 @@ class ForkableSandbox(Sandbox, Protocol):
         image's entrypoint) but copies no ``hints.paths`` in. It has the
         parent's hints, options and model endpoint, its own network and, where
         the sandbox has them, its own host ids. The parent's processes are
-        paused only while its files are copied.
+        paused only while its files are copied, and the child has each file as
+        it was at the pause: each of their writes whole or not at all, but a
+        file written in several writes (truncated, then written) maybe between
+        them (docs/sandboxes.md, "What a fork guarantees of a file being written").
 
         ``root``: where the child's files live (a directory that does not
         exist yet, or is empty; kept at close unless ``close(remove=True)``);

@@ -2,8 +2,10 @@
 
 :func:`pause` stops every process of a sandbox with ``SIGSTOP`` and returns
 once each of them (every thread) is stopped: a stopped process is outside
-every system call, so no write is half done and the files are a consistent
-view. :meth:`Paused.resume` sends ``SIGCONT``.
+every system call, so no write is half done and the files are as they were
+at that moment (which may be between two writes of a program that writes a
+file in several: docs/sandboxes.md, "What a fork guarantees of a file being
+written"). :meth:`Paused.resume` sends ``SIGCONT``.
 
 The tree is walked from its roots (the orchestrator's own wrapper processes
 of running commands, ``nsenter``, and the sandbox's pid namespace's init),
