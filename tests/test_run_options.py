@@ -9,6 +9,7 @@ shows that mypy checks every caller's keywords.)
 from __future__ import annotations
 
 import json
+import math
 import tomllib
 import typing
 from pathlib import Path
@@ -78,6 +79,29 @@ REFUSED: list[tuple[str, Any, str]] = [
     ("run_cost_limit", -2.5, "run_cost_limit must be more than 0 (USD), got -2.5"),
     ("event_buffer", -1, "event_buffer must be 0 or more, got -1"),
     ("task_ids", "ts:0", "task_ids must be a list of task ids, got the string 'ts:0'"),
+    # a NaN or infinite number anywhere in a table of settings (it would be sent upstream
+    # and written into every file the run writes)
+    (
+        "sampling_args",
+        {"temperature": float("nan")},
+        "sampling_args.temperature must be a finite number, got nan",
+    ),
+    (
+        "sampling_args",
+        {"extra_body": {"weights": [1.0, float("-inf")]}},
+        "sampling_args.extra_body.weights[1] must be a finite number, got -inf",
+    ),
+    (
+        "sandbox_options",
+        {"max_cpu_seconds": float("inf")},
+        "sandbox_options.max_cpu_seconds must be a finite number, got inf",
+    ),
+    ("price", {"input": float("nan"), "output": 1.0}, "price input: expected USD per million"),
+    (
+        "context",
+        None,  # filled in below: a RunContext cannot be built with a NaN temperature
+        "sampling_args.temperature must be a finite number, got nan",
+    ),
 ]
 
 
@@ -85,6 +109,12 @@ REFUSED: list[tuple[str, Any, str]] = [
 async def test_each_bad_value_is_refused_once_with_its_message(
     field: str, value: Any, message: str, tmp_path: Path
 ) -> None:
+    if field == "context":  # the context refuses it itself, before any run sees it
+        with pytest.raises(SpecError, match=message):
+            RunContext(sampling_args={"temperature": float("nan")})
+        with pytest.raises(SpecError, match="timeout_sec must be a finite number, got inf"):
+            RunContext().evolve(limits=attrs.evolve(RunContext().limits, timeout_sec=math.inf))
+        return
     with pytest.raises(SpecError) as built:
         RunOptions(**{field: value})
     assert message in str(built.value)
@@ -217,6 +247,18 @@ def test_from_mapping_builds_the_same_class_from_a_toml_table() -> None:
         ({"on_start": "print"}, ValidationError, "on_start: not a file setting"),
         ({"concurrency": 0}, SpecError, "concurrency must be at least 1, got 0"),
         ({"price": {"input": -1}}, SpecError, "price input: expected USD per million"),
+        # TOML has nan and inf; no setting may hold them, typed or in a table
+        ({"timeout": math.nan}, ValidationError, "timeout: expected a finite number, got nan"),
+        (
+            {"sampling_args": {"temperature": math.nan}},
+            ValidationError,
+            "sampling_args.temperature: expected a finite number, got nan",
+        ),
+        (
+            {"price": {"input": math.inf, "output": 1.0}},
+            ValidationError,
+            "price.input: expected a finite number, got inf",
+        ),
     ],
 )
 def test_from_mapping_is_strict_and_names_the_file_and_the_key(

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from agentkit._convert import unstructure
+from agentkit._errors import SpecError
+from agentkit._limits import non_finite
 
 if TYPE_CHECKING:
     from agentkit._pricing import Pricing
@@ -40,6 +42,14 @@ def public_headers(headers: dict[str, str]) -> dict[str, str]:
     return {name: "***" if is_secret_header(name) else value for name, value in headers.items()}
 
 
+def _finite(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    """Every number in a setting finite: NaN or Infinity would reach the model server
+    and every file the run writes."""
+    found = non_finite(value, attribute.name)
+    if found is not None:
+        raise SpecError(f"{found[0]} must be a finite number, got {found[1]!r}")
+
+
 @attrs.frozen(kw_only=True)
 class Limits:
     """Bounds on one rollout.
@@ -53,11 +63,11 @@ class Limits:
     still scored.
     """
 
-    timeout_sec: float | None = None
+    timeout_sec: float | None = attrs.field(default=None, validator=_finite)
     max_turns: int | None = None
     max_tokens: int | None = None
     token_limit: int | None = None
-    cost_limit: float | None = None
+    cost_limit: float | None = attrs.field(default=None, validator=_finite)
     message_limit: int | None = None
 
     def exceeded(self, usage: Usage, cost: float | None) -> tuple[str, str] | None:
@@ -96,7 +106,7 @@ class RunContext:
     base_url: str | None = None
     api_key: str | None = attrs.field(default=None, repr=False)
     api_key_env: str = "OPENAI_API_KEY"
-    sampling_args: dict[str, Any] = attrs.field(factory=dict)
+    sampling_args: dict[str, Any] = attrs.field(factory=dict, validator=_finite)
     headers: dict[str, str] = attrs.field(factory=dict, repr=False)
     limits: Limits = attrs.field(factory=Limits)
     pricing: Pricing | None = attrs.field(default=None, repr=False, eq=False)

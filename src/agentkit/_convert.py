@@ -1,14 +1,16 @@
 """One strict converter between agentkit's data classes and JSON.
 
 Strict means: unknown keys are rejected, ``"10"`` is never turned into ``10``
-nor ``"true"`` into ``True``, and every error carries the path of the bad
-value (``tasks[3].metadata.model``). cattrs is imported on first use so that
-``import agentkit`` stays fast.
+nor ``"true"`` into ``True``, a number is finite (``NaN`` and infinities are
+not JSON, in a typed field or anywhere in a free-form object), and every
+error carries the path of the bad value (``tasks[3].metadata.model``). cattrs
+is imported on first use so that ``import agentkit`` stays fast.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import re
 import typing
 from collections.abc import Callable, Mapping
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import attrs
 
 from agentkit._errors import ValidationError
+from agentkit._limits import check_finite
 from agentkit._options import _matches, _type_name
 
 if TYPE_CHECKING:
@@ -36,6 +39,8 @@ def _strict_scalar(expected: type[Any]) -> Any:
             return float(value)
         if not ok:
             raise ValidationError("", f"expected {_TYPE_NAMES[expected]}, got {_describe(value)}")
+        if expected is float and not math.isfinite(value):
+            raise ValidationError("", f"expected a finite number, got {value!r}")
         return value
 
     return hook
@@ -90,6 +95,7 @@ def _structure_any_dict(value: Any, _type: Any) -> Any:
     for key in value:
         if not isinstance(key, str):
             raise ValidationError("", f"expected string keys, got {_describe(key)}")
+    check_finite(value, "")  # JSON has no NaN or Infinity, nor does any agentkit setting
     return value
 
 
@@ -103,6 +109,7 @@ def _structure_list(value: Any, tp: Any) -> list[Any]:
         raise ValidationError("", f"expected a list, got {_describe(value)}")
     (item,) = typing.get_args(tp) or (Any,)
     if item is Any:
+        check_finite(value, "")
         return list(value)
     out = []
     for i, element in enumerate(value):
@@ -137,6 +144,7 @@ def _is_plain_union(tp: Any) -> bool:
 
 def _structure_union(value: Any, tp: Any) -> Any:
     """Strict unions of plain JSON types: the value must already be one of them."""
+    check_finite(value, "")
     for arg in typing.get_args(tp):
         if attrs.has(arg) and isinstance(value, dict):
             return converter().structure(value, arg)

@@ -10,13 +10,16 @@ body) is read with :func:`loads_bounded`: as leniently as ``json.loads``, but a
 body nested deeper than :data:`MAX_NESTING_DEPTH` is a :class:`NestingError`
 (a ``ValueError``, like any malformed body) with our message, whether Python's
 parser gave up on it (200,000 levels: ``RecursionError``) or it parsed and would
-break whatever walks it next (redaction, the rollout record).
+break whatever walks it next (redaction, the rollout record). Every JSON file
+agentkit writes is written by :func:`dumps_finite`: strict JSON, never ``NaN``
+(a number that is not finite, from such a reply say, is written as ``null``).
 See docs/security.md for every cap.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -28,10 +31,12 @@ __all__ = [
     "NestingError",
     "check_finite",
     "check_nesting",
+    "dumps_finite",
     "json_type",
     "load_json",
     "loads_bounded",
     "nesting_depth",
+    "non_finite",
 ]
 
 #: How many levels of objects and arrays task data and replies may nest (a chat
@@ -39,6 +44,8 @@ __all__ = [
 #: Deeper data is refused when it is loaded: the code that reads it back
 #: (validation, conversion, redaction, JSON writing) is recursive.
 MAX_NESTING_DEPTH = 100
+
+_log = logging.getLogger("agentkit")
 
 
 class NestingError(ValueError):
@@ -83,17 +90,31 @@ def check_nesting(
         raise ValidationError(path, f"nested more than {limit} levels deep", source)
 
 
-def check_finite(value: Any, path: str, source: str | None = None) -> None:
-    """Raise :class:`ValidationError` when ``value`` holds a NaN or infinite number."""
+def non_finite(value: Any, path: str = "") -> tuple[str, float] | None:
+    """The path and value of the first NaN or infinite number in ``value`` (a number,
+    or JSON-like data: mappings, lists, tuples), or None when every number is finite."""
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
         item, where = stack.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            raise ValidationError(where, f"expected a finite number, got {item!r}", source)
-        if isinstance(item, Mapping):
-            stack.extend((v, f"{where}.{k}") for k, v in item.items())
+        if type(item) is float:
+            if not math.isfinite(item):
+                return where, item
+        elif isinstance(item, Mapping):
+            stack.extend((v, f"{where}.{k}" if where else str(k)) for k, v in item.items())
         elif isinstance(item, (list, tuple)):
             stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+        elif isinstance(item, float) and not math.isfinite(item):  # a float subclass
+            return where, item
+    return None
+
+
+def check_finite(value: Any, path: str, source: str | None = None) -> None:
+    """Raise :class:`ValidationError` when ``value`` holds a NaN or infinite number
+    (JSON has none; a setting, a task or a record must not either)."""
+    found = non_finite(value, path)
+    if found is not None:
+        where, number = found
+        raise ValidationError(where, f"expected a finite number, got {number!r}", source)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -107,6 +128,13 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _no_constant(name: str) -> Any:
     raise ValidationError("", f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValidationError("", f"the number {text[:40]} is too large for a float")
+    return value
 
 
 def load_json(
@@ -130,7 +158,9 @@ def load_json(
             raise ValidationError("", reason, source) from None
     text = text.removeprefix("\ufeff")
     try:
-        data = json.loads(text, object_pairs_hook=hook, parse_constant=_no_constant)
+        data = json.loads(
+            text, object_pairs_hook=hook, parse_constant=_no_constant, parse_float=_finite_float
+        )
     except ValidationError as exc:
         raise exc.with_source(source) if source else exc from None
     except json.JSONDecodeError as exc:
@@ -163,6 +193,45 @@ def loads_bounded(data: str | bytes, *, limit: int = MAX_NESTING_DEPTH) -> Any:
     )
     if opens > limit and nesting_depth(value, limit) > limit:
         raise NestingError(limit)
+    return value
+
+
+def dumps_finite(data: Any) -> str:
+    """Compact JSON text of ``data`` (not ASCII-escaped; objects JSON cannot hold as their
+    ``str``), as every file agentkit writes holds it: strict JSON, never ``NaN`` or
+    ``Infinity``.
+
+    Settings, tasks and replies are checked to be finite where they are read; a
+    number that still is not (a plugin's record holding ``float("nan")``) is written
+    as ``null`` with a warning on the ``agentkit`` logger naming its place, never as
+    text a JSON parser refuses.
+    """
+    try:
+        return json.dumps(
+            data, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False
+        )
+    except ValueError:
+        found = non_finite(data)
+        if found is None:
+            raise
+    _log.warning(
+        "agentkit: %s at %s is not a finite number; JSON has none, so it is written as null",
+        found[1],
+        found[0] or "the top level",
+    )
+    return json.dumps(
+        _finite_copy(data), ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False
+    )
+
+
+def _finite_copy(value: Any) -> Any:
+    """A copy of JSON-like data with every NaN or infinite number replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite_copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_copy(v) for v in value]
     return value
 
 

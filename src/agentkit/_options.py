@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -19,6 +20,7 @@ from typing import Any, Literal
 import attrs
 
 from agentkit._errors import OptionError
+from agentkit._limits import non_finite
 
 __all__ = ["Option", "OptionSchema"]
 
@@ -135,10 +137,15 @@ class OptionSchema:
             seen.add(name)
             opt = self.options.get(name)
             if opt is None:
-                if self.open_ended:
+                if not self.open_ended:
+                    raise self._unknown(name)
+                try:
                     out[name] = _parse_loose(text)
-                    continue
-                raise self._unknown(name)
+                except ValueError as exc:
+                    raise OptionError(
+                        f"{flag} {name}={text!r} for {self.owner}: expected {exc}"
+                    ) from None
+                continue
             try:
                 out[name] = _parse_text(text, opt.annotation)
             except ValueError as exc:
@@ -150,6 +157,12 @@ class OptionSchema:
     def validate(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """Check Python keyword options strictly: known names, right types, no coercion."""
         for name, value in values.items():
+            found = non_finite(value, name)
+            if found is not None:  # whatever the option's type: no setting is NaN
+                raise OptionError(
+                    f"option {found[0]!r} for {self.owner}: expected a finite number, "
+                    f"got {found[1]!r}"
+                )
             opt = self.options.get(name)
             if opt is None:
                 if self.open_ended:
@@ -197,10 +210,15 @@ def _jsonable(v: Any) -> bool:
 
 
 def _parse_loose(text: str) -> Any:
+    """JSON when ``text`` parses as JSON, else the text; a number that is not finite
+    (``NaN``, ``Infinity``, ``1e999``) is a ValueError."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError:
         return text
+    if non_finite(value) is not None:
+        raise ValueError("JSON without NaN or Infinity")
+    return value
 
 
 def _parse_text(text: str, tp: Any) -> Any:
@@ -239,9 +257,12 @@ def _parse_text(text: str, tp: Any) -> Any:
             raise ValueError("an integer") from None
     if tp is float:
         try:
-            return float(text)
+            number = float(text)
         except ValueError:
             raise ValueError("a number") from None
+        if not math.isfinite(number):
+            raise ValueError("a finite number")
+        return number
     if tp is str:
         return text
     if tp is Path:
@@ -255,6 +276,8 @@ def _parse_text(text: str, tp: Any) -> Any:
                 value = [_parse_text(s.strip(), item) for s in text.split(",") if s.strip()]
             else:
                 raise ValueError("JSON") from None
+        if non_finite(value) is not None:
+            raise ValueError("JSON without NaN or Infinity")
         if not _matches(value, tp):
             raise ValueError("JSON of that shape")
         return value
@@ -271,8 +294,10 @@ def _matches(value: Any, tp: Any) -> bool:
         return any(value == c and type(value) is type(c) for c in typing.get_args(tp))
     if tp is type(None):
         return value is None
-    if tp is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if tp is float:  # a finite number: NaN and infinities are no setting's value
+        return (
+            isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        )
     if tp is int:
         return isinstance(value, int) and not isinstance(value, bool)
     if tp is Path:

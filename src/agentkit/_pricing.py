@@ -14,6 +14,7 @@ models never pay for importing it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -57,7 +58,9 @@ class Price:
     def __attrs_post_init__(self) -> None:
         for kind in _KINDS:
             value = getattr(self, kind)
-            if value is not None and (not isinstance(value, (int, float)) or value < 0):
+            if value is not None and (
+                not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
+            ):
                 raise SpecError(
                     f"price {kind}: expected USD per million tokens >= 0, got {value!r}"
                 )

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from agentkit._limits import dumps_finite
+
 __all__ = [
     "MARKER",
     "MIN_SECRET_LENGTH",
@@ -213,7 +215,7 @@ class Redactor:
 
 
 def _dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return dumps_finite(data)  # strict JSON: never NaN or Infinity
 
 
 def _contains(path: Path, needles: list[bytes]) -> bool:

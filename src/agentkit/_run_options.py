@@ -24,6 +24,7 @@ from agentkit._convert import structure
 from agentkit._errors import SpecError, ValidationError
 from agentkit._events import Event
 from agentkit._executor import Executor
+from agentkit._limits import non_finite
 from agentkit._pricing import Price
 from agentkit._proxy_settings import DEFAULT_SESSION_HEADER, ProxySettings
 
@@ -76,8 +77,19 @@ def _task_ids(value: Sequence[str] | None) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-def _mapping(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    return None if value is None else dict(value)
+def _finite_mapping(name: str) -> Callable[[Mapping[str, Any] | None], dict[str, Any] | None]:
+    """A table of settings (``sampling_args``, ``sandbox_options``) as a dict, every number
+    in it finite (a NaN temperature would be sent upstream and written into every file)."""
+
+    def convert(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        found = non_finite(value, name)
+        if found is not None:
+            raise SpecError(f"{found[0]} must be a finite number, got {found[1]!r}")
+        return dict(value)
+
+    return convert
 
 
 def _headers(value: Mapping[str, str] | None) -> dict[str, str] | None:
@@ -170,7 +182,9 @@ class RunOptions:
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
-    sampling_args: dict[str, Any] | None = attrs.field(default=None, converter=_mapping)
+    sampling_args: dict[str, Any] | None = attrs.field(
+        default=None, converter=_finite_mapping("sampling_args")
+    )
     headers: dict[str, str] | None = attrs.field(
         default=None, converter=_headers, repr=_public_headers
     )
@@ -178,7 +192,7 @@ class RunOptions:
     context: RunContext | None = None
     sandbox: str | None = None
     sandbox_options: dict[str, Any] | None = attrs.field(
-        default=None, converter=_mapping, repr=_hidden
+        default=None, converter=_finite_mapping("sandbox_options"), repr=_hidden
     )
     keep_sandboxes: bool = False
     allow_network: bool = False

@@ -102,6 +102,7 @@ def _validate_metadata(_inst: Any, _attr: Any, value: dict[str, Any]) -> None:
     if not isinstance(value, dict):
         raise ValidationError("metadata", f"expected an object, got {type(value).__name__}")
     check_nesting(value, "metadata")
+    check_finite(value, "metadata")
     check_no_reserved_keys(value)
 
 
@@ -112,10 +113,12 @@ def _validate_target(_inst: Any, _attr: Any, value: Any) -> None:
 
 def _validate_nesting(_inst: Any, attr: Any, value: Any) -> None:
     check_nesting(value, attr.name)
+    check_finite(value, attr.name)
 
 
 def _validate_input(_inst: Any, _attr: Any, value: Any) -> None:
     check_nesting(value, "input")
+    check_finite(value, "input")
     if value is None or isinstance(value, (str, dict)):
         return
     if isinstance(value, list):

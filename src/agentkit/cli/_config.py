@@ -31,6 +31,7 @@ import attrs
 import click
 
 from agentkit._errors import SpecError
+from agentkit._limits import non_finite
 
 __all__ = ["TABLES", "RunConfig", "load_run_config"]
 
@@ -118,6 +119,9 @@ def _check(command: click.Command, data: dict[str, Any], source: str) -> RunConf
         if key in TABLES:
             if not isinstance(value, dict):
                 raise SpecError(f"{source}: {raw_key}: expected a table, got {_kind(value)}")
+            found = non_finite(value, str(raw_key))
+            if found is not None:  # TOML has nan and inf; no setting may hold them
+                raise SpecError(f"{source}: {found[0]}: expected a finite number, got {found[1]!r}")
             tables[key] = dict(value)
             continue
         name = _ALIASES.get(key, key)
@@ -166,9 +170,11 @@ def _typed(param: click.Parameter, value: Any, where: str) -> Any:
     if kind is click.INT or isinstance(kind, click.IntRange):
         if isinstance(value, bool) or not isinstance(value, int):
             raise SpecError(f"{where}: expected an integer, got {_kind(value)}")
-    elif kind is click.FLOAT or isinstance(kind, click.FloatRange):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    elif isinstance(kind, click.types.FloatParamType):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise SpecError(f"{where}: expected a number, got {_kind(value)}")
+        if not math.isfinite(value):
+            raise SpecError(f"{where}: expected a finite number, got {value!r}")
         value = float(value)
     elif not isinstance(value, str):
         raise SpecError(f"{where}: expected a string, got {_kind(value)}")

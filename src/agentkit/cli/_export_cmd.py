@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from agentkit._outfile import STDOUT
+from agentkit.cli._numbers import FINITE_FLOAT
 from agentkit.training import EXPORT_FORMATS, export_run
 
 __all__ = ["export_cmd"]
@@ -50,7 +51,7 @@ __all__ = ["export_cmd"]
 )
 @click.option(
     "--eps",
-    type=float,
+    type=FINITE_FLOAT,
     default=None,
     help="Added to the standard deviation when normalizing "
     "(default 1e-6 per group, 1e-8 with --batch-normalize).",

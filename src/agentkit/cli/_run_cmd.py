@@ -13,6 +13,7 @@ import click
 from click.core import ParameterSource
 
 from agentkit.cli._config import load_run_config
+from agentkit.cli._numbers import FINITE_FLOAT, finite_range
 from agentkit.cli._results import print_results, start_notes
 from agentkit.cli._run_settings import RunSettings, resolve_settings
 from agentkit.cli._signals import run_stoppable
@@ -70,8 +71,8 @@ def plural(count: int, word: str) -> str:
     help="Environment variable holding the API key (the key is never stored). "
     "[default: OPENAI_API_KEY]",
 )
-@click.option("--temperature", type=float, default=None, help="Sampling temperature.")
-@click.option("--top-p", type=float, default=None, help="Nucleus sampling probability.")
+@click.option("--temperature", type=FINITE_FLOAT, default=None, help="Sampling temperature.")
+@click.option("--top-p", type=FINITE_FLOAT, default=None, help="Nucleus sampling probability.")
 @click.option("--seed", type=int, default=None, help="Sampling seed sent with every request.")
 @click.option(
     "--max-tokens",
@@ -154,7 +155,7 @@ def plural(count: int, word: str) -> str:
 )
 @click.option(
     "--timeout",
-    type=float,
+    type=FINITE_FLOAT,
     default=None,
     help="Seconds one rollout may take (then it is recorded as a timeout).",
 )
@@ -166,7 +167,7 @@ def plural(count: int, word: str) -> str:
 )
 @click.option(
     "--cost-limit",
-    type=click.FloatRange(min=0, min_open=True),
+    type=finite_range(min=0, min_open=True),
     default=None,
     help="USD per rollout.",
 )
@@ -181,7 +182,7 @@ def plural(count: int, word: str) -> str:
 )
 @click.option(
     "--run-cost-limit",
-    type=click.FloatRange(min=0, min_open=True),
+    type=finite_range(min=0, min_open=True),
     default=None,
     help="USD for the whole run: then no new rollout starts (resumable).",
 )
@@ -200,7 +201,7 @@ def plural(count: int, word: str) -> str:
 )
 @click.option(
     "--pass-threshold",
-    type=float,
+    type=FINITE_FLOAT,
     default=None,
     help="A rollout passes (for pass@k) when its total reward is at least this. [default: 1.0]",
 )
@@ -231,7 +232,7 @@ def plural(count: int, word: str) -> str:
 )
 @click.option(
     "--ray-cpus",
-    type=click.FloatRange(min=0),
+    type=finite_range(min=0),
     default=None,
     help="CPUs a rollout asks Ray for when its task gives none (--executor ray). [default: 1]",
 )

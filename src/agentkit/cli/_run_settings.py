@@ -20,6 +20,7 @@ import click
 
 from agentkit import registry
 from agentkit._errors import SpecError
+from agentkit._limits import non_finite
 from agentkit._pricing import Price
 from agentkit._run_options import RunOptions
 from agentkit.env import AgentEnv
@@ -116,6 +117,10 @@ def _model_args(pairs: tuple[str, ...]) -> dict[str, Any]:
             out[key] = json.loads(text)
         except ValueError:
             out[key] = text
+        if non_finite(out[key]) is not None:  # json.loads takes NaN, Infinity and 1e999
+            raise SpecError(
+                f"-M {key}={text}: expected a finite number (JSON has no NaN or Infinity)"
+            )
     return out
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from agentkit.cli._numbers import finite_range
 from agentkit.sandbox import SandboxUnavailableError
 from agentkit.sandbox._docker_engine import prune
 from agentkit.sandbox._imageroot import default_cache_dir, prune_image_roots
@@ -39,7 +40,7 @@ def sandbox_group() -> None:
 )
 @click.option(
     "--unused-days",
-    type=click.FloatRange(min=0),
+    type=finite_range(min=0),
     default=0.0,
     show_default=True,
     help="With --image-roots: only the roots no sandbox has used for this many days.",

@@ -31,6 +31,7 @@ import anyio
 
 from agentkit import _redact
 from agentkit._errors import AgentkitError
+from agentkit._limits import dumps_finite
 from agentkit._rundir import (
     ARTIFACTS_DIR,
     CALLS_DIR,
@@ -75,7 +76,7 @@ class RunDirWriteError(RunDirError):
 
 
 def _dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+    return dumps_finite(data)  # strict JSON: never NaN or Infinity
 
 
 def _write_all(fd: int, data: bytes) -> None:

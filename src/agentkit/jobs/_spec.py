@@ -39,6 +39,7 @@ import attrs
 
 from agentkit import registry
 from agentkit._errors import AgentkitError, SpecError, ValidationError
+from agentkit._limits import check_finite
 from agentkit._run_options import RunOptions, file_option
 from agentkit.jobs._cell import CELL_NAME, LABEL, CellSpec, public_settings, public_values, slug
 
@@ -456,11 +457,13 @@ class _Reader:
             else:
                 raw = item
                 label = ""
+            at = f"{where}.value" if labelled else where
             if not dot:
-                typed = self.run_option(key, raw, f"{where}.value" if labelled else where)
+                typed = self.run_option(key, raw, at)
             elif table == "headers":
-                typed = self.string(raw, where)
+                typed = self.string(raw, at)
             else:
+                check_finite(raw, at, self.source)  # TOML has nan and inf; no setting may
                 typed = raw
             if not labelled:
                 made = _value_label(typed)
