@@ -22,6 +22,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import stat
 import threading
 from collections.abc import Iterable, Mapping
@@ -31,11 +32,13 @@ from typing import Any
 from agentkit._limits import dumps_finite
 
 __all__ = [
+    "KEY_PREFIXES",
     "MARKER",
     "MIN_SECRET_LENGTH",
     "SECRET_WORDS",
     "Redactor",
     "environment_secrets",
+    "looks_like_key",
     "looks_secret",
     "register_secret",
     "registered_secrets",
@@ -69,6 +72,61 @@ def looks_secret(name: str) -> bool:
     """True when a variable or option name says it holds a secret (``*_env`` names a variable)."""
     lower = name.lower()
     return any(w in lower for w in SECRET_WORDS) and not lower.endswith("_env")
+
+
+#: Prefixes of well-known API keys and tokens (OpenAI and Anthropic ``sk-``, Stripe,
+#: GitHub, GitLab, Slack, Hugging Face, Google), compared as written.
+KEY_PREFIXES: tuple[str, ...] = (
+    "sk-",
+    "sk_live_",
+    "sk_test_",
+    "rk_live_",
+    "ghp_",
+    "gho_",
+    "ghs_",
+    "ghu_",
+    "ghr_",
+    "github_pat_",
+    "glpat-",
+    "xoxa-",
+    "xoxb-",
+    "xoxp-",
+    "xoxr-",
+    "xoxs-",
+    "hf_",
+    "AIza",
+)
+
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9]{24,}")
+_AWS_KEY_ID = re.compile(r"(?:AKIA|ASIA)[A-Z0-9]{16}")
+
+
+def looks_like_key(value: str) -> bool:
+    """True when a value looks like a key or token, whatever its name: the value of
+    one of the host's secret-looking variables or a registered secret; a well-known
+    key prefix (:data:`KEY_PREFIXES`) followed by at least 8 more characters, or an
+    AWS access key id; or a run of 24 or more letters and digits mixing upper case,
+    lower case and digits (what random keys look like, and hex digests, UUIDs, model
+    names and words do not).
+
+    A heuristic for values a user writes where a secret should not be (a job's
+    matrix): a value shorter than :data:`MIN_SECRET_LENGTH` is never a key.
+    """
+    text = value.strip()
+    if len(text) < MIN_SECRET_LENGTH:
+        return False
+    if any(text.startswith(p) and len(text) >= len(p) + 8 for p in KEY_PREFIXES):
+        return True
+    if _AWS_KEY_ID.search(text):
+        return True
+    for run in _TOKEN_RUN.findall(text):
+        if (
+            any(c.isupper() for c in run)
+            and any(c.islower() for c in run)
+            and any(c.isdigit() for c in run)
+        ):
+            return True
+    return text in registered_secrets() or text in environment_secrets()
 
 
 def register_secret(value: str | None) -> None:

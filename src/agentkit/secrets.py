@@ -13,27 +13,33 @@ about (a host variable a task template names, a platform key) registers it::
 
 Request headers whose names hold a credential word (:data:`SECRET_HEADER_WORDS`;
 :func:`is_secret_header`) are secret too: :func:`public_headers` shows them
-as ``***``.
+as ``***``. A value that looks like a key whatever its name
+(:func:`looks_like_key`: a well-known key prefix, a long random-looking token,
+or a known secret's value) is kept out of what a job writes.
 """
 
 from __future__ import annotations
 
 from agentkit._context import SECRET_HEADER_WORDS, is_secret_header, public_headers
 from agentkit._redact import (
+    KEY_PREFIXES,
     MARKER,
     MIN_SECRET_LENGTH,
     SECRET_WORDS,
+    looks_like_key,
     looks_secret,
     register_secret,
     registered_secrets,
 )
 
 __all__ = [
+    "KEY_PREFIXES",
     "MARKER",
     "MIN_SECRET_LENGTH",
     "SECRET_HEADER_WORDS",
     "SECRET_WORDS",
     "is_secret_header",
+    "looks_like_key",
     "looks_secret",
     "public_headers",
     "register_secret",

@@ -20,7 +20,7 @@ from agentkit.cli._results import start_notes
 from agentkit.cli._signals import run_stoppable
 from agentkit.cli._stdout import reserved_stdout
 from agentkit.jobs import Job, JobResults, default_job_dir, open_job
-from agentkit.jobs._spec import with_changes
+from agentkit.jobs._spec import setting_key, with_changes
 from agentkit.jobs._store import file_digest, read_job_json
 from agentkit.stats import LEADERBOARD_FORMATS
 
@@ -284,7 +284,7 @@ def _value(text: str) -> Any:
 
 def _pair(pair: str, flag: str) -> tuple[str, Any]:
     key, sep, text = pair.partition("=")
-    key = key.strip().replace("-", "_")
+    key = setting_key(key.strip())  # a header's name as written: headers.X-Route-Tag
     if not sep or not key:
         raise SpecError(f"{flag} {pair!r}: expected KEY=VALUE")
     return key, _value(text)
@@ -293,7 +293,7 @@ def _pair(pair: str, flag: str) -> tuple[str, Any]:
 def _matrix_axis(pair: str) -> tuple[str, list[Any]]:
     """``--matrix KEY=V1,V2`` (or ``KEY=[V1, V2]``): a matrix key and its values."""
     key, sep, text = pair.partition("=")
-    key = key.strip().replace("-", "_")
+    key = setting_key(key.strip())
     if not sep or not key or not text.strip():
         raise SpecError(f"--matrix {pair!r}: expected KEY=V1,V2,...")
     if text.strip().startswith("["):

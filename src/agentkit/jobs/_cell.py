@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from agentkit._context import public_headers
-from agentkit._redact import MARKER, looks_secret
+from agentkit._redact import MARKER, looks_like_key, looks_secret
 from agentkit._run_options import RunOptions
 from agentkit.env._manifest import public_url
 
@@ -47,26 +47,54 @@ def slug(text: str) -> str:
     return out or "x"
 
 
+def _keylike(value: Any) -> bool:
+    return isinstance(value, str) and looks_like_key(value)
+
+
 def public_values(options: Mapping[str, Any]) -> dict[str, Any]:
-    """Options as ``job.json`` stores them: values of secret-looking names are ``***``."""
+    """Options as ``job.json`` stores them: values of secret-looking names, and values
+    that look like keys (:func:`agentkit.secrets.looks_like_key`), are ``***``."""
     return {
-        name: MARKER if looks_secret(name) else value for name, value in sorted(options.items())
+        name: MARKER if looks_secret(name) or _keylike(value) else value
+        for name, value in sorted(options.items())
     }
 
 
 def public_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """Run options as ``job.json`` stores them: secret headers and sandbox options hidden,
-    and a password in the base URL."""
+    values that look like keys, and a password in the base URL."""
     out: dict[str, Any] = {}
     for name, value in settings.items():
         if name == "headers" and isinstance(value, Mapping):
-            value = public_headers(dict(value))
+            value = {
+                k: MARKER if _keylike(v) else v for k, v in public_headers(dict(value)).items()
+            }
         elif name == "sandbox_options" and isinstance(value, Mapping):
             value = public_values(value)
+        elif name == "sampling_args" and isinstance(value, Mapping):
+            value = {k: MARKER if _keylike(v) else v for k, v in value.items()}
         elif name == "base_url" and isinstance(value, str):
             value = public_url(value)
+        elif _keylike(value):
+            value = MARKER
         out[name] = value
     return out
+
+
+def _hide(entry: dict[str, Any], key: str) -> None:
+    """Replace the setting ``key`` (``headers.X-Api-Key``, ``harness_options.token``,
+    ``cache_salt``) of a cell's ``job.json`` entry with ``***``."""
+    table, dot, sub = key.partition(".")
+    if not dot:
+        if key in entry["settings"]:
+            entry["settings"][key] = MARKER
+        return
+    if table in ("harness_options", "taskset_options"):
+        holder = entry["harness" if table == "harness_options" else "taskset"]["options"]
+    else:
+        holder = entry["settings"].get(table)
+    if isinstance(holder, dict) and sub in holder:
+        holder[sub] = MARKER
 
 
 @attrs.frozen(kw_only=True)
@@ -93,6 +121,9 @@ class CellSpec:
     harness_options: dict[str, Any] = attrs.field(factory=dict)
     settings: dict[str, Any] = attrs.field(factory=dict)
     explicit: bool = False
+    #: The settings that hold a secret matrix value (``headers.X-Api-Key``): kept for
+    #: the cell's run, never written (``***`` in :meth:`to_json`).
+    secrets: frozenset[str] = attrs.field(factory=frozenset, repr=False)
 
     @property
     def model(self) -> str | None:
@@ -119,7 +150,7 @@ class CellSpec:
 
     def to_json(self) -> dict[str, Any]:
         """The cell as ``job.json`` lists it (without ``run_dir``), secrets hidden."""
-        return {
+        entry = {
             "name": self.name,
             "axes": dict(self.axes),
             "explicit": self.explicit,
@@ -127,3 +158,6 @@ class CellSpec:
             "harness": {"name": self.harness, "options": public_values(self.harness_options)},
             "settings": public_settings(self.settings),
         }
+        for key in self.secrets:
+            _hide(entry, key)
+        return entry

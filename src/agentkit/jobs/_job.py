@@ -11,6 +11,7 @@ others; it is reported and ``--resume`` runs it again.
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -21,7 +22,7 @@ import anyio
 import attrs
 
 from agentkit._errors import AgentkitError, SpecError
-from agentkit._redact import MARKER
+from agentkit._redact import MARKER, Redactor
 from agentkit.env import AgentEnv
 from agentkit.env._execute import execute
 from agentkit.env._records import EvalResults
@@ -249,7 +250,7 @@ class Job:
         prepared = self._prepare(job_dir, resume=resume is not None, retry_errors=retry_errors)
         cells = []
         for p in prepared:
-            plan = p.session.describe()
+            plan = _public_plan(p.cell, p.session.describe())
             cells.append(
                 {
                     **p.cell.to_json(),
@@ -405,6 +406,23 @@ async def _run_cell(
         return
     results[name] = CellResult(name=name, run_dir=p.run_dir, results=outcome)
     display.cell_finished(name, outcome.summary)
+
+
+def _public_plan(cell: CellSpec, plan: dict[str, Any]) -> dict[str, Any]:
+    """A cell's run plan as ``--dry-run`` shows it: its secret matrix values ``***`` (in
+    the context's sampling arguments and headers, the sandbox's options) and every
+    registered secret redacted."""
+    plan = Redactor([]).json(copy.deepcopy(plan))
+    for key in cell.secrets:
+        table, _, sub = key.partition(".")
+        holder: Any = None
+        if table in ("sampling_args", "headers"):
+            holder = (plan.get("context") or {}).get(table)
+        elif table == "sandbox_options":
+            holder = (plan.get("sandbox") or {}).get("options")
+        if isinstance(holder, dict) and sub in holder:
+            holder[sub] = MARKER
+    return plan
 
 
 def _job_dir(out: str | os.PathLike[str] | None, resume: str | os.PathLike[str] | None) -> Path:

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -38,12 +40,14 @@ from typing import Any
 import attrs
 
 from agentkit import registry
+from agentkit._context import is_secret_header
 from agentkit._errors import AgentkitError, SpecError, ValidationError
 from agentkit._limits import check_finite
+from agentkit._redact import MARKER, looks_like_key, register_secret
 from agentkit._run_options import RunOptions, file_option
 from agentkit.jobs._cell import CELL_NAME, LABEL, CellSpec, public_settings, public_values, slug
 
-__all__ = ["DEFAULT_CONCURRENCY", "JobSpec", "read_job", "read_job_file"]
+__all__ = ["DEFAULT_CONCURRENCY", "JobSpec", "read_job", "read_job_file", "setting_key"]
 
 #: The shared budget when the job gives none (as ``agentkit run -c``).
 DEFAULT_CONCURRENCY = 8
@@ -118,7 +122,11 @@ class _Value:
 
     label: str
     value: Any
-    labelled: bool  # given as {label = ..., value = ...}
+    labelled: bool  # given as {label = ..., value = ...} (or env = ...)
+    #: A secret (a secret-looking key, a value that looks like a key, or read from the
+    #: environment): never written; ``env`` names the variable it was read from.
+    secret: bool = False
+    env: str | None = None
 
 
 @attrs.frozen
@@ -178,6 +186,24 @@ def read_job_file(
         raise SpecError(f"{source}: not valid TOML ({exc})") from None
     data = with_changes(data, replace or {}, override or {})
     return read_job(data, source=source, default_name=path.stem)
+
+
+#: Tables whose keys are names on the wire (a request's fields, its headers' names):
+#: kept exactly as written, never normalised.
+_WIRE_TABLES = ("sampling_args", "headers")
+
+
+def setting_key(raw: str) -> str:
+    """A setting's key as a job file or flag gives it (``max-turns``,
+    ``harness_options.system-prompt``, ``headers.X-Route-Tag``), normalised: ``-`` is
+    ``_`` in the names of options, while a header's name (``headers.X-Route-Tag``) and
+    a request field's (``sampling_args.X``) are kept exactly as written: they are sent
+    to the model server as they are."""
+    table, dot, sub = raw.partition(".")
+    table = table.replace("-", "_")
+    if not dot:
+        return table
+    return f"{table}.{sub if table in _WIRE_TABLES else sub.replace('-', '_')}"
 
 
 def with_changes(
@@ -415,11 +441,13 @@ class _Reader:
         matrix = self.table(value, "matrix")
         keyed: list[tuple[str, Any, str]] = []
         for raw, values in matrix.items():
-            key = raw.replace("-", "_")
+            key = setting_key(raw)
             table, dot, _ = key.partition(".")
             if not dot and key in (*_TABLE_OPTIONS, *_PLUGIN_TABLES) and isinstance(values, dict):
                 for sub_key, sub_values in values.items():
-                    keyed.append((f"{key}.{sub_key}", sub_values, f"matrix.{raw}.{sub_key}"))
+                    keyed.append(
+                        (setting_key(f"{key}.{sub_key}"), sub_values, f"matrix.{raw}.{sub_key}")
+                    )
                 continue
             if dot and table not in (*_TABLE_OPTIONS, *_PLUGIN_TABLES):
                 raise self.error(
@@ -439,32 +467,45 @@ class _Reader:
     def axis_values(self, key: str, values: Any, path: str) -> tuple[_Value, ...]:
         if not isinstance(values, list) or not values:
             raise self.error(path, f"expected a non-empty list of values, got {_kind(values)}")
-        table, dot, _sub = key.partition(".")
+        secret_key = _secret_key(key)
         out: list[_Value] = []
         seen: set[str] = set()
         for i, item in enumerate(values):
             where = f"{path}[{i}]"
             labelled = isinstance(item, dict)
+            env: str | None = None
             if labelled:
                 entry = self.table(item, where)
-                extra = sorted(set(entry) - {"label", "value"})
-                if extra or "label" not in entry or "value" not in entry:
+                extra = sorted(set(entry) - {"label", "value", "env"})
+                if extra or "label" not in entry or ("value" in entry) == ("env" in entry):
                     raise self.error(
-                        where, "expected a value, or a table {label = ..., value = ...}"
+                        where,
+                        "expected a value, or a table {label = ..., value = ...} (a secret: "
+                        '{label = ..., env = "VAR"}, read from that environment variable)',
                     )
                 label = self.label(entry["label"], f"{where}.label")
-                raw = entry["value"]
+                if "env" in entry:
+                    env = self.string(entry["env"], f"{where}.env")
+                    raw = self.from_environment(env, f"{where}.env")
+                else:
+                    raw = entry["value"]
             else:
                 raw = item
                 label = ""
             at = f"{where}.value" if labelled else where
-            if not dot:
-                typed = self.run_option(key, raw, at)
-            elif table == "headers":
-                typed = self.string(raw, at)
-            else:
-                check_finite(raw, at, self.source)  # TOML has nan and inf; no setting may
-                typed = raw
+            secret = env is not None or secret_key or (isinstance(raw, str) and looks_like_key(raw))
+            if secret and not labelled:
+                # the value is not repeated: it may be a key
+                what = f"a value of {key!r}" if secret_key else "a value that looks like a key"
+                raise self.error(
+                    where,
+                    f"{what} would name a cell and be written into job.json: give it a label "
+                    'and read it from the environment, {label = "...", env = "VAR"} (or '
+                    '{label = "...", value = ...}); it is never written',
+                )
+            typed = self.axis_value(key, raw, at, hide=secret)
+            if secret:
+                register_secret(typed if isinstance(typed, str) else None)  # redacted in runs
             if not labelled:
                 made = _value_label(typed)
                 if made is None:
@@ -479,8 +520,34 @@ class _Reader:
                     "{label = ..., value = ...}",
                 )
             seen.add(label)
-            out.append(_Value(label, typed, labelled))
+            out.append(_Value(label, typed, labelled, secret=bool(secret), env=env))
         return tuple(out)
+
+    def axis_value(self, key: str, raw: Any, at: str, *, hide: bool) -> Any:
+        """One matrix value, typed as its key takes it; with ``hide``, an error does not
+        repeat it (it is a secret)."""
+        table, dot, _sub = key.partition(".")
+        try:
+            if not dot:
+                return self.run_option(key, raw, at)
+            if table == "headers":
+                return self.string(raw, at)
+            check_finite(raw, at, self.source)  # TOML has nan and inf; no setting may
+            return raw
+        except ValidationError:
+            if not hide:
+                raise
+            raise self.error(
+                at, f"not a value {key!r} takes (a {_kind_only(raw)}; not shown: a secret)"
+            ) from None
+
+    def from_environment(self, name: str, path: str) -> str:
+        """A secret matrix value: the value of environment variable ``name``."""
+        value = os.environ.get(name)
+        if not value:
+            state = "is empty" if value == "" else "is not set"
+            raise self.error(path, f"environment variable {name!r} {state}")
+        return value
 
     def exclude(
         self,
@@ -504,7 +571,10 @@ class _Reader:
         by_short = {a.short: a.key for a in axes}
         out: dict[str, str] = {}
         for raw, value in table.items():
-            key = by_short.get(raw.replace("-", "_"), raw.replace("-", "_"))
+            # a header's name as written (X-Route-Tag), else the normalised key
+            key = by_short.get(raw, raw)
+            if key not in known:
+                key = by_short.get(setting_key(raw), setting_key(raw))
             where = f"{path}.{raw}"
             if key not in known:
                 raise self.error(where, f"not an axis of the job; its axes: {', '.join(known)}")
@@ -556,7 +626,8 @@ class _Reader:
                 layers.append(m.settings)
             layers += [a.settings(v) for a, v in zip(axes, picked, strict=True)]
             layers.append(override)
-            cells.append(_cell(".".join(parts), axes_labels, ts, h, _merge(layers), False))
+            secrets = frozenset(a.key for a, v in zip(axes, picked, strict=True) if v.secret)
+            cells.append(_cell(".".join(parts), axes_labels, ts, h, _merge(layers), False, secrets))
         return cells
 
     def explicit(
@@ -648,7 +719,13 @@ class _Reader:
 
 
 def _cell(
-    name: str, axes: dict[str, str], ts: _Entry, h: _Entry, merged: _Settings, explicit: bool
+    name: str,
+    axes: dict[str, str],
+    ts: _Entry,
+    h: _Entry,
+    merged: _Settings,
+    explicit: bool,
+    secrets: frozenset[str] = frozenset(),
 ) -> CellSpec:
     return CellSpec(
         name=name,
@@ -659,6 +736,7 @@ def _cell(
         harness_options=merged.harness_options,
         settings=merged.options,
         explicit=explicit,
+        secrets=secrets,
     )
 
 
@@ -717,4 +795,35 @@ def _entry_json(kind: str, entry: _Entry) -> dict[str, Any]:
 
 
 def _value_json(value: _Value) -> Any:
+    """A matrix value as the stored document keeps it: a secret's variable, or ``***``."""
+    if value.env is not None:
+        return {"label": value.label, "env": value.env}
+    if value.secret:
+        return {"label": value.label, "value": MARKER}
     return {"label": value.label, "value": value.value} if value.labelled else value.value
+
+
+#: The last word of an option's name that makes its values secrets (``api_key``,
+#: ``hf_token``, ``password``; not ``max_tokens`` nor ``token_limit``).
+_SECRET_LAST_WORDS = frozenset(
+    {"key", "apikey", "token", "secret", "password", "passwd", "credential", "credentials", "auth"}
+)
+
+
+def _secret_key(key: str) -> bool:
+    """Whether a matrix key's values are secrets by their name: a header such as
+    ``Authorization`` or ``X-Api-Key``, an option such as ``harness_options.api_token``
+    (run options and sampling arguments are none)."""
+    table, dot, sub = key.partition(".")
+    if not dot or table == "sampling_args":
+        return False
+    if table == "headers":
+        return is_secret_header(sub)
+    return re.split(r"[^a-z0-9]+", sub.lower())[-1] in _SECRET_LAST_WORDS
+
+
+def _kind_only(value: Any) -> str:
+    """A value's type for a message that must not show it."""
+    if isinstance(value, str):
+        return "string"
+    return "table" if isinstance(value, dict) else type(value).__name__
