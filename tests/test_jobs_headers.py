@@ -29,7 +29,8 @@ ARITH = f"jsonl:{ROOT / 'examples' / 'jsonl' / 'arithmetic.jsonl'}"
 
 SECRET_A = "sk-live-routeA-0c1d2e3f4a5b6c7d"
 SECRET_B = "hunter2-route-token-of-b"  # no key's shape: secret by its header's name
-SECRETS = (SECRET_A, SECRET_B)
+SECRET_C = "hunter2-user-c"  # neither: secret because it is read from the environment
+SECRETS = (SECRET_A, SECRET_B, SECRET_C)
 
 
 def agentkit_cli(
@@ -124,30 +125,36 @@ def test_header_names_reach_the_model_server_as_written(
 def test_secret_matrix_values_are_read_from_the_environment_and_never_written(
     tmp_path: Path, model_server: ScriptedModelServer
 ) -> None:
-    env = {"ROUTE_KEY_A": SECRET_A, "ROUTE_KEY_B": SECRET_B}
+    env = {"ROUTE_KEY_A": SECRET_A, "ROUTE_KEY_B": SECRET_B, "ROUTE_USER": SECRET_C}
     job_file(
         tmp_path,
         model_server.base_url,
         '"headers.X-Route-Token" = [{label = "keyA", env = "ROUTE_KEY_A"}, '
-        '{label = "keyB", env = "ROUTE_KEY_B"}]',
+        '{label = "keyB", env = "ROUTE_KEY_B"}]\n'
+        '"sampling_args.user" = [{label = "someone", env = "ROUTE_USER"}]',
     )
     run = agentkit_cli("job", "run", "job.toml", "--out", "job", cwd=tmp_path, env=env)
     assert run.returncode == 0, run.stderr
-    # the model server got each cell's value ...
-    assert sorted(r.headers["x-route-token"] for r in model_server.model_requests) == sorted(
-        SECRETS
-    )
+    # the model server got each cell's values ...
+    requests = model_server.model_requests
+    assert sorted(r.headers["x-route-token"] for r in requests) == sorted([SECRET_A, SECRET_B])
+    assert [r.body["user"] for r in requests] == [SECRET_C, SECRET_C]
     job_dir = tmp_path / "job"
     assert sorted(p.name for p in (job_dir / "cells").iterdir()) == [
-        "arithmetic.chat.scripted-model.X-Route-Token=keyA",
-        "arithmetic.chat.scripted-model.X-Route-Token=keyB",
+        "arithmetic.chat.scripted-model.X-Route-Token=keyA.user=someone",
+        "arithmetic.chat.scripted-model.X-Route-Token=keyB.user=someone",
     ]
     stored = json.loads((job_dir / "job.json").read_text())
-    assert stored["spec"]["matrix"]["headers.X-Route-Token"] == [
-        {"label": "keyA", "env": "ROUTE_KEY_A"},
-        {"label": "keyB", "env": "ROUTE_KEY_B"},
-    ]
-    assert stored["cells"][0]["settings"]["headers"] == {"X-Route-Token": "***"}
+    assert stored["spec"]["matrix"] == {
+        "headers.X-Route-Token": [
+            {"label": "keyA", "env": "ROUTE_KEY_A"},
+            {"label": "keyB", "env": "ROUTE_KEY_B"},
+        ],
+        "sampling_args.user": [{"label": "someone", "env": "ROUTE_USER"}],
+    }
+    settings = stored["cells"][0]["settings"]
+    assert settings["headers"] == {"X-Route-Token": "***"}
+    assert settings["sampling_args"] == {"user": "***"}
     # ... and nothing the job wrote or printed holds it: dry run, run, show, resume
     dry = agentkit_cli("job", "run", "job.toml", "--dry-run", "--json", cwd=tmp_path, env=env)
     assert dry.returncode == 0, dry.stderr
@@ -297,3 +304,21 @@ def test_settings_named_like_tokens_are_not_secrets() -> None:
         "arithmetic.chat.m.max_tokens=64.max_completion_tokens=10.harness_options.max_tokens=5"
         ".X-Request-Id=550e8400-e29b-41d4-a716-446655440000"
     )
+
+
+def test_a_secret_too_short_to_redact_is_still_hidden_in_job_json(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Values under 8 characters are not redacted from runs (docs/security.md), but a
+    secret matrix value never reaches job.json or the dry run's plan, whatever its
+    length."""
+    monkeypatch.setenv("SHORT_SECRET", "pw1")
+    j = Job.from_mapping(
+        data({"sampling_args.user": [{"label": "u", "env": "SHORT_SECRET"}]}), source="job.toml"
+    )
+    [cell] = j.cells
+    assert cell.settings["sampling_args"] == {"user": "pw1"}
+    assert cell.to_json()["settings"]["sampling_args"] == {"user": "***"}
+    plan = j.plan(out="unused")
+    assert plan["cells"][0]["context"]["sampling_args"] == {"user": "***"}
+    assert '"pw1"' not in json.dumps(plan)

@@ -25,6 +25,7 @@ from agentkit._events import Event
 from agentkit._executor import Executor, Job, PlannedTask
 from agentkit._harness import why_unsupported
 from agentkit._pricing import resolve_pricing
+from agentkit._redact import Redactor
 from agentkit._run_options import RunOptions
 from agentkit._taskset import Taskset
 from agentkit.env._manifest import build_manifest
@@ -177,7 +178,10 @@ def prepare(env: Composition, options: RunOptions) -> Session:
     if opts.resume is not None:
         store = RunStore(opts.resume)
         old = store.read_manifest()
-        differences, changes = diff_identity(old, manifest)
+        # the stored manifest was redacted as it was written (a secret sampling argument
+        # is ***): compare it with this one redacted the same way
+        public = Redactor.for_run(ctx.resolved_api_key).json(manifest)
+        differences, changes = diff_identity(old, public)
         if differences:
             raise ResumeError(
                 f"cannot resume {opts.resume}: it was started with other settings that change "
