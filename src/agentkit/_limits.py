@@ -21,20 +21,26 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from agentkit._errors import ValidationError
+from agentkit._errors import SpecError, ValidationError
 
 __all__ = [
+    "MAX_CELLS",
     "MAX_NESTING_DEPTH",
+    "MAX_ROLLOUTS",
     "NestingError",
     "check_finite",
     "check_nesting",
+    "check_rollouts",
     "dumps_finite",
     "json_type",
     "load_json",
     "loads_bounded",
+    "max_cells",
+    "max_rollouts",
     "nesting_depth",
     "non_finite",
 ]
@@ -88,6 +94,61 @@ def check_nesting(
     """Raise :class:`ValidationError` when ``value`` nests deeper than ``limit``."""
     if nesting_depth(value, limit) > limit:
         raise ValidationError(path, f"nested more than {limit} levels deep", source)
+
+
+#: The most rollouts one run plans (selected tasks × rollouts per task); more is
+#: refused before anything is allocated for them. ``AGENTKIT_MAX_ROLLOUTS`` raises it.
+MAX_ROLLOUTS = 1_000_000
+#: The most cells one job has (the cross product less exclusions, plus ``[[cells]]``);
+#: more is refused before any cell is made. ``AGENTKIT_MAX_CELLS`` raises it.
+MAX_CELLS = 10_000
+
+
+def _cap(variable: str, default: int) -> int:
+    text = os.environ.get(variable)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = int(text.strip().replace("_", ""))
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise SpecError(f"{variable}={text!r}: expected a whole number of at least 1")
+    return value
+
+
+def max_rollouts() -> int:
+    """The most rollouts one run may plan: ``AGENTKIT_MAX_ROLLOUTS``, else
+    :data:`MAX_ROLLOUTS`."""
+    return _cap("AGENTKIT_MAX_ROLLOUTS", MAX_ROLLOUTS)
+
+
+def max_cells() -> int:
+    """The most cells one job may have: ``AGENTKIT_MAX_CELLS``, else :data:`MAX_CELLS`."""
+    return _cap("AGENTKIT_MAX_CELLS", MAX_CELLS)
+
+
+def check_rollouts(
+    tasks: int, rollouts_per_task: int, *, left: int | None = None, of: str = ""
+) -> None:
+    """Refuse a plan of more than :func:`max_rollouts` rollouts (``tasks`` selected tasks,
+    at least, × ``rollouts_per_task``) with one :class:`~agentkit.SpecError` naming the
+    settings and the limit; counted, never allocated. ``left``: what remains of the
+    limit when other runs of this process planned some (a job's cells), ``of`` says which.
+    """
+    limit = max_rollouts()
+    most = limit if left is None else left
+    total = tasks * rollouts_per_task
+    if total <= most:
+        return
+    each = "task" if tasks == 1 else "tasks"
+    than = f"{limit:,}, MAX_ROLLOUTS" + (f"; {of}" if left is not None and of else "")
+    raise SpecError(
+        f"the run would plan {total:,} rollouts ({tasks:,} {each} × {rollouts_per_task:,} "
+        f"rollouts per task), more than one process plans ({than}): lower "
+        "rollouts_per_task (-n) or the tasks (--limit, --task), or raise the limit with the "
+        "environment variable AGENTKIT_MAX_ROLLOUTS"
+    )
 
 
 def non_finite(value: Any, path: str = "") -> tuple[str, float] | None:

@@ -17,6 +17,10 @@ plugins to read theirs the same way (see docs/security.md for every cap):
   :class:`~agentkit.ValidationError` carrying the path of the bad value
   (``tasks[3].metadata.model``); :func:`unstructure` is the way back.
 - :func:`json_type` names a JSON value's type for a message (``an object``).
+- :data:`MAX_ROLLOUTS` and :data:`MAX_CELLS` bound what one run plans and one job
+  has (``AGENTKIT_MAX_ROLLOUTS`` / ``AGENTKIT_MAX_CELLS`` raise them;
+  :func:`max_rollouts` and :func:`max_cells` read them): a larger plan is
+  counted and refused before anything is allocated for it.
 
 >>> from agentkit.validation import load_json, structure          # doctest: +SKIP
 >>> config = structure(load_json(path.read_bytes(), str(path)), MyConfig, source=str(path))
@@ -26,24 +30,32 @@ from __future__ import annotations
 
 from agentkit._convert import structure, unstructure
 from agentkit._limits import (
+    MAX_CELLS,
     MAX_NESTING_DEPTH,
+    MAX_ROLLOUTS,
     NestingError,
     check_finite,
     check_nesting,
     json_type,
     load_json,
     loads_bounded,
+    max_cells,
+    max_rollouts,
     nesting_depth,
 )
 
 __all__ = [
+    "MAX_CELLS",
     "MAX_NESTING_DEPTH",
+    "MAX_ROLLOUTS",
     "NestingError",
     "check_finite",
     "check_nesting",
     "json_type",
     "load_json",
     "loads_bounded",
+    "max_cells",
+    "max_rollouts",
     "nesting_depth",
     "structure",
     "unstructure",

@@ -41,7 +41,7 @@ from agentkit.env._branch_policy import ChatPolicy, Trace
 from agentkit.env._manifest import build_manifest
 from agentkit.env._records import EvalResults, RolloutGroup, RolloutRecord, branch_point_id
 from agentkit.env._runner import group_json, make_rollout_id
-from agentkit.env._session import Composition, run_context, select_tasks
+from agentkit.env._session import Composition, run_context, select_counted
 from agentkit.env._stats import group_advantages
 from agentkit.env._store import RunStore
 from agentkit.env._summary import _pass_table, summarize
@@ -317,7 +317,7 @@ async def run_branches(env: Composition, plan: BranchPlan, opts: RunOptions) -> 
     """Run ``plan`` over the selected tasks (see the module's docstring)."""
     context = run_context(opts)
     _check(env, opts, context)
-    planned, _unsupported = select_tasks(env, opts.limit, opts.task_ids)
+    planned, _unsupported = select_counted(env, opts.limit, opts.task_ids, opts.rollouts_per_task)
     store: RunStore | None = None
     if opts.out is not None:
         store = RunStore(opts.out, secret=context.api_key)

@@ -24,6 +24,7 @@ from agentkit._errors import SpecError
 from agentkit._events import Event
 from agentkit._executor import Executor, Job, PlannedTask
 from agentkit._harness import why_unsupported
+from agentkit._limits import check_rollouts, max_rollouts
 from agentkit._pricing import resolve_pricing
 from agentkit._redact import Redactor
 from agentkit._run_options import RunOptions
@@ -124,8 +125,13 @@ def harness_name(env: Composition) -> str:
     return str(env.harness_spec.get("name") or type(env.harness).__name__)
 
 
-def prepare(env: Composition, options: RunOptions) -> Session:
-    """Plan a run of ``env`` with ``options``; contacts, creates and modifies nothing."""
+def prepare(
+    env: Composition, options: RunOptions, *, budget: tuple[int, str] | None = None
+) -> Session:
+    """Plan a run of ``env`` with ``options``; contacts, creates and modifies nothing.
+
+    ``budget``: the rollouts this run may plan when others of this process planned
+    some (a job's cells), and what took the rest; by default ``max_rollouts()``."""
     opts = options
     run_executor = resolve_executor(opts.executor, ray_address=opts.ray_address)
     ctx = run_context(opts)
@@ -133,7 +139,9 @@ def prepare(env: Composition, options: RunOptions) -> Session:
         script_path(ctx.model)  # a clear error now, not after the plan
     pricing, pricing_note = resolve_pricing(ctx.model, ctx.base_url, opts.price)
     ctx = ctx.evolve(pricing=pricing)
-    planned, unsupported = select_tasks(env, opts.limit, opts.task_ids)
+    planned, unsupported = select_counted(
+        env, opts.limit, opts.task_ids, opts.rollouts_per_task, budget=budget
+    )
     sandbox_name = opts.sandbox or env.sandbox
     sb_options = dict(env.sandbox_options)
     sb_options.update(opts.sandbox_options or {})
@@ -277,6 +285,36 @@ def run_context(opts: RunOptions) -> RunContext:
     elif ctx.api_key is None and ctx.api_key_env in os.environ:
         changes["api_key"] = os.environ[ctx.api_key_env]
     return ctx.evolve(**changes) if changes else ctx
+
+
+def select_counted(
+    env: Composition,
+    limit: int | None,
+    task_ids: Sequence[str] | None,
+    rollouts_per_task: int,
+    *,
+    budget: tuple[int, str] | None = None,
+) -> tuple[list[PlannedTask], list[Unsupported]]:
+    """:func:`select_tasks`, counted first: a plan of more rollouts than one run plans
+    (``check_rollouts``; ``budget`` as :func:`prepare` takes it) is refused before its
+    tasks are loaded when the taskset knows its length, else as soon as one task too
+    many is read; never after allocating it."""
+    left, of = budget if budget is not None else (None, "")
+    known: int | None
+    if task_ids:
+        known = len(dict.fromkeys(task_ids))
+    else:
+        try:
+            known = len(env.taskset)  # type: ignore[arg-type]
+        except (TypeError, NotImplementedError):  # a taskset that does not know its length
+            known = None
+    if known is not None:
+        count = known if limit is None else min(known, limit)
+        check_rollouts(count, rollouts_per_task, left=left, of=of)
+    most = (max_rollouts() if left is None else left) // rollouts_per_task + 1
+    planned, unsupported = select_tasks(env, most if limit is None else min(limit, most), task_ids)
+    check_rollouts(len(planned) + len(unsupported), rollouts_per_task, left=left, of=of)
+    return planned, unsupported
 
 
 def select_tasks(

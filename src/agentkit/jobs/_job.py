@@ -22,6 +22,7 @@ import anyio
 import attrs
 
 from agentkit._errors import AgentkitError, SpecError
+from agentkit._limits import max_rollouts
 from agentkit._redact import MARKER, Redactor
 from agentkit.env import AgentEnv
 from agentkit.env._execute import execute
@@ -358,6 +359,7 @@ class Job:
         """Every cell's run, planned (nothing contacted or written); an error names the cell."""
         store = JobStore(job_dir)
         prepared = []
+        limit, total = max_rollouts(), 0
         for cell in self.cells:
             run_dir = store.cell_dir(cell)
             started = resume and (run_dir / "manifest.json").is_file()
@@ -375,10 +377,15 @@ class Job:
                     resume=run_dir if started else None,
                     retry_errors=retry_errors and started,
                 )
-                session = prepare(env, options)
+                # the cells' runs share one process: each counts against what the
+                # cells before it left of the limit, before it allocates anything
+                cells = "cell" if len(prepared) == 1 else "cells"
+                took = f"the job's {len(prepared)} {cells} before it plan {total:,}"
+                session = prepare(env, options, budget=(limit - total, took))
             except AgentkitError as exc:
                 raise CellError(cell.name, exc) from None
             prepared.append(_Prepared(cell=cell, run_dir=run_dir, session=session))
+            total += (len(session.planned) + len(session.unsupported)) * session.rollouts_per_task
         return prepared
 
 

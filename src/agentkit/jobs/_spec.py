@@ -29,6 +29,7 @@ path (``harnesses[1].name``) and what was expected.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -42,7 +43,7 @@ import attrs
 from agentkit import registry
 from agentkit._context import is_secret_header
 from agentkit._errors import AgentkitError, SpecError, ValidationError
-from agentkit._limits import check_finite
+from agentkit._limits import check_finite, max_cells
 from agentkit._redact import MARKER, looks_like_key, register_secret
 from agentkit._run_options import RunOptions, file_option
 from agentkit.jobs._cell import CELL_NAME, LABEL, CellSpec, public_settings, public_values, slug
@@ -339,6 +340,7 @@ class _Reader:
             for i, t in enumerate(self.tables(doc.get("exclude", []), "exclude"))
         ]
         cells: list[CellSpec] = []
+        self.check_size(cross, tasksets, harnesses, models, axes, excludes, doc.get("cells"))
         if cross:
             if not tasksets or not harnesses:
                 raise self.error(
@@ -597,6 +599,41 @@ class _Reader:
         return out
 
     # -- cells ---------------------------------------------------------------------
+    def check_size(
+        self,
+        cross: bool,
+        tasksets: Sequence[_Entry],
+        harnesses: Sequence[_Entry],
+        models: Sequence[_Entry],
+        axes: Sequence[_Axis],
+        excludes: Sequence[Mapping[str, str]],
+        explicit: Any,
+    ) -> None:
+        """Refuse a job of more cells than :func:`~agentkit.validation.max_cells`, counted
+        (the cross product less exclusions, plus ``[[cells]]``) before any is made."""
+        sizes: list[tuple[str, list[str]]] = [
+            ("taskset", [e.label for e in tasksets]),
+            ("harness", [e.label for e in harnesses]),
+        ]
+        if models:
+            sizes.append(("model", [e.label for e in models]))
+        sizes += [(a.key, [v.label for v in a.values]) for a in axes]
+        product = math.prod(len(labels) for _, labels in sizes) if cross else 0
+        crossed = count_cells(sizes, excludes) if cross else 0
+        hand = len(explicit) if isinstance(explicit, list) else 0
+        limit = max_cells()
+        if crossed + hand <= limit:
+            return
+        factors = " × ".join(f"{len(labels):,} {name}" for name, labels in sizes)
+        raise self.error(
+            "matrix" if axes else "",
+            f"the job would have {crossed + hand:,} cells ({factors}"
+            + (f", less {product - crossed:,} excluded" if product != crossed else "")
+            + (f", plus {hand:,} [[cells]]" if hand else "")
+            + f"), more than one job has ({limit:,}, MAX_CELLS): vary fewer settings or "
+            "values, or raise the limit with the environment variable AGENTKIT_MAX_CELLS",
+        )
+
     def product(
         self,
         defaults: _Settings,
@@ -609,8 +646,10 @@ class _Reader:
     ) -> list[CellSpec]:
         cells = []
         with_models: Sequence[_Entry | None] = models or [None]
-        combos = itertools.product(*(a.values for a in axes))
-        for ts, h, m, picked in itertools.product(tasksets, harnesses, with_models, list(combos)):
+        # one lazy product: the combinations are never all held at once
+        for ts, h, m, *picked in itertools.product(
+            tasksets, harnesses, with_models, *(a.values for a in axes)
+        ):
             axes_labels = {"taskset": ts.label, "harness": h.label}
             if m is not None:
                 axes_labels["model"] = m.label
@@ -716,6 +755,37 @@ class _Reader:
             registry.option_schema(kind, name).validate(values)  # type: ignore[arg-type]
         except AgentkitError as exc:
             raise self.error(path, str(exc)) from None
+
+
+def count_cells(
+    sizes: Sequence[tuple[str, Sequence[str]]], excludes: Sequence[Mapping[str, str]]
+) -> int:
+    """How many cells the cross product of ``sizes`` (axis name and its labels, in
+    order) has once every exclusion (axis -> label) has left its cells out: counted
+    exactly, axis by axis, without making a cell (labels no exclusion names are
+    counted together)."""
+    index = {name: i for i, (name, _) in enumerate(sizes)}
+    last = [max(index[k] for k in x) for x in excludes]
+
+    @functools.cache
+    def count(j: int, alive: frozenset[int]) -> int:
+        # alive: the exclusions every one of whose labels on the axes before j matched
+        if any(last[x] < j for x in alive):
+            return 0  # one matched on all of its axes: everything below is left out
+        if j == len(sizes):
+            return 1
+        name, labels = sizes[j]
+        free = frozenset(x for x in alive if name not in excludes[x])
+        fixing: dict[str, set[int]] = {}
+        for x in alive:
+            if name in excludes[x] and excludes[x][name] in labels:
+                fixing.setdefault(excludes[x][name], set()).add(x)
+        total = (len(set(labels)) - len(fixing)) * count(j + 1, free)
+        for matched in fixing.values():
+            total += count(j + 1, free | matched)
+        return total
+
+    return count(0, frozenset(range(len(excludes))))
 
 
 def _cell(
