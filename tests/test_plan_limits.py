@@ -144,6 +144,8 @@ class Endless(Taskset):
     def __iter__(self) -> Iterator[Task]:
         for i in itertools.count():
             self.read += 1
+            if self.read > 10_000:  # a plan that reads on would never end: fail instead
+                raise AssertionError("the taskset was read past the rollout limit")
             yield Task(task_id=f"endless:{i}", input="q")
 
     def get_task(self, task_id: str) -> Task:
