@@ -17,7 +17,7 @@ import attrs
 
 from agentkit._errors import SpecError
 from agentkit._rundir import MANIFEST
-from agentkit.jobs._layout import JOB_FILE, LOCK
+from agentkit.jobs._layout import CELLS_DIR, JOB_FILE, LOCK
 from agentkit.jobs._store import read_job_json
 from agentkit.runs import Run, RunState, open_run
 from agentkit.runs._live import lock_held
@@ -87,13 +87,9 @@ class JobDir:
         self.cells: list[JobCell] = [self._cell(c) for c in self.data.get("cells") or []]
 
     def _cell(self, entry: dict[str, Any]) -> JobCell:
-        name = str(entry.get("name"))
-        run_dir = str(entry.get("run_dir") or f"cells/{name}")
-        if Path(run_dir).is_absolute() or ".." in Path(run_dir).parts:
-            raise SpecError(
-                f"{self.path / JOB_FILE}: cell {name}: run_dir {run_dir!r} is not "
-                "inside the job directory"
-            )
+        # read_job_json checked each cell: a name, its run directory inside the job's
+        name: str = entry["name"]
+        run_dir = entry.get("run_dir") or f"{CELLS_DIR}/{name}"
         return JobCell(
             name=name,
             run_dir=self.path / run_dir,

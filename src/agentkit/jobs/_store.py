@@ -8,17 +8,20 @@ the new file, never half), and the lock the running process holds.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import platform
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
-from agentkit._errors import AgentkitError
+import attrs
+
+from agentkit._convert import structure
+from agentkit._errors import AgentkitError, ValidationError
+from agentkit._limits import load_json
 from agentkit._version import __version__
 from agentkit.env._store import write_json_atomic
-from agentkit.jobs._cell import CellSpec
+from agentkit.jobs._cell import CELL_NAME, LABEL, CellSpec
 from agentkit.jobs._layout import (
     CELLS_DIR,
     JOB_FILE,
@@ -49,24 +52,98 @@ def file_digest(path: str | os.PathLike[str]) -> str | None:
         return None
 
 
+@attrs.frozen(kw_only=True)
+class _CellFile:
+    """One cell of ``job.json`` as the reader checks it (docs/jobs.md)."""
+
+    name: str
+    axes: dict[str, str] = attrs.field(factory=dict)
+    run_dir: str | None = None
+    explicit: bool = False
+    taskset: dict[str, Any] = attrs.field(factory=dict)
+    harness: dict[str, Any] = attrs.field(factory=dict)
+    settings: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class _JobFile:
+    """``job.json`` as the reader checks it: every key the writer writes, typed."""
+
+    kind: str
+    format_version: int
+    name: str
+    cells: list[_CellFile]
+    created_at: float | None = None
+    agentkit_version: str | None = None
+    python: str | None = None
+    source: str | None = None
+    source_sha256: str | None = None
+    concurrency: int | None = None
+    axes: dict[str, list[str]] = attrs.field(factory=dict)
+    spec: dict[str, Any] = attrs.field(factory=dict)
+    resumes: list[dict[str, Any]] = attrs.field(factory=list)
+
+
 def read_job_json(job_dir: Path) -> dict[str, Any]:
-    """``job_dir/job.json``, checked to be a job of a format this agentkit reads."""
+    """``job_dir/job.json``, checked strictly to be a job of a format this agentkit reads.
+
+    The one reader of ``job.json`` (``agentkit job``, :func:`agentkit.jobs.open`, the
+    viewer): strict JSON (no ``NaN``, no duplicate keys), every key of the type
+    docs/jobs.md gives, each cell named as a cell is (letters, digits, ``.``, ``_``,
+    ``=``, ``-``; once) with its run directory inside the job directory. Anything
+    else is one :class:`JobDirError` naming the file, the field and what was expected.
+    """
     path = job_dir / JOB_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_bytes()
     except FileNotFoundError:
         raise JobDirError(f"{job_dir}: not a job directory (no {JOB_FILE})") from None
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        raise JobDirError(f"{path}: cannot read it: {exc.strerror or exc}") from None
+    try:
+        data = load_json(text)
+    except ValidationError as exc:
         raise JobDirError(f"{path}: cannot read it: {exc}") from None
     if not isinstance(data, dict) or data.get("kind") != JOB_KIND:
         raise JobDirError(f"{path}: not an agentkit job file (kind is not {JOB_KIND!r})")
     version = data.get("format_version")
-    if version not in READABLE_FORMAT_VERSIONS:
+    if version not in READABLE_FORMAT_VERSIONS or isinstance(version, bool):
         raise JobDirError(
             f"{path}: format_version {version!r}; this agentkit reads "
             f"{', '.join(map(str, READABLE_FORMAT_VERSIONS))} (a newer agentkit wrote it?)"
         )
+    try:
+        _check_job_file(structure(data, _JobFile))
+    except ValidationError as exc:
+        raise JobDirError(str(exc.with_source(str(path)))) from None
     return data
+
+
+def _check_job_file(job: _JobFile) -> None:
+    """What the types do not say: names, the budget, where each cell's run is."""
+    if not LABEL.match(job.name):
+        raise ValidationError(
+            "name", f"expected a name of letters, digits, '.', '_' and '-', got {job.name!r}"
+        )
+    if job.concurrency is not None and job.concurrency < 1:
+        raise ValidationError("concurrency", f"expected at least 1, got {job.concurrency}")
+    seen: set[str] = set()
+    for i, cell in enumerate(job.cells):
+        if not CELL_NAME.match(cell.name):
+            raise ValidationError(
+                f"cells[{i}].name",
+                f"expected a cell's name (letters, digits, '.', '_', '=' and '-'), "
+                f"got {cell.name!r}",
+            )
+        if cell.name in seen:
+            raise ValidationError(f"cells[{i}].name", f"a second cell named {cell.name!r}")
+        seen.add(cell.name)
+        run_dir = PurePosixPath(cell.run_dir or f"{CELLS_DIR}/{cell.name}")
+        if not str(run_dir) or run_dir.is_absolute() or ".." in run_dir.parts:
+            raise ValidationError(
+                f"cells[{i}].run_dir",
+                f"expected a directory inside the job directory, got {cell.run_dir!r}",
+            )
 
 
 class JobStore:
