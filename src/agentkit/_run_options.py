@@ -77,19 +77,23 @@ def _task_ids(value: Sequence[str] | None) -> tuple[str, ...] | None:
     return tuple(value)
 
 
-def _finite_mapping(name: str) -> Callable[[Mapping[str, Any] | None], dict[str, Any] | None]:
-    """A table of settings (``sampling_args``, ``sandbox_options``) as a dict, every number
-    in it finite (a NaN temperature would be sent upstream and written into every file)."""
+def _finite_table(name: str, value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A table of settings as a dict, every number in it finite (a NaN temperature would
+    be sent upstream and written into every file)."""
+    if value is None:
+        return None
+    found = non_finite(value, name)
+    if found is not None:
+        raise SpecError(f"{found[0]} must be a finite number, got {found[1]!r}")
+    return dict(value)
 
-    def convert(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        if value is None:
-            return None
-        found = non_finite(value, name)
-        if found is not None:
-            raise SpecError(f"{found[0]} must be a finite number, got {found[1]!r}")
-        return dict(value)
 
-    return convert
+def _sampling_args(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return _finite_table("sampling_args", value)
+
+
+def _sandbox_options(value: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return _finite_table("sandbox_options", value)
 
 
 def _headers(value: Mapping[str, str] | None) -> dict[str, str] | None:
@@ -182,9 +186,7 @@ class RunOptions:
     model: str | None = None
     base_url: str | None = None
     api_key_env: str | None = None
-    sampling_args: dict[str, Any] | None = attrs.field(
-        default=None, converter=_finite_mapping("sampling_args")
-    )
+    sampling_args: dict[str, Any] | None = attrs.field(default=None, converter=_sampling_args)
     headers: dict[str, str] | None = attrs.field(
         default=None, converter=_headers, repr=_public_headers
     )
@@ -192,7 +194,7 @@ class RunOptions:
     context: RunContext | None = None
     sandbox: str | None = None
     sandbox_options: dict[str, Any] | None = attrs.field(
-        default=None, converter=_finite_mapping("sandbox_options"), repr=_hidden
+        default=None, converter=_sandbox_options, repr=_hidden
     )
     keep_sandboxes: bool = False
     allow_network: bool = False

@@ -358,7 +358,7 @@ class Job:
     def _prepare(self, job_dir: Path, *, resume: bool, retry_errors: bool) -> list[_Prepared]:
         """Every cell's run, planned (nothing contacted or written); an error names the cell."""
         store = JobStore(job_dir)
-        prepared = []
+        prepared: list[_Prepared] = []
         limit, total = max_rollouts(), 0
         for cell in self.cells:
             run_dir = store.cell_dir(cell)

@@ -646,9 +646,11 @@ class _Reader:
     ) -> list[CellSpec]:
         cells = []
         with_models: Sequence[_Entry | None] = models or [None]
-        # one lazy product: the combinations are never all held at once
-        for ts, h, m, *picked in itertools.product(
-            tasksets, harnesses, with_models, *(a.values for a in axes)
+        # lazy products: the combinations are never all held at once
+        for ts, h, m, picked in (
+            (ts, h, m, picked)
+            for ts, h, m in itertools.product(tasksets, harnesses, with_models)
+            for picked in itertools.product(*(a.values for a in axes))
         ):
             axes_labels = {"taskset": ts.label, "harness": h.label}
             if m is not None:
