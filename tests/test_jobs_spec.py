@@ -189,7 +189,15 @@ def test_secrets_are_never_stored(tmp_path: Path) -> None:
     job_dir = tmp_path / "job"
     (job_dir / "cells").mkdir(parents=True)
     (job_dir / "job.json").write_text(
-        json.dumps({"kind": "agentkit.job", "format_version": 1, "spec": j.document})
+        json.dumps(
+            {
+                "kind": "agentkit.job",
+                "format_version": 1,
+                "name": "j",
+                "cells": [],
+                "spec": j.document,
+            }
+        )
     )
     with pytest.raises(JobDirError, match=r"held secrets \(job.headers.Authorization, "):
         Job.from_job_dir(job_dir)
