@@ -37,6 +37,42 @@ def client(server: ScriptedModelServer, **kw: Any) -> ChatClient:
     return ChatClient(server.base_url, model="scripted", **kw)
 
 
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+async def test_the_thinking_is_read_under_either_name(
+    model_server: ScriptedModelServer, stream: bool, field: str
+) -> None:
+    """vLLM sends a reasoning model's thinking as ``reasoning`` (``reasoning_content``
+    before 2026, and other servers still): either is the response's ``reasoning``, and
+    a streamed call's assembled body keeps the name the server used."""
+    reply = {"content": "42", "reasoning": "six times seven", "chunk_size": 4}
+    model_server.set_script({"default": {**reply, "reasoning_field": field}})
+    async with client(model_server, stream=stream) as chat:
+        response = await chat.complete(HELLO)
+    assert response.reasoning == "six times seven" and response.text == "42"
+    message = response.body["choices"][0]["message"]
+    other = {"reasoning": "reasoning_content", "reasoning_content": "reasoning"}[field]
+    assert message[field] == "six times seven" and other not in message
+    assert response.message == {"role": "assistant", "content": "42"}
+
+
+async def test_a_server_sending_both_names_gives_the_thinking_once(
+    model_server: ScriptedModelServer, stream: bool
+) -> None:
+    """vLLM while it moved from one name to the other sent the same text under both."""
+    both = {"reasoning": "hmm", "reasoning_content": "hmm"}
+    if stream:  # one chunk: its delta carries the thinking under both names
+        choice = {"index": 0, "delta": {**both, "content": "ok"}, "finish_reason": "stop"}
+        body = {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+    else:
+        message = {"role": "assistant", "content": "ok", **both}
+        choice = {"index": 0, "message": message, "finish_reason": "stop"}
+        body = {"id": "c1", "object": "chat.completion", "model": "m", "choices": [choice]}
+    model_server.set_script({"default": {"body": body}})
+    async with client(model_server, stream=stream) as chat:
+        response = await chat.complete(HELLO)
+    assert response.reasoning == "hmm" and response.text == "ok"
+
+
 @pytest.mark.model_script(
     {
         "default": {
@@ -72,7 +108,7 @@ async def test_a_call_gives_the_message_usage_and_the_bodies(
     assert request.api_key_sent
     choice = response.body["choices"][0]
     assert choice["message"]["content"] == "answer to hello"
-    assert choice["message"]["reasoning_content"] == "let me think"
+    assert choice["message"]["reasoning"] == "let me think"  # the name vLLM sends it by
     assert choice["finish_reason"] == "stop" and response.body["id"] == response.id
     assert response.body["usage"]["prompt_tokens"] == 20
     if stream:

@@ -383,19 +383,20 @@ def test_options_are_typed_for_the_command_line() -> None:
     assert ChatHarness(**parsed).max_tokens == 64
 
 
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
 async def test_reasoning_is_reported_in_events_and_usage(
-    model_server: ScriptedModelServer, stream: bool
+    model_server: ScriptedModelServer, stream: bool, field: str
 ) -> None:
-    model_server.set_script(
-        {"default": {"reasoning": "think think think", "content": "42", "chunk_size": 5}}
-    )
+    """The model's thinking, under vLLM's name (``reasoning``) or the older one."""
+    reply = {"reasoning": "think think think", "content": "42", "chunk_size": 5}
+    model_server.set_script({"default": {**reply, "reasoning_field": field}})
     result = await ChatHarness(stream=stream).run(task(), ctx(model_server))
     assert result.output == "42"
     response = next(e for e in result.events if e.type == "model.response")
     assert response.data["reasoning"] == "think think think"
     assert result.usage.reasoning_tokens == 5  # estimated: 17 characters
     assert result.usage.output_tokens == 5 + 1
-    assert "reasoning_content" not in result.messages[-1]
+    assert "reasoning_content" not in result.messages[-1] and "reasoning" not in result.messages[-1]
 
 
 async def test_extra_body_headers_and_query_reach_the_endpoint(

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from agentkit import RunContext, Task
-from agentkit.chat import TokenTrace
+from agentkit.chat import TokenTrace, completion_ids_gap
 from agentkit.harnesses.chat import ChatHarness
 from agentkit.testing import tokens
 from agentkit.testing.model_server import ScriptedModelServer
@@ -89,3 +91,64 @@ def test_token_trace_stitches_turns_and_refuses_what_does_not_line_up() -> None:
     partial.add(None, None)
     assert "model call 2 returned no prompt" in partial.to_raw()["token_ids_note"]
     assert TokenTrace().to_raw() == {}
+
+
+#: Turn 0's reply loses the ids of its second streamed chunk (or piece of a whole
+#: completion), as vLLM's tool parsers lost chunks: the text arrives, the usage counts
+#: every token, the ids and logprobs of that piece are missing.
+GAP_SCRIPT = {
+    "rules": [
+        {"match": {"turn": 0}, "reply": {"content": "four, and so on", "chunk_size": 4,
+                                         "drop_token_chunks": [1]}},
+        {"match": {"turn": 1}, "reply": {"content": "nine"}},
+    ]
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+def test_a_completion_missing_token_ids_is_not_recorded_as_exact(stream: bool) -> None:
+    """Ids fewer than ``usage.completion_tokens``: the response says so
+    (``token_gap``) and the rollout records no token-level data, with a note saying
+    which call and what differs, rather than ids with a hole in them."""
+    with ScriptedModelServer(GAP_SCRIPT) as server:
+        harness = ChatHarness(token_ids=True, stream=stream)
+        result = asyncio.run(harness.run(TASK, RunContext(model="m", base_url=server.base_url)))
+        assert result.status == "completed", result.error
+        sampled = server.chat_requests[0].sent["completion_token_ids"]
+        assert sampled == tokens.encode("four, and so on")  # the model sampled all 4 tokens
+    raw = result.raw
+    assert not {"prompt_token_ids", "completion_token_ids", "completion_mask"} & set(raw)
+    assert raw["token_ids_note"] == (
+        "model call 1: the completion's token ids are not all there: 3 ids, but "
+        "usage.completion_tokens is 4 (the server lost some, as vLLM's tool parsers did "
+        "with streamed chunks): no token-level data"
+    )
+
+
+def test_a_response_whose_ids_disagree_with_its_logprobs_has_a_gap() -> None:
+    """What the answer says about its ids, one check at a time."""
+    ids = [5, 6, 7]
+    assert completion_ids_gap(ids, completion_tokens=3) is None
+    assert completion_ids_gap(ids, completion_tokens=None) is None  # nothing to compare
+    assert completion_ids_gap(ids, completion_tokens="3") is None  # not a count
+    assert "3 ids, but usage.completion_tokens is 4" in (
+        completion_ids_gap(ids, completion_tokens=4) or ""
+    )
+    entries = [{"token": t, "logprob": -0.1} for t in ("a", "b")]
+    assert "3 ids, but 2 logprobs" in (completion_ids_gap(ids, logprobs=entries) or "")
+    named = [{"token": f"token_id:{i}", "logprob": -0.1} for i in (5, 6, 7)]
+    assert completion_ids_gap(ids, completion_tokens=3, logprobs=named) is None
+    named[1]["token"] = "token_id:8"
+    assert completion_ids_gap(ids, logprobs=named) == (
+        "the completion's token ids are not the sampled ones: id 1 is 6, but its logprob "
+        "names token_id:8"
+    )
+    # TokenTrace.add_response reads the same from a completion body
+    trace = TokenTrace()
+    body = {"prompt_token_ids": [1], "usage": {"completion_tokens": 4},
+            "choices": [{"token_ids": ids, "message": {}}]}  # fmt: skip
+    trace.add_response(body)
+    assert trace.to_raw()["token_ids_note"].startswith("model call 1: the completion's token ids")
+    whole = TokenTrace()
+    whole.add_response({**body, "usage": {"completion_tokens": 3}})
+    assert whole.to_raw()["completion_token_ids"] == ids

@@ -819,7 +819,7 @@ def test_token_ids_cover_reasoning_content_and_tool_arguments(
     # deltas never cut a token, and stay within chunk_size characters
     for c in chunks:
         delta = c["choices"][0]["delta"]
-        text = delta.get("content") or delta.get("reasoning_content") or ""
+        text = delta.get("content") or delta.get("reasoning") or ""
         if "tool_calls" in delta:
             text = delta["tool_calls"][0]["function"].get("arguments", "")
         assert tokens.decode(c["choices"][0]["token_ids"]) == text

@@ -106,6 +106,24 @@ def test_max_turns_ends_the_rollout(model_server: Any) -> None:
     assert [e.seq for e in events] == list(range(len(events)))
 
 
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content"])
+def test_the_models_thinking_is_in_its_response_events(model_server: Any, field: str) -> None:
+    """vLLM's ``reasoning`` (and the older ``reasoning_content``) reaches the
+    ``model.response`` event, where the run's transcript shows it."""
+    loop = '<tool_call>{"name": "list_rooms", "arguments": {}}</tool_call>'
+    model_server.set_script(
+        {"default": {"content": loop, "reasoning": "Rooms first.", "reasoning_field": field}}
+    )
+    result = run(
+        FleetToolCallHarness(),
+        "count-rooms-out-of-service",
+        context(model_server, limits=Limits(max_turns=1)),
+    )
+    assert result.status == "completed", result.error
+    (response,) = [e for e in result.events if e.type == "model.response"]
+    assert response.data["reasoning"] == "Rooms first."
+
+
 def test_max_turns_reached_on_a_correct_final_call_scores_that_state() -> None:
     """The verifier runs at max_turns against the databases as the last call left
     them, when every response made a call: cut off right after the right action

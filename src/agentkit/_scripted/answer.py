@@ -109,14 +109,12 @@ class Answer:
         reasoning = fill(reply.reasoning) if reply.reasoning is not None else None
         thinking = spec.reasoning_tokens if spec and spec.reasoning_tokens is not None else None
         if thinking is None:
-            thinking = estimate_tokens(reasoning) if reasoning else 0
+            thinking = len(tokens.pieces(reasoning)) if reasoning else 0
         completion = spec.completion_tokens if spec and spec.completion_tokens is not None else None
         if completion is None:
-            completion = (
-                thinking
-                + estimate_tokens(content or "")
-                + sum(estimate_tokens(c.arguments) + 3 for c in calls)
-            )
+            # the completion's tokens, as vLLM counts them: those its token ids list
+            texts = [content or "", *(c.arguments for c in calls)]
+            completion = thinking + sum(len(tokens.pieces(t)) for t in texts)
         return cls(
             seq=seq,
             created=created,

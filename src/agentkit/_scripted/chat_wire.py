@@ -33,6 +33,7 @@ class _Tokens:
         self.reply = reply
         self.view = view
         self.position = 0
+        self.pieces = 0  # pieces of completion text annotated so far (Reply.drop_token_chunks)
 
     @property
     def any(self) -> bool:
@@ -46,8 +47,14 @@ class _Tokens:
         )
 
     def annotate(self, choice: dict[str, Any], text: str) -> None:
-        """Add ``token_ids`` and ``logprobs`` for ``text``, the next completion tokens."""
+        """Add ``token_ids`` and ``logprobs`` for ``text``, the next completion tokens
+        (none when the reply drops this piece's, ``Reply.drop_token_chunks``)."""
         pieces = tokens.pieces(text)
+        dropped = self.pieces in self.reply.drop_token_chunks
+        self.pieces += 1
+        if dropped:
+            self.position += len(pieces)
+            return
         if self.ids:
             choice["token_ids"] = [*choice.get("token_ids", []), *tokens.encode(text)]
         if self.logprobs:
@@ -114,7 +121,7 @@ def render(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestV
     """The non-streamed ``chat.completion`` body."""
     message: dict[str, Any] = {"role": "assistant", "content": answer.content, "refusal": None}
     if answer.reasoning is not None:
-        message["reasoning_content"] = answer.reasoning
+        message[reply.reasoning_field] = answer.reasoning
     if answer.calls:
         message["tool_calls"] = _tool_calls(answer)
     choice: dict[str, Any] = {
@@ -128,10 +135,10 @@ def render(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestV
     if token_level.any:
         if token_level.ids:
             choice["token_ids"] = []
-        # segment by segment, as a stream cuts them: the same tokens either way
+        # piece by piece, as a stream cuts them: the same tokens either way
         for text in (answer.reasoning or "", answer.content or "", *answer.arguments()):
-            if text:
-                token_level.annotate(choice, text)
+            for piece in _aligned(text, answer.chunk_size):
+                token_level.annotate(choice, piece)
         if token_level.ids:
             out["prompt_token_ids"] = token_level.prompt_ids()
     out["usage"] = _usage(answer)
@@ -168,7 +175,7 @@ def events(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestV
 
     add({"role": "assistant", "content": "", "refusal": None})
     for piece in cut(answer.reasoning or "", size):
-        add({"reasoning_content": piece}, text=piece)
+        add({reply.reasoning_field: piece}, text=piece)
     for piece in cut(answer.content or "", size):
         add({"content": piece}, text=piece)
     for index, call in enumerate(answer.calls):

@@ -133,6 +133,16 @@ class Reply:
     #: turn's text, as a template that shows a tool call otherwise than it was
     #: sampled: the prompt does not extend that call's tokens, a prefix break).
     tool_calls_in_prompt: Literal["as_sampled", "json"] = "as_sampled"
+    #: Chat completions: the name the ``reasoning`` goes by in the message and in each
+    #: stream delta: ``reasoning`` (current vLLM) or ``reasoning_content`` (vLLM before
+    #: 2026, SGLang, DeepSeek's API).
+    reasoning_field: Literal["reasoning", "reasoning_content"] = "reasoning"
+    #: Streamed chat completions: which of the stream's chunks that carry completion
+    #: tokens (numbered from 0) go without their ``token_ids`` and ``logprobs``, their
+    #: text sent all the same: the gap vLLM's tool parsers left before late 2025
+    #: (vllm-project/vllm#29074), which ``usage.completion_tokens`` still counts. A
+    #: whole completion's ids are cut the same way, by the same pieces.
+    drop_token_chunks: list[int] = attrs.field(factory=list)
 
     def __attrs_post_init__(self) -> None:
         if self.body is not None and self.raw_body is not None:
@@ -145,6 +155,10 @@ class Reply:
             raise ValidationError("latency", "latency and chunk_delay must be >= 0 seconds")
         if self.chunk_size < 1:
             raise ValidationError("chunk_size", f"expected at least 1, got {self.chunk_size}")
+        if any(n < 0 for n in self.drop_token_chunks):
+            raise ValidationError(
+                "drop_token_chunks", f"expected chunk numbers >= 0, got {self.drop_token_chunks}"
+            )
         if self.logprobs is not None and (
             not self.logprobs or any(not p <= 0 for p in self.logprobs)
         ):

@@ -71,7 +71,9 @@ class RecordedRequest:
     reply, or not a model request). ``sent`` is the token data the answer
     carried, filled once it is sent (empty when it carried none):
     ``prompt_token_ids`` and ``completion_token_ids``, and
-    ``completion_logprobs`` when chat completions were asked for logprobs.
+    ``completion_logprobs`` when chat completions were asked for logprobs: all
+    the completion's tokens, those a reply's ``drop_token_chunks`` kept out of
+    the answer included (what the model sampled).
     """
 
     method: str

@@ -23,8 +23,14 @@ model through it, and so can any plugin's harness:
   endpoint, so a harness's rollouts share them.
 - :class:`TokenTrace` stitches a rollout's calls into one token-level record
   for training export; :func:`response_tokens` reads the token fields of a
-  completion body; :func:`retry_after_seconds` reads a server's
-  ``Retry-After`` as the ``openai`` client does.
+  completion body, :func:`completion_ids_gap` says when its ids are not all
+  the completion's (a gap: the rollout then records none);
+  :func:`retry_after_seconds` reads a server's ``Retry-After`` as the
+  ``openai`` client does; :func:`message_reasoning`
+  reads a message's or delta's thinking under either of its names
+  (:data:`REASONING_FIELDS`: vLLM's ``reasoning``, then ``reasoning_content``),
+  and :func:`with_reasoning` gives a request's assistant turn its thinking
+  under both.
 - Caps: :data:`MAX_REPLY_CHARS` (a longer text is cut, and the cut noted),
   :data:`MAX_REPLY_BYTES` (a larger body is refused unread).
 
@@ -43,19 +49,24 @@ from agentkit.chat._client import (
 )
 from agentkit.chat._connections import ConnectionCache
 from agentkit.chat._errors import ModelCallError
+from agentkit.chat._reasoning import REASONING_FIELDS, message_reasoning, with_reasoning
 from agentkit.chat._response import ChatResponse
-from agentkit.chat._tokens import TokenTrace, response_tokens
+from agentkit.chat._tokens import TokenTrace, completion_ids_gap, response_tokens
 
 __all__ = [
     "DEFAULT_BASE_URL",
     "DEFAULT_CONNECTIONS",
     "MAX_REPLY_BYTES",
     "MAX_REPLY_CHARS",
+    "REASONING_FIELDS",
     "ChatClient",
     "ChatResponse",
     "ConnectionCache",
     "ModelCallError",
     "TokenTrace",
+    "completion_ids_gap",
+    "message_reasoning",
     "response_tokens",
     "retry_after_seconds",
+    "with_reasoning",
 ]

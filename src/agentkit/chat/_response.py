@@ -19,7 +19,8 @@ from agentkit._errors import ValidationError
 from agentkit._limits import json_type
 from agentkit._usage import Usage
 from agentkit.chat._errors import ModelCallError
-from agentkit.chat._tokens import response_tokens
+from agentkit.chat._reasoning import message_reasoning
+from agentkit.chat._tokens import completion_ids_gap, response_gap, response_tokens
 
 __all__ = ["ChatResponse", "StreamReader", "read_completion"]
 
@@ -34,10 +35,15 @@ class ChatResponse:
       fields) when the model asked for tools;
     - ``finish_reason``, ``id``: as the server sent them (None when absent);
     - ``usage``: this call's tokens (``requests=1``);
-    - ``reasoning``: the ``reasoning_content`` text, when the server sent one;
+    - ``reasoning``: the model's thinking, when the server sent one: vLLM's
+      ``reasoning`` (``reasoning_content`` in older vLLM and other servers:
+      either name is read, see :data:`~agentkit.chat.REASONING_FIELDS`);
     - ``prompt_token_ids``, ``token_ids``, ``logprobs``: vLLM's token fields
       (the prompt's ids, the completion's ids, their logprobs) when the
       server returned them (see :class:`~agentkit.chat.TokenTrace`);
+    - ``token_gap``: why those ``token_ids`` are not all the completion's, when
+      the answer says otherwise (``usage.completion_tokens``, its logprobs: see
+      :func:`~agentkit.chat.completion_ids_gap`); None when nothing disagrees;
     - ``cuts``: the texts cut to the client's ``max_reply_chars``, each
       ``{"field": "content" | "reasoning" | "arguments", "chars": <its length>}``;
     - ``request``: the JSON body sent (the messages as they were then);
@@ -60,6 +66,7 @@ class ChatResponse:
     prompt_token_ids: list[int] | None = None
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    token_gap: str | None = None
     cuts: list[dict[str, Any]] = attrs.field(factory=list)
     request: dict[str, Any] = attrs.field(factory=dict)
     body: dict[str, Any] = attrs.field(factory=dict)
@@ -131,7 +138,7 @@ def read_completion(data: Any, cap: Cap) -> dict[str, Any]:
     raw = choice.get("message")
     if not isinstance(raw, dict):
         raise bad("the model response has no message")
-    reasoning = cap.cut(raw.get("reasoning_content"), "reasoning")
+    reasoning = cap.cut(message_reasoning(raw)[1], "reasoning")
     content = raw.get("content")
     if content is not None and not isinstance(content, (str, list)):
         raise bad(
@@ -152,6 +159,7 @@ def read_completion(data: Any, cap: Cap) -> dict[str, Any]:
         "prompt_token_ids": prompt_ids,
         "token_ids": token_ids,
         "logprobs": logprobs,
+        "token_gap": response_gap(data, token_ids),
         "cuts": cap.cuts,
         "body": data,
     }
@@ -165,6 +173,7 @@ class StreamReader:
         self.cap = cap
         self.text = _CappedText("content", cap.limit)
         self.thought = _CappedText("reasoning", cap.limit)
+        self.reasoning_field = "reasoning"  # the name the server sent it by
         self.calls: dict[int, dict[str, Any]] = {}
         self.arg_chars: dict[int, int] = {}  # characters of arguments sent, per tool call
         self.finish: str | None = None
@@ -176,6 +185,8 @@ class StreamReader:
         self.prompt_ids: list[int] | None = None
         self.token_ids: list[int] = []
         self.logprobs: list[float] = []
+        self.logprob_entries: list[Any] | None = None  # every chunk's logprobs.content
+        self.choices: set[Any] = set()
 
     def add(self, chunk: dict[str, Any]) -> None:
         """One chunk (a parsed ``data:`` payload)."""
@@ -192,13 +203,19 @@ class StreamReader:
             _, ids, lps = response_tokens({"choices": [choice]})
             self.token_ids += ids or []
             self.logprobs += lps or []
+            self.choices.add(choice.get("index", 0))
+            block = choice.get("logprobs")
+            entries = block.get("content") if isinstance(block, dict) else None
+            if isinstance(entries, list):
+                self.logprob_entries = (self.logprob_entries or []) + entries
             delta = _typed(choice.get("delta"), dict, "a stream chunk's delta") or {}
             content = _typed(delta.get("content"), str, "a stream chunk's content")
             if content:
                 self.text.append(content)
-            reasoning = delta.get("reasoning_content")
+            name, reasoning = message_reasoning(delta)
             if isinstance(reasoning, str):
                 self.thought.append(reasoning)
+                self.reasoning_field = name or self.reasoning_field
             parts = _typed(delta.get("tool_calls"), list, "a stream chunk's tool_calls")
             for part in parts or ():
                 self._tool_call_part(_typed(part, dict, "a stream chunk's tool call"))
@@ -249,7 +266,7 @@ class StreamReader:
         logprobs = self.logprobs if len(self.logprobs) == len(ids) and self.logprobs else None
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": self.finish}
         if reasoning is not None:
-            choice["message"] = {**message, "reasoning_content": reasoning}
+            choice["message"] = {**message, self.reasoning_field: reasoning}
         if token_ids is not None:
             choice["token_ids"] = token_ids
         body: dict[str, Any] = {
@@ -261,6 +278,13 @@ class StreamReader:
         }
         if self.prompt_ids is not None:
             body["prompt_token_ids"] = self.prompt_ids
+        gap = None
+        if token_ids is not None:
+            usage = self.raw_usage if isinstance(self.raw_usage, dict) else {}
+            counted = usage.get("completion_tokens") if len(self.choices) == 1 else None
+            gap = completion_ids_gap(
+                token_ids, completion_tokens=counted, logprobs=self.logprob_entries
+            )
         return {
             "message": message,
             "finish_reason": self.finish,
@@ -270,6 +294,7 @@ class StreamReader:
             "prompt_token_ids": self.prompt_ids,
             "token_ids": token_ids,
             "logprobs": logprobs,
+            "token_gap": gap,
             "cuts": cap.cuts,
             "body": body,
         }

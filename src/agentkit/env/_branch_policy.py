@@ -42,7 +42,12 @@ class Trace:
         """Count one model call."""
         self.usage = self.usage + response.usage
         self.finish_reasons.append(response.finish_reason)
-        self.tokens.add(response.prompt_token_ids, response.token_ids, response.logprobs)
+        self.tokens.add(
+            response.prompt_token_ids,
+            response.token_ids,
+            response.logprobs,
+            gap=response.token_gap,
+        )
 
     def copy(self) -> Trace:
         """An independent copy, for a forked child."""

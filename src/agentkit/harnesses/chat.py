@@ -274,7 +274,12 @@ class ChatHarness:
         state.usage = state.usage + usage
         state.response_ids.append(response.id)
         state.finish_reasons.append(response.finish_reason)
-        state.tokens.add(response.prompt_token_ids, response.token_ids, response.logprobs)
+        state.tokens.add(
+            response.prompt_token_ids,
+            response.token_ids,
+            response.logprobs,
+            gap=response.token_gap,
+        )
         await recorder.emit(
             "model.response",
             turn=turn,

@@ -434,7 +434,12 @@ class FleetToolCallHarness:
                 if exc.retry_after is not None:
                     extra_raw["retry_after"] = exc.retry_after
                 return usage, "failed", str(exc), exc.kind
-            tokens.add(response.prompt_token_ids, response.token_ids, response.logprobs)
+            tokens.add(
+                response.prompt_token_ids,
+                response.token_ids,
+                response.logprobs,
+                gap=response.token_gap,
+            )
             content = response.content
             text = content if isinstance(content, str) else ""
             usage = usage + response.usage
@@ -443,6 +448,7 @@ class FleetToolCallHarness:
                 "model.response",
                 turn=turn,
                 message={"role": "assistant", "content": text},
+                reasoning=response.reasoning,
                 finish_reason=response.finish_reason,
                 usage={
                     "input_tokens": response.usage.input_tokens,

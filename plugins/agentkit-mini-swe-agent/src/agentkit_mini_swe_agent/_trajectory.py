@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agentkit import EventRecorder, Usage
+from agentkit.chat import message_reasoning
 from agentkit.programs import json_int as _int
 from agentkit.programs import json_object as _obj
 from agentkit.programs import json_or_text
@@ -154,7 +155,7 @@ class TrajectoryState:
         choices = response.get("choices")
         choice = _obj(choices[0]) if isinstance(choices, list) and choices else {}
         reply = _obj(choice.get("message"))
-        reasoning = reply.get("reasoning_content")
+        reasoning = message_reasoning(reply)[1]  # ``reasoning`` (vLLM) or ``reasoning_content``
         await self.recorder.emit(
             "model.response",
             turn=turn,

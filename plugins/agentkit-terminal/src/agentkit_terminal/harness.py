@@ -393,7 +393,12 @@ class _Calls:
     def add(self, response: Any, turn: int) -> None:
         self.usage = self.usage + response.usage
         self.finish_reasons.append(response.finish_reason)
-        self.tokens.add(response.prompt_token_ids, response.token_ids, response.logprobs)
+        self.tokens.add(
+            response.prompt_token_ids,
+            response.token_ids,
+            response.logprobs,
+            gap=response.token_gap,
+        )
         self.cuts.extend({**cut, "turn": turn} for cut in response.cuts)
 
     def raw(self) -> dict[str, Any]:
