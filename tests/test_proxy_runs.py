@@ -122,6 +122,75 @@ async def test_a_rollout_without_token_ids_says_which_calls_and_why(
     ) in shown.output
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+async def test_a_completion_missing_token_ids_is_recorded_as_not_exact(
+    tmp_path: Path, tasks_file: Path, model_server: ScriptedModelServer, stream: bool
+) -> None:
+    """The server loses the ids of one piece of the first answer (as vLLM's tool parsers
+    lost streamed chunks; its usage still counts them): the call records no ids but a
+    note saying what differs, the rollout is incomplete, ``--require-token-ids``
+    refuses it, and the agent got the answer as the server sent it."""
+    gap = {"content": "first answer", "chunk_size": 4, "drop_token_chunks": [1]}
+    model_server.set_script({"rules": [{"match": {"turn": 0}, "reply": gap}, *SCRIPT["rules"][1:]]})
+    run = tmp_path / "run"
+    env = AgentEnv.from_names(f"jsonl:{tasks_file}", "chat", stream=stream)
+    results = await env.evaluate(
+        model="scripted-model", base_url=model_server.base_url, out=run, token_ids=True
+    )
+    assert {r.status for r in results.rollouts} == {"completed"}
+    reader = agentkit.runs.open(run)
+    two = reader.rollout("two")
+    first, second = reader.calls(two.rollout_id)
+    assert first.prompt_token_ids is None and first.completion_token_ids is None
+    assert first.completion_logprobs is None and first.token_source == "none"
+    note = (
+        "the completion's token ids are not all there: 2 ids, but usage.completion_tokens "
+        "is 3 (the server lost some, as vLLM's tool parsers did with streamed chunks)"
+    )
+    assert first.token_note == note
+    assert first.response["choices"][0]["message"]["content"] == "first answer"
+    assert second.has_tokens and second.token_note is None
+    assert two.calls_without_tokens == [{"note": note, "calls": [0]}]
+    shown = CliRunner().invoke(show_cmd, [str(run), "--rollout", "two"])
+    assert f"Token ids: incomplete (2 calls, 1 sequences): 1 without token ids (call 0: {note}" in (
+        shown.output
+    )
+    refused = subprocess.run(
+        [sys.executable, "-m", "agentkit", "export", str(run), "--require-token-ids",
+         "--out", str(tmp_path / "out.jsonl")],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode == 2 and f"call 0: {note}" in refused.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+async def test_ids_that_disagree_with_their_logprobs_are_recorded_as_not_exact(
+    tmp_path: Path, tasks_file: Path, model_server: ScriptedModelServer
+) -> None:
+    """A completion with 3 ids, a usage of 3, and 2 logprobs: not exact either."""
+    entries = [{"token": t, "logprob": -0.5, "top_logprobs": []} for t in ("fi", "ne")]
+    body = {
+        "id": "c1", "object": "chat.completion", "model": "scripted-model",
+        "prompt_token_ids": [1, 2],
+        "choices": [{"index": 0, "finish_reason": "stop", "token_ids": [7, 8, 9],
+                     "message": {"role": "assistant", "content": "fine"},
+                     "logprobs": {"content": entries}}],
+        "usage": {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5},
+    }  # fmt: skip
+    model_server.set_script({"default": {"body": body}})
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"id": "one", "input": "hi"}) + "\n")
+    env = AgentEnv.from_names(f"jsonl:{path}", "chat")
+    results = await env.evaluate(
+        model="scripted-model", base_url=model_server.base_url, token_ids=True
+    )
+    (call,) = results.rollouts[0].model_calls
+    assert not call.has_tokens and call.token_note == (
+        "the completion's token ids are not all there: 3 ids, but 2 logprobs "
+        "(one per sampled token)"
+    )
+
+
 async def test_the_chat_harness_keeps_its_own_token_fields(
     tasks_file: Path, model_server: ScriptedModelServer
 ) -> None:

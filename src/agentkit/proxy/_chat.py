@@ -12,7 +12,10 @@ added when the run gives one.
 
 Recorded: the completion (streamed: assembled from the chunks), its usage
 and finish reason, ``prompt_token_ids`` and the first choice's ``token_ids``
-and sampled logprobs (``logprobs.content[].logprob``).
+and sampled logprobs (``logprobs.content[].logprob``). Ids that are not all
+the completion's (fewer than ``usage.completion_tokens``, or than the
+logprobs: :func:`agentkit.chat.completion_ids_gap`) are not recorded: the
+call's ``token_note`` says what differs.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from agentkit._calls import Protocol
+from agentkit.chat._tokens import completion_ids_gap
 from agentkit.proxy._wire import Recorded, Wire, float_list, int_list, openai_usage
 
 __all__ = ["ChatWire"]
@@ -28,7 +32,16 @@ __all__ = ["ChatWire"]
 class _Choice:
     """One choice of a stream, assembled from its deltas."""
 
-    __slots__ = ("broken", "content", "finish", "logprobs", "reasoning", "token_ids", "tools")
+    __slots__ = (
+        "broken",
+        "content",
+        "entries",
+        "finish",
+        "logprobs",
+        "reasoning",
+        "token_ids",
+        "tools",
+    )
 
     def __init__(self) -> None:
         self.content: list[str] = []
@@ -38,6 +51,7 @@ class _Choice:
         self.token_ids: list[int] | None = None
         self.logprobs: list[float] | None = None
         self.broken = False  # a chunk's logprobs could not be read: none are recorded
+        self.entries: list[Any] | None = None  # the logprobs.content entries, one per token
 
     def message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None}
@@ -126,9 +140,9 @@ class ChatWire(Wire):
                 )
                 state.token_ids = int_list(choice.get("token_ids"))
                 block = choice.get("logprobs")
-                state.logprobs = float_list(
-                    block.get("content") if isinstance(block, dict) else None
-                )
+                entries = block.get("content") if isinstance(block, dict) else None
+                state.logprobs = float_list(entries)
+                state.entries = entries if isinstance(entries, list) else None
                 if isinstance(choice.get("finish_reason"), str):
                     state.finish = choice["finish_reason"]
                 self._strip_choice(choice)
@@ -199,7 +213,10 @@ class ChatWire(Wire):
                 state.token_ids = (state.token_ids or []) + ids
         block = choice.get("logprobs")
         if isinstance(block, dict):
-            values = float_list(block.get("content"))
+            entries = block.get("content")
+            if isinstance(entries, list):
+                state.entries = (state.entries or []) + entries
+            values = float_list(entries)
             if values is None:
                 state.broken = True
             else:
@@ -209,6 +226,12 @@ class ChatWire(Wire):
             state.finish = finish
 
     # -- the record ----------------------------------------------------------------
+    def _gap(self, choice: _Choice, ids: list[int]) -> str | None:
+        """Why ``choice``'s ids are not all its completion's (its usage counts one choice)."""
+        usage = self._usage if isinstance(self._usage, dict) else {}
+        counted = usage.get("completion_tokens") if len(self._choices) == 1 else None
+        return completion_ids_gap(ids, completion_tokens=counted, logprobs=choice.entries)
+
     def recorded(self) -> Recorded:
         first = self._choices.get(min(self._choices)) if self._choices else None
         if self.stream and self._whole is None:
@@ -230,9 +253,13 @@ class ChatWire(Wire):
             prompt_token_ids=self._prompt_ids,
         )
         if first is not None and (self._prompt_ids is not None or first.token_ids):
-            out.completion_token_ids = first.token_ids
-            logprobs = None if first.broken else first.logprobs
             ids = first.token_ids
+            gap = None if ids is None else self._gap(first, ids)
+            if gap is not None:  # not all the completion's ids: none are taken for them
+                out.token_note = gap
+                return out
+            out.completion_token_ids = ids
+            logprobs = None if first.broken else first.logprobs
             if logprobs is not None and ids is not None and len(logprobs) == len(ids):
                 out.completion_logprobs = logprobs
         out.token_note = self.token_note(out)

@@ -5,7 +5,10 @@ when the agent gave no ``logprobs``, ``logprobs: 0`` (the sampled token's
 logprob only); the answer loses each choice's ``prompt_token_ids``,
 ``token_ids`` and (unasked) ``logprobs`` again. Recorded: the completion
 (streamed: the chunks' text joined), usage, finish reason, and the first
-choice's ``prompt_token_ids``, ``token_ids`` and ``logprobs.token_logprobs``.
+choice's ``prompt_token_ids``, ``token_ids`` and ``logprobs.token_logprobs``;
+ids that are not all the completion's (fewer than ``usage.completion_tokens``
+or than the logprobs: :func:`agentkit.chat.completion_ids_gap`) are not
+recorded, and the ``token_note`` says what differs.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from agentkit._calls import Protocol
+from agentkit.chat._tokens import completion_ids_gap
 from agentkit.proxy._wire import Recorded, Wire, int_list, openai_usage
 
 __all__ = ["CompletionsWire"]
@@ -47,6 +51,8 @@ class CompletionsWire(Wire):
         self._ids: list[int] | None = None
         self._logprobs: list[float] | None = None
         self._broken = False
+        self._entries: list[Any] | None = None  # the first choice's logprobs, one per token
+        self._indices: set[Any] = set()  # the choices seen (the usage counts them all)
         self._usage: Any = None
         self._whole: Any = None
         super().__init__(request, settings, memory)
@@ -83,7 +89,15 @@ class CompletionsWire(Wire):
                 self._ids = (self._ids or []) + ids
             block = choice.get("logprobs")
             if isinstance(block, dict):
-                values = _numbers(block.get("token_logprobs"))
+                named = block.get("tokens")
+                counted = block.get("token_logprobs")
+                if isinstance(counted, list):
+                    names = named if isinstance(named, list) else []
+                    entries = [
+                        {"token": names[i] if i < len(names) else None} for i in range(len(counted))
+                    ]
+                    self._entries = (self._entries or []) + entries
+                values = _numbers(counted)
                 if values is None:
                     self._broken = True
                 else:
@@ -105,6 +119,7 @@ class CompletionsWire(Wire):
         for position, choice in enumerate(choices):
             if isinstance(choice, dict):
                 index = choice.get("index", position)
+                self._indices.add(index)
                 self._choice(choice, first=index == 0)
         return choices
 
@@ -149,6 +164,14 @@ class CompletionsWire(Wire):
             prompt_token_ids=self._prompt_ids,
             completion_token_ids=self._ids,
         )
+        if self._ids is not None:
+            usage = self._usage if isinstance(self._usage, dict) else {}
+            counted = usage.get("completion_tokens") if len(self._indices) == 1 else None
+            gap = completion_ids_gap(self._ids, completion_tokens=counted, logprobs=self._entries)
+            if gap is not None:  # not all the completion's ids: none are taken for them
+                out.completion_token_ids = None
+                out.token_note = gap
+                return out
         logprobs = None if self._broken else self._logprobs
         if logprobs is not None and self._ids is not None and len(logprobs) == len(self._ids):
             out.completion_logprobs = logprobs

@@ -5,7 +5,8 @@ becomes a system message; each message's blocks become chat messages: a
 user's ``tool_result`` blocks one ``tool`` message each (in order, before the
 user's text), its ``text`` and ``image`` blocks the user message; a system
 turn amid the messages a system message; an
-assistant's ``text`` its content, its ``thinking`` its ``reasoning_content``,
+assistant's ``text`` its content, its ``thinking`` its ``reasoning`` (and
+``reasoning_content``: current vLLM reads the one, other servers the other),
 its ``tool_use`` blocks its ``tool_calls`` (the arguments the model wrote,
 from the route's memory). ``tools`` (``input_schema``) become function tools,
 ``tool_choice`` (``auto``, ``any``, ``tool``, ``none``;
@@ -37,6 +38,7 @@ import secrets
 from typing import Any, ClassVar
 
 from agentkit._calls import Protocol
+from agentkit.chat._reasoning import with_reasoning
 from agentkit.proxy._chat_parts import ChatParts, Part, Step
 from agentkit.proxy._messages import MessagesWire
 from agentkit.proxy._translate import ChatTranslation, arguments_text, chat_usage, sse
@@ -145,7 +147,7 @@ def _assistant(content: Any, memory: dict[str, Any]) -> dict[str, Any]:
             )
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) or None}
     if thinking:
-        message["reasoning_content"] = "".join(thinking)
+        with_reasoning(message, "".join(thinking))
     if calls:
         message["tool_calls"] = calls
     elif message["content"] is None:

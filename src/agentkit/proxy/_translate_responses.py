@@ -6,7 +6,8 @@ or items) chat messages: a ``message`` item by its role (``developer`` as
 image part), ``function_call`` items the ``tool_calls`` of an assistant
 message, ``function_call_output`` items ``tool`` messages, a ``reasoning``
 item (its text, else its summary) the next assistant message's
-``reasoning_content``. ``tools`` of type ``function`` become chat function
+``reasoning`` (and ``reasoning_content``: current vLLM reads the one, other
+servers the other). ``tools`` of type ``function`` become chat function
 tools, ``tool_choice`` its chat form, ``max_output_tokens`` ``max_tokens``,
 ``text.format`` (JSON schema) ``response_format``; ``temperature``,
 ``top_p``, ``parallel_tool_calls`` and ``stream`` are kept. The server keeps
@@ -38,6 +39,7 @@ import time
 from typing import Any, ClassVar
 
 from agentkit._calls import Protocol
+from agentkit.chat._reasoning import with_reasoning
 from agentkit.proxy._chat_parts import ChatParts, Part, Step
 from agentkit.proxy._responses import ResponsesWire
 from agentkit.proxy._translate import ChatTranslation, arguments_text, chat_usage, sse
@@ -96,7 +98,7 @@ class _History:
             last = {"role": "assistant", "content": None}
             self.messages.append(last)
         if self.reasoning:
-            last["reasoning_content"] = "".join(self.reasoning)
+            with_reasoning(last, "".join(self.reasoning))
             self.reasoning = []
         return last
 
