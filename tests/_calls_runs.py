@@ -21,7 +21,7 @@ from agentkit._rundir import CALLS_DIR
 from agentkit.env import AgentEnv
 from agentkit.testing.model_server import ScriptedModelServer
 
-__all__ = ["SCRIPT", "call", "make_run", "worked_example", "write_calls"]
+__all__ = ["SCRIPT", "THINKING", "call", "make_run", "worked_example", "write_calls"]
 
 
 def call(
@@ -111,6 +111,9 @@ def write_calls(
     return path
 
 
+#: The thinking before the ``add`` rollouts' tool call (vLLM's ``reasoning`` field).
+THINKING = "Adding is what calc does."
+
 #: The scripted model's answers: "2+3" is answered right (passes), "capital" wrongly.
 SCRIPT = {
     "rules": [
@@ -124,12 +127,15 @@ SCRIPT = {
 async def make_run(tmp_path: Path, model_server: ScriptedModelServer) -> Path:
     """A real run (chat harness, scripted model, 2 tasks x 2 rollouts) with a calls file
     per rollout: ``add`` rollouts the worked example, ``capital`` rollouts two calls that
-    merge; the last rollout's second call returned no token ids."""
+    merge; the last rollout's second call returned no token ids. The ``add`` task's
+    assistant turn, and its first call's answer, carry the model's thinking
+    (``THINKING``) as ``reasoning``."""
     tasks = tmp_path / "tasks.jsonl"
     (user, asked, result) = worked_example("-")[1].request["messages"]
     rows = [
-        # a transcript with a tool call and its result, which the chat harness answers
-        {"id": "add", "input": [user, asked, result], "target": "5"},
+        # a transcript with a tool call (and the model's thinking before it, under the
+        # name current vLLM gives it) and its result, which the chat harness answers
+        {"id": "add", "input": [user, {**asked, "reasoning": THINKING}, result], "target": "5"},
         {"id": "capital", "input": "Capital of France?", "target": "Paris"},
     ]
     tasks.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -145,6 +151,9 @@ async def make_run(tmp_path: Path, model_server: ScriptedModelServer) -> Path:
     for n, rollout_id in enumerate(sorted(ids)):
         if rollout_id.startswith("add"):
             calls = worked_example(rollout_id)
+            # the first answer carries the model's thinking, as vLLM's whole answer does
+            message = {**calls[0].response["choices"][0]["message"], "reasoning": THINKING}
+            calls[0] = attrs.evolve(calls[0], response={"choices": [{"message": message}]})
         else:
             base = 100 + n
             second = [base, 2, 20, 21, 9, base + 1] if n != len(ids) - 1 else None

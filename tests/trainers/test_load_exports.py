@@ -7,15 +7,18 @@ token ids. Each format is checked with the library that consumes it:
 
 - SkyRL 0.3.0: ``validate_generator_output`` (step-wise), the batch tensors its
   trainer builds, and its own prefix merging (``merge_stepwise_output``) of the
-  same calls giving the same sequences;
+  same calls, as its Harbor generator writes them (the reward on a trajectory's
+  last step, 0.0 before), giving the same sequences and rewards;
 - Tinker 0.38.0 / tinker-cookbook 0.6.1: ``tinker.Datum`` built from each line
-  equals what the cookbook's RL loop builds (``compute_advantages`` and
-  ``assemble_training_data``) from the same calls, and encodes as a
+  equals what the cookbook's RL loop sends ``forward_backward`` (``compute_advantages``,
+  ``assemble_training_data``, then ``train_step``'s ``_remove_mask``) from the
+  same calls, the line's ``mask`` the one the cookbook built, and encodes as a
   forward-backward request;
 - verifiers 0.4.0: ``WireTrace`` loads each line, and its branches (what prime-rl
-  trains on) are the sequences;
-- SFT: HF ``datasets`` loads both files; tool calls validate as tinker-cookbook's
-  ``ToolCall``.
+  trains on) are the sequences; the model's thinking (vLLM's ``reasoning``) is
+  the assistant message's ``reasoning_content``;
+- SFT: HF ``datasets`` loads both files; tool calls and the model's thinking
+  read as tinker-cookbook's ``openai_messages_to_tinker`` reads them.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _calls_runs import make_run
+from _calls_runs import THINKING, make_run
 
 import agentkit.runs
 from agentkit.testing.model_server import ScriptedModelServer
@@ -77,14 +80,16 @@ async def test_skyrl_loads_the_generator_output(run_dir: Path, tmp_path: Path) -
         with_ids = [c for c in calls if c.has_tokens]
         record = records[rollout_id]
         for n, c in enumerate(with_ids):
+            last = n == len(with_ids) - 1
             steps["prompt_token_ids"].append(c.prompt_token_ids)
             steps["response_ids"].append(c.completion_token_ids)
             steps["loss_masks"].append([1] * len(c.completion_token_ids))
             steps["rollout_logprobs"].append(c.completion_logprobs)
-            steps["rewards"].append(record.reward)
+            # as SkyRL's Harbor generator: the reward on the last step, 0.0 before
+            steps["rewards"].append(record.reward if last else 0.0)
             steps["stop_reasons"].append(c.finish_reason)
             steps["trajectory_ids"].append(TrajectoryID(record.task_id, record.rollout_index))
-            steps["is_last_step"].append(n == len(with_ids) - 1)
+            steps["is_last_step"].append(last)
     steps["rollout_expert_indices"] = None
     merged = merge_stepwise_output(steps)  # type: ignore[arg-type]
     by_trajectory = lambda out: sorted(  # noqa: E731
@@ -94,10 +99,16 @@ async def test_skyrl_loads_the_generator_output(run_dir: Path, tmp_path: Path) -
             out["response_ids"],
             out["loss_masks"],
             out["rollout_logprobs"],
+            out["rewards"],
             strict=True,
         )
     )
     assert by_trajectory(merged) == by_trajectory(output)
+    # the trainer's step-wise reward of each trajectory (its last step's) is the rollout's
+    last_rewards = [w for w, end in zip(output["rewards"], output["is_last_step"], strict=True)
+                    if end]  # fmt: skip
+    assert sorted(last_rewards) == sorted(r.reward for r in records.values())
+    assert sum(output["rewards"]) == sum(r.reward or 0.0 for r in records.values())
 
     # the padded batch its trainer trains on (only the tokenizer's pad id is read)
     rewards = [[0.0] * (len(r) - 1) + [w] for r, w in zip(output["response_ids"],
@@ -123,6 +134,7 @@ async def test_tinker_datums_are_what_the_cookbook_builds(run_dir: Path, tmp_pat
     from tinker.types import ForwardBackwardInput, ForwardBackwardRequest
     from tinker_cookbook.completers import TokensWithLogprobs
     from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
+    from tinker_cookbook.rl.train import _remove_mask
     from tinker_cookbook.rl.types import Trajectory, TrajectoryGroup, Transition
 
     lines = [json.loads(x) for x in export(run_dir, "tinker", tmp_path / "t.jsonl").open()]
@@ -164,13 +176,20 @@ async def test_tinker_datums_are_what_the_cookbook_builds(run_dir: Path, tmp_pat
     )
 
     def key(d: Any) -> tuple[Any, ...]:
-        return (
-            d.model_input.to_ints(),
-            *(d.loss_fn_inputs[k].tolist() for k in ("target_tokens", "logprobs", "advantages",
-                                                      "mask")),
-        )  # fmt: skip
+        inputs = d.loss_fn_inputs
+        return (d.model_input.to_ints(), sorted((k, v.tolist()) for k, v in inputs.items()))
 
-    assert sorted(map(key, datums)) == sorted(map(key, expected))
+    # what the cookbook's train_step sends forward_backward: its datums less their mask
+    sent = [_remove_mask(d) for d in expected]
+    assert sorted(map(key, datums)) == sorted(map(key, sent))
+    assert all(set(d.loss_fn_inputs) == {"target_tokens", "logprobs", "advantages"} for d in datums)
+    # the mask beside them is the one the cookbook built (its metrics read it)
+    with_mask = [
+        tinker.Datum(model_input=d.model_input,
+                     loss_fn_inputs={**d.loss_fn_inputs, "mask": tinker.TensorData(**line["mask"])})
+        for d, line in zip(datums, lines, strict=True)
+    ]  # fmt: skip
+    assert sorted(map(key, with_mask)) == sorted(map(key, expected))
 
     request = ForwardBackwardRequest(
         forward_backward_input=ForwardBackwardInput(data=datums, loss_fn="importance_sampling"),
@@ -206,6 +225,8 @@ async def test_verifiers_traces_load_and_their_branches_are_the_sequences(
     add = next(t for t in traces.values() if t.task.key.endswith(":add"))
     assert [m.role for m in add.branches[0].messages] == ["user", "assistant", "tool", "assistant"]
     assert add.branches[0].messages[1].tool_calls[0].name == "calc"
+    # the first answer's thinking, vLLM's ``reasoning``, as verifiers' AssistantMessage has it
+    assert add.branches[0].messages[1].reasoning_content == THINKING
 
 
 async def test_sft_files_load_with_datasets_and_keep_tool_calls(
@@ -213,6 +234,7 @@ async def test_sft_files_load_with_datasets_and_keep_tool_calls(
 ) -> None:
     import datasets
     from tinker_cookbook.renderers.base import ToolCall
+    from tinker_cookbook.third_party.openai_compat import openai_messages_to_tinker
 
     chat = export(run_dir, "sft-chat", tmp_path / "chat.jsonl")
     loaded = datasets.load_dataset("json", data_files=str(chat), split="train")
@@ -227,6 +249,11 @@ async def test_sft_files_load_with_datasets_and_keep_tool_calls(
         for call in message.get("tool_calls") or []
     ]
     assert [c.function.name for c in calls] == ["calc"]
+    # the transcript's thinking (vLLM's ``reasoning``) is the cookbook's ThinkingPart
+    messages = openai_messages_to_tinker(json.loads(chat.read_text().splitlines()[0])["messages"])
+    asked = next(m for m in messages if m.get("tool_calls"))
+    assert asked["content"] == [{"type": "thinking", "thinking": THINKING}]
+    assert [c.function.name for c in asked["tool_calls"]] == ["calc"]
 
     sharegpt = export(run_dir, "sharegpt", tmp_path / "sharegpt.jsonl")
     loaded = datasets.load_dataset("json", data_files=str(sharegpt), split="train")

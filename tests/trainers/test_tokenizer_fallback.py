@@ -20,6 +20,8 @@ from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
 
+#: The tiny tokenizer's vocabulary: a word's id is its place here.
+WORDS = ["[UNK]", "<", "|", ">", "user", "assistant", "q", "a", "2", "+", "3"]
 TEMPLATE = (
     "{% for m in messages %}<|{{ m.role }}|> {{ m.content }} {% endfor %}"
     "{% if add_generation_prompt %}<|assistant|> {% endif %}"
@@ -30,8 +32,7 @@ def tiny_tokenizer(where: Path) -> object:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    words = ["[UNK]", "<", "|", ">", "user", "assistant", "q", "a", "2", "+", "3"]
-    model = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    model = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
     model.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=model, unk_token="[UNK]")
     tokenizer.chat_template = TEMPLATE
@@ -58,11 +59,22 @@ async def test_calls_without_ids_get_the_tokenizers_and_are_marked(
     made = [r for r in records if r["token_source"] == "tokenizer"]
     (record,) = made
     assert record["calls"] == [1] and record["sequence_start"] == "prefix_break"
+    # the chat template's own rendering of the call's request and of it with the answer
+    # (the calls file's: the user's "q", the assistant's "a"), tokenized word by word
     messages = [{"role": "user", "content": "q"}]
-    prompt = tokenizer.apply_chat_template(  # type: ignore[attr-defined]
-        messages, add_generation_prompt=True, tokenize=True, return_dict=False
+    rendered = tokenizer.apply_chat_template(  # type: ignore[attr-defined]
+        messages, add_generation_prompt=True, tokenize=False
     )
-    assert record["prompt_token_ids"] == prompt and record["completion_token_ids"]
+    answered = tokenizer.apply_chat_template(  # type: ignore[attr-defined]
+        [*messages, {"role": "assistant", "content": "a"}], tokenize=False
+    )
+    assert rendered == "<|user|> q <|assistant|> " and answered == "<|user|> q <|assistant|> a "
+    vocab = {w: i for i, w in enumerate(WORDS)}
+    assert record["prompt_token_ids"] == [
+        vocab[w] for w in ["<", "|", "user", "|", ">", "q", "<", "|", "assistant", "|", ">"]
+    ]
+    assert record["completion_token_ids"] == [vocab["a"]]  # what the answer adds to it
+    assert record["completion_mask"] == [1]
     assert record["completion_logprobs"] is None  # the sampler's are not known
     rest = [r for r in records if r["rollout_id"] == record["rollout_id"] and r is not record]
     assert [r["token_source"] for r in rest] == ["server"]  # call 0: the server's ids
@@ -75,6 +87,31 @@ async def test_calls_without_ids_get_the_tokenizers_and_are_marked(
     assert {r["token_source"] for r in plain_records} == {"server"}
     strict = export(run_dir, "--tokenizer", str(tmp_path / "tok"), "--require-token-ids")
     assert strict.returncode == 2 and "made by a local tokenizer" in strict.stderr
+
+
+async def test_verifiers_trains_nothing_of_a_sequence_without_the_samplers_logprobs(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    """A tokenizer's ids come without the sampler's logprobs: in the verifiers file
+    their sequence's branch has no trainable token (verifiers reads a missing logprob
+    as 0.0, and prime-rl would train on it), and says why; the others are as they were."""
+    import verifiers.v1 as vf
+
+    run_dir = await make_run(tmp_path, model_server)
+    tiny_tokenizer(tmp_path / "tok")
+    out = tmp_path / "v.jsonl"
+    done = export(run_dir, "--format", "verifiers", "--out", str(out),
+                  "--tokenizer", str(tmp_path / "tok"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    traces = [vf.WireTrace.model_validate_json(x) for x in out.read_text().splitlines()]
+    logprobs = {t.id: [s["logprobs"] for s in t.info["agentkit"]["sequences"]] for t in traces}
+    (trace,) = [t for t in traces if False in logprobs[t.id]]  # the capital rollout's call 1
+    assert logprobs[trace.id] == [True, False]
+    server_ids, made = trace.branches
+    assert not any(made.sampled_mask) and made.token_ids  # nothing to train, tokens kept
+    assert any(server_ids.sampled_mask)  # call 0's own ids and logprobs: trainable
+    sampled = [lp for lp, m in zip(server_ids.logprobs, server_ids.sampled_mask, strict=True) if m]
+    assert sampled == [-1.0, -0.5]
 
 
 async def test_a_path_without_a_tokenizer_is_one_clear_error(

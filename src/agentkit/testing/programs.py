@@ -506,7 +506,8 @@ def assert_exports_carry_the_server_tokens(
         (chunk,) = datum["model_input"]["chunks"]
         inputs = datum["loss_fn_inputs"]
         assert chunk["tokens"] == tokens[:-1] and inputs["target_tokens"]["data"] == tokens[1:]
-        assert inputs["mask"]["data"] == [float(m) for m in mask_of(seq)[1:]]
+        assert set(inputs) == {"target_tokens", "logprobs", "advantages"}  # no mask
+        assert datum["mask"]["data"] == [float(m) for m in mask_of(seq)[1:]]
         lps = [seq["sampled"].get(j, 0.0) for j in range(1, len(tokens))]
         assert inputs["logprobs"]["data"] == lps
 
@@ -582,7 +583,7 @@ def exported_sequences(path: Path, fmt: str) -> list[Sequence_]:
             inputs = line["loss_fn_inputs"]
             [chunk] = line["model_input"]["chunks"]
             targets = inputs["target_tokens"]["data"]
-            mask = [bool(m) for m in inputs["mask"]["data"]]
+            mask = [bool(m) for m in line["mask"]["data"]]
             tokens = chunk["tokens"][:1] + targets
             values = inputs.get("logprobs", {}).get("data")
             kept = None if values is None else [v for v, m in zip(values, mask, strict=True) if m]

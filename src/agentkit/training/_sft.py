@@ -6,16 +6,19 @@ true), tool calls included.
 - ``sft-chat``: ``{"messages": [...], "tools": [...], "rollout_id", "task_id",
   "reward"}``, the messages in OpenAI's chat shape (``tool_calls`` with
   ``function.name`` and ``function.arguments`` as a JSON string; ``tool``
-  messages with ``tool_call_id``), as TRL's SFT trainer and
-  tinker-cookbook's ``FromConversationFileBuilder`` read a ``messages``
-  column. ``tools`` are the function tools of the rollout's last chat
-  request, when its calls were recorded.
+  messages with ``tool_call_id``; an assistant's thinking as
+  ``reasoning_content``, which chat templates and tinker-cookbook's OpenAI
+  message reader take), as TRL's SFT trainer and tinker-cookbook's
+  ``FromConversationFileBuilder`` read a ``messages`` column. ``tools`` are
+  the function tools of the rollout's last chat request, when its calls were
+  recorded.
 - ``sharegpt``: ``{"conversations": [{"from", "value"}], "system", "tools"}``
   as LLaMA-Factory's ShareGPT format: ``human``, ``gpt``, ``function_call``
   (the calls as JSON ``{"name", "arguments"}``, a list when several) and
   ``observation`` (a tool result); the system prompt in ``system`` and the
   tools as a JSON string. Text an assistant wrote beside its tool calls is
-  kept in the turn's ``thought``.
+  kept in the turn's ``thought``. ShareGPT has no field for a model's
+  thinking: it is left out.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from agentkit._calls import ModelCall
+from agentkit.chat._reasoning import message_reasoning
 from agentkit.training._files import write_lines
 from agentkit.training._records import TrainingRecord
 from agentkit.training._toolcalls import tool_calls_of
@@ -50,7 +54,9 @@ def _tool_calls(message: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def chat_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """A transcript as OpenAI chat messages: role, content, tool calls, tool call ids."""
+    """A transcript as OpenAI chat messages: role, content, an assistant's thinking as
+    ``reasoning_content`` (read from ``reasoning`` or ``reasoning_content``), tool calls,
+    tool call ids."""
     out: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role")
@@ -58,6 +64,8 @@ def chat_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
         if role not in ("system", "user", "assistant", "tool"):
             continue
         item: dict[str, Any] = {"role": role, "content": _content(message.get("content"))}
+        if role == "assistant" and isinstance(reasoning := message_reasoning(message)[1], str):
+            item["reasoning_content"] = reasoning
         if role == "assistant" and (calls := _tool_calls(message)):
             item["tool_calls"] = calls
         if role == "tool":

@@ -7,8 +7,12 @@ output (``generator.step_wise_trajectories``): ``trajectory_ids`` name the
 rollout (``instance_id`` = task id, the GRPO group; ``repetition_id`` = the
 rollout's index) and ``is_last_step`` marks each rollout's last sequence. A
 run whose rollouts all have one sequence is a plain (not step-wise) output
-too. ``rewards`` are the rollout's reward, one float per row (SkyRL computes
-its advantages from them); ``loss_masks`` are 1 on sampled tokens only;
+too. ``rewards`` hold the rollout's reward on its last row and 0.0 on the
+rows before it, as SkyRL's own Harbor generator writes a trajectory's steps
+(``build_step_wise_generator_output``): its trainer computes a step-wise
+trajectory's advantage from the last step's reward, and its reward metrics
+average over rows; a rollout of one sequence has its reward on that row.
+``loss_masks`` are 1 on sampled tokens only;
 ``rollout_logprobs`` are the sampled tokens' logprobs, or null when some row
 has none. ``env_metrics`` carries agentkit's identity of each row (rollout,
 sequence, calls, advantage, token issues, and a branching run's prefix
@@ -59,7 +63,7 @@ def generator_output(records: Iterable[TrainingRecord]) -> dict[str, Any]:
     return {
         "prompt_token_ids": [r.prompt_token_ids for r in rows],
         "response_ids": [r.completion_token_ids for r in rows],
-        "rewards": [r.reward for r in rows],
+        "rewards": [r.reward if end else 0.0 for r, end in zip(rows, last, strict=True)],
         "loss_masks": [r.completion_mask for r in rows],
         "stop_reasons": [r.stop_reason or "unknown" for r in rows],
         "rollout_metrics": None,

@@ -1,24 +1,32 @@
 """Tinker: one ``tinker.Datum`` per training sequence, as JSONL.
 
-As the tinker-cookbook RL loop builds them (``tinker_cookbook.rl.
-data_processing.trajectory_to_data``): the sequence's tokens ``T`` (prompt,
-then the completion with the observation tokens between responses) become
-``model_input`` = ``T[:-1]`` and ``loss_fn_inputs``: ``target_tokens`` =
+As the tinker-cookbook RL loop trains on them: its ``trajectory_to_data``
+(``tinker_cookbook.rl.data_processing``) turns the sequence's tokens ``T``
+(prompt, then the completion with the observation tokens between responses)
+into ``model_input`` = ``T[:-1]`` and ``loss_fn_inputs``: ``target_tokens`` =
 ``T[1:]``, ``logprobs`` (the sampler's, 0.0 on tokens it did not sample),
-``advantages`` (the rollout's advantage on sampled tokens, 0 elsewhere) and
-``mask`` (1.0 on sampled tokens), each shifted the same way. Each line is
+``advantages`` (the rollout's advantage on sampled tokens, 0.0 elsewhere: that
+is what keeps the loss off the other tokens) and a ``mask``, each shifted the
+same way; its ``train_step`` then takes the ``mask`` out before
+``forward_backward`` (``_remove_mask``: the built-in losses take
+``target_tokens``, ``logprobs`` and ``advantages`` only). A line's
+``loss_fn_inputs`` is what ``forward_backward`` is sent; the mask (1.0 on
+sampled tokens), which the cookbook's metrics read, is beside it:
 
 ```json
 {"model_input": {"chunks": [{"type": "encoded_text", "tokens": [...]}]},
- "loss_fn_inputs": {"target_tokens": {"data": [...], "dtype": "int64", "shape": [n]}, ...},
+ "loss_fn_inputs": {"target_tokens": {"data": [...], "dtype": "int64", "shape": [n]},
+                    "logprobs": {...}, "advantages": {...}},
+ "mask": {"data": [...], "dtype": "float32", "shape": [n]},
  "agentkit": {"rollout_id": ..., "sequence": ..., ...}}
 ```
 
 so ``tinker.ModelInput.model_validate(line["model_input"])`` and
-``tinker.TensorData(**value)`` rebuild the Datum. A sequence whose calls
-returned no logprobs has no ``logprobs`` input (Tinker's importance-sampling
-loss then refuses it rather than train on zeros); a rollout without an
-advantage (no reward) is left out.
+``tinker.TensorData(**value)`` rebuild the Datum (``line["mask"]`` added to its
+inputs gives the cookbook's own, before ``_remove_mask``). A sequence whose
+calls returned no logprobs has no ``logprobs`` input (Tinker's
+importance-sampling loss then refuses it rather than train on zeros); a
+rollout without an advantage (no reward) is left out.
 """
 
 from __future__ import annotations
@@ -64,7 +72,7 @@ def _flags_json(pad: int, mask: list[int], value: float) -> orjson.Fragment:
 
 
 def _datum(record: TrainingRecord, *, fragments: bool) -> dict[str, Any] | None:
-    """:func:`datum_json`; with ``fragments`` the mask and the advantages are JSON
+    """:func:`datum_json`; with ``fragments`` the advantages and the mask are JSON
     text (``orjson.Fragment``) that orjson writes as the same arrays."""
     prompt, completion = record.prompt_token_ids, record.completion_token_ids
     mask = record.completion_mask
@@ -80,20 +88,21 @@ def _datum(record: TrainingRecord, *, fragments: bool) -> dict[str, Any] | None:
     flags = mask if n_prompt else mask[1:]
     weights = [0.0] * pad
     inputs: dict[str, Any] = {"target_tokens": _tensor(tokens[1:], "int64")}
-    if fragments:
-        n = len(tokens) - 1
-        inputs["advantages"] = _fragment(_flags_json(pad, flags, advantage), n)
-        inputs["mask"] = _fragment(_flags_json(pad, flags, 1.0), n)
-    else:
-        advantages = [*weights, *(advantage if m else 0.0 for m in flags)]
-        inputs["advantages"] = _tensor(advantages, "float32")
-        inputs["mask"] = _tensor([*weights, *(1.0 if m else 0.0 for m in flags)], "float32")
     if record.completion_logprobs is not None:
         logprobs = record.completion_logprobs if n_prompt else record.completion_logprobs[1:]
         inputs["logprobs"] = _tensor([*weights, *logprobs], "float32")
+    if fragments:
+        n = len(tokens) - 1
+        inputs["advantages"] = _fragment(_flags_json(pad, flags, advantage), n)
+        mask = _fragment(_flags_json(pad, flags, 1.0), n)
+    else:
+        advantages = [*weights, *(advantage if m else 0.0 for m in flags)]
+        inputs["advantages"] = _tensor(advantages, "float32")
+        mask = _tensor([*weights, *(1.0 if m else 0.0 for m in flags)], "float32")
     return {
         "model_input": {"chunks": [{"type": "encoded_text", "tokens": tokens[:-1]}]},
-        "loss_fn_inputs": inputs,
+        "loss_fn_inputs": inputs,  # what forward_backward is sent: no mask
+        "mask": mask,
         "agentkit": row_metadata(record),
     }
 

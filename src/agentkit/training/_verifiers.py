@@ -15,7 +15,12 @@ Responses call in its translation mode, the messages of the chat request the
 server was sent, and the answer as the chat message it stands for,
 :func:`agentkit.proxy.translated_answer`) and an assistant node holding the
 tokens the call's prompt added and then its sampled tokens (mask True on the
-sampled ones only; ``logprobs`` and ``advantages`` over them). ``rewards``
+sampled ones only; ``logprobs`` and ``advantages`` over them). A sequence
+without the sampler's logprobs (a server that returned none, the tokenizer
+fallback) marks no token trainable (mask all False, no logprobs): verifiers
+spreads a missing logprob as 0.0, so prime-rl would train on it with the
+sampler's logprob taken for 0; its ``info["agentkit"]["sequences"]`` entry
+says ``"logprobs": false``. ``rewards``
 holds the rollout's reward (``reward``, weight 1, so ``trace.reward`` is it),
 ``metrics`` every metric,
 ``ok`` whether the harness completed (prime-rl masks a trace that did not),
@@ -32,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from agentkit._calls import ModelCall
+from agentkit.chat._reasoning import message_reasoning
 from agentkit.training._files import write_lines
 from agentkit.training._records import TrainingRecord
 from agentkit.training._toolcalls import tool_calls_of
@@ -55,7 +61,9 @@ def _text(content: Any) -> str:
 
 
 def vf_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """An OpenAI chat message as a verifiers message (``role``-tagged, text content)."""
+    """An OpenAI chat message as a verifiers message (``role``-tagged, text content; an
+    assistant's thinking, ``reasoning`` or ``reasoning_content``, as verifiers'
+    ``reasoning_content``)."""
     role = message.get("role")
     if role in ("system", "developer"):
         return {"role": "system", "content": _text(message.get("content"))}
@@ -63,8 +71,9 @@ def vf_message(message: Mapping[str, Any]) -> dict[str, Any]:
         out: dict[str, Any] = {"role": "assistant", "content": message.get("content")}
         if not isinstance(out["content"], str | None):
             out["content"] = _text(out["content"])
-        if isinstance(message.get("reasoning_content"), str):
-            out["reasoning_content"] = message["reasoning_content"]
+        reasoning = message_reasoning(message)[1]  # vLLM's ``reasoning``, or the older name
+        if isinstance(reasoning, str):
+            out["reasoning_content"] = reasoning  # verifiers' AssistantMessage field
         calls = [
             {"id": cid, "name": name, "arguments": arguments}
             for cid, name, arguments in tool_calls_of(message, ensure_ascii=True)
@@ -154,9 +163,14 @@ def _segments(
 def _nodes(record: TrainingRecord, calls: Mapping[int, ModelCall]) -> list[dict[str, Any]]:
     tokens = (record.prompt_token_ids or []) + (record.completion_token_ids or [])
     n_prompt = len(record.prompt_token_ids or [])
-    mask = [False] * n_prompt + [bool(m) for m in record.completion_mask or []]
-    logprobs = [0.0] * n_prompt + list(record.completion_logprobs or [])
+    # without the sampler's logprobs no token is marked trainable: verifiers reads a
+    # sampled token's missing logprob as 0.0, and prime-rl would train on that
     has_logprobs = record.completion_logprobs is not None
+    sampled_ones = (record.completion_mask or []) if has_logprobs else []
+    mask = [False] * n_prompt + [bool(m) for m in sampled_ones]
+    mask += [False] * (len(tokens) - len(mask))
+    values = record.completion_logprobs if has_logprobs else None
+    logprobs = [0.0] * n_prompt + list(values or [0.0] * (len(tokens) - n_prompt))
     nodes: list[dict[str, Any]] = []
     at = 0
     for new, answer, size in _segments(record, calls):
@@ -170,7 +184,7 @@ def _nodes(record: TrainingRecord, calls: Mapping[int, ModelCall]) -> list[dict[
             "sampled": True,
             "token_ids": tokens[span],
             "mask": node_mask,
-            "logprobs": sampled if has_logprobs else [],
+            "logprobs": sampled,
         }
         if record.advantage is not None:
             node["advantages"] = [record.advantage] * len(sampled)
@@ -215,6 +229,7 @@ def trace_record(
                         "calls": r.calls,
                         "start": r.sequence_start,
                         "prefix_tokens": r.prefix_tokens,
+                        "logprobs": r.completion_logprobs is not None,
                     }
                     for r in records
                     if r.has_tokens
