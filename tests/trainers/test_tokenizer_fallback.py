@@ -20,8 +20,9 @@ from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
 
-#: The tiny tokenizer's vocabulary: a word's id is its place here.
-WORDS = ["[UNK]", "<", "|", ">", "user", "assistant", "q", "a", "2", "+", "3"]
+#: The tiny tokenizer's vocabulary: a word's id is its place here (its pre-tokenizer cuts
+#: text into runs of word characters and runs of other characters: ``<|``, ``user``, ``|>``).
+WORDS = ["[UNK]", "<|", "|>", "user", "assistant", "q", "a", "2", "+", "3"]
 TEMPLATE = (
     "{% for m in messages %}<|{{ m.role }}|> {{ m.content }} {% endfor %}"
     "{% if add_generation_prompt %}<|assistant|> {% endif %}"
@@ -71,7 +72,7 @@ async def test_calls_without_ids_get_the_tokenizers_and_are_marked(
     assert rendered == "<|user|> q <|assistant|> " and answered == "<|user|> q <|assistant|> a "
     vocab = {w: i for i, w in enumerate(WORDS)}
     assert record["prompt_token_ids"] == [
-        vocab[w] for w in ["<", "|", "user", "|", ">", "q", "<", "|", "assistant", "|", ">"]
+        vocab[w] for w in ["<|", "user", "|>", "q", "<|", "assistant", "|>"]
     ]
     assert record["completion_token_ids"] == [vocab["a"]]  # what the answer adds to it
     assert record["completion_mask"] == [1]
@@ -108,7 +109,10 @@ async def test_verifiers_trains_nothing_of_a_sequence_without_the_samplers_logpr
     (trace,) = [t for t in traces if False in logprobs[t.id]]  # the capital rollout's call 1
     assert logprobs[trace.id] == [True, False]
     server_ids, made = trace.branches
-    assert not any(made.sampled_mask) and made.token_ids  # nothing to train, tokens kept
+    assert not any(made.sampled_mask)  # nothing to train; the tokens are all kept:
+    vocab = {w: i for i, w in enumerate(WORDS)}
+    words = ["<|", "user", "|>", "q", "<|", "assistant", "|>", "a"]
+    assert made.token_ids == [vocab[w] for w in words]
     assert any(server_ids.sampled_mask)  # call 0's own ids and logprobs: trainable
     sampled = [lp for lp, m in zip(server_ids.logprobs, server_ids.sampled_mask, strict=True) if m]
     assert sampled == [-1.0, -0.5]

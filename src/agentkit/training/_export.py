@@ -389,12 +389,18 @@ def export_run(
         )
     path = Path(run_dir)
     run_id = run_id_of(path)
+    tok = load_tokenizer(tokenizer) if tokenizer is not None else None
 
     def calls_of(rollout_id: str) -> list[ModelCall] | None:
         try:
-            return read_calls(path, rollout_id, run_id=run_id)
+            calls = read_calls(path, rollout_id, run_id=run_id)
         except ForeignCallsError:  # not its calls: its record already says so
             return None
+        # the calls the records' sequences were built from: with a tokenizer, those it
+        # gave ids to (the verifiers writer cuts a sequence's tokens per call)
+        if tok is not None and calls is not None and not all(c.has_tokens for c in calls):
+            calls = retokenized(calls, tok, os.fspath(tokenizer or ""))
+        return calls
 
     with _gc_paused():
         written = write_records(records, out, format=format, calls_of=calls_of)
