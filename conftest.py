@@ -3,8 +3,10 @@
 Under ``CI=true`` a skipped test is a failure: CI installs everything the tests need
 (``ensure_system_tools`` in noxfile.py: bubblewrap, util-linux, ripgrep, node, npm,
 chromium, opencode; the ``test`` extras: datasets, pyarrow, boto3, moto, fleet-python...),
-so a skip there would mean a test silently did not run. That holds for a whole module
-skipped while it is collected (a module-level ``pytest.importorskip``) as for one test.
+so a skip there would mean a test silently did not run. That holds for a test skipped at
+setup (a skip or skipif mark, a fixture that skips: a setup error) as for one that skips
+as it runs (a failure), and for a whole module skipped while it is collected (a
+module-level ``pytest.importorskip``: a collection error).
 Elsewhere a skip says why. The one skip CI allows is that of a test that needs root
 (marked ``needs_root``, or skipped by ``need_docker``: the engine is root's) while the
 suite runs unprivileged on purpose (``AGENTKIT_SECURITY_USER``, set by the ``security``

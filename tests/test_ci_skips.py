@@ -43,6 +43,60 @@ def test_xfails():
     assert False
 """
 
+#: Skips at setup, where most of this suite's happen: skip and skipif marks (on a
+#: test, a parameter and a module), a fixture that skips (function- and module-scoped,
+#: as the sandbox fixtures do when a tool is missing), a unittest skip.
+SETUP_SKIPS = """
+import unittest
+
+import pytest
+
+pytestmark = pytest.mark.skipif(False, reason="never")
+
+
+@pytest.mark.skip(reason="marked off")
+def test_skip_mark():
+    pass
+
+
+@pytest.mark.skipif(True, reason="no such tool here")
+def test_skipif_mark():
+    pass
+
+
+@pytest.mark.parametrize("n", [1, pytest.param(2, marks=pytest.mark.skip(reason="param off"))])
+def test_param(n):
+    pass
+
+
+@pytest.fixture
+def tool():
+    pytest.skip("the tool is missing")
+
+
+def test_skipping_fixture(tool):
+    pass
+
+
+@pytest.fixture(scope="module")
+def server():
+    pytest.skip("the server is missing")
+
+
+def test_module_fixture_one(server):
+    pass
+
+
+def test_module_fixture_two(server):
+    pass
+
+
+class TestUnit(unittest.TestCase):
+    @unittest.skip("unittest off")
+    def test_unit(self):
+        pass
+"""
+
 
 def _root_conftest() -> ModuleType:
     """The repository's root conftest.py, loaded from its file as a plugin module."""
@@ -147,3 +201,41 @@ def test_other():
             "(Skipped: no such tool here)*"
         ]
     )
+
+
+@pytest.mark.parametrize("ci", [True, False], ids=["ci", "not-ci"])
+def test_a_test_skipped_at_setup_fails_under_ci(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: bool
+) -> None:
+    """A skip mark, a skipif that holds, a skipped parameter, a fixture that skips (of a
+    test or of a module), a unittest skip: each fails under CI, naming its reason; the
+    test that ran is unaffected."""
+    pytester.makepyfile(test_setup_skips=SETUP_SKIPS)
+    result = _run(pytester, monkeypatch, ci=ci)
+    reasons = {
+        "test_skip_mark": "marked off",
+        "test_skipif_mark": "no such tool here",
+        "test_param[[]2[]]": "param off",
+        "test_skipping_fixture": "the tool is missing",
+        "test_module_fixture_one": "the server is missing",
+        "test_module_fixture_two": "the server is missing",
+    }
+    if ci:
+        assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+        # a skip at setup is a setup error; the unittest skip (raised as its test runs) a failure
+        result.assert_outcomes(passed=1, errors=6, failed=1)
+        result.stdout.fnmatch_lines_random(
+            [
+                f"ERROR test_setup_skips.py::{name} - skipped under CI=true "
+                f"(Skipped: {reason}): CI must provide what this test needs*"
+                for name, reason in reasons.items()
+            ]
+            + [
+                "FAILED test_setup_skips.py::TestUnit::test_unit - skipped under CI=true "
+                "(Skipped: unittest off)*"
+            ]
+        )
+    else:
+        assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+        result.assert_outcomes(passed=1, skipped=7)
+        assert "skipped under CI=true" not in result.stdout.str()
