@@ -297,6 +297,130 @@ async def test_a_child_sees_each_file_as_it_was_at_the_pause(
     assert ok(await child.exec("cat /app/g")) == "step one\n"  # as it was at the pause
 
 
+#: Busy threads that never block: a thread left running would be seen in state R.
+BUSY_THREADS = (
+    "import threading\n"
+    "def spin():\n"
+    "    while True: pass\n"
+    "for _ in range(3): threading.Thread(target=spin, daemon=True).start()\n"
+    "spin()\n"
+)
+
+
+def _pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _descendants(pid: int) -> set[int]:
+    """``pid`` and every process below it (host pids)."""
+    out, level = {pid}, [pid]
+    while level:
+        found = []
+        for parent in level:
+            try:
+                tids = os.listdir(f"/proc/{parent}/task")
+            except OSError:
+                continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{parent}/task/{tid}/children") as f:
+                        found += [int(c) for c in f.read().split()]
+                except OSError:
+                    continue
+        level = [c for c in found if c not in out]
+        out.update(level)
+    return out
+
+
+def _thread_states(pid: int) -> list[str]:
+    """The state letter of each of ``pid``'s threads (none once it is gone)."""
+    states: list[str] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return states
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except OSError:
+            continue
+    return states
+
+
+def _sandbox_processes(box: LocalSandbox) -> dict[int, list[str]]:
+    """Every process of ``box``, found without its own bookkeeping of them: each host
+    process in its pid namespace (daemons that left their parent included), and the
+    wrappers of its running commands with what runs below them; each with its threads'
+    states."""
+    namespace = _pid_namespace(box._holder_pid)
+    assert namespace is not None
+    pids = {
+        int(e) for e in os.listdir("/proc") if e.isdigit() and _pid_namespace(int(e)) == namespace
+    }
+    for process in box._procs:
+        pids |= _descendants(process.pid)
+    return {pid: _thread_states(pid) for pid in sorted(pids)}
+
+
+async def test_every_process_of_the_parent_is_stopped_while_its_files_are_copied(
+    local: Make, children: list[Sandbox], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the moment the parent's files are copied (the copy's own first step, through
+    a hook on it), every thread of every process of the parent is stopped: a sleeper,
+    a daemon that left its parent, a process of four threads spinning, a shell forking
+    without pause, a command the orchestrator runs (its wrapper and its shell); after
+    the fork they all run again, but one the task had stopped itself."""
+    parent = await local()
+    sleeper, daemon, spin, held = (unique_sleep_arg() for _ in range(4))
+    ok(await parent.exec(f"cat > /tmp/spin.py <<'EOF'\n{BUSY_THREADS}EOF"))
+    inside = ok(await parent.exec(
+        f"sleep {sleeper} & setsid sh -c 'sleep {daemon}' & python3 /tmp/spin.py {spin} & "
+        f"sh -c 'while :; do /bin/true; done' & sleep {held} & echo $!"
+    )).strip()  # fmt: skip
+    (stopped,) = await wait_present(held)
+    ok(await parent.exec(f"kill -STOP {inside}"))  # stopped by the task itself
+    while _thread_states(stopped) != ["T"]:  # (the signal is delivered after kill returns)
+        await asyncio.sleep(0.01)
+    (spinner,) = await wait_present(spin)
+    while len(_thread_states(spinner)) < 4:  # its threads have started
+        await asyncio.sleep(0.01)
+    for arg in (sleeper, daemon):
+        assert await wait_present(arg)
+    reader = await parent.start(["sh", "-c", "read line; echo got $line"])
+
+    import agentkit.sandbox.local as local_module
+
+    seen: dict[int, list[str]] = {}
+    copy_tree = local_module.copy_tree
+
+    def observed(*args: Any, **kwargs: Any) -> Any:
+        if not seen:  # the first copy: the parent's files, while it is paused
+            seen.update(_sandbox_processes(parent))
+        return copy_tree(*args, **kwargs)
+
+    monkeypatch.setattr(local_module, "copy_tree", observed)
+    child = await fork_sandbox(parent)
+    children.append(child)
+    assert seen, "the fork copied nothing"
+    running = {pid: states for pid, states in seen.items() if set(states) - set("TtZX")}
+    assert not running, f"processes not stopped while the parent was copied: {running}"
+    for arg in (sleeper, daemon, spin, held):
+        assert set(host_pids_with_arg(arg)) <= set(seen), arg
+    assert reader.pid in seen and len(seen[spinner]) == 4
+    assert len(seen) >= 8  # init, sleeper, daemon (and its shell), spinner, loop, held, reader
+    # resumed, all but the one the task stopped itself
+    await reader.write_stdin(b"again\n")
+    assert (await reader.wait(timeout=60)).stdout == "got again\n"
+    for pid in (host_pids_with_arg(sleeper)[0], host_pids_with_arg(daemon)[0], spinner):
+        while "T" in _thread_states(pid):
+            await asyncio.sleep(0.01)
+    assert _thread_states(stopped) == ["T"]
+
+
 async def test_closing_either_side_leaves_the_other_working(
     local: Make, children: list[Sandbox]
 ) -> None:
