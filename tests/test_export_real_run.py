@@ -118,12 +118,15 @@ def test_every_format_carries_what_the_server_sent(
     assert second["completion_token_ids"] == tokens.encode(THINKING) + tokens.encode("Done.")
     assert all(r["token_source"] == "server" and r["token_issues"] == [] for r in lines)
     table = pq.read_table(export(run_dir, "parquet")).to_pylist()
-    assert [row["completion_token_ids"] for row in table] == [r["completion_token_ids"] for r in lines]
+    assert [row["completion_token_ids"] for row in table] == [
+        r["completion_token_ids"] for r in lines
+    ]
 
     # the transcript exports: the run's conversation, its three answers
     (sft,) = [json.loads(x) for x in export(run_dir, "sft-chat").read_text().splitlines()]
     assert [m["role"] for m in sft["messages"]] == ["user", "assistant"] * 3
-    assert sft["messages"][1]["tool_calls"][0]["function"] == {"name": "bash", "arguments": '{"cmd":"ls"}'}
+    function = sft["messages"][1]["tool_calls"][0]["function"]
+    assert function == {"name": "bash", "arguments": '{"cmd":"ls"}'}
     (share,) = [json.loads(x) for x in export(run_dir, "sharegpt").read_text().splitlines()]
     assert [t["from"] for t in share["conversations"]] == [
         "human", "function_call", "human", "gpt", "human", "gpt"

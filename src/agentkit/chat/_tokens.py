@@ -187,11 +187,11 @@ class TokenTrace:
                     "token_ids_note": f"the prompt of model call {index + 1} does not extend "
                     "the previous prompt and response: no token-level data"
                 }
-            gap = prompt[len(seen) :]
-            ids += gap + completion
-            mask += [0] * len(gap) + [1] * len(completion)
+            added = prompt[len(seen) :]  # what the prompt adds: observation, markers
+            ids += added + completion
+            mask += [0] * len(added) + [1] * len(completion)
             if logprobs is not None and lps is not None and len(lps) == len(completion):
-                logprobs += [0.0] * len(gap) + lps
+                logprobs += [0.0] * len(added) + lps
             else:
                 logprobs = None
             seen = prompt + completion

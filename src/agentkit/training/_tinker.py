@@ -94,15 +94,15 @@ def _datum(record: TrainingRecord, *, fragments: bool) -> dict[str, Any] | None:
     if fragments:
         n = len(tokens) - 1
         inputs["advantages"] = _fragment(_flags_json(pad, flags, advantage), n)
-        mask = _fragment(_flags_json(pad, flags, 1.0), n)
+        weight = _fragment(_flags_json(pad, flags, 1.0), n)
     else:
         advantages = [*weights, *(advantage if m else 0.0 for m in flags)]
         inputs["advantages"] = _tensor(advantages, "float32")
-        mask = _tensor([*weights, *(1.0 if m else 0.0 for m in flags)], "float32")
+        weight = _tensor([*weights, *(1.0 if m else 0.0 for m in flags)], "float32")
     return {
         "model_input": {"chunks": [{"type": "encoded_text", "tokens": tokens[:-1]}]},
         "loss_fn_inputs": inputs,  # what forward_backward is sent: no mask
-        "mask": mask,
+        "mask": weight,
         "agentkit": row_metadata(record),
     }
 
