@@ -7,7 +7,9 @@ Harbor examples with the oracle, run across both nodes with the same results
 as the local executor; a node killed mid-run loses nothing, and under
 ``agentkit run --json`` Ray's news of it goes to stderr, not into the JSON;
 resume works across executors in both directions, also after the driver was
-killed.
+killed. Every test that ends or kills a driver then checks that no worker of its
+Ray job is left; the module's cluster checks that none of its processes is left
+once it is shut down.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
+import psutil
 import pytest
 
 from agentkit import AgentEnv, Event
@@ -39,6 +43,86 @@ HARBOR = ROOT / "examples" / "harbor"
 #: Both worker nodes can run the local sandbox (bubblewrap).
 LABELS = {"agentkit/bwrap": "true"}
 CPUS_PER_NODE = 2
+#: Every process a test starts Ray from has ``MARK=<a value of its own>`` in its
+#: environment, and every Ray process inherits it (the raylet passes its environment on to
+#: its workers and agents): a test finds its own Ray processes by it, never another's
+#: (other engineers' Ray tests may run on this machine at the same time).
+MARK = "AGENTKIT_TEST_RAY"
+#: How long a test waits for a finished driver's Ray processes to exit (a hang guard, not
+#: a measurement: a process left behind stays until the machine restarts).
+GONE_GUARD = 120.0
+
+
+def _live(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def ray_processes(
+    mark: str, *, job: str | None = None, under: Path | None = None
+) -> list[psutil.Process]:
+    """The live processes with ``MARK=mark`` in their environment (with ``job``: only the
+    workers of that Ray job), and with ``under``, those whose command line names a path
+    under it (the Ray temp directory of a local instance: its raylet, GCS, monitors)."""
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        try:
+            env = proc.environ()
+            mine = env.get(MARK) == mark and (job is None or env.get("RAY_JOB_ID") == job)
+            if not mine and under is not None:
+                mine = any(str(under) in arg for arg in proc.cmdline())
+        except psutil.Error:
+            continue  # gone meanwhile (or a zombie)
+        if mine and _live(proc):
+            found.append(proc)
+    return found
+
+
+def describe(procs: list[psutil.Process]) -> list[str]:
+    """One line per process still there: pid, parent, Ray job, command line."""
+    out = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            job = proc.environ().get("RAY_JOB_ID")
+            cmd = " ".join(proc.cmdline())[:200]
+            out.append(f"{proc.pid} (parent {proc.ppid()}, job {job}) {cmd}")
+    return out
+
+
+def assert_none_left(find: Callable[[], list[psutil.Process]], what: str) -> None:
+    """Wait until ``find`` finds no process (up to GONE_GUARD); fail naming those left,
+    once they are killed (they are this test's: ``find`` looks for its mark)."""
+    deadline = time.monotonic() + GONE_GUARD
+    left = find()
+    while left and time.monotonic() < deadline:
+        psutil.wait_procs(left, timeout=0.5)  # returns as soon as they have exited
+        left = find()
+    if left:
+        told = describe(left)
+        for proc in left:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        psutil.wait_procs(left, timeout=30)
+        pytest.fail(f"{len(told)} process(es) of {what} left behind:\n" + "\n".join(told))
+
+
+def job_of(cluster: Any, driver_pid: int) -> str:
+    """The Ray job id (``RAY_JOB_ID``) of the driver process ``driver_pid`` on ``cluster``."""
+    logs = Path(cluster.head_node.get_session_dir_path()) / "logs"
+    [log] = logs.glob(f"python-core-driver-*_{driver_pid}.log")
+    return log.name.removeprefix("python-core-driver-")[:8]
+
+
+def assert_job_left_nothing(cluster: Any, driver_pid: int) -> None:
+    """No worker of the (ended) driver's Ray job is left on the module's cluster."""
+    job = job_of(cluster, driver_pid)
+    mark = cluster.agentkit_test_mark
+    assert_none_left(lambda: ray_processes(mark, job=job), f"Ray job {job} (driver {driver_pid})")
 
 
 def _need(module: str, why: str) -> None:
@@ -64,15 +148,28 @@ def cluster() -> Iterator[Any]:
     import ray
     from ray.cluster_utils import Cluster
 
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    for _ in range(2):
-        c.add_node(num_cpus=CPUS_PER_NODE, labels=LABELS)
-    ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=False)
+    # every process of the cluster carries the mark, also nodes tests add later
+    mark = f"cluster-{uuid.uuid4().hex[:12]}"
+    before = os.environ.get(MARK)
+    os.environ[MARK] = mark
     try:
-        yield c
+        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+        c.agentkit_test_mark = mark
+        for _ in range(2):
+            c.add_node(num_cpus=CPUS_PER_NODE, labels=LABELS)
+        ray.init(address=c.address, logging_level=logging.WARNING, log_to_driver=False)
+        try:
+            yield c
+        finally:
+            ray.shutdown()
+            c.shutdown()
+        # the cluster's workers (idle ones Ray ended while it ran among them) are gone too
+        assert_none_left(lambda: ray_processes(mark), "the module's Ray cluster")
     finally:
-        ray.shutdown()
-        c.shutdown()
+        if before is None:
+            os.environ.pop(MARK, None)
+        else:
+            os.environ[MARK] = before
 
 
 def kill_node(cluster: Any, node: Any) -> None:
@@ -400,6 +497,7 @@ def test_json_stays_one_document_while_a_node_dies(
         sorted(x["attempts"] for x in lines(run))
         == [1] * (slots - CPUS_PER_NODE) + [2] * CPUS_PER_NODE
     )
+    assert_job_left_nothing(cluster, driver.pid)
 
 
 @pytest.mark.anyio
@@ -462,6 +560,7 @@ def test_a_killed_ray_driver_is_resumed_by_the_local_executor(
     finally:
         driver.send_signal(signal.SIGKILL)
         driver.communicate()
+    assert_job_left_nothing(cluster, driver.pid)  # killed, its workers go too
     done_before = {x["rollout_id"] for x in lines(run)}
     assert 3 <= len(done_before) < 16
     assert all(x["worker"] is not None for x in lines(run))
@@ -510,13 +609,21 @@ def test_a_stopped_ray_run_exits_cleanly_and_resumes_on_ray(
     assert b"Traceback" not in err and f"agentkit run --resume {run}".encode() in err
     stopped = json.loads((run / "summary.json").read_text())
     assert stopped["interrupted"] is True and 2 <= stopped["finished"] < 6
-    resumed = subprocess.run(
+    assert_job_left_nothing(cluster, driver.pid)
+    resumed = subprocess.Popen(
         [*argv[:4], "--resume", str(run), "--executor", "ray", "--ray-address", cluster.address,
          "--json"],
-        env=env, capture_output=True, text=True, timeout=240,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    assert resumed.returncode == 0, resumed.stderr
-    summary = json.loads(resumed.stdout)
+    try:
+        out, err = resumed.communicate(timeout=240)  # a hang guard, not a measurement
+    finally:
+        if resumed.poll() is None:
+            resumed.kill()
+            resumed.wait()
+    assert resumed.returncode == 0, err
+    assert_job_left_nothing(cluster, resumed.pid)
+    summary = json.loads(out)
     assert summary["complete"] and summary["finished"] == 6 and summary["mean_reward"] == 1.0
     assert summary["this_session"]["executor"]["name"] == "ray"
     keys = [(x["task_id"], x["rollout_index"]) for x in lines(run)]
@@ -573,12 +680,22 @@ def test_a_run_the_cluster_refuses_leaves_no_connection_behind(
         "print('connected:', ray.is_initialized())\n"
     )
     args = [f"harbor:{HARBOR}", str(tmp_path / "run"), cluster.address]
-    done = subprocess.run(
-        [sys.executable, "-c", script, *args], capture_output=True, text=True, timeout=240
+    driver = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
-    assert done.returncode == 0, done.stderr
-    assert "refused: no node of the Ray cluster has the label agentkit/docker" in done.stdout
-    assert done.stdout.endswith("connected: False\n"), done.stdout
+    try:
+        out, err = driver.communicate(timeout=240)  # a hang guard, not a measurement
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 0, err
+    assert_job_left_nothing(cluster, driver.pid)
+    assert "refused: no node of the Ray cluster has the label agentkit/docker" in out
+    assert out.endswith("connected: False\n"), out
 
 
 @pytest.mark.anyio

@@ -22,6 +22,7 @@ functions.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import os
@@ -115,20 +116,46 @@ class _StreamSink:
 _DONE = object()
 _runs: dict[str, _NodeRun] = {}
 _portal: BlockingPortal | None = None
-_portal_manager: Any = None  # held: a collected manager would stop the portal
 _portal_lock = threading.Lock()
 
 
 def _event_loop() -> BlockingPortal:
-    """This worker process's event loop (a thread), kept for the process's life."""
-    global _portal, _portal_manager
+    """This worker process's event loop, kept for the process's life.
+
+    It runs in a daemon thread that nothing waits for: when Ray ends the worker (idle,
+    its job over), the interpreter exits without stopping it. (anyio's
+    ``start_blocking_portal``, entered and never left, did not: at exit Python finalised
+    its context manager, which asked the loop thread, already frozen, to stop, and
+    waited for it forever; such a worker stayed behind as ``ray::IDLE``.)
+    """
+    global _portal
     with _portal_lock:
         if _portal is None:
-            from anyio.from_thread import start_blocking_portal
-
-            _portal_manager = start_blocking_portal("asyncio")
-            _portal = _portal_manager.__enter__()  # never left: the process ends with it
+            started: concurrent.futures.Future[BlockingPortal] = concurrent.futures.Future()
+            thread = threading.Thread(
+                target=_serve, args=(started,), name="agentkit-event-loop", daemon=True
+            )
+            thread.start()
+            _portal = started.result()
         return _portal
+
+
+def _serve(started: concurrent.futures.Future[BlockingPortal]) -> None:
+    """The event loop thread: a portal into it, served until the process ends."""
+    import anyio
+    from anyio.from_thread import BlockingPortal
+
+    async def serve() -> None:
+        async with BlockingPortal() as portal:
+            started.set_result(portal)
+            await portal.sleep_until_stopped()
+
+    try:
+        anyio.run(serve, backend="asyncio")
+    except BaseException as exc:  # it could not start: the caller says why
+        if not started.done():
+            started.set_exception(exc)
+        raise
 
 
 def _load(ref: Any) -> _NodeRun:
