@@ -7,9 +7,10 @@ Harbor examples with the oracle, run across both nodes with the same results
 as the local executor; a node killed mid-run loses nothing, and under
 ``agentkit run --json`` Ray's news of it goes to stderr, not into the JSON;
 resume works across executors in both directions, also after the driver was
-killed. Every test that ends or kills a driver then checks that no worker of its
-Ray job is left; the module's cluster checks that none of its processes is left
-once it is shut down.
+killed. Every test that ends or kills a driver then checks that nothing of it is
+left: no worker of its Ray job, and, for a local Ray instance the driver started
+itself, none of that instance's processes (raylet, GCS, agents, workers); the
+module's cluster checks the same of itself once it is shut down.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -579,6 +582,195 @@ def test_a_killed_ray_driver_is_resumed_by_the_local_executor(
     written = lines(run)
     keys = [(x["task_id"], x["rollout_index"]) for x in written]
     assert len(keys) == 16 == len(set(keys))  # every (task, rollout) recorded exactly once
+
+
+def local_ray_env(ray_tmp: Path, mark: str) -> dict[str, str]:
+    """A driver's environment for a local Ray instance of its own: no cluster to join (no
+    ``RAY_ADDRESS``; Ray's temp directory, where ``ray start`` leaves its address, is the
+    test's own) and the test's mark."""
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update({"NO_COLOR": "1", "RAY_TMPDIR": str(ray_tmp), MARK: mark})
+    return env
+
+
+@pytest.fixture
+def ray_tmp() -> Iterator[Path]:
+    """A Ray temp directory for one test (short: Ray's socket paths live under it)."""
+    path = Path(tempfile.mkdtemp(prefix="akr-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def cluster_core(cluster: Any) -> set[int]:
+    """The pids of the module cluster's GCS and raylets."""
+    return {
+        p.pid
+        for p in ray_processes(cluster.agentkit_test_mark)
+        if p.name() in ("gcs_server", "raylet")
+    }
+
+
+#: A harness that runs a program on its worker's host (as an agent program run outside a
+#: sandbox does: a shell with a job in the background) and waits for it; imported by the
+#: workers of a local Ray instance through the driver's PYTHONPATH, which they inherit.
+PROGRAM_HARNESS = """
+import asyncio
+from agentkit import HarnessResult
+
+class ProgramHarness:
+    async def run(self, task, context=None, on_event=None):
+        program = await asyncio.create_subprocess_exec("sh", "-c", "sleep 1000 & wait")
+        await program.wait()
+        return HarnessResult(status="completed", output="done")
+"""
+#: A driver with four such rollouts, two at a time, on a Ray instance of its own.
+PROGRAM_DRIVER = """
+import sys
+from agentkit import AgentEnv, ListTaskset, Task
+from agentkit.executors import RayExecutor
+from agentkit_test_ray_program import ProgramHarness
+
+tasks = ListTaskset("t", [Task(task_id=f"t:{i}", input="q") for i in range(4)])
+env = AgentEnv(tasks, ProgramHarness())
+env.run(
+    out=sys.argv[1], concurrency=2, preflight=False, executor=RayExecutor(node_dir=sys.argv[2])
+)
+"""
+
+
+def test_a_killed_driver_leaves_nothing_of_the_ray_instance_it_started(
+    cluster: Any, tmp_path: Path, ray_tmp: Path
+) -> None:
+    # the module's cluster runs meanwhile: the driver neither joins it (it was not started
+    # with `ray start`) nor touches it
+    (tmp_path / "agentkit_test_ray_program.py").write_text(PROGRAM_HARNESS)
+    mark = f"local-{uuid.uuid4().hex[:12]}"
+    env = local_ray_env(ray_tmp, mark)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    args = [str(tmp_path / "run"), str(tmp_path / "nodes")]
+
+    def of_the_run() -> list[psutil.Process]:
+        return ray_processes(mark, under=ray_tmp)
+
+    def programs() -> list[psutil.Process]:
+        return [p for p in of_the_run() if p.name() == "sleep"]
+
+    theirs = cluster_core(cluster)
+    out = tmp_path / "driver.out"
+    with out.open("wb") as sink:  # a file: nothing the driver leaves can hold a pipe open
+        driver = subprocess.Popen(
+            [sys.executable, "-c", PROGRAM_DRIVER, *args], env=env, stdout=sink, stderr=sink
+        )
+    try:
+        while len(programs()) < 2:  # both rollouts in flight have started their program
+            assert driver.poll() is None, out.read_text()
+            time.sleep(0.05)
+        running = describe(of_the_run())
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    # the driver started a Ray instance of its own (in its Ray temp directory), whose
+    # workers started the programs
+    for name in ("gcs_server", "raylet", "ray::", " sleep 1000"):
+        assert any(name in line for line in running), running
+    assert any(f"{ray_tmp}/ray/session_" in line for line in running), running
+    assert_none_left(of_the_run, "the Ray instance the killed driver started")
+    assert cluster_core(cluster) == theirs and theirs  # the module's cluster is untouched
+
+
+def test_a_run_on_its_own_ray_instance_ends_it_and_what_a_killed_one_left(
+    cluster: Any, tmp_path: Path, model_server: ScriptedModelServer, ray_tmp: Path
+) -> None:
+    # what a killed driver's instance left when its guard was killed with it: processes
+    # marked with an owner that is gone (stand-ins: only the mark matters); one marked
+    # with a live owner is not an orphan and stays
+    from agentkit.executors._ray_guard import OWNER_ENV
+    from agentkit.sandbox._reaper import owner_token
+
+    gone_owner = subprocess.Popen(["sleep", "1000"])
+    dead = owner_token(gone_owner.pid)
+    gone_owner.kill()
+    gone_owner.wait()
+    plants = {}
+    for name, owner in (("orphan", dead), ("owned", owner_token())):
+        plant_env = {**os.environ, OWNER_ENV: owner, MARK: f"plant-{uuid.uuid4().hex[:12]}"}
+        plants[name] = subprocess.Popen(["sleep", "1000"], env=plant_env)
+    # and `ray start`'s address file names a cluster that is gone (it refuses at once)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        gone = f"127.0.0.1:{probe.getsockname()[1]}"
+    (ray_tmp / "ray").mkdir()
+    (ray_tmp / "ray" / "ray_current_cluster").write_text(gone)
+    model_server.set_script(arithmetic_script(right=4))
+    run = tmp_path / "run"
+    mark = f"local-{uuid.uuid4().hex[:12]}"
+    argv = [
+        sys.executable, "-m", "agentkit", "run", f"jsonl:{arithmetic(tmp_path, n=4)}", "chat",
+        "-c", "2", "--model", "scripted-model", "--base-url", model_server.base_url,
+        "--out", str(run), "--executor", "ray", "--json",
+    ]  # fmt: skip
+    theirs = cluster_core(cluster)
+    try:
+        done = subprocess.run(
+            argv, env=local_ray_env(ray_tmp, mark), capture_output=True, text=True, timeout=240
+        )  # a hang guard, not a measurement
+        assert done.returncode == 0, done.stderr
+        summary = json.loads(done.stdout)
+        assert summary["complete"] and summary["finished"] == 4 and summary["mean_reward"] == 1.0
+        assert summary["this_session"]["executor"]["name"] == "ray"
+        # it ran on an instance of its own, and ended all of it
+        import ray
+
+        assert not {x["worker"]["node_id"] for x in lines(run)} & {n["NodeID"] for n in ray.nodes()}
+        assert_none_left(
+            lambda: ray_processes(mark, under=ray_tmp), "the Ray instance the run started"
+        )
+        # before it started, it ended the orphan (and only that)
+        assert plants["orphan"].wait(timeout=GONE_GUARD) == -signal.SIGKILL
+        assert plants["owned"].poll() is None
+        assert cluster_core(cluster) == theirs and theirs  # the module's cluster is untouched
+    finally:
+        for plant in plants.values():
+            plant.kill()
+            plant.wait()
+
+
+def test_without_an_address_a_run_joins_the_cluster_ray_start_named(
+    cluster: Any, tmp_path: Path, model_server: ScriptedModelServer, ray_tmp: Path
+) -> None:
+    # `ray start` leaves the address of the cluster it started in Ray's temp directory
+    (ray_tmp / "ray").mkdir()
+    (ray_tmp / "ray" / "ray_current_cluster").write_text(cluster.address)
+    model_server.set_script(arithmetic_script(right=4))
+    run = tmp_path / "run"
+    mark = f"joining-{uuid.uuid4().hex[:12]}"
+    argv = [
+        sys.executable, "-m", "agentkit", "run", f"jsonl:{arithmetic(tmp_path, n=4)}", "chat",
+        "--model", "scripted-model", "--base-url", model_server.base_url, "--out", str(run),
+        "--executor", "ray", "--json",
+    ]  # fmt: skip
+    theirs = cluster_core(cluster)
+    driver = subprocess.Popen(
+        argv, env=local_ray_env(ray_tmp, mark), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        out, err = driver.communicate(timeout=240)  # a hang guard, not a measurement
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert driver.returncode == 0, err
+    assert json.loads(out)["complete"]
+    import ray
+
+    # it ran on that cluster, started no Ray of its own, and left the cluster running
+    assert {x["worker"]["node_id"] for x in lines(run)} <= {n["NodeID"] for n in ray.nodes()}
+    assert not list((ray_tmp / "ray").glob("session_*"))
+    assert_none_left(lambda: ray_processes(mark, under=ray_tmp), "the run")
+    assert_job_left_nothing(cluster, driver.pid)
+    assert cluster_core(cluster) == theirs and theirs
 
 
 def test_a_stopped_ray_run_exits_cleanly_and_resumes_on_ray(

@@ -228,7 +228,7 @@ def plural(count: int, word: str) -> str:
     default=None,
     metavar="ADDR",
     help="The Ray cluster to join (--executor ray). [default: RAY_ADDRESS, else a cluster "
-    "started on this machine, else a new local one]",
+    "started with 'ray start' on this machine, else a new local one that ends with the run]",
 )
 @click.option(
     "--ray-cpus",

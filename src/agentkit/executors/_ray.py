@@ -40,6 +40,7 @@ from agentkit._errors import AgentkitError, SpecError
 from agentkit._executor import Attempt, AttemptWork, EventSink, ExecutorError, Job, RunFiles
 from agentkit._result import HarnessResult
 from agentkit._version import __version__
+from agentkit.executors._ray_local import LocalRay, cluster_to_join
 from agentkit.executors._ray_worker import EventBatch, FileChunk, Shipment, run_attempt, run_check
 
 __all__ = ["LABEL_VALUE", "RayExecutor", "local_node_labels", "sandbox_node_label"]
@@ -93,7 +94,10 @@ class RayExecutor:
     ``address`` is the cluster to join (its head's ``HOST:PORT``; None:
     the cluster in ``RAY_ADDRESS`` or one started with ``ray start`` on this
     machine, else a new local Ray instance, labelled for the sandboxes this
-    machine has). A Ray already initialised in this process is used as it is.
+    machine has, which ends with the run however the run ends, ``kill -9``
+    included: see :mod:`agentkit.executors._ray_local`). A Ray already
+    initialised in this process is used as it is. A cluster this executor
+    did not start is never stopped or cleaned up by it.
 
     ``cpus_per_rollout``: the CPUs a rollout asks Ray for when its task has
     no ``cpus`` hint. ``artifacts_dir``: a directory every node sees at that
@@ -126,6 +130,7 @@ class RayExecutor:
         self._box: list[Any] = []
         self._label: str | None = None
         self._started = False
+        self._local: LocalRay | None = None
         self._options: dict[str, dict[str, Any]] = {}
         self._nodes: list[dict[str, Any]] = []
         self._by_node: dict[str, int] = {}
@@ -187,25 +192,36 @@ class RayExecutor:
         self._started = True
 
     def _init(self, ray: Any, options: dict[str, Any]) -> None:
-        try:
-            if self.address is not None:
-                ray.init(address=self.address, **options)
-            else:
-                try:
-                    ray.init(address="auto", **options)
-                except ConnectionError:
-                    options.setdefault("labels", local_node_labels())
-                    options.setdefault("include_dashboard", False)
-                    ray.init(**options)
-        except ConnectionError as exc:
-            raise ExecutorError(f"cannot join the Ray cluster at {self.address}: {exc}") from None
+        address = self.address if self.address is not None else cluster_to_join()
+        if address is not None:
+            try:
+                ray.init(address=address, **options)
+                return
+            except ConnectionError as exc:
+                if self.address is not None:
+                    raise ExecutorError(
+                        f"cannot join the Ray cluster at {self.address}: {exc}"
+                    ) from None
+                # the cluster `ray start` left its address for is gone: start one here
+        options.setdefault("labels", local_node_labels())
+        options.setdefault("include_dashboard", False)
+        local = LocalRay()
+        local.start(ray, options)
+        self._local = local
 
     async def close(self) -> None:
-        """Forget the run's shipment; disconnect when this executor connected."""
+        """Forget the run's shipment; disconnect when this executor connected, and end the
+        Ray instance it started (what ``ray.shutdown`` leaves, its guard kills)."""
+        import anyio
+
         self._box = []
         if self._started and self._ray is not None:
             self._ray.shutdown()
             self._started = False
+        local, self._local = self._local, None
+        if local is not None:
+            with anyio.CancelScope(shield=True):  # a stopped run ends its instance too
+                await anyio.to_thread.run_sync(local.close)
 
     def describe(self) -> dict[str, Any]:
         """``name``, the cluster's ``nodes`` at the start, and the attempts that ended on

@@ -7,7 +7,9 @@ orchestrator that owns it. A sandbox normally dies with its orchestrator
 at start-up where it cannot: if its outer process is killed before it
 releases its child, the child waits forever. :func:`reap_orphans` kills
 every such process whose owner is gone; it runs once per process, before its
-first local sandbox starts, and from ``agentkit sandbox prune``.
+first local sandbox starts, and from ``agentkit sandbox prune``. The Ray
+executor marks the processes of a local Ray instance it starts the same way
+(its own variable, ``AGENTKIT_RAY_OWNER``) and reaps them with it too.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ def _alive(token: str) -> bool:
         return False
 
 
-def _owner_of(pid: int) -> str | None:
-    prefix = f"{OWNER_ENV}=".encode()
+def _owner_of(pid: int, variable: str) -> str | None:
+    prefix = f"{variable}=".encode()
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             env = f.read()
@@ -64,14 +66,17 @@ def _owner_of(pid: int) -> str | None:
     return None
 
 
-def reap_orphans() -> int:
-    """Kill every sandbox process whose orchestrator is gone; return how many trees."""
+def reap_orphans(variable: str = OWNER_ENV) -> int:
+    """Kill every sandbox process whose orchestrator is gone; return how many trees.
+
+    ``variable``: the environment variable that names a process's owner (default the
+    sandboxes' :data:`OWNER_ENV`)."""
     orphans = []
     me = os.getpid()
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == me:
             continue
-        token = _owner_of(int(entry))
+        token = _owner_of(int(entry), variable)
         if token is not None and not _alive(token):
             orphans.append(int(entry))
     for pid in orphans:
