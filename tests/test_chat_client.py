@@ -190,7 +190,8 @@ async def test_token_ids_and_logprobs_when_asked(
     assert body["return_token_ids"] is True and body["logprobs"] is True
     assert response.prompt_token_ids is not None
     assert tokens.decode(response.prompt_token_ids) == "<|user|>2+2?\n<|assistant|>"
-    assert response.token_ids == tokens.encode("four")
+    # the answer's text, then the end-of-turn token its turn ended with (as vLLM's ids)
+    assert response.token_ids == tokens.encode("four") + tokens.encode(tokens.END_OF_TURN)
     assert response.logprobs is not None and len(response.logprobs) == len(response.token_ids)
     assert all(lp < 0 for lp in response.logprobs)
     trace.add(response.prompt_token_ids, response.token_ids, response.logprobs)

@@ -45,8 +45,11 @@ def test_the_chat_harness_records_token_ids_when_asked() -> None:
         ids, mask = raw["completion_token_ids"], raw["completion_mask"]
         assert isinstance(ids, list) and isinstance(mask, list)
         assert tokens.decode(raw["prompt_token_ids"]) == "<|user|>2+2?\n<|assistant|>"  # type: ignore[arg-type]
-        # both replies (mask 1) and, between them, what the second prompt added (mask 0)
-        first, second = tokens.encode("four"), tokens.encode("nine, and I could go on")
+        # both replies (mask 1) and, between them, what the second prompt added (mask 0);
+        # the first ended its turn (its last token the end-of-turn marker), the second
+        # was cut at its length limit
+        first = tokens.encode("four") + tokens.encode(tokens.END_OF_TURN)
+        second = tokens.encode("nine, and I could go on")
         assert ids[: len(first)] == first and ids[-len(second) :] == second
         assert mask == [1] * len(first) + [0] * (len(ids) - len(first) - len(second)) + [1] * len(
             second

@@ -757,10 +757,16 @@ def test_logprobs_and_vllm_token_ids(model_server: ScriptedModelServer) -> None:
     }
     done = raw_post(model_server, body).json()
     choice = done["choices"][0]
-    assert tokens.decode(choice["token_ids"]) == "The answer is 42."
+    # the answer's text, then the end-of-turn token (in the ids, counted, not in the text)
+    sampled = "The answer is 42." + tokens.END_OF_TURN
+    assert tokens.decode(choice["token_ids"]) == sampled
+    assert done["usage"]["completion_tokens"] == len(choice["token_ids"])
     assert tokens.decode(done["prompt_token_ids"]) == "<|user|>hello\n<|assistant|>"
     entries = choice["logprobs"]["content"]
-    assert [e["token"] for e in entries] == tokens.pieces("The answer is 42.")
+    assert [e["token"] for e in entries] == [
+        *tokens.pieces("The answer is 42."),
+        *tokens.pieces(tokens.END_OF_TURN),
+    ]
     assert len(entries) == len(choice["token_ids"])
     assert [e["logprob"] for e in entries[:3]] == [-0.1, -0.2, -0.3]
     assert all(bytes(e["bytes"]).decode() == e["token"] for e in entries)
@@ -775,7 +781,7 @@ def test_logprobs_and_vllm_token_ids(model_server: ScriptedModelServer) -> None:
     assert completion.model_extra is None or "prompt_token_ids" not in completion.model_extra
     assert completion.choices[0].logprobs is not None
     content = completion.choices[0].logprobs.content or []
-    assert "".join(t.token for t in content) == "The answer is 42."
+    assert "".join(t.token for t in content) == sampled
 
     # streamed: each chunk carries its own tokens; joined they are the whole completion
     streamed = raw_post(model_server, {**body, "stream": True})
@@ -791,7 +797,11 @@ def test_logprobs_and_vllm_token_ids(model_server: ScriptedModelServer) -> None:
         for e in c["choices"][0]["logprobs"]["content"]
     ]
     assert streamed_entries == entries
-    for c in chunks:
+    # as vLLM's: the finishing chunk carries the last sampled token (the end of the turn)
+    *middle, last = chunks
+    assert last["choices"][0]["finish_reason"] == "stop" and last["choices"][0]["delta"] == {}
+    assert tokens.decode(last["choices"][0]["token_ids"]) == tokens.END_OF_TURN
+    for c in middle:
         delta = c["choices"][0]["delta"].get("content") or ""
         assert tokens.decode(c["choices"][0]["token_ids"]) == delta
 
@@ -803,27 +813,48 @@ def test_token_ids_cover_reasoning_content_and_tool_arguments(
     from agentkit.testing import tokens
 
     forced = raw_post(model_server, {"model": "forced", "messages": USER}).json()
-    assert tokens.decode(forced["choices"][0]["token_ids"]) == "héllo wörld"
+    assert tokens.decode(forced["choices"][0]["token_ids"]) == "héllo wörld" + tokens.END_OF_TURN
     assert forced["prompt_token_ids"]
 
     body = {"model": "calls", "messages": USER, "logprobs": True, "return_token_ids": True}
     done = raw_post(model_server, body).json()
     choice = done["choices"][0]
-    expected = 'thinkI will call.{"command": "ls -la"}'
+    # as sampled: the reasoning between think markers, the text, the tool call as Hermes
+    # writes it, the end-of-turn token
+    expected = (
+        '<think>think</think>I will call.<tool_call>{"name": "bash", "arguments": '
+        '{"command": "ls -la"}}</tool_call>' + tokens.END_OF_TURN
+    )
     assert tokens.decode(choice["token_ids"]) == expected
+    assert done["usage"]["completion_tokens"] == len(choice["token_ids"])
     values = [e["logprob"] for e in choice["logprobs"]["content"]]
     assert values[:4] == [-0.5, -1.5, -0.5, -1.5]
     streamed = raw_post(model_server, {**body, "stream": True})
     chunks = [json.loads(e) for e in sse_events(streamed.text)[:-1]]
     assert [i for c in chunks for i in c["choices"][0]["token_ids"]] == choice["token_ids"]
-    # deltas never cut a token, and stay within chunk_size characters
+    # deltas never cut a token, and stay within chunk_size characters; a template's
+    # marker goes on a chunk of its own with an empty delta (a tool call's opening on the
+    # call's head), the end-of-turn token on the finishing chunk, as vLLM streams them
+    markers = []
     for c in chunks:
         delta = c["choices"][0]["delta"]
         text = delta.get("content") or delta.get("reasoning") or ""
+        ids = tokens.decode(c["choices"][0]["token_ids"])
+        if "tool_calls" in delta and "id" in delta["tool_calls"][0]:
+            markers.append(ids)
+            continue
         if "tool_calls" in delta:
             text = delta["tool_calls"][0]["function"].get("arguments", "")
-        assert tokens.decode(c["choices"][0]["token_ids"]) == text
+        if delta == {}:
+            markers.append(ids)
+            continue
+        assert ids == text
         assert len(text) <= 5
+    assert markers == [
+        "<think>", "</think>", '<tool_call>{"name": "bash", "arguments": ', "}</tool_call>",
+        tokens.END_OF_TURN,
+    ]  # fmt: skip
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
 
 def test_stand_in_tokenizer_round_trips() -> None:

@@ -18,8 +18,13 @@ from agentkit._scripted import tokens
 from agentkit._scripted.script import Reply, RequestView, message_text
 
 __all__ = [
+    "ENDED",
+    "END_OF_TURN",
+    "THINK_OPEN",
     "Answer",
     "Call",
+    "completion_segments",
+    "segment_texts",
     "estimate_prompt_tokens",
     "estimate_tokens",
     "prompt_segments",
@@ -112,9 +117,10 @@ class Answer:
             thinking = len(tokens.pieces(reasoning)) if reasoning else 0
         completion = spec.completion_tokens if spec and spec.completion_tokens is not None else None
         if completion is None:
-            # the completion's tokens, as vLLM counts them: those its token ids list
-            texts = [content or "", *(c.arguments for c in calls)]
-            completion = thinking + sum(len(tokens.pieces(t)) for t in texts)
+            # the completion's tokens, as vLLM counts them: every id it samples, the
+            # template's wrappers and the end-of-turn token included
+            texts = segment_texts(reasoning, content, calls, finish)
+            completion = sum(len(tokens.pieces(text)) for _, text in texts)
         return cls(
             seq=seq,
             created=created,
@@ -140,17 +146,65 @@ def _text_of(message: Mapping[str, Any]) -> str:
     return text
 
 
+#: The stand-in chat template's markers around what a model samples, as a real
+#: template's (Qwen's ``<think>``, Hermes ``<tool_call>``, ChatML's ``<|im_end|>``):
+#: they are tokens of the completion (in its ids, counted in its usage) that the
+#: answer's text does not show.
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+CALL_CLOSE = "}</tool_call>"
+END_OF_TURN = "<|end|>"
+#: The finish reasons of a turn the model ended itself (its last token is
+#: :data:`END_OF_TURN`); a turn cut at its length limit has none.
+ENDED = frozenset({"stop", "tool_calls"})
+
+
+def call_open(name: str) -> str:
+    """A tool call's tokens before its arguments (Hermes: ``<tool_call>{"name": ...``)."""
+    return f'<tool_call>{{"name": {json.dumps(name)}, "arguments": '
+
+
+def segment_texts(
+    reasoning: str | None, content: str | None, calls: list[Call], finish: str | None
+) -> list[tuple[str, str]]:
+    """A completion's texts in token order, each with its kind: ``open``/``close``
+    (a template's markers), ``reasoning``, ``content``, ``arguments`` (one per call),
+    ``end`` (the end-of-turn token, when the turn ended). Empty texts are left out."""
+    out: list[tuple[str, str]] = []
+    if reasoning:
+        out += [("open", THINK_OPEN), ("reasoning", reasoning), ("close", THINK_CLOSE)]
+    if content:
+        out.append(("content", content))
+    for call in calls:
+        out += [("open", call_open(call.name)), ("arguments", call.arguments)]
+        out.append(("close", CALL_CLOSE))
+    if finish in ENDED:
+        out.append(("end", END_OF_TURN))
+    return [(kind, text) for kind, text in out if text]
+
+
 def _assistant_segments(message: Mapping[str, Any]) -> list[str]:
-    """An assistant message as its completion's tokens were cut (:func:`completion_texts`):
-    its reasoning when it carries it (``reasoning_content``), its text, then each tool
-    call's arguments, so a prompt that goes on from a completion extends its tokens."""
-    reasoning = message.get("reasoning_content", message.get("reasoning"))
-    out = [reasoning if isinstance(reasoning, str) else "", message_text(message)]
+    """An assistant message as its completion's tokens were cut (:func:`segment_texts`):
+    its reasoning when it carries it (``reasoning`` or ``reasoning_content``) between
+    the think markers, its text, then each tool call wrapped as sampled, and the
+    end-of-turn token, so a prompt that goes on from a completion extends its tokens."""
+    reasoning = message.get("reasoning", message.get("reasoning_content"))
+    calls = []
     for call in message.get("tool_calls") or []:
         function = call.get("function") if isinstance(call, Mapping) else None
-        arguments = function.get("arguments") if isinstance(function, Mapping) else None
-        out.append(arguments if isinstance(arguments, str) else json.dumps(arguments))
-    return out
+        function = function if isinstance(function, Mapping) else {}
+        arguments = function.get("arguments")
+        name = function.get("name")
+        calls.append(
+            Call(
+                id="",
+                name=name if isinstance(name, str) else "",
+                arguments=arguments if isinstance(arguments, str) else json.dumps(arguments),
+            )
+        )
+    text = message_text(message)
+    reasoning = reasoning if isinstance(reasoning, str) else None
+    return [t for _, t in segment_texts(reasoning, text, calls, "stop")]
 
 
 def prompt_segments(view: RequestView, *, tool_calls_as_json: bool = False) -> list[str]:
@@ -206,8 +260,15 @@ def prompt_token_ids(view: RequestView, *, tool_calls_as_json: bool = False) -> 
 
 
 def completion_texts(answer: Answer) -> list[str]:
-    """The completion's texts in token order: reasoning, content, each tool call's arguments."""
-    return [answer.reasoning or "", answer.content or "", *answer.arguments()]
+    """The completion's texts in token order (:func:`segment_texts`): the reasoning
+    between think markers, the content, each tool call wrapped as Hermes writes it, and
+    the end-of-turn token when the turn ended."""
+    return [text for _, text in completion_segments(answer)]
+
+
+def completion_segments(answer: Answer) -> list[tuple[str, str]]:
+    """:func:`segment_texts` of ``answer``."""
+    return segment_texts(answer.reasoning, answer.content, answer.calls, answer.finish_reason)
 
 
 def completion_token_ids(answer: Answer) -> list[int]:

@@ -14,7 +14,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentkit._scripted import tokens
-from agentkit._scripted.answer import Answer, logprob_at, prompt_token_ids, split, sse
+from agentkit._scripted.answer import (
+    THINK_OPEN,
+    Answer,
+    completion_segments,
+    logprob_at,
+    prompt_token_ids,
+    split,
+    sse,
+)
 from agentkit._scripted.script import Reply, RequestView
 
 __all__ = ["error_body", "events", "render"]
@@ -135,10 +143,14 @@ def render(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestV
     if token_level.any:
         if token_level.ids:
             choice["token_ids"] = []
-        # piece by piece, as a stream cuts them: the same tokens either way
-        for text in (answer.reasoning or "", answer.content or "", *answer.arguments()):
-            for piece in _aligned(text, answer.chunk_size):
-                token_level.annotate(choice, piece)
+        # piece by piece, as a stream cuts them: the same tokens either way (the
+        # template's markers and the end-of-turn token included, as vLLM's ids have them)
+        for kind, text in completion_segments(answer):
+            if kind in ("reasoning", "content", "arguments"):
+                for piece in _aligned(text, answer.chunk_size):
+                    token_level.annotate(choice, piece)
+            else:
+                token_level.annotate(choice, text)
         if token_level.ids:
             out["prompt_token_ids"] = token_level.prompt_ids()
     out["usage"] = _usage(answer)
@@ -173,17 +185,34 @@ def events(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestV
             chunk["usage"] = None
         out.append(sse(chunk))
 
+    # (delta, the completion text whose tokens the chunk carries), in order; as vLLM
+    # streams, every sampled token's ids go out on some chunk: a template's marker the
+    # tool or reasoning parser holds back on a chunk of its own with an empty delta
+    # (when ids or logprobs were asked for), the end-of-turn token on the finishing chunk
+    chunks: list[tuple[dict[str, Any], str | None]] = []
+    calls = iter(enumerate(answer.calls))
+    for kind, text in completion_segments(answer):
+        if kind == "reasoning":
+            chunks += [({reply.reasoning_field: p}, p) for p in cut(text, size)]
+        elif kind == "content":
+            chunks += [({"content": p}, p) for p in cut(text, size)]
+        elif kind == "open" and text != THINK_OPEN:  # a tool call's head: its id and name
+            index, call = next(calls)
+            head = {"name": call.name, "arguments": ""}
+            part = {"index": index, "id": call.id, "type": "function", "function": head}
+            chunks.append(({"tool_calls": [part]}, text if token_level.any else None))
+        elif kind == "arguments":
+            part = {"index": index, "function": {"arguments": ""}}
+            for p in cut(text, size):
+                part = {"index": index, "function": {"arguments": p}}
+                chunks.append(({"tool_calls": [part]}, p))
+        elif token_level.any or kind == "end":  # a marker, the end-of-turn token
+            chunks.append(({}, text if token_level.any else None))
+    if not chunks:
+        chunks.append(({}, None))  # the finishing chunk of an empty answer
     add({"role": "assistant", "content": "", "refusal": None})
-    for piece in cut(answer.reasoning or "", size):
-        add({reply.reasoning_field: piece}, text=piece)
-    for piece in cut(answer.content or "", size):
-        add({"content": piece}, text=piece)
-    for index, call in enumerate(answer.calls):
-        head = {"name": call.name, "arguments": ""}
-        add({"tool_calls": [{"index": index, "id": call.id, "type": "function", "function": head}]})
-        for piece in cut(call.arguments, size):
-            add({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, text=piece)
-    add({}, answer.finish_reason)
+    for n, (delta, text) in enumerate(chunks):
+        add(delta, answer.finish_reason if n == len(chunks) - 1 else None, text)
     if include_usage:
         out.append(sse({**envelope, "choices": [], "usage": _usage(answer)}))
     out.append(DONE)
