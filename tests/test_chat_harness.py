@@ -22,6 +22,7 @@ from agentkit import (
 from agentkit._options import OptionSchema
 from agentkit.harnesses.chat import ChatHarness
 from agentkit.testing.conformance import ConformanceError, check_harness, check_taskset
+from agentkit.testing import tokens
 from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
@@ -395,7 +396,9 @@ async def test_reasoning_is_reported_in_events_and_usage(
     response = next(e for e in result.events if e.type == "model.response")
     assert response.data["reasoning"] == "think think think"
     assert result.usage.reasoning_tokens == 5  # estimated: 17 characters
-    assert result.usage.output_tokens == 5 + 1
+    # every token sampled: the think markers around the reasoning, the text, the end of the turn
+    markers = ("<think>", "</think>", tokens.END_OF_TURN)
+    assert result.usage.output_tokens == 5 + 1 + sum(len(tokens.encode(m)) for m in markers)
     assert "reasoning_content" not in result.messages[-1] and "reasoning" not in result.messages[-1]
 
 

@@ -43,7 +43,8 @@ MAX_SEQUENCE_LENGTH = 32768
 
 class StandInTokenizer:
     """The scripted server's tokenizer with its chat template (``<|role|>``, the text and a
-    line end per message, then ``<|assistant|>``), as ``transformers`` tokenizers offer it."""
+    line end per message, an assistant's text followed by the end-of-turn token it was
+    sampled with; then ``<|assistant|>``), as ``transformers`` tokenizers offer it."""
 
     def encode(self, text: str) -> list[int]:
         return tokens.encode(text)
@@ -54,7 +55,8 @@ class StandInTokenizer:
     def apply_chat_template(self, messages: list[dict[str, Any]]) -> list[int]:
         ids: list[int] = []
         for m in messages:
-            for text in (f"<|{m['role']}|>", str(m.get("content") or ""), "\n"):
+            end = [tokens.END_OF_TURN] if m["role"] == "assistant" else []
+            for text in (f"<|{m['role']}|>", str(m.get("content") or ""), *end, "\n"):
                 ids += tokens.encode(text)
         return ids + tokens.encode("<|assistant|>")
 

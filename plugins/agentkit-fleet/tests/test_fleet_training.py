@@ -138,8 +138,10 @@ def test_token_ids_and_logprobs_are_recorded_and_exported_with_per_token_masks(
     system, user, _, observation = (m["content"] for m in rollout["messages"][:4])
     prompt = f"<|system|>{system}\n<|user|>{user}\n<|assistant|>"
     assert tokens.decode(raw["prompt_token_ids"]) == prompt
-    # completion: reply 1, then what the second prompt adds (the observation), reply 2
-    first, second = tokens.encode(actions[0]), tokens.encode(actions[1])
+    # completion: reply 1, then what the second prompt adds (the observation), reply 2,
+    # each reply ending with the end-of-turn token it was sampled with
+    end = tokens.encode(tokens.END_OF_TURN)
+    first, second = tokens.encode(actions[0]) + end, tokens.encode(actions[1]) + end
     ids, mask = raw["completion_token_ids"], raw["completion_mask"]
     assert ids[: len(first)] == first and ids[-len(second) :] == second
     between = len(ids) - len(first) - len(second)

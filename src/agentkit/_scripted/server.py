@@ -32,13 +32,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from ssl import SSLContext
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import attrs
 from aiohttp import web
 
 from agentkit._errors import AgentkitError
-from agentkit._scripted import chat_wire, messages_wire, responses_wire
+from agentkit._scripted import chat_wire, messages_wire, responses_wire, sglang_wire
 from agentkit._scripted.answer import (
     Answer,
     completion_token_ids,
@@ -96,9 +96,18 @@ class _Wire(NamedTuple):
     error_body: Callable[[int, str], Any]
 
 
-def _wires() -> dict[str, _Wire]:
+#: Whose chat completions' token fields the server answers in.
+Engine = Literal["vllm", "sglang"]
+
+
+def _wires(engine: Engine = "vllm") -> dict[str, _Wire]:
+    chat = (
+        _Wire(sglang_wire.render, sglang_wire.events, sglang_wire.error_body)
+        if engine == "sglang"
+        else _Wire(chat_wire.render, chat_wire.events, chat_wire.error_body)
+    )
     return {
-        "chat": _Wire(chat_wire.render, chat_wire.events, chat_wire.error_body),
+        "chat": chat,
         "messages": _Wire(messages_wire.render, messages_wire.events, messages_wire.error_body),
         "responses": _Wire(responses_wire.render, responses_wire.events, chat_wire.error_body),
     }
@@ -129,6 +138,13 @@ class ScriptedModelServer:
     then starts with ``https://``. ``apis``: the protocols served (``chat``,
     ``messages``, ``responses``; default all): a model request in another gets a
     404, as from a server without that endpoint (:meth:`set_apis` changes it).
+    ``engine``: whose chat completions' token fields it answers in: ``vllm``
+    (``return_token_ids``: ``prompt_token_ids`` at the top, ``token_ids`` on each
+    choice and stream chunk) or ``sglang`` (``prompt_token_ids`` and
+    ``response_token_ids`` on a whole completion's choice; a stream that asks for
+    them refused with a 400, its ids in one ``sglext`` chunk when asked for
+    SGLang's way; see :mod:`agentkit._scripted.sglang_wire`); ``GET /v1/models``
+    says it in each model's ``owned_by``.
     """
 
     def __init__(
@@ -141,7 +157,11 @@ class ScriptedModelServer:
         api_key: str | None = None,
         ssl: SSLContext | None = None,
         apis: Iterable[Api] | None = None,
+        engine: Engine = "vllm",
     ) -> None:
+        if engine not in ("vllm", "sglang"):
+            raise ValueError(f"unknown engine {engine!r}: expected 'vllm' or 'sglang'")
+        self._engine: Engine = engine
         self._script = load_script(script)
         self._apis: frozenset[Api] | None = None
         self.set_apis(apis)
@@ -153,7 +173,7 @@ class ScriptedModelServer:
         self._requests: collections.deque[RecordedRequest] = collections.deque(maxlen=log_limit)
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._wires = _wires()
+        self._wires = _wires(engine)
         self._runner: web.ServerRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -479,7 +499,7 @@ class ScriptedModelServer:
             if request.method != "GET":
                 return _json(405, chat_wire.error_body(405, "use GET"))
             data = [
-                {"id": m, "object": "model", "created": 0, "owned_by": "agentkit"}
+                {"id": m, "object": "model", "created": 0, "owned_by": self._engine}
                 for m in self._script.models
             ]
             return _json(200, {"object": "list", "data": data})
@@ -501,6 +521,10 @@ class ScriptedModelServer:
             self._record(request, body)
             return _json(400, wire.error_body(400, "the body is not a JSON object"))
         view = RequestView.from_body(parsed, api)
+        refused = sglang_wire.refusal(parsed) if api == "chat" and self._engine == "sglang" else None
+        if refused is not None:
+            self._record(request, body, None, api, parsed)
+            return _json(400, sglang_wire.error_body(400, refused))
         reply, rule = self._script.choose(view)
         holding = not self._open.is_set() and not self._hold_after  # hold() until release()
         entry = self._record(request, body, rule, api, parsed, held=holding)
@@ -566,7 +590,7 @@ class ScriptedModelServer:
             event = f"data: {text}\n\n".encode()
             return await self._stream(request, reply, [event, b"data: [DONE]\n\n"])
         answer = Answer.build(reply, view, next(self._ids), int(time.time()))
-        entry.sent.update(_sent_tokens(answer, reply, body, view))
+        entry.sent.update(_sent_tokens(answer, reply, body, view, self._engine))
         if view.stream:
             return await self._stream(request, reply, wire.events(answer, reply, body, view))
         full = json.dumps(wire.render(answer, reply, body, view)).encode()
@@ -626,12 +650,19 @@ _MESSAGES_PATHS = ("/v1/messages", "/messages")
 
 
 def _sent_tokens(
-    answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestView
+    answer: Answer,
+    reply: Reply,
+    body: Mapping[str, Any],
+    view: RequestView,
+    engine: Engine = "vllm",
 ) -> dict[str, Any]:
     """The token data an answer carries (for the request log): vLLM's fields of chat
-    completions and the Responses API, when asked (or the reply's ``token_ids``)."""
+    completions and the Responses API, when asked (or the reply's ``token_ids``);
+    SGLang's, with ``engine="sglang"``."""
     api = view.api
-    if api == "chat":
+    if api == "chat" and engine == "sglang" and view.stream:
+        sends = sglang_wire.stream_ids_asked(body) == (True, True)
+    elif api == "chat":
         sends = reply.token_ids or body.get("return_token_ids") is True
     elif api == "responses":
         sends = responses_wire.sends_token_ids(reply, body)

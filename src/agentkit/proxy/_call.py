@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from agentkit._calls import ModelCall
 from agentkit._context import public_headers
 from agentkit._limits import MAX_NESTING_DEPTH, loads_bounded
+from agentkit.proxy._chat import ENGINE, ChatWire
 from agentkit.proxy._route import ProxyRoute
 from agentkit.proxy._sse import EventSplitter, SseEvent, event_payloads
 from agentkit.proxy._wire import Recorded, Wire, wire_for
@@ -239,6 +240,8 @@ async def forward(
         except ValueError:
             parsed = None
         if isinstance(parsed, dict):
+            if kind is ChatWire and route.settings.token_ids and parsed.get("stream") is True:
+                await _know_the_engine(session, route, request)
             wire = kind(parsed, route.settings, route.memory)
             if wire.body is not wire.request:
                 body = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":")).encode()
@@ -290,6 +293,32 @@ async def forward(
     finally:
         if recorder is not None:
             route.finish(recorder.snapshot())
+
+
+async def _know_the_engine(session: ClientSession, route: ProxyRoute, request: Any) -> None:
+    """Put the serving engine in the route's memory (``ENGINE``), asked once per route
+    from the server's ``GET .../models`` (``owned_by``: ``sglang``, ``vllm``): SGLang
+    refuses a stream that asks for ids in vLLM's fields, so a streamed chat call with
+    token ids needs to know it first. No answer, or another: not SGLang."""
+    from aiohttp import ClientError, ClientTimeout
+
+    if ENGINE in route.memory:
+        return
+    route.memory[ENGINE] = "unknown"
+    headers = [(k, v) for k, v in _upstream_headers(request.headers, route)]
+    headers = [(k, v) for k, v in headers if k.lower() not in ("content-type", "content-length")]
+    try:
+        async with session.get(
+            route.upstream + "/models", headers=headers, proxy=route.http_proxy,
+            timeout=ClientTimeout(total=10), allow_redirects=False,
+        ) as answer:  # fmt: skip
+            data = await answer.json(content_type=None) if answer.status == 200 else None
+    except (TimeoutError, ClientError, OSError, ValueError):
+        return
+    models = data.get("data") if isinstance(data, dict) else None
+    owners = {m.get("owned_by") for m in models or [] if isinstance(m, dict)}
+    if owners & {"sglang", "vllm"}:
+        route.memory[ENGINE] = "sglang" if "sglang" in owners else "vllm"
 
 
 def _refuse(route: ProxyRoute, recorder: _Recorder, status: int, body: Any) -> web.Response:

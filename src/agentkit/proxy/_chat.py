@@ -16,6 +16,15 @@ and sampled logprobs (``logprobs.content[].logprob``). Ids that are not all
 the completion's (fewer than ``usage.completion_tokens``, or than the
 logprobs: :func:`agentkit.chat.completion_ids_gap`) are not recorded: the
 call's ``token_note`` says what differs.
+
+SGLang (its ``/v1/models`` says ``owned_by: sglang``, :data:`ENGINE` in the
+route's memory) names its fields otherwise and refuses a stream that asks
+for ``return_token_ids`` (HTTP 400): a whole completion is asked
+``return_token_ids`` and read from its choice's ``prompt_token_ids`` and
+``response_token_ids``; a stream is asked ``return_input_ids_in_sglext`` and
+``return_output_ids_in_sglext`` instead, and read from the chunk whose
+``sglext`` has ``input_ids`` and ``output_ids`` (taken out again when the
+agent did not ask).
 """
 
 from __future__ import annotations
@@ -26,7 +35,10 @@ from agentkit._calls import Protocol
 from agentkit.chat._tokens import completion_ids_gap
 from agentkit.proxy._wire import Recorded, Wire, float_list, int_list, openai_usage
 
-__all__ = ["ChatWire"]
+__all__ = ["ENGINE", "ChatWire"]
+
+#: The route-memory key of the serving engine, when the proxy asked it (``sglang``, ``vllm``).
+ENGINE = "engine"
 
 
 class _Choice:
@@ -107,8 +119,16 @@ class ChatWire(Wire):
     def prepare(self) -> None:
         request = self.request
         self.ids_asked = request.get("return_token_ids") is True
+        sglang_stream = self.stream and self.memory.get(ENGINE) == "sglang"
+        if sglang_stream:
+            self.ids_asked = request.get("return_output_ids_in_sglext") is True
         if self.settings.token_ids:
-            if not self.ids_asked:
+            if sglang_stream and not self.ids_asked:
+                # SGLang answers a stream asked for return_token_ids with a 400
+                self.ask("return_input_ids_in_sglext", True)
+                self.ask("return_output_ids_in_sglext", True)
+                self._strip_ids = self.ids_asked = True
+            elif not self.ids_asked:
                 self.ask("return_token_ids", True)
                 self._strip_ids = self.ids_asked = True
             if request.get("logprobs") is not True:
@@ -139,6 +159,10 @@ class ChatWire(Wire):
                     index if type(index) is int else position, _Choice()
                 )
                 state.token_ids = int_list(choice.get("token_ids"))
+                if state.token_ids is None:  # SGLang's names, on the choice
+                    state.token_ids = int_list(choice.get("response_token_ids"))
+                    if self._prompt_ids is None:
+                        self._prompt_ids = int_list(choice.get("prompt_token_ids"))
                 block = choice.get("logprobs")
                 entries = block.get("content") if isinstance(block, dict) else None
                 state.logprobs = float_list(entries)
@@ -154,6 +178,8 @@ class ChatWire(Wire):
     def _strip_choice(self, choice: dict[str, Any]) -> None:
         if self._strip_ids:
             choice.pop("token_ids", None)
+            choice.pop("response_token_ids", None)
+            choice.pop("prompt_token_ids", None)
         if self._strip_logprobs and "logprobs" in choice:
             choice["logprobs"] = None
 
@@ -171,6 +197,20 @@ class ChatWire(Wire):
                 self._prompt_ids = ids
         if data.get("usage") is not None:
             self._usage = data["usage"]
+        sglext = data.get("sglext")
+        if isinstance(sglext, dict):  # SGLang's ids, once, after the choices' chunks
+            ids = int_list(sglext.get("input_ids"))
+            if ids is not None:
+                self._prompt_ids = ids
+            outputs = sglext.get("output_ids")
+            if isinstance(outputs, list):
+                for index, output in enumerate(outputs):
+                    state = self._choices.setdefault(index, _Choice())
+                    state.token_ids = int_list(output)
+            if self._strip_ids:
+                del data["sglext"]
+                if data.get("choices") == [] and data.get("usage") is None:
+                    return None  # the ids chunk the agent did not ask for
         choices = data.get("choices")
         if isinstance(choices, list):
             for position, choice in enumerate(choices):
