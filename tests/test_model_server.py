@@ -788,7 +788,8 @@ def test_logprobs_and_vllm_token_ids(model_server: ScriptedModelServer) -> None:
     chunks = [json.loads(e) for e in sse_events(streamed.text)[:-1]]
     assert chunks[0]["prompt_token_ids"] == done["prompt_token_ids"]
     assert all("prompt_token_ids" not in c for c in chunks[1:])
-    ids = [i for c in chunks for i in c["choices"][0]["token_ids"]]
+    assert "token_ids" not in chunks[0]["choices"][0]  # as vLLM's first chunk
+    ids = [i for c in chunks[1:] for i in c["choices"][0]["token_ids"]]
     assert ids == choice["token_ids"]
     streamed_entries = [
         e
@@ -798,7 +799,7 @@ def test_logprobs_and_vllm_token_ids(model_server: ScriptedModelServer) -> None:
     ]
     assert streamed_entries == entries
     # as vLLM's: the finishing chunk carries the last sampled token (the end of the turn)
-    *middle, last = chunks
+    _, *middle, last = chunks
     assert last["choices"][0]["finish_reason"] == "stop" and last["choices"][0]["delta"] == {}
     assert tokens.decode(last["choices"][0]["token_ids"]) == tokens.END_OF_TURN
     for c in middle:
@@ -831,12 +832,12 @@ def test_token_ids_cover_reasoning_content_and_tool_arguments(
     assert values[:4] == [-0.5, -1.5, -0.5, -1.5]
     streamed = raw_post(model_server, {**body, "stream": True})
     chunks = [json.loads(e) for e in sse_events(streamed.text)[:-1]]
-    assert [i for c in chunks for i in c["choices"][0]["token_ids"]] == choice["token_ids"]
+    assert [i for c in chunks[1:] for i in c["choices"][0]["token_ids"]] == choice["token_ids"]
     # deltas never cut a token, and stay within chunk_size characters; a template's
     # marker goes on a chunk of its own with an empty delta (a tool call's opening on the
     # call's head), the end-of-turn token on the finishing chunk, as vLLM streams them
     markers = []
-    for c in chunks:
+    for c in chunks[1:]:
         delta = c["choices"][0]["delta"]
         text = delta.get("content") or delta.get("reasoning") or ""
         ids = tokens.decode(c["choices"][0]["token_ids"])

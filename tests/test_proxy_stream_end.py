@@ -37,17 +37,18 @@ async def test_the_finishing_chunks_ids_are_recorded(
         reply["finish_reason"] = "length"
     model_server.set_script({"default": reply})
     route = proxy.open_route(
-        rollout_id="r0", upstream=model_server.base_url, api_key="sk-test",
+        rollout_id="r0",
+        upstream=model_server.base_url,
+        api_key="sk-test",
         settings=ProxySettings(token_ids=True),
     )
     body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "go"}]}
-    async with httpx.AsyncClient(timeout=30) as client:
-        async with client.stream(
-            "POST", route.base_url + "/chat/completions", json=body,
-            headers={"Authorization": f"Bearer {route.key}"},
-        ) as answer:  # fmt: skip
-            assert answer.status_code == 200
-            await answer.aread()
+    async with httpx.AsyncClient(timeout=30) as client, client.stream(
+        "POST", route.base_url + "/chat/completions", json=body,
+        headers={"Authorization": f"Bearer {route.key}"},
+    ) as answer:  # fmt: skip
+        assert answer.status_code == 200
+        await answer.aread()
     [call] = route.close()
     [request] = model_server.model_requests
     sent = request.sent["completion_token_ids"]

@@ -174,7 +174,7 @@ def events(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestV
             "logprobs": None,
             "finish_reason": finish,
         }
-        if token_level.ids:
+        if token_level.ids and "role" not in delta:  # vLLM's first chunk has no token_ids
             choice["token_ids"] = []
         if text:
             token_level.annotate(choice, text)
