@@ -24,11 +24,11 @@ __all__ = [
     "Answer",
     "Call",
     "completion_segments",
-    "segment_texts",
     "estimate_prompt_tokens",
     "estimate_tokens",
     "prompt_segments",
     "prompt_text",
+    "segment_texts",
     "split",
     "sse",
 ]

@@ -202,7 +202,6 @@ def events(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestV
             part = {"index": index, "id": call.id, "type": "function", "function": head}
             chunks.append(({"tool_calls": [part]}, text if token_level.any else None))
         elif kind == "arguments":
-            part = {"index": index, "function": {"arguments": ""}}
             for p in cut(text, size):
                 part = {"index": index, "function": {"arguments": p}}
                 chunks.append(({"tool_calls": [part]}, p))
@@ -211,8 +210,8 @@ def events(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestV
     if not chunks:
         chunks.append(({}, None))  # the finishing chunk of an empty answer
     add({"role": "assistant", "content": "", "refusal": None})
-    for n, (delta, text) in enumerate(chunks):
-        add(delta, answer.finish_reason if n == len(chunks) - 1 else None, text)
+    for n, (delta, carried) in enumerate(chunks):
+        add(delta, answer.finish_reason if n == len(chunks) - 1 else None, carried)
     if include_usage:
         out.append(sse({**envelope, "choices": [], "usage": _usage(answer)}))
     out.append(DONE)

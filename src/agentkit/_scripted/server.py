@@ -521,7 +521,9 @@ class ScriptedModelServer:
             self._record(request, body)
             return _json(400, wire.error_body(400, "the body is not a JSON object"))
         view = RequestView.from_body(parsed, api)
-        refused = sglang_wire.refusal(parsed) if api == "chat" and self._engine == "sglang" else None
+        refused = (
+            sglang_wire.refusal(parsed) if api == "chat" and self._engine == "sglang" else None
+        )
         if refused is not None:
             self._record(request, body, None, api, parsed)
             return _json(400, sglang_wire.error_body(400, refused))
