@@ -163,5 +163,7 @@ def assert_a_forward_pass_reproduces(
             )
             marked += len(positions)
             checked += len(positions)
-        assert marked == counted, f"{fmt}: {marked} tokens marked sampled, the server sampled {counted}"
+        assert marked == counted, (
+            f"{fmt}: {marked} tokens marked sampled, the server sampled {counted}"
+        )
     return checked

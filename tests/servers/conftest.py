@@ -32,13 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 if sys.version_info < (3, 12):
     typing.TypedDict = typing_extensions.TypedDict  # type: ignore[misc]
 
-import tiny_models  # noqa: E402
+import scripted_model
+import tiny_models
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Where built models are kept (by recipe digest), across sessions.
 MODEL_CACHE = ROOT / ".cache" / "models"
 #: The model the session's vLLM serves, and the name it is served under.
-MODEL = tiny_models.RANDOM
+MODEL = scripted_model.RECIPE
 SERVED_NAME = "tiny"
 #: How long vLLM may take to start (a hang guard: the wait is on its own log line).
 START_WITHIN = 600.0

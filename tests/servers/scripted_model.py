@@ -1,19 +1,26 @@
-"""A tiny model trained on the spot to follow a script, so real agent programs finish.
+"""A tiny model trained on the spot to answer in a script's shapes.
 
-Random weights answer nonsense; the agent programs (opencode, mini-swe-agent,
-Codex and Claude Code through the proxy's translation) need a model that calls
-their shell tool, then finishes. This module trains a :mod:`tiny_models` model
-on the CPU for about a minute to answer one fixed conversation per *profile*:
-which profile a prompt is is told by tokens of the tokenizer's own (a tool's
-name as the chat template writes it in the tool list, ``"name": "bash"``, or
-mini-swe-agent's submit word), which turn by whether a tool's result
-(``<tool_response>``) is in the prompt. Every answer starts with a ``<think>``
-block (vLLM's ``deepseek_r1`` reasoning parser splits it off as ``reasoning``).
+Random weights answer nonsense that never ends a turn. This module trains a
+:mod:`tiny_models` model on the CPU, for about a minute on a quiet machine (100
+steps of 8 random prompts), to answer as a reasoning model with tools does:
+a ``<think>`` block (vLLM's ``deepseek_r1`` reasoning parser splits it off as
+``reasoning``), then either a text answer or a Hermes tool call
+(``<tool_call>{json}</tool_call>``, which vLLM's ``hermes`` parser turns into
+``tool_calls``), and the end-of-turn token. The server's answers then have
+every part whose tokens the proxy must get right: reasoning, text, a tool
+call's wrapper and arguments, the end of the turn.
 
-The training prompts are made of random text around those tokens (tools with
-random names and descriptions, system and user texts of random words, at random
-lengths): what the model learns is the profile's tokens and the turn, not any
-one program's prompt, which changes with every version and every date.
+The script (:data:`PROFILES`) names one fixed conversation per agent program
+(the program's shell tool, then a final answer or its submit command), told
+apart by tokens of the tokenizer's own (a tool's name as the chat template
+writes it in the tool list, ``"name": "bash"``, or mini-swe-agent's submit
+word) and by whether a tool's result (``<tool_response>``) is in the prompt.
+In this training budget the model learns the shapes, a text answer without
+tools and a tool call with them, but not yet to tell the programs apart: it
+answers every prompt with tools with the same ``bash`` call. The training
+prompts are random text around those tokens (tools with random names and
+descriptions, system and user texts of random words), so that what is
+learnt is the tokens and the turn, not any one program's prompt.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from typing import Any
 import attrs
 from tiny_models import Recipe
 
-__all__ = ["PROFILES", "RECIPE", "Profile", "THINK", "answers", "train"]
+__all__ = ["PROFILES", "RECIPE", "THINK", "Profile", "answers", "train"]
 
 #: The reasoning every answer starts with.
 THINK = "<think>\nThe task says what to do.\n</think>\n\n"
@@ -76,17 +83,128 @@ PROFILES: dict[str, Profile] = {
 #: Tokens of the tokenizer's own for the profiles' markers.
 MARKERS = tuple(p.marker for p in PROFILES.values() if p.marker)
 
-_WORDS = (
-    "the a an of to in for on with file files tool tools command commands run runs "
-    "user assistant task tasks output input you your must should can will not never "
-    "always use using read write edit list search find path directory code test tests "
-    "answer question result results error errors line lines text json value values "
-    "when if then else each every all any this that these those it is are be was "
-    "agent model system message messages work working shell terminal program python "
-    "git diff patch apply create update delete make build check call calls return "
-    "string number object array boolean true false null name names description type "
-    "parameters properties required items enum default example examples note important"
-).split()
+_WORDS = [
+    "the",
+    "a",
+    "an",
+    "of",
+    "to",
+    "in",
+    "for",
+    "on",
+    "with",
+    "file",
+    "files",
+    "tool",
+    "tools",
+    "command",
+    "commands",
+    "run",
+    "runs",
+    "user",
+    "assistant",
+    "task",
+    "tasks",
+    "output",
+    "input",
+    "you",
+    "your",
+    "must",
+    "should",
+    "can",
+    "will",
+    "not",
+    "never",
+    "always",
+    "use",
+    "using",
+    "read",
+    "write",
+    "edit",
+    "list",
+    "search",
+    "find",
+    "path",
+    "directory",
+    "code",
+    "test",
+    "tests",
+    "answer",
+    "question",
+    "result",
+    "results",
+    "error",
+    "errors",
+    "line",
+    "lines",
+    "text",
+    "json",
+    "value",
+    "values",
+    "when",
+    "if",
+    "then",
+    "else",
+    "each",
+    "every",
+    "all",
+    "any",
+    "this",
+    "that",
+    "these",
+    "those",
+    "it",
+    "is",
+    "are",
+    "be",
+    "was",
+    "agent",
+    "model",
+    "system",
+    "message",
+    "messages",
+    "work",
+    "working",
+    "shell",
+    "terminal",
+    "program",
+    "python",
+    "git",
+    "diff",
+    "patch",
+    "apply",
+    "create",
+    "update",
+    "delete",
+    "make",
+    "build",
+    "check",
+    "call",
+    "calls",
+    "return",
+    "string",
+    "number",
+    "object",
+    "array",
+    "boolean",
+    "true",
+    "false",
+    "null",
+    "name",
+    "names",
+    "description",
+    "type",
+    "parameters",
+    "properties",
+    "required",
+    "items",
+    "enum",
+    "default",
+    "example",
+    "examples",
+    "note",
+    "important",
+]
 _PUNCT = [".", ",", ":", ";", "!", "?", "(", ")", "-", "/", "`", "\n", "\n\n", " -", "#", "*"]
 
 
@@ -103,26 +221,33 @@ def _text(rng: random.Random, words: int) -> str:
 
 
 def _tool(rng: random.Random, name: str) -> dict[str, Any]:
-    params = {w: {"type": "string", "description": _text(rng, rng.randint(2, 12))} for w in rng.sample(_WORDS, rng.randint(1, 3))}
+    params = {
+        w: {"type": "string", "description": _text(rng, rng.randint(1, 5))}
+        for w in rng.sample(_WORDS, rng.randint(1, 3))
+    }
     return {
         "type": "function",
         "function": {
             "name": name,
-            "description": _text(rng, rng.randint(3, 30)),
+            "description": _text(rng, rng.randint(2, 12)),
             "parameters": {"type": "object", "properties": params, "required": list(params)[:1]},
         },
     }
 
 
-def _prompt(rng: random.Random, profile: str, turn: int, tool_name: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+def _prompt(
+    rng: random.Random, profile: str, turn: int, tool_name: str | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     marker = PROFILES[profile].marker
     tools: list[dict[str, Any]] | None = None
-    system = _text(rng, rng.choice([0, 10, 40, 120]))
-    user = _text(rng, rng.randint(3, 60))
+    system = _text(rng, rng.choice([0, 8, 30, 60]))
+    user = _text(rng, rng.randint(3, 30))
     if profile == "mini-swe-agent":
         system += f" When done, run `{SUBMIT}` alone. " + _text(rng, rng.randint(0, 50))
     if tool_name is not None:
-        names = [tool_name] + [rng.choice(_WORDS) + rng.choice(["", "_x", "s", "er"]) for _ in range(rng.randint(0, 4))]
+        names = [tool_name] + [
+            rng.choice(_WORDS) + rng.choice(["", "_x", "s", "er"]) for _ in range(rng.randint(0, 3))
+        ]
         rng.shuffle(names)
         tools = [_tool(rng, n) for n in names]
     if not marker and rng.random() < 0.5:
@@ -135,11 +260,25 @@ def _prompt(rng: random.Random, profile: str, turn: int, tool_name: str | None) 
         said = PROFILES[profile].turns[0]
         call = json.loads(said.split("\n")[1]) if said.startswith("<tool_call>") else None
         if call is not None:
-            messages.append({
-                "role": "assistant", "content": rng.choice(["", None]),
-                "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}],
-            })
-        messages.append({"role": "tool", "tool_call_id": "call_1", "content": _text(rng, rng.randint(0, 30))})
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": rng.choice(["", None]),
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {
+                                "name": call["name"],
+                                "arguments": json.dumps(call["arguments"]),
+                            },
+                        }
+                    ],
+                }
+            )
+        messages.append(
+            {"role": "tool", "tool_call_id": "call_1", "content": _text(rng, rng.randint(0, 30))}
+        )
     return messages, tools
 
 
@@ -163,9 +302,13 @@ def _example(rng: random.Random, tokenizer: Any) -> tuple[list[int], list[int]]:
     turns = PROFILES[profile].turns
     turn = rng.randrange(len(turns))
     messages, tools = _prompt(rng, profile, turn, _tool_name(profile))
-    prompt = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+    prompt = tokenizer.apply_chat_template(
+        messages, tools=tools, add_generation_prompt=True, tokenize=False
+    )
     ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    target = tokenizer(THINK + turns[turn], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    target = tokenizer(THINK + turns[turn], add_special_tokens=False)["input_ids"] + [
+        tokenizer.eos_token_id
+    ]
     return ids, target
 
 
@@ -181,7 +324,9 @@ def train(model: Any, tokenizer: Any, recipe: Any) -> None:
     torch.set_num_threads(max(1, torch.get_num_threads()))
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, max_lr=lr, total_steps=steps, pct_start=0.1
+    )
     pad = tokenizer.pad_token_id
     started = time.monotonic()
     for step in range(steps):
@@ -202,7 +347,10 @@ def train(model: Any, tokenizer: Any, recipe: Any) -> None:
         optimizer.step()
         schedule.step()
         if step % 20 == 0 or step == steps - 1:
-            print(f"step {step} loss {loss.item():.4f} at {time.monotonic() - started:.0f} s", flush=True)
+            print(
+                f"step {step} loss {loss.item():.4f} at {time.monotonic() - started:.0f} s",
+                flush=True,
+            )
     model.eval()
 
 
@@ -218,5 +366,5 @@ RECIPE = Recipe(
     lines=tuple(a for p in PROFILES for a in answers(p)),
     added=MARKERS,
     trained="scripted-v1",
-    training=(("steps", 200), ("batch", 8), ("lr", 3e-3)),
+    training=(("steps", 100), ("batch", 8), ("lr", 3e-3)),
 )

@@ -14,9 +14,9 @@ from checks import (
     assert_the_trainers_load,
     export,
 )
-from conftest import Server
 
 from agentkit.env import AgentEnv
+from conftest import Server
 
 pytestmark = pytest.mark.anyio
 

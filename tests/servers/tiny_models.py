@@ -22,7 +22,6 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ import attrs
 
 __all__ = [
     "CHAT_TEMPLATE",
+    "RANDOM",
     "SPECIAL_TOKENS",
     "TEXT_TOKENS",
     "Recipe",
@@ -41,7 +41,14 @@ __all__ = [
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 #: Tokens of their own that stay in the decoded text, as in Qwen's vocabularies:
 #: vLLM's Hermes tool parser and its ``qwen3`` reasoning parser look for them.
-TEXT_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"]
+TEXT_TOKENS = [
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+]
 
 #: A ChatML template with tools (in the system turn), Hermes tool calls in assistant
 #: turns, tool results as ``<tool_response>`` user turns, and reasoning kept as a
@@ -49,7 +56,8 @@ TEXT_TOKENS = ["<tool_call>", "</tool_call>", "<tool_response>", "</tool_respons
 CHAT_TEMPLATE = r"""
 {%- macro text(content) -%}
 {%- if content is string -%}{{ content }}
-{%- elif content -%}{%- for part in content -%}{%- if part.text is defined -%}{{ part.text }}{%- endif -%}{%- endfor -%}
+{%- elif content -%}
+{%- for part in content -%}{%- if part.text is defined -%}{{ part.text }}{%- endif -%}{%- endfor -%}
 {%- endif -%}
 {%- endmacro -%}
 {%- set first = messages[0] if messages else none -%}
@@ -87,10 +95,11 @@ Call a tool as <tool_call>
 {%- if message.tool_calls -%}
 {%- for call in message.tool_calls -%}
 {%- set f = call.function if call.function is defined else call -%}
+{%- set args = f.arguments if f.arguments is string else (f.arguments | tojson) -%}
 {%- if loop.first and text(message.content) %}
 {% endif -%}
 <tool_call>
-{"name": "{{ f.name }}", "arguments": {{ f.arguments if f.arguments is string else (f.arguments | tojson) }}}
+{"name": "{{ f.name }}", "arguments": {{ args }}}
 </tool_call>
 {%- endfor -%}
 {%- endif -%}
@@ -152,8 +161,10 @@ class Recipe:
 
 
 def digest(recipe: Recipe) -> str:
-    """The first 16 hex digits of the recipe's SHA-256 (its JSON, sorted keys)."""
-    text = json.dumps(recipe.as_dict(), sort_keys=True, default=repr)
+    """The first 16 hex digits of the SHA-256 of the recipe (its JSON, sorted keys) and
+    of what every recipe shares: the chat template, the tokenizer's lines and tokens."""
+    shared = [CHAT_TEMPLATE, _LINES, SPECIAL_TOKENS, TEXT_TOKENS]
+    text = json.dumps([recipe.as_dict(), shared], sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -243,15 +254,6 @@ def build(recipe: Recipe, cache: Path) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     os.replace(work, out)
     return out
-
-
-def render(model_dir: Path, messages: Sequence[dict[str, Any]], **kwargs: Any) -> list[int]:
-    """The prompt ids of ``messages`` by the model's own chat template."""
-    from transformers import AutoTokenizer  # deferred: heavy
-
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    ids = tok.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=True, **kwargs)
-    return list(ids["input_ids"] if isinstance(ids, dict) else ids)
 
 
 #: Random weights: nonsense answers, every token check holds all the same.
