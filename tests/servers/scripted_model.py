@@ -1,7 +1,7 @@
 """A tiny model trained on the spot to answer in a script's shapes.
 
 Random weights answer nonsense that never ends a turn. This module trains a
-:mod:`tiny_models` model on the CPU, for about a minute on a quiet machine (100
+:mod:`tiny_models` model on the CPU, for about a minute on a quiet machine (150
 steps of 8 random prompts), to answer as a reasoning model with tools does:
 a ``<think>`` block (vLLM's ``deepseek_r1`` reasoning parser splits it off as
 ``reasoning``), then either a text answer or a Hermes tool call
@@ -366,5 +366,5 @@ RECIPE = Recipe(
     lines=tuple(a for p in PROFILES for a in answers(p)),
     added=MARKERS,
     trained="scripted-v1",
-    training=(("steps", 100), ("batch", 8), ("lr", 3e-3)),
+    training=(("steps", 150), ("batch", 8), ("lr", 3e-3)),
 )

@@ -73,6 +73,13 @@ def _reasoning(message: dict[str, Any]) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _named(message: dict[str, Any]) -> str | None:
+    """Whether a message or delta carries reasoning, under either name (the proxy reads
+    both; the scripted server sends vLLM's current name, ``reasoning``, once issue 34's
+    item 1 lands, and vLLM's old one, ``reasoning_content``, before)."""
+    return "reasoning" if _reasoning(message)[0] else None
+
+
 def whole_shape(data: dict[str, Any], ended: bool) -> dict[str, Any]:
     """What the proxy reads of a whole completion, as a shape."""
     [choice] = data["choices"]
@@ -84,7 +91,7 @@ def whole_shape(data: dict[str, Any], ended: bool) -> dict[str, Any]:
         "as many ids as counted": len(ids) == data["usage"]["completion_tokens"],
         "a logprob per id": len(entries) == len(ids),
         "message fields": sorted(k for k in ("content", "tool_calls") if message.get(k)),
-        "reasoning field": _reasoning(message)[0],
+        "reasoning": _named(message),
         "finish": choice["finish_reason"],
         "ends with the end-of-turn token": ended,
     }
@@ -117,8 +124,17 @@ def stream_shape(chunks: list[dict[str, Any]], kinds: list[str]) -> dict[str, An
             for d, k in zip(deltas, kinds, strict=True)
             if k == "marker"
         ),
-        "delta fields": sorted({k for d in deltas for k in d if d.get(k) not in (None, "")}),
-        "reasoning field": next((_reasoning(d)[0] for d in deltas if _reasoning(d)[0]), None),
+        # (vLLM streams the whitespace between a reasoning block and a tool call as
+        # content deltas, which its whole answer leaves out: not a field of its own)
+        "delta fields": sorted(
+            {
+                "reasoning" if k == "reasoning_content" else k
+                for d in deltas
+                for k in d
+                if d.get(k) and not (k == "content" and not d[k].strip())
+            }
+        ),
+        "reasoning": next((_named(d) for d in deltas if _named(d)), None),
         "then the usage alone": [sorted(c) for c in after][:1] and bool(after[0].get("usage")),
     }
 
