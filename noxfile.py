@@ -484,13 +484,18 @@ def servers(session: nox.Session) -> None:
     """Token data against a real inference server (tests/servers): vLLM on the CPU.
 
     The trainers' packages and agent programs as in ``trainers`` (the exports are
-    loaded and checked with them, the programs run against the real server), and vLLM's
+    loaded and checked with them, the programs run against the real server), the
+    terminal plugin, and vLLM's
     CPU build in a virtual environment of its own (:func:`ensure_vllm`), which the tests
     start once, serving a tiny model they make on the spot (tests/servers/tiny_models.py).
     ``AGENTKIT_SERVERS=1`` lets pytest collect tests/servers; ``AGENTKIT_VLLM`` points
     the tests at the ``vllm`` executable.
     """
     install_trainers(session)
+    uv = shutil.which("uv") or "uv"
+    python = str(Path(session.bin) / "python")
+    terminal = str(ROOT / "plugins" / "agentkit-terminal")
+    session.run(uv, "pip", "install", "--quiet", "--python", python, "-e", terminal, external=True)
     vllm = ensure_vllm(session)
     env = {"AGENTKIT_SERVERS": "1", "AGENTKIT_VLLM": str(vllm)}
     session.run("pytest", "-q", "tests/servers", *session.posargs, env=env)

@@ -4,7 +4,8 @@ Collected only by the ``servers`` nox session (``AGENTKIT_SERVERS=1``), which
 installs vLLM's CPU build in a virtual environment of its own
 (``AGENTKIT_VLLM`` names its ``vllm`` executable) and the trainers' packages
 beside agentkit. The session's one vLLM (:func:`vllm`) serves the tiny model of
-:data:`MODEL` (tests/servers/tiny_models.py), made on the spot and kept under
+:data:`MODEL` (the scripted model of tests/servers/scripted_model.py, a
+tests/servers/tiny_models.py model trained on the spot), kept under
 ``.cache/models`` by the digest of its recipe.
 """
 
