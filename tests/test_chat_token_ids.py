@@ -118,12 +118,13 @@ def test_a_completion_missing_token_ids_is_not_recorded_as_exact(stream: bool) -
         result = asyncio.run(harness.run(TASK, RunContext(model="m", base_url=server.base_url)))
         assert result.status == "completed", result.error
         sampled = server.chat_requests[0].sent["completion_token_ids"]
-        assert sampled == tokens.encode("four, and so on")  # the model sampled all 4 tokens
+        # the model sampled all 6 tokens (the text's 4, the end of its turn's 2)
+        assert sampled == tokens.encode("four, and so on") + tokens.encode(tokens.END_OF_TURN)
     raw = result.raw
     assert not {"prompt_token_ids", "completion_token_ids", "completion_mask"} & set(raw)
     assert raw["token_ids_note"] == (
-        "model call 1: the completion's token ids are not all there: 3 ids, but "
-        "usage.completion_tokens is 4 (the server lost some, as vLLM's tool parsers did "
+        "model call 1: the completion's token ids are not all there: 5 ids, but "
+        "usage.completion_tokens is 6 (the server lost some, as vLLM's tool parsers did "
         "with streamed chunks): no token-level data"
     )
 

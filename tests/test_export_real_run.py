@@ -115,7 +115,9 @@ def test_every_format_carries_what_the_server_sent(
         sent[1]["prompt_token_ids"] + sent[1]["completion_token_ids"]
     )
     assert second["prompt_token_ids"] == sent[2]["prompt_token_ids"]
-    assert second["completion_token_ids"] == tokens.encode(THINKING) + tokens.encode("Done.")
+    # as sampled: the thinking between its markers, the answer, the end of the turn
+    sampled = ["<think>", THINKING, "</think>", "Done.", tokens.END_OF_TURN]
+    assert second["completion_token_ids"] == [i for t in sampled for i in tokens.encode(t)]
     assert all(r["token_source"] == "server" and r["token_issues"] == [] for r in lines)
     table = pq.read_table(export(run_dir, "parquet")).to_pylist()
     assert [row["completion_token_ids"] for row in table] == [

@@ -144,8 +144,8 @@ async def test_a_completion_missing_token_ids_is_recorded_as_not_exact(
     assert first.prompt_token_ids is None and first.completion_token_ids is None
     assert first.completion_logprobs is None and first.token_source == "none"
     note = (
-        "the completion's token ids are not all there: 2 ids, but usage.completion_tokens "
-        "is 3 (the server lost some, as vLLM's tool parsers did with streamed chunks)"
+        "the completion's token ids are not all there: 4 ids, but usage.completion_tokens "
+        "is 5 (the server lost some, as vLLM's tool parsers did with streamed chunks)"
     )
     assert first.token_note == note
     assert first.response["choices"][0]["message"]["content"] == "first answer"

@@ -30,8 +30,10 @@ SCRIPT = {
                 "reasoning": "list them",
                 "content": "Listing.",
                 "tool_calls": [{"name": "bash", "arguments": '{"cmd":"ls -la"}'}],
-                # 9 completion tokens: as many as its token ids (3 + 2 + 4), as vLLM counts
-                "usage": {"prompt_tokens": 40, "completion_tokens": 9, "cached_tokens": 8},
+                # 30 completion tokens: as many as its token ids, as vLLM counts (the
+                # reasoning 3, text 2 and arguments 4, the think markers 2 + 2, the tool
+                # call's opening 11 and closing 4, the end of the turn 2)
+                "usage": {"prompt_tokens": 40, "completion_tokens": 30, "cached_tokens": 8},
             },
         },
         {"match": {"after_tool": True}, "reply": {"content": "Two files."}},
@@ -134,7 +136,7 @@ async def test_messages_from_chat_completions(
     assert tool.type == "tool_use" and tool.name == "bash" and tool.input == {"cmd": "ls -la"}
     assert first.stop_reason == "tool_use"
     assert (first.usage.input_tokens, first.usage.cache_read_input_tokens) == (32, 8)
-    assert first.usage.output_tokens == 9
+    assert first.usage.output_tokens == 30
     messages += [
         {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
         {"role": "user", "content": [

@@ -74,10 +74,8 @@ def _reasoning(message: dict[str, Any]) -> tuple[str | None, str | None]:
 
 
 def _named(message: dict[str, Any]) -> str | None:
-    """Whether a message or delta carries reasoning, under either name (the proxy reads
-    both; the scripted server sends vLLM's current name, ``reasoning``, once issue 34's
-    item 1 lands, and vLLM's old one, ``reasoning_content``, before)."""
-    return "reasoning" if _reasoning(message)[0] else None
+    """The name a message or delta gives its reasoning (None: it has none)."""
+    return _reasoning(message)[0]
 
 
 def whole_shape(data: dict[str, Any], ended: bool) -> dict[str, Any]:
@@ -129,12 +127,7 @@ def stream_shape(
         # (vLLM streams the whitespace between a reasoning block and a tool call as
         # content deltas, which its whole answer leaves out: not a field of its own)
         "delta fields": sorted(
-            {
-                "reasoning" if k == "reasoning_content" else k
-                for d in deltas
-                for k in d
-                if d.get(k) and not (k == "content" and not d[k].strip())
-            }
+            {k for d in deltas for k in d if d.get(k) and not (k == "content" and not d[k].strip())}
         ),
         "reasoning": next((_named(d) for d in deltas if _named(d)), None),
         "then the usage alone": [sorted(c) for c in after][:1] and bool(after[0].get("usage")),
