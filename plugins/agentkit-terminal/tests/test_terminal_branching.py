@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 from agentkit_harbor import HarborTaskset
 from agentkit_terminal import TerminalHarness
+from aiohttp.test_utils import TestClient, TestServer
 from terminal_helpers import HARBOR, HOST, needs_bwrap, text_call
 
 from agentkit import AgentEnv, BranchPlan
 from agentkit.env import PREFIX_STATUS, RolloutRecord
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.training import from_run_dir, prepare
-from agentkit.view._api import Viewer
+from agentkit.view import create_app
 
 pytestmark = [pytest.mark.anyio, needs_bwrap]
 
@@ -121,9 +122,11 @@ async def test_eight_children_of_one_episode_finish_scored_with_their_own_files(
     assert sorted(r.advantage for r in grouped if r.advantage is not None) == [-0.5] * 4 + [0.5] * 4
 
     # the viewer's rollout API: the root lists its children, a leaf links its parent
-    viewer = Viewer(out)
-    assert viewer.rollout("run", root.rollout_id)["branches"]["children"] == root.children
-    leaf_view = viewer.rollout("run", leaves[0].rollout_id)["branches"]
+    async with TestClient(TestServer(create_app(out))) as viewer:
+        resp = await viewer.get(f"/api/run/run/rollout/{root.rollout_id}")
+        assert (await resp.json())["branches"]["children"] == root.children
+        resp = await viewer.get(f"/api/run/run/rollout/{leaves[0].rollout_id}")
+        leaf_view = (await resp.json())["branches"]
     assert leaf_view["parent"] == root.rollout_id and leaf_view["branch_step"] == 1
 
 

@@ -7,9 +7,7 @@ from pathlib import Path
 import click
 
 from agentkit._errors import SpecError
-from agentkit.view import main, require_web_stack
-from agentkit.view._api import Viewer
-from agentkit.view._hosts import is_loopback
+from agentkit.view import Catalog, is_loopback, main, require_web_stack
 
 __all__ = ["view_cmd"]
 
@@ -45,9 +43,9 @@ def view_cmd(directory: Path, host: str, port: int, no_open: bool) -> None:
     require_web_stack()
     if not directory.is_dir():
         raise SpecError(f"{directory}: no such directory; give a run directory or a folder of runs")
-    viewer = Viewer(directory)
-    names = list(viewer.run_dirs())
-    jobs = list(viewer.job_dirs())
+    catalog = Catalog(directory)
+    names = list(catalog.run_dirs())
+    jobs = list(catalog.job_dirs())
     if not is_loopback(host):
         click.echo(
             f"Warning: listening on {host}: anyone who can reach this address can read these runs.",
@@ -56,8 +54,8 @@ def view_cmd(directory: Path, host: str, port: int, no_open: bool) -> None:
 
     def ready(url: str) -> None:
         plural = "" if len(names) == 1 else "s"
-        what = f"run {names[0]}" if viewer.single else f"{len(names)} run{plural} in {directory}"
-        if viewer.single_job:
+        what = f"run {names[0]}" if catalog.single else f"{len(names)} run{plural} in {directory}"
+        if catalog.single_job:
             what = f"job {jobs[0]} ({len(names)} cell{plural} started)"
         elif jobs:
             what += f", {len(jobs)} of them job{'' if len(jobs) == 1 else 's'}"
@@ -65,9 +63,9 @@ def view_cmd(directory: Path, host: str, port: int, no_open: bool) -> None:
             what = f"{directory} (no runs yet; they appear as they start)"
         click.echo(f"agentkit view: {what}")
         click.echo(f"  {url}")
-        if viewer.single:
+        if catalog.single:
             click.echo(f"  {url}run/{names[0]}")
-        if viewer.single_job:
+        if catalog.single_job:
             click.echo(f"  {url}job/{jobs[0]}")
         click.echo("Ctrl-C stops.", err=True)
 

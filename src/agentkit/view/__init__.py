@@ -10,7 +10,9 @@ files), and two runs compared per task. It follows runs that are being
 written. It only reads; see docs/viewer.md.
 
 It needs the ``view`` extra (``pip install 'agentkit[view]'``: aiohttp);
-``import agentkit`` never imports it.
+``import agentkit`` never imports it. :class:`Catalog` names what a
+directory holds as the viewer serves it (its runs, jobs and jobs' cells)
+without the web stack.
 """
 
 from __future__ import annotations
@@ -20,11 +22,21 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from agentkit._errors import AgentkitError
+from agentkit.view._catalog import Catalog
+from agentkit.view._hosts import is_loopback
 
 if TYPE_CHECKING:
     from aiohttp import web
 
-__all__ = ["INSTALL_HINT", "ViewerUnavailable", "create_app", "main", "require_web_stack"]
+__all__ = [
+    "INSTALL_HINT",
+    "Catalog",
+    "ViewerUnavailable",
+    "create_app",
+    "is_loopback",
+    "main",
+    "require_web_stack",
+]
 
 #: What to install when the web stack is missing.
 INSTALL_HINT = "pip install 'agentkit[view]'"
