@@ -91,8 +91,8 @@ def pinned_version(program: NpmProgram) -> str:
     raise ValueError(f"{source}: no string constant {program.constant}")
 
 
-def _installed_version(package: str) -> str | None:
-    manifest = NPM_PREFIX / "node_modules" / package / "package.json"
+def _installed_version(package: str, prefix: Path = NPM_PREFIX) -> str | None:
+    manifest = prefix / "node_modules" / package / "package.json"
     try:
         version = json.loads(manifest.read_text()).get("version")
     except (OSError, ValueError):
@@ -632,12 +632,64 @@ def security(session: nox.Session) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
+#: The formatter and linter of the viewer's page (its JavaScript modules and CSS),
+#: pinned, from npm, in a prefix of its own; biome.jsonc says which files and how.
+BIOME_PACKAGE = "@biomejs/biome"
+BIOME_VERSION = "2.6.8"
+BIOME_PREFIX = ROOT / ".cache" / "biome"
+#: The viewer's own scripts, whose lines are at most MAX_LINE characters (as ruff's for
+#: Python; the stylesheet keeps one rule a line); the vendored Chart.js is not ours.
+VIEW_STATIC = ROOT / "src" / "agentkit" / "view" / "static"
+MAX_LINE = 100
+
+
+def ensure_biome(session: nox.Session) -> Path:
+    """Biome ``BIOME_VERSION`` in ``.cache/biome`` (one ``npm install`` when missing or at
+    another version; node and npm through apt, as root, when missing)."""
+    biome = BIOME_PREFIX / "node_modules" / ".bin" / "biome"
+    if biome.exists() and _installed_version(BIOME_PACKAGE, BIOME_PREFIX) == BIOME_VERSION:
+        return biome
+    node = {b: pkg for b, pkg in APT_PACKAGES.items() if b in ("node", "npm")}
+    missing = sorted({pkg for b, pkg in node.items() if shutil.which(b) is None})
+    if missing and _is_root() and shutil.which("apt-get"):
+        session.log(f"installing {' '.join(missing)} with apt-get")
+        subprocess.run(["apt-get", "update", "-qq"], check=False)
+        subprocess.run(["apt-get", "install", "-y", "-qq", *missing], check=True)
+    if shutil.which("npm") is None:
+        session.error("the lint session needs npm to install Biome (apt-get install npm)")
+    session.log(f"installing {BIOME_PACKAGE}@{BIOME_VERSION} with npm")
+    BIOME_PREFIX.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["npm", "install", "--no-audit", "--no-fund", "--save-exact", "--prefix",
+         str(BIOME_PREFIX), f"{BIOME_PACKAGE}@{BIOME_VERSION}"],
+        check=True,
+    )  # fmt: skip
+    return biome
+
+
+def long_lines(folder: Path, limit: int) -> list[str]:
+    """``path:line`` of every line longer than ``limit`` in the page's own scripts."""
+    return [
+        f"{path.relative_to(ROOT)}:{number} ({len(line)} characters)"
+        for path in sorted(folder.rglob("*.js"))
+        if "vendor" not in path.relative_to(folder).parts
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if len(line) > limit
+    ]
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check and format check."""
+    """ruff check and format check; Biome's format and lint check of the viewer's page
+    (``biome ci``, warnings as errors) and its scripts' lines at most 100 characters."""
     session.install("ruff>=0.5")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    biome = ensure_biome(session)
+    session.run(str(biome), "ci", "--error-on-warnings", external=True)
+    long = long_lines(VIEW_STATIC, MAX_LINE)
+    if long:
+        session.error(f"lines longer than {MAX_LINE} characters:\n  " + "\n  ".join(long))
 
 
 @nox.session

@@ -10,19 +10,24 @@ import { rolloutPage } from "./pages/rollout.js";
 import { runPage } from "./pages/run.js";
 import { runsPage } from "./pages/runs.js";
 
+const dec = decodeURIComponent;
+
+// Each page's URL, and how to draw it from what the URL holds.
+const PAGES = [
+  [/^\/(?:index\.html)?$/, () => runsPage()],
+  [/^\/run\/([^/]+)\/?$/, (m) => runPage(dec(m[1]))],
+  [/^\/run\/([^/]+)\/rollout\/([^/]+)\/?$/, (m) => rolloutPage(dec(m[1]), dec(m[2]))],
+  [/^\/job\/([^/]+)\/?$/, (m) => jobPage(dec(m[1]))],
+  [/^\/compare\/((?:[^/]+\/)+[^/]+)\/?$/, (m) => comparePage(m[1].split("/").map(dec))],
+];
+
+// Leave the page shown (its streams closed) and draw the one of the current URL.
 function route() {
   leave();
   setLive(null);
   const path = location.pathname;
-  const dec = decodeURIComponent;
-  let m;
-  let page;
-  if (path === "/" || path === "/index.html") page = runsPage();
-  else if ((m = path.match(/^\/run\/([^/]+)\/?$/))) page = runPage(dec(m[1]));
-  else if ((m = path.match(/^\/run\/([^/]+)\/rollout\/([^/]+)\/?$/))) page = rolloutPage(dec(m[1]), dec(m[2]));
-  else if ((m = path.match(/^\/job\/([^/]+)\/?$/))) page = jobPage(dec(m[1]));
-  else if ((m = path.match(/^\/compare\/((?:[^/]+\/)+[^/]+)\/?$/))) page = comparePage(m[1].split("/").map(dec));
-  else page = Promise.reject(new ApiError(404, `no page ${path}`));
+  const found = PAGES.map(([pattern, page]) => [path.match(pattern), page]).find(([m]) => m);
+  const page = found ? found[1](found[0]) : Promise.reject(new ApiError(404, `no page ${path}`));
   page.catch(showError);
 }
 

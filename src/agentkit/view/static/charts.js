@@ -39,7 +39,18 @@ function configure(Chart) {
 }
 
 // One colour per run or cell, in order.
-const COLOURS = ["#3b5bdb", "#e8590c", "#2b8a3e", "#ae3ec9", "#1098ad", "#c92a2a", "#f59f00", "#5c940d", "#d6336c", "#495057"];
+const COLOURS = [
+  "#3b5bdb",
+  "#e8590c",
+  "#2b8a3e",
+  "#ae3ec9",
+  "#1098ad",
+  "#c92a2a",
+  "#f59f00",
+  "#5c940d",
+  "#d6336c",
+  "#495057",
+];
 export const colour = (i) => COLOURS[i % COLOURS.length];
 
 function alpha(hex, a) {
@@ -58,8 +69,10 @@ export function heat(value, low = 0, high = 1) {
 
 export function format(value, unit) {
   if (value === null || value === undefined) return "–";
-  if (unit === "$") return value < 0.01 && value !== 0 ? `$${value.toPrecision(2)}` : `$${value.toFixed(4)}`;
-  if (unit === "s") return value < 1 ? `${Math.round(value * 1000)} ms` : `${value.toFixed(value < 10 ? 2 : 1)} s`;
+  if (unit === "$")
+    return value < 0.01 && value !== 0 ? `$${value.toPrecision(2)}` : `$${value.toFixed(4)}`;
+  if (unit === "s")
+    return value < 1 ? `${Math.round(value * 1000)} ms` : `${value.toFixed(value < 10 ? 2 : 1)} s`;
   if (unit === "tokens") return Math.round(value).toLocaleString("en-US");
   return Number.isInteger(value) ? String(value) : String(Number(value.toFixed(3)));
 }
@@ -77,7 +90,7 @@ function make(Chart, canvas, height, config) {
 const zeroLine = {
   id: "agentkitZero",
   beforeDatasetsDraw(chart, _args, opts) {
-    if (!opts || !opts.show) return;
+    if (!opts?.show) return;
     const x = chart.scales.x.getPixelForValue(0);
     const { top, bottom } = chart.chartArea;
     const ctx = chart.ctx;
@@ -130,7 +143,11 @@ export async function forest(canvas, rows, { zero = false, title = "", level = "
     options: {
       indexAxis: "y",
       scales: {
-        x: { type: "linear", title: { display: !!title, text: title }, grid: { color: css("--line") } },
+        x: {
+          type: "linear",
+          title: { display: !!title, text: title },
+          grid: { color: css("--line") },
+        },
         y: { type: "category", labels, grid: { display: false }, ticks: { color: css("--text") } },
       },
       plugins: {
@@ -140,7 +157,10 @@ export async function forest(canvas, rows, { zero = false, title = "", level = "
           callbacks: {
             label: (item) => {
               const r = rows[item.dataIndex];
-              const ci = r.low === null || r.low === undefined ? "no interval" : `${level} CI [${sign(r.low, zero)}, ${sign(r.high, zero)}]`;
+              const ci =
+                r.low === null || r.low === undefined
+                  ? "no interval"
+                  : `${level} CI [${sign(r.low, zero)}, ${sign(r.high, zero)}]`;
               return `${sign(r.mean, zero)}  ${ci}`;
             },
           },
@@ -153,7 +173,8 @@ export async function forest(canvas, rows, { zero = false, title = "", level = "
 }
 
 // Durations and costs carry their unit on every tick; tokens say it once.
-const axisTitle = (chart) => (chart.unit === "tokens" ? chart.label.replace(/ \(.*/, "") : chart.label);
+const axisTitle = (chart) =>
+  chart.unit === "tokens" ? chart.label.replace(/ \(.*/, "") : chart.label;
 
 function sign(value, signed) {
   if (value === null || value === undefined) return "–";
@@ -169,7 +190,8 @@ function binLabels(chart) {
 function binRange(chart, i) {
   if (chart.kind === "discrete") return `reward ${format(chart.values[i], chart.unit)}`;
   const last = i === chart.edges.length - 2;
-  return `${format(chart.edges[i], chart.unit)} to ${format(chart.edges[i + 1], chart.unit)}${last ? " (inclusive)" : ""}`;
+  const [low, high] = [format(chart.edges[i], chart.unit), format(chart.edges[i + 1], chart.unit)];
+  return `${low} to ${high}${last ? " (inclusive)" : ""}`;
 }
 
 // A histogram of one metric: a bar per bin (or per reward value), a series per run,
@@ -192,7 +214,11 @@ export async function histogram(canvas, chart, names) {
     },
     options: {
       scales: {
-        x: { title: { display: true, text: axisTitle(chart) }, grid: { display: false }, ticks: { maxRotation: 0, autoSkipPadding: 12 } },
+        x: {
+          title: { display: true, text: axisTitle(chart) },
+          grid: { display: false },
+          ticks: { maxRotation: 0, autoSkipPadding: 12 },
+        },
         y: { beginAtZero: true, title: { display: true, text: "% of rollouts" } },
       },
       plugins: {
@@ -202,7 +228,8 @@ export async function histogram(canvas, chart, names) {
             title: (items) => binRange(chart, items[0].dataIndex),
             label: (item) => {
               const s = chart.series[item.datasetIndex];
-              return `${item.dataset.label}: ${s.counts[item.dataIndex]} of ${s.n} (${item.parsed.y.toFixed(1)}%)`;
+              const share = `${item.parsed.y.toFixed(1)}%`;
+              return `${item.dataset.label}: ${s.counts[item.dataIndex]} of ${s.n} (${share})`;
             },
           },
         },
@@ -282,7 +309,12 @@ export async function boxplot(canvas, chart, names) {
               const s = chart.series[item.dataIndex];
               if (!q) return "none";
               const f = (v) => format(v, chart.unit);
-              return [`n ${s.n}  mean ${f(q.mean)}  median ${f(q.median)}`, `25th–75th ${f(q.q1)}–${f(q.q3)}`, `5th–95th ${f(q.p5)}–${f(q.p95)}`, `least ${f(q.min)}  most ${f(q.max)}`];
+              return [
+                `n ${s.n}  mean ${f(q.mean)}  median ${f(q.median)}`,
+                `25th–75th ${f(q.q1)}–${f(q.q3)}`,
+                `5th–95th ${f(q.p5)}–${f(q.p95)}`,
+                `least ${f(q.min)}  most ${f(q.max)}`,
+              ];
             },
           },
         },

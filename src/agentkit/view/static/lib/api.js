@@ -16,7 +16,7 @@ export async function api(path) {
   } catch (_) {
     body = null;
   }
-  if (!resp.ok) throw new ApiError(resp.status, (body && body.error) || `HTTP ${resp.status}`);
+  if (!resp.ok) throw new ApiError(resp.status, body?.error || `HTTP ${resp.status}`);
   return body;
 }
 

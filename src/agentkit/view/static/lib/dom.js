@@ -40,7 +40,11 @@ export function textBlock(text, { lines = 18, cls = "" } = {}) {
   const count = text.split("\n").length;
   if (count <= lines && text.length <= 2400) return pre;
   pre.classList.add("folded");
-  const more = h("button", { class: "link small", type: "button", text: `Show all (${count} lines)` });
+  const more = h("button", {
+    class: "link small",
+    type: "button",
+    text: `Show all (${count} lines)`,
+  });
   more.addEventListener("click", () => {
     const folded = pre.classList.toggle("folded");
     more.textContent = folded ? `Show all (${count} lines)` : "Show less";

@@ -17,6 +17,9 @@ export function int(value) {
   return value === null || value === undefined ? "–" : Number(value).toLocaleString("en-US");
 }
 
+// "1 run", "2 runs": a count and its word, plural unless it is one.
+export const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
 export function money(value) {
   if (value === null || value === undefined) return "–";
   if (value === 0) return "$0";
@@ -35,7 +38,8 @@ export function date(ts) {
   if (!ts) return "–";
   const d = new Date(ts * 1000);
   const pad = (n) => String(n).padStart(2, "0");
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  const day = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+  return `${day} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
 export function bytes(n) {
@@ -55,7 +59,7 @@ export function preview(value, max = 160) {
   let text = typeof value === "string" ? value : JSON.stringify(value);
   if (text === undefined) return "";
   text = text.replace(/\s+/g, " ").trim();
-  return text.length > max ? text.slice(0, max - 1) + "…" : text;
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
 export function textOf(content) {

@@ -9,10 +9,13 @@ const liveBadge = document.getElementById("live");
 export function showError(err) {
   clear(app);
   app.append(
-    h("div", { class: "card error-card" },
+    h(
+      "div",
+      { class: "card error-card" },
       h("h2", { text: err.status === 404 ? "Not found" : "Cannot show this" }),
       h("p", { text: err.message || String(err) }),
-      nav("/", "All runs"))
+      nav("/", "All runs"),
+    ),
   );
 }
 
@@ -54,10 +57,15 @@ export function query() {
 
 export function setQuery(params) {
   const text = params.toString();
-  history.replaceState(null, "", location.pathname + (text ? "?" + text : "") + location.hash);
+  history.replaceState(null, "", location.pathname + (text ? `?${text}` : "") + location.hash);
 }
 
 // A figure in a page's header: its label and value.
 export function statBox(label, value, cls) {
-  return h("div", { class: "stat" }, h("div", { class: "label", text: label }), h("div", { class: `value ${cls || ""}` }, value));
+  return h(
+    "div",
+    { class: "stat" },
+    h("div", { class: "label", text: label }),
+    h("div", { class: `value ${cls || ""}` }, value),
+  );
 }

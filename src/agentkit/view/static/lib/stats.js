@@ -7,7 +7,6 @@ import { fixed, int, interval, mean, money, num, pValue, seconds, signed } from 
 import { query, setQuery } from "./page.js";
 import { enc, runUrl, taskUrl } from "./urls.js";
 
-
 // A canvas in a box of its own: Chart.js sizes a chart to its parent.
 export function chartBox(key) {
   const canvas = h("canvas", { dataset: { chart: key }, role: "img", "aria-label": key });
@@ -18,43 +17,124 @@ export function chartBox(key) {
 export function draw(canvas, promise) {
   return promise.catch((err) => {
     console.error(err);
-    canvas.parentElement.replaceWith(h("p", { class: "err-text small", text: `Cannot draw this chart: ${err.message || err}` }));
+    canvas.parentElement.replaceWith(
+      h("p", { class: "err-text small", text: `Cannot draw this chart: ${err.message || err}` }),
+    );
   });
 }
 
 // records: agentkit.stats leaderboard records, ranked, each with `run`.
 // axes: a job's axes (each row's label on each of them is a column), else the runs'
 // taskset (when they differ), harness and model.
-export function leaderboardCard(records, { name = (r) => nav(runUrl(r.run), r.label), colours = {}, title = "Leaderboard", extra = null, axes = null } = {}) {
+export function leaderboardCard(
+  records,
+  {
+    name = (r) => nav(runUrl(r.run), r.label),
+    colours = {},
+    title = "Leaderboard",
+    extra = null,
+    axes = null,
+  } = {},
+) {
   const [box, canvas] = chartBox("leaderboard");
   const ks = Object.keys(records[0] || {}).filter((k) => k.startsWith("pass@"));
   const level = records.length ? `${Math.round(100 * records[0].confidence)}%` : "95%";
   const tasksets = new Set(records.map((r) => r.taskset));
   const described = axes
-    ? axes.map((axis) => [axis, (r) => (r.axes || {})[axis]])
-    : [...(tasksets.size > 1 ? [["Taskset", (r) => r.taskset]] : []), ["Harness", (r) => r.harness], ["Model", (r) => r.model]];
-  const rows = records.map((r) => h("tr", { class: "board-row", dataset: { run: r.run } },
-    h("td", { class: "num", text: r.rank === null ? "–" : String(r.rank) }),
-    h("td", {}, h("span", { class: "swatch", dataset: { colour: colours[r.run] || "" } }), name(r)),
-    described.map(([, value]) => h("td", { class: "clip", text: value(r) || "–" })),
-    h("td", { class: "num", text: int(r.tasks) }),
-    h("td", { class: "num", text: int(r.scored) }),
-    h("td", { class: `num ${r.could_not_run + r.unscored ? "infra-text" : ""}`, text: int(r.could_not_run + r.unscored) }),
-    h("td", { class: "num strong", text: mean(r.mean_reward) }),
-    h("td", { class: "num ci", text: interval(r.ci_low, r.ci_high) }),
-    ks.map((k) => h("td", { class: "num", text: fixed(r[k], 3) })),
-    h("td", { class: "num", text: r.tokens_per_rollout === null ? "–" : Math.round(r.tokens_per_rollout).toLocaleString("en-US") }),
-    h("td", { class: "num", text: money(r.cost) }),
-    h("td", { class: "num", text: seconds(r.seconds_per_rollout) })));
-  const head = h("tr", {}, ["#", axes ? "Cell" : "Run", ...described.map(([label]) => label),
-    "Tasks", "Scored", "Left out", "Mean reward", `${level} CI`, ...ks, "Tokens/rollout", "Cost", "s/rollout"].map((t) => h("th", { text: t })));
-  const card = h("div", { class: "card", id: "leaderboard" },
-    h("h2", {}, title, h("span", { class: "muted small", text: `  mean reward with its ${level} interval (clustered by task); left out: could not run or not scored` })),
+    ? axes.map((axis) => [axis, (r) => r.axes?.[axis]])
+    : [
+        ...(tasksets.size > 1 ? [["Taskset", (r) => r.taskset]] : []),
+        ["Harness", (r) => r.harness],
+        ["Model", (r) => r.model],
+      ];
+  const rows = records.map((r) =>
+    h(
+      "tr",
+      { class: "board-row", dataset: { run: r.run } },
+      h("td", { class: "num", text: r.rank === null ? "–" : String(r.rank) }),
+      h(
+        "td",
+        {},
+        h("span", { class: "swatch", dataset: { colour: colours[r.run] || "" } }),
+        name(r),
+      ),
+      described.map(([, value]) => h("td", { class: "clip", text: value(r) || "–" })),
+      h("td", { class: "num", text: int(r.tasks) }),
+      h("td", { class: "num", text: int(r.scored) }),
+      h("td", {
+        class: `num ${r.could_not_run + r.unscored ? "infra-text" : ""}`,
+        text: int(r.could_not_run + r.unscored),
+      }),
+      h("td", { class: "num strong", text: mean(r.mean_reward) }),
+      h("td", { class: "num ci", text: interval(r.ci_low, r.ci_high) }),
+      ks.map((k) => h("td", { class: "num", text: fixed(r[k], 3) })),
+      h("td", {
+        class: "num",
+        text:
+          r.tokens_per_rollout === null
+            ? "–"
+            : Math.round(r.tokens_per_rollout).toLocaleString("en-US"),
+      }),
+      h("td", { class: "num", text: money(r.cost) }),
+      h("td", { class: "num", text: seconds(r.seconds_per_rollout) }),
+    ),
+  );
+  const head = h(
+    "tr",
+    {},
+    [
+      "#",
+      axes ? "Cell" : "Run",
+      ...described.map(([label]) => label),
+      "Tasks",
+      "Scored",
+      "Left out",
+      "Mean reward",
+      `${level} CI`,
+      ...ks,
+      "Tokens/rollout",
+      "Cost",
+      "s/rollout",
+    ].map((t) => h("th", { text: t })),
+  );
+  const card = h(
+    "div",
+    { class: "card", id: "leaderboard" },
+    h(
+      "h2",
+      {},
+      title,
+      h("span", {
+        class: "muted small",
+        text:
+          `  mean reward with its ${level} interval (clustered by task); ` +
+          "left out: could not run or not scored",
+      }),
+    ),
     extra,
     box,
-    h("div", { class: "table-wrap" }, h("table", { class: "grid board" }, h("thead", {}, head), h("tbody", {}, rows))));
-  for (const swatch of card.querySelectorAll(".swatch")) if (swatch.dataset.colour) swatch.style.background = swatch.dataset.colour;
-  draw(canvas, Charts.forest(canvas, records.map((r) => ({ label: r.label, mean: r.mean_reward, low: r.ci_low, high: r.ci_high, colour: colours[r.run] })), { title: `mean reward, ${level} interval`, level }));
+    h(
+      "div",
+      { class: "table-wrap" },
+      h("table", { class: "grid board" }, h("thead", {}, head), h("tbody", {}, rows)),
+    ),
+  );
+  for (const swatch of card.querySelectorAll(".swatch"))
+    if (swatch.dataset.colour) swatch.style.background = swatch.dataset.colour;
+  draw(
+    canvas,
+    Charts.forest(
+      canvas,
+      records.map((r) => ({
+        label: r.label,
+        mean: r.mean_reward,
+        low: r.ci_low,
+        high: r.ci_high,
+        colour: colours[r.run],
+      })),
+      { title: `mean reward, ${level} interval`, level },
+    ),
+  );
   return card;
 }
 
@@ -64,35 +144,138 @@ export function leaderboardCard(records, { name = (r) => nav(runUrl(r.run), r.la
 export function againstCard(pairs, { label = (n) => n, colours = {}, chooser = null } = {}) {
   const card = h("div", { class: "card", id: "paired" });
   const base = pairs.length ? pairs[0].baseline : "";
-  append(card, [h("h2", {}, "Against the baseline ", h("span", { class: "muted small", text: "  paired t-test on the per-task mean rewards of the tasks both scored; in the notes A is the run, B the baseline" })), chooser]);
+  append(card, [
+    h(
+      "h2",
+      {},
+      "Against the baseline ",
+      h("span", {
+        class: "muted small",
+        text:
+          "  paired t-test on the per-task mean rewards of the tasks both scored; " +
+          "in the notes A is the run, B the baseline",
+      }),
+    ),
+    chooser,
+  ]);
   if (!pairs.length) return card;
   const [box, canvas] = chartBox("paired");
   const level = `${Math.round(100 * pairs[0].difference.confidence)}%`;
   const rows = pairs.map((p) => {
     const d = p.difference;
-    const top = p.top.length ? details(`Tasks that differ most (${p.top.length} of ${p.differing})`,
-      h("table", { class: "grid compact top-tasks" },
-        h("thead", {}, h("tr", {}, ["Task", label(p.run), label(p.baseline), "Difference"].map((t) => h("th", { text: t })))),
-        h("tbody", {}, p.top.map((t) => h("tr", { class: "top-task", dataset: { task: t.task_id } },
-          h("td", { text: t.task_id }),
-          h("td", { class: "num" }, nav(taskUrl(p.run, t.task_id), mean(t.a_mean))),
-          h("td", { class: "num" }, nav(taskUrl(p.baseline, t.task_id), mean(t.b_mean))),
-          h("td", { class: `num ${t.difference > 0 ? "ok-text" : "err-text"}`, text: signed(t.difference) })))))) : null;
-    return h("tr", { class: "pair-row", dataset: { run: p.run } },
-      h("td", {}, h("span", { class: "swatch", dataset: { colour: colours[p.run] || "" } }), nav(runUrl(p.run), label(p.run))),
+    const top = p.top.length
+      ? details(
+          `Tasks that differ most (${p.top.length} of ${p.differing})`,
+          h(
+            "table",
+            { class: "grid compact top-tasks" },
+            h(
+              "thead",
+              {},
+              h(
+                "tr",
+                {},
+                ["Task", label(p.run), label(p.baseline), "Difference"].map((t) =>
+                  h("th", { text: t }),
+                ),
+              ),
+            ),
+            h(
+              "tbody",
+              {},
+              p.top.map((t) =>
+                h(
+                  "tr",
+                  { class: "top-task", dataset: { task: t.task_id } },
+                  h("td", { text: t.task_id }),
+                  h("td", { class: "num" }, nav(taskUrl(p.run, t.task_id), mean(t.a_mean))),
+                  h("td", { class: "num" }, nav(taskUrl(p.baseline, t.task_id), mean(t.b_mean))),
+                  h("td", {
+                    class: `num ${t.difference > 0 ? "ok-text" : "err-text"}`,
+                    text: signed(t.difference),
+                  }),
+                ),
+              ),
+            ),
+          ),
+        )
+      : null;
+    return h(
+      "tr",
+      { class: "pair-row", dataset: { run: p.run } },
+      h(
+        "td",
+        {},
+        h("span", { class: "swatch", dataset: { colour: colours[p.run] || "" } }),
+        nav(runUrl(p.run), label(p.run)),
+      ),
       h("td", { class: "num", text: int(p.shared_tasks) }),
       h("td", { class: "num", text: `${mean(p.a_mean)} vs ${mean(p.b_mean)}` }),
-      h("td", { class: `num strong ${d.mean > 0 ? "ok-text" : d.mean < 0 ? "err-text" : ""}`, text: signed(d.mean) }),
+      h("td", {
+        class: `num strong ${d.mean > 0 ? "ok-text" : d.mean < 0 ? "err-text" : ""}`,
+        text: signed(d.mean),
+      }),
       h("td", { class: "num ci", text: interval(d.ci_low, d.ci_high, true) }),
       h("td", { class: "num p-value", text: pValue(d.p_value) }),
       h("td", { class: "num wtl", text: `${p.wins_a} / ${p.ties} / ${p.wins_b}` }),
-      h("td", { class: "small" }, p.notes.map((n) => h("div", { class: "muted", text: n })), top));
+      h(
+        "td",
+        { class: "small" },
+        p.notes.map((n) => h("div", { class: "muted", text: n })),
+        top,
+      ),
+    );
   });
-  card.append(box, h("div", { class: "table-wrap" }, h("table", { class: "grid pairs" },
-    h("thead", {}, h("tr", {}, ["Run", "Shared tasks", "Means (run vs baseline)", "Difference", `${level} CI`, "p-value", "Higher / tied / lower", ""].map((t) => h("th", { text: t })))),
-    h("tbody", {}, rows))));
-  for (const swatch of card.querySelectorAll(".swatch")) if (swatch.dataset.colour) swatch.style.background = swatch.dataset.colour;
-  draw(canvas, Charts.forest(canvas, pairs.map((p) => ({ label: `${label(p.run)} − ${label(base)}`, mean: p.difference.mean, low: p.difference.ci_low, high: p.difference.ci_high, colour: colours[p.run] })), { zero: true, title: `difference of mean reward from ${label(base)}, ${level} interval`, level }));
+  card.append(
+    box,
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        { class: "grid pairs" },
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            [
+              "Run",
+              "Shared tasks",
+              "Means (run vs baseline)",
+              "Difference",
+              `${level} CI`,
+              "p-value",
+              "Higher / tied / lower",
+              "",
+            ].map((t) => h("th", { text: t })),
+          ),
+        ),
+        h("tbody", {}, rows),
+      ),
+    ),
+  );
+  for (const swatch of card.querySelectorAll(".swatch"))
+    if (swatch.dataset.colour) swatch.style.background = swatch.dataset.colour;
+  draw(
+    canvas,
+    Charts.forest(
+      canvas,
+      pairs.map((p) => ({
+        label: `${label(p.run)} − ${label(base)}`,
+        mean: p.difference.mean,
+        low: p.difference.ci_low,
+        high: p.difference.ci_high,
+        colour: colours[p.run],
+      })),
+      {
+        zero: true,
+        title: `difference of mean reward from ${label(base)}, ${level} interval`,
+        level,
+      },
+    ),
+  );
   return card;
 }
 
@@ -114,15 +297,41 @@ export function heatmapCard(hm, { label = (n) => n, title = "Tasks × runs" } = 
     const known = row.filter((v) => v !== null);
     return known.length ? known.reduce((a, b) => a + b, 0) / known.length : Infinity;
   });
-  const sorter = h("select", { name: "order" },
-    [["task", "task order"], ["spread", "most different first"], ["hardest", "lowest mean first"]].map(([v, t]) => h("option", { value: v, text: t })));
+  const sorter = h(
+    "select",
+    { name: "order" },
+    [
+      ["task", "task order"],
+      ["spread", "most different first"],
+      ["hardest", "lowest mean first"],
+    ].map(([v, t]) => h("option", { value: v, text: t })),
+  );
   sorter.value = order;
   const wrap = h("div", { class: "table-wrap heat-wrap" });
   const pager = h("div", { class: "pager" });
-  const legend = h("span", { class: "legend" }, `${num(low)} `, h("span", { class: "heat-scale" }), ` ${num(high)} mean reward · – none scored`);
-  const card = h("div", { class: "card", id: "heatmap" },
-    h("h2", {}, title, h("span", { class: "muted small", text: `  ${int(hm.tasks.length)} tasks; a cell links to that task's rollouts` })),
-    h("div", { class: "filters" }, h("label", {}, "Sort ", sorter), legend), wrap, pager);
+  const legend = h(
+    "span",
+    { class: "legend" },
+    `${num(low)} `,
+    h("span", { class: "heat-scale" }),
+    ` ${num(high)} mean reward · – none scored`,
+  );
+  const card = h(
+    "div",
+    { class: "card", id: "heatmap" },
+    h(
+      "h2",
+      {},
+      title,
+      h("span", {
+        class: "muted small",
+        text: `  ${int(hm.tasks.length)} tasks; a cell links to that task's rollouts`,
+      }),
+    ),
+    h("div", { class: "filters" }, h("label", {}, "Sort ", sorter), legend),
+    wrap,
+    pager,
+  );
   sorter.addEventListener("change", () => {
     order = sorter.value;
     offset = 0;
@@ -138,25 +347,63 @@ export function heatmapCard(hm, { label = (n) => n, title = "Tasks × runs" } = 
     if (order === "spread") index.sort((a, b) => spread[b] - spread[a] || a - b);
     else if (order === "hardest") index.sort((a, b) => average[a] - average[b] || a - b);
     const shown = index.slice(offset, offset + PAGE);
-    const head = h("tr", {}, h("th", { text: "Task" }), hm.runs.map((r) => h("th", { class: "heat-head", title: label(r) }, nav(runUrl(r), label(r)))));
-    const rows = shown.map((i) => h("tr", { class: "heat-row", dataset: { task: hm.tasks[i] } },
-      h("td", { class: "task-id", text: hm.tasks[i] }),
-      hm.runs.map((r, j) => {
-        const m = hm.mean[i][j];
-        if (!hm.rollouts[i][j]) return h("td", { class: "heat none", text: "" });
-        const title = `${hm.tasks[i]} in ${label(r)}: mean reward ${num(m)} over ${hm.scored[i][j]} scored of ${hm.rollouts[i][j]} rollouts`;
-        const cell = h("a", { class: "heat", href: taskUrl(r, hm.tasks[i]), "data-nav": true, title, dataset: { run: r, mean: m === null ? "" : String(m) }, text: m === null ? "–" : fixed(m, 2) });
-        const colour = Charts.heat(m, low, high);
-        if (colour) cell.style.background = colour;
-        return h("td", { class: "heat-cell" }, cell);
-      })));
+    const head = h(
+      "tr",
+      {},
+      h("th", { text: "Task" }),
+      hm.runs.map((r) =>
+        h("th", { class: "heat-head", title: label(r) }, nav(runUrl(r), label(r))),
+      ),
+    );
+    const rows = shown.map((i) =>
+      h(
+        "tr",
+        { class: "heat-row", dataset: { task: hm.tasks[i] } },
+        h("td", { class: "task-id", text: hm.tasks[i] }),
+        hm.runs.map((r, j) => {
+          const m = hm.mean[i][j];
+          if (!hm.rollouts[i][j]) return h("td", { class: "heat none", text: "" });
+          const counts = `${hm.scored[i][j]} scored of ${hm.rollouts[i][j]} rollouts`;
+          const title = `${hm.tasks[i]} in ${label(r)}: mean reward ${num(m)} over ${counts}`;
+          const cell = h("a", {
+            class: "heat",
+            href: taskUrl(r, hm.tasks[i]),
+            "data-nav": true,
+            title,
+            dataset: { run: r, mean: m === null ? "" : String(m) },
+            text: m === null ? "–" : fixed(m, 2),
+          });
+          const colour = Charts.heat(m, low, high);
+          if (colour) cell.style.background = colour;
+          return h("td", { class: "heat-cell" }, cell);
+        }),
+      ),
+    );
     fill(wrap, h("table", { class: "grid heatmap" }, h("thead", {}, head), h("tbody", {}, rows)));
     const end = Math.min(index.length, offset + PAGE);
     const prev = h("button", { type: "button", text: "‹ Previous", disabled: offset === 0 });
-    prev.addEventListener("click", () => { offset = Math.max(0, offset - PAGE); render(); });
+    prev.addEventListener("click", () => {
+      offset = Math.max(0, offset - PAGE);
+      render();
+    });
     const next = h("button", { type: "button", text: "Next ›", disabled: end >= index.length });
-    next.addEventListener("click", () => { offset += PAGE; render(); });
-    fill(pager, index.length > PAGE ? [h("span", { class: "muted", text: `${offset + 1}–${end} of ${int(index.length)} tasks` }), prev, next] : null);
+    next.addEventListener("click", () => {
+      offset += PAGE;
+      render();
+    });
+    fill(
+      pager,
+      index.length > PAGE
+        ? [
+            h("span", {
+              class: "muted",
+              text: `${offset + 1}–${end} of ${int(index.length)} tasks`,
+            }),
+            prev,
+            next,
+          ]
+        : null,
+    );
   }
   render();
   return card;
@@ -172,10 +419,18 @@ export async function chartsSection(names, { label = (n) => n } = {}) {
   const cards = data.charts.map((chart) => {
     const card = h("div", { class: "card chart-card", dataset: { metric: chart.key } });
     const [box, canvas] = chartBox(chart.key);
-    const about = single && chart.series[0].summary
-      ? h("p", { class: "muted small", text: summaryText(chart, chart.series[0]) }) : null;
+    const about =
+      single && chart.series[0].summary
+        ? h("p", { class: "muted small", text: summaryText(chart, chart.series[0]) })
+        : null;
     if (chart.kind === "empty") {
-      card.append(h("h2", { text: chart.label }), h("p", { class: "muted", text: chart.key === "cost" ? "No rollout has a price." : "No rollout has one." }));
+      card.append(
+        h("h2", { text: chart.label }),
+        h("p", {
+          class: "muted",
+          text: chart.key === "cost" ? "No rollout has a price." : "No rollout has one.",
+        }),
+      );
       return card;
     }
     let kind = chart.key === "reward" || single ? "histogram" : "box";
@@ -183,11 +438,31 @@ export async function chartsSection(names, { label = (n) => n } = {}) {
     const render = () => {
       canvas.dataset.kind = kind;
       if (toggle) toggle.textContent = kind === "box" ? "show histograms" : "show box plots";
-      draw(canvas, kind === "box" ? Charts.boxplot(canvas, chart, labels) : Charts.histogram(canvas, chart, labels));
+      draw(
+        canvas,
+        kind === "box"
+          ? Charts.boxplot(canvas, chart, labels)
+          : Charts.histogram(canvas, chart, labels),
+      );
     };
-    if (toggle) toggle.addEventListener("click", () => { kind = kind === "box" ? "histogram" : "box"; render(); });
-    append(card, [h("div", { class: "chart-head" }, h("h2", { text: chart.label }), toggle), about, box,
-      single ? null : h("p", { class: "muted small", text: `${chart.key === "reward" ? "scored rollouts" : "finished rollouts"}: ${chart.series.map((s, i) => `${labels[i]} ${int(s.n)}`).join(" · ")}` })]);
+    if (toggle)
+      toggle.addEventListener("click", () => {
+        kind = kind === "box" ? "histogram" : "box";
+        render();
+      });
+    append(card, [
+      h("div", { class: "chart-head" }, h("h2", { text: chart.label }), toggle),
+      about,
+      box,
+      single
+        ? null
+        : h("p", {
+            class: "muted small",
+            text: `${chart.key === "reward" ? "scored" : "finished"} rollouts: ${chart.series
+              .map((s, i) => `${labels[i]} ${int(s.n)}`)
+              .join(" · ")}`,
+          }),
+    ]);
     render();
     return card;
   });
@@ -197,7 +472,14 @@ export async function chartsSection(names, { label = (n) => n } = {}) {
 function summaryText(chart, s) {
   const q = s.summary;
   const f = (v) => Charts.format(v, chart.unit);
-  return `${int(s.n)} ${chart.key === "reward" ? "scored" : ""} rollouts · mean ${f(q.mean)} · median ${f(q.median)} · 25th–75th ${f(q.q1)}–${f(q.q3)} · 95th ${f(q.p95)} · most ${f(q.max)}`;
+  return [
+    `${int(s.n)} ${chart.key === "reward" ? "scored" : ""} rollouts`,
+    `mean ${f(q.mean)}`,
+    `median ${f(q.median)}`,
+    `25th–75th ${f(q.q1)}–${f(q.q3)}`,
+    `95th ${f(q.p95)}`,
+    `most ${f(q.max)}`,
+  ].join(" · ");
 }
 
 // Load the charting library while the page's data is computed (a failure shows where

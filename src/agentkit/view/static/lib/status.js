@@ -2,7 +2,13 @@
 import { badge } from "./dom.js";
 
 export function stateBadge(state) {
-  const kinds = { running: "live", complete: "ok", incomplete: "warn", interrupted: "warn", stopped: "warn" };
+  const kinds = {
+    running: "live",
+    complete: "ok",
+    incomplete: "warn",
+    interrupted: "warn",
+    stopped: "warn",
+  };
   return badge(state, kinds[state] || "");
 }
 

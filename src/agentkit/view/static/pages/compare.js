@@ -21,15 +21,29 @@ export async function comparePage(names) {
   const baseline = q.get("baseline") || "";
   document.title = `Compare ${names.join(", ")} · agentkit view`;
   setCrumbs(nav("/", "Runs"), `Compare ${names.join(", ")}`);
-  const data = await api(`/api/compare/${names.map(enc).join("/")}${baseline ? "?baseline=" + enc(baseline) : ""}`);
+  const data = await api(
+    `/api/compare/${names.map(enc).join("/")}${baseline ? `?baseline=${enc(baseline)}` : ""}`,
+  );
   const label = (r) => data.labels[r] || r;
   const jobs = [...new Set(data.runs.map((r) => r.job))];
   const title = `Compare ${names.map(label).join(", ")}`;
   document.title = `${title} · agentkit view`;
-  setCrumbs(nav("/", "Runs"), jobs.length === 1 && jobs[0] ? nav(jobUrl(jobs[0]), jobs[0]) : null, title);
+  setCrumbs(
+    nav("/", "Runs"),
+    jobs.length === 1 && jobs[0] ? nav(jobUrl(jobs[0]), jobs[0]) : null,
+    title,
+  );
   const colours = Object.fromEntries(data.runs.map((r, i) => [r.name, Charts.colour(i)]));
-  const chooser = h("label", { class: "baseline" }, "Baseline ",
-    h("select", { name: "baseline" }, data.runs.map((r) => h("option", { value: r.name, text: label(r.name) }))));
+  const chooser = h(
+    "label",
+    { class: "baseline" },
+    "Baseline ",
+    h(
+      "select",
+      { name: "baseline" },
+      data.runs.map((r) => h("option", { value: r.name, text: label(r.name) })),
+    ),
+  );
   const select = chooser.querySelector("select");
   select.value = data.baseline;
   select.addEventListener("change", () => {
@@ -37,15 +51,26 @@ export async function comparePage(names) {
     p.set("baseline", select.value);
     navigate(compareUrl(names, p.toString()), { replace: true });
   });
-  const charts = h("div", {}, h("p", { class: "muted", text: "Reading the rollouts for the charts…" }));
-  fill(app,
+  const charts = h(
+    "div",
+    {},
+    h("p", { class: "muted", text: "Reading the rollouts for the charts…" }),
+  );
+  fill(
+    app,
     h("h1", { text: names.length === 2 ? "Compare two runs" : `Compare ${names.length} runs` }),
-    data.same_taskset ? null : h("div", { class: "banner warn", text: "These runs are of different tasksets: only the tasks they share compare." }),
+    data.same_taskset
+      ? null
+      : h("div", {
+          class: "banner warn",
+          text: "These runs are of different tasksets: only the tasks they share compare.",
+        }),
     leaderboardCard(data.leaderboard, { colours }),
     againstCard(data.against, { colours, chooser, label }),
     names.length === 2 ? verdictCard(data) : heatmapCard(data.heatmap, { label }),
     h("h2", { class: "section", text: "Distributions" }),
-    charts);
+    charts,
+  );
   fill(charts, await chartsSection(names, { label }));
 }
 
@@ -68,34 +93,103 @@ function verdictCard(data) {
     return btn;
   };
   const wrap = h("div", { class: "table-wrap" });
-  const card = h("div", { class: "card", id: "verdicts" },
+  const card = h(
+    "div",
+    { class: "card", id: "verdicts" },
     h("h2", { text: "Per task" }),
-    h("div", { class: "filters" },
-      filterBtn("a_only", `only A passes: ${c.a_only}`), filterBtn("b_only", `only B passes: ${c.b_only}`),
-      filterBtn("both", `both pass: ${c.both}`), filterBtn("neither", `neither: ${c.neither}`),
+    h(
+      "div",
+      { class: "filters" },
+      filterBtn("a_only", `only A passes: ${c.a_only}`),
+      filterBtn("b_only", `only B passes: ${c.b_only}`),
+      filterBtn("both", `both pass: ${c.both}`),
+      filterBtn("neither", `neither: ${c.neither}`),
       c.missing ? filterBtn("missing", `not in both: ${c.missing}`) : null,
-      h("span", { class: "muted small", text: "A task passes when most of its scored rollouts passed." })),
-    wrap);
+      h("span", {
+        class: "muted small",
+        text: "A task passes when most of its scored rollouts passed.",
+      }),
+    ),
+    wrap,
+  );
 
   function side(run, s) {
     if (!s) return [h("td", { class: "muted", text: "–" }), h("td", {}), h("td", {})];
     return [
       h("td", { class: "num", text: mean(s.mean_reward) }),
       h("td", { class: "num", text: fixed(s.pass_at_1, 2) }),
-      h("td", { class: "cells" }, s.rollouts.map((r) => h("a", { class: `cell ${rewardClass(r)}`, href: rolloutUrl(run, r.rollout_id), "data-nav": true, title: r.infrastructure ? `${r.rollout_id}: could not run` : `${r.rollout_id}: reward ${num(r.reward)}` }))),
+      h(
+        "td",
+        { class: "cells" },
+        s.rollouts.map((r) =>
+          h("a", {
+            class: `cell ${rewardClass(r)}`,
+            href: rolloutUrl(run, r.rollout_id),
+            "data-nav": true,
+            title: r.infrastructure
+              ? `${r.rollout_id}: could not run`
+              : `${r.rollout_id}: reward ${num(r.reward)}`,
+          }),
+        ),
+      ),
     ];
   }
 
   function renderTable() {
-    for (const btn of card.querySelectorAll(".toggle")) btn.classList.toggle("on", btn.dataset.key === only);
-    const verdicts = { both: ["both pass", "ok"], a_only: ["only A passes", "warn"], b_only: ["only B passes", "warn"], neither: ["neither passes", "bad"], missing: ["not in both", ""] };
-    const rows = data.tasks.filter((t) => !only || t.verdict === only).map((t) => h("tr", { class: `cmp ${t.verdict}` },
-      h("td", { text: t.task_id }), side(a, t.a), side(b, t.b), h("td", {}, badge(...verdicts[t.verdict]))));
-    fill(wrap, h("table", { class: "grid compare" },
-      h("thead", {},
-        h("tr", {}, h("th", { text: "" }), h("th", { colspan: 3, text: `A: ${a}` }), h("th", { colspan: 3, text: `B: ${b}` }), h("th", {})),
-        h("tr", {}, ["Task", "Mean", "pass@1", "Rollouts", "Mean", "pass@1", "Rollouts", "Verdict"].map((x) => h("th", { text: x })))),
-      h("tbody", {}, rows.length ? rows : h("tr", {}, h("td", { colspan: 8, class: "muted", text: "No task here." })))));
+    for (const btn of card.querySelectorAll(".toggle"))
+      btn.classList.toggle("on", btn.dataset.key === only);
+    const verdicts = {
+      both: ["both pass", "ok"],
+      a_only: ["only A passes", "warn"],
+      b_only: ["only B passes", "warn"],
+      neither: ["neither passes", "bad"],
+      missing: ["not in both", ""],
+    };
+    const rows = data.tasks
+      .filter((t) => !only || t.verdict === only)
+      .map((t) =>
+        h(
+          "tr",
+          { class: `cmp ${t.verdict}` },
+          h("td", { text: t.task_id }),
+          side(a, t.a),
+          side(b, t.b),
+          h("td", {}, badge(...verdicts[t.verdict])),
+        ),
+      );
+    fill(
+      wrap,
+      h(
+        "table",
+        { class: "grid compare" },
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            h("th", { text: "" }),
+            h("th", { colspan: 3, text: `A: ${a}` }),
+            h("th", { colspan: 3, text: `B: ${b}` }),
+            h("th", {}),
+          ),
+          h(
+            "tr",
+            {},
+            ["Task", "Mean", "pass@1", "Rollouts", "Mean", "pass@1", "Rollouts", "Verdict"].map(
+              (x) => h("th", { text: x }),
+            ),
+          ),
+        ),
+        h(
+          "tbody",
+          {},
+          rows.length
+            ? rows
+            : h("tr", {}, h("td", { colspan: 8, class: "muted", text: "No task here." })),
+        ),
+      ),
+    );
   }
   renderTable();
   return card;

@@ -9,11 +9,33 @@ import { enc, rolloutUrl, runUrl } from "../lib/urls.js";
 export async function tasksTab(name, run, body) {
   const q = query();
   let offset = Number(q.get("offset") || 0);
-  const search = h("input", { type: "search", placeholder: "task id contains…", value: q.get("task") || "" });
+  const search = h("input", {
+    type: "search",
+    placeholder: "task id contains…",
+    value: q.get("task") || "",
+  });
   const wrap = h("div", { class: "table-wrap" });
   const pager = h("div", { class: "pager" });
-  fill(body, h("div", { class: "filters" }, h("label", {}, "Task ", search),
-    h("span", { class: "legend" }, legend("ok", "passed"), legend("bad", "failed"), legend("err", "error"), legend("infra", "could not run"), legend("running", "running"), legend("pending", "not yet"))), wrap, pager);
+  fill(
+    body,
+    h(
+      "div",
+      { class: "filters" },
+      h("label", {}, "Task ", search),
+      h(
+        "span",
+        { class: "legend" },
+        legend("ok", "passed"),
+        legend("bad", "failed"),
+        legend("err", "error"),
+        legend("infra", "could not run"),
+        legend("running", "running"),
+        legend("pending", "not yet"),
+      ),
+    ),
+    wrap,
+    pager,
+  );
   let timer = null;
   search.addEventListener("input", () => {
     clearTimeout(timer);
@@ -30,27 +52,71 @@ export async function tasksTab(name, run, body) {
   const ks = Object.keys(run.pass_at_k || {}).sort((a, b) => Number(a) - Number(b));
 
   function render(page) {
-    const head = h("tr", {}, h("th", { text: "Task" }), h("th", { text: "Done" }), h("th", { text: "Mean reward" }),
-      ks.map((k) => h("th", { text: `pass@${k}` })), h("th", { text: "Errors" }), h("th", { text: "Rollouts" }));
-    const rows = page.tasks.map((t) => h("tr", { class: "task-row", dataset: { task: t.task_id } },
-      h("td", {}, nav(runUrl(name, new URLSearchParams({ task: t.task_id }).toString()), t.task_id)),
-      h("td", { class: "num", text: `${t.rollouts}/${t.planned}` }),
-      h("td", { class: "num", text: mean(t.mean_reward) }),
-      ks.map((k) => h("td", { class: "num", text: fixed((t.pass_at_k || {})[k], 2) })),
-      h("td", { class: `num ${t.errors ? "err-text" : ""}`, text: int(t.errors) }),
-      h("td", { class: "cells" }, t.cells.map((c) => {
-        const title = `#${c.index}: ${c.infrastructure ? "could not run" : c.status}${c.reward !== undefined && c.reward !== null ? " · reward " + num(c.reward) : ""}`;
-        const cls = `cell ${rewardClass(c)}`;
-        return c.rollout_id ? h("a", { class: cls, href: rolloutUrl(name, c.rollout_id), "data-nav": true, title, "aria-label": title })
-          : h("span", { class: cls, title });
-      }))));
+    const head = h(
+      "tr",
+      {},
+      h("th", { text: "Task" }),
+      h("th", { text: "Done" }),
+      h("th", { text: "Mean reward" }),
+      ks.map((k) => h("th", { text: `pass@${k}` })),
+      h("th", { text: "Errors" }),
+      h("th", { text: "Rollouts" }),
+    );
+    const rows = page.tasks.map((t) =>
+      h(
+        "tr",
+        { class: "task-row", dataset: { task: t.task_id } },
+        h(
+          "td",
+          {},
+          nav(runUrl(name, new URLSearchParams({ task: t.task_id }).toString()), t.task_id),
+        ),
+        h("td", { class: "num", text: `${t.rollouts}/${t.planned}` }),
+        h("td", { class: "num", text: mean(t.mean_reward) }),
+        ks.map((k) => h("td", { class: "num", text: fixed(t.pass_at_k?.[k], 2) })),
+        h("td", { class: `num ${t.errors ? "err-text" : ""}`, text: int(t.errors) }),
+        h(
+          "td",
+          { class: "cells" },
+          t.cells.map((c) => {
+            const scored = c.reward !== undefined && c.reward !== null;
+            const what = c.infrastructure ? "could not run" : c.status;
+            const title = `#${c.index}: ${what}${scored ? ` · reward ${num(c.reward)}` : ""}`;
+            const cls = `cell ${rewardClass(c)}`;
+            return c.rollout_id
+              ? h("a", {
+                  class: cls,
+                  href: rolloutUrl(name, c.rollout_id),
+                  "data-nav": true,
+                  title,
+                  "aria-label": title,
+                })
+              : h("span", { class: cls, title });
+          }),
+        ),
+      ),
+    );
     fill(wrap, h("table", { class: "grid tasks" }, h("thead", {}, head), h("tbody", {}, rows)));
     const end = Math.min(page.total, page.offset + page.limit);
     const prev = h("button", { type: "button", text: "‹ Previous", disabled: page.offset === 0 });
-    prev.addEventListener("click", () => { offset = Math.max(0, page.offset - page.limit); load(); });
+    prev.addEventListener("click", () => {
+      offset = Math.max(0, page.offset - page.limit);
+      load();
+    });
     const next = h("button", { type: "button", text: "Next ›", disabled: end >= page.total });
-    next.addEventListener("click", () => { offset = page.offset + page.limit; load(); });
-    fill(pager, h("span", { class: "muted", text: page.total ? `${page.offset + 1}–${end} of ${int(page.total)} tasks` : "no tasks" }), prev, next);
+    next.addEventListener("click", () => {
+      offset = page.offset + page.limit;
+      load();
+    });
+    fill(
+      pager,
+      h("span", {
+        class: "muted",
+        text: page.total ? `${page.offset + 1}–${end} of ${int(page.total)} tasks` : "no tasks",
+      }),
+      prev,
+      next,
+    );
   }
 
   function legend(cls, label) {

@@ -28,46 +28,105 @@ export async function runPage(name) {
     const pct = run.planned ? Math.min(100, (100 * run.finished) / run.planned) : 0;
     const bar = h("span", { class: "bar wide" }, h("span", { class: "fill" }));
     bar.firstChild.style.width = `${pct}%`;
-    const usage = (run.summary && run.summary.usage) || {};
-    fill(head, 
-      h("div", { class: "title-row" }, h("h1", { text: run.cell || name }), run.job ? h("span", { class: "muted", text: `cell of job ${run.job}` }) : null, stateBadge(run.state)),
-      h("p", { class: "muted" },
-        `${run.taskset || "–"} · ${run.harness || "–"}${run.model ? " · " + run.model : ""} · started ${date(run.created_at)}`),
-      h("div", { class: "stats" },
+    const usage = run.summary?.usage || {};
+    fill(
+      head,
+      h(
+        "div",
+        { class: "title-row" },
+        h("h1", { text: run.cell || name }),
+        run.job ? h("span", { class: "muted", text: `cell of job ${run.job}` }) : null,
+        stateBadge(run.state),
+      ),
+      h(
+        "p",
+        { class: "muted" },
+        `${run.taskset || "–"} · ${run.harness || "–"}`,
+        run.model ? ` · ${run.model}` : "",
+        ` · started ${date(run.created_at)}`,
+      ),
+      h(
+        "div",
+        { class: "stats" },
         statBox("Progress", h("span", {}, `${int(run.finished)} / ${int(run.planned)}`, bar)),
         statBox("Mean reward", mean(run.mean_reward)),
         statBox("pass@k", passK(run.pass_at_k)),
         statBox("Errors", int(run.errors), run.errors ? "err-text" : ""),
         run.infra_errors ? statBox("Could not run", int(run.infra_errors), "infra-text") : null,
-        statBox("Tokens", `${int(usage.input_tokens || 0)} in · ${int(usage.output_tokens || 0)} out`),
+        statBox(
+          "Tokens",
+          `${int(usage.input_tokens || 0)} in · ${int(usage.output_tokens || 0)} out`,
+        ),
         statBox("Cost", money(run.cost)),
-        run.state === "running" ? statBox("Running now", int(run.running)) : null)
+        run.state === "running" ? statBox("Running now", int(run.running)) : null,
+      ),
     );
     clear(banner);
     if (run.state === "running") {
-      banner.append(h("div", { class: "banner live" }, "This run is being written: rows and counts update as rollouts finish."));
+      banner.append(
+        h(
+          "div",
+          { class: "banner live" },
+          "This run is being written: rows and counts update as rollouts finish.",
+        ),
+      );
     } else if (run.state === "interrupted") {
-      banner.append(h("div", { class: "banner warn" },
-        `This run was interrupted: ${int(run.finished)} of ${int(run.planned)} rollouts finished. `,
-        "Continue it with ", h("code", { text: `agentkit run --resume ${run.path}` })));
+      banner.append(
+        h(
+          "div",
+          { class: "banner warn" },
+          `This run was interrupted: ${int(run.finished)} of ${int(run.planned)} rollouts `,
+          "finished. ",
+          "Continue it with ",
+          h("code", { text: `agentkit run --resume ${run.path}` }),
+        ),
+      );
     } else if (run.state === "incomplete") {
       const n = run.infra_errors;
-      banner.append(h("div", { class: "banner warn" },
-        `Every rollout finished, but ${int(n)} could not run (infrastructure failures: no reward, in no mean or pass@k). `,
-        "Run them again with ", h("code", { text: `agentkit run --resume ${run.path}` })));
+      banner.append(
+        h(
+          "div",
+          { class: "banner warn" },
+          `Every rollout finished, but ${int(n)} could not run `,
+          "(infrastructure failures: no reward, in no mean or pass@k). ",
+          "Run them again with ",
+          h("code", { text: `agentkit run --resume ${run.path}` }),
+        ),
+      );
     } else if (run.state === "stopped") {
-      banner.append(h("div", { class: "banner warn", text: `This run stopped early: ${run.stopped}` }));
+      banner.append(
+        h("div", { class: "banner warn", text: `This run stopped early: ${run.stopped}` }),
+      );
     } else {
-      banner.append(h("div", { class: "banner ok", text: `This run is complete: ${int(run.finished)} rollouts.` }));
+      banner.append(
+        h("div", {
+          class: "banner ok",
+          text: `This run is complete: ${int(run.finished)} rollouts.`,
+        }),
+      );
     }
     if (run.torn_tail) banner.append(h("div", { class: "banner warn", text: run.torn_tail }));
-    if (run.options.sandbox_warning) banner.append(h("div", { class: "banner warn", text: run.options.sandbox_warning }));
+    if (run.options.sandbox_warning)
+      banner.append(h("div", { class: "banner warn", text: run.options.sandbox_warning }));
   }
 
-  const tabNames = [["rollouts", "Rollouts"], ["tasks", "Tasks × rollouts"], ["charts", "Charts"], ["rubric", "Rubric"], ["options", "Options"]];
+  const tabNames = [
+    ["rollouts", "Rollouts"],
+    ["tasks", "Tasks × rollouts"],
+    ["charts", "Charts"],
+    ["rubric", "Rubric"],
+    ["options", "Options"],
+  ];
   for (const [key, label] of tabNames) {
     const p = new URLSearchParams(key === "rollouts" ? "" : `tab=${key}`);
-    tabs.append(h("a", { href: runUrl(name, p.toString()), "data-nav": true, class: key === tab ? "active" : "", text: label }));
+    tabs.append(
+      h("a", {
+        href: runUrl(name, p.toString()),
+        "data-nav": true,
+        class: key === tab ? "active" : "",
+        text: label,
+      }),
+    );
   }
 
   renderHead();
@@ -85,7 +144,13 @@ export async function runPage(name) {
   });
   stream(`/api/run/${enc(name)}/stream`, {
     run: (snap) => {
-      if (snap.finished !== run.finished || snap.state !== run.state || snap.live.length || run.running) reload();
+      if (
+        snap.finished !== run.finished ||
+        snap.state !== run.state ||
+        snap.live.length ||
+        run.running
+      )
+        reload();
     },
   });
 }

@@ -1,7 +1,7 @@
 // The runs page (/): every run and job in the folder, live; tick runs to compare them.
 import { api, serial, stream } from "../lib/api.js";
 import { fill, h, nav } from "../lib/dom.js";
-import { date, int, mean, money, passK } from "../lib/format.js";
+import { date, int, mean, money, passK, plural } from "../lib/format.js";
 import { app, navigate, query, setCrumbs, setQuery } from "../lib/page.js";
 import { stateBadge } from "../lib/status.js";
 import { compareUrl, jobUrl, runUrl } from "../lib/urls.js";
@@ -11,25 +11,42 @@ export async function runsPage() {
   document.title = "Runs · agentkit view";
   const selected = new Set();
   const table = h("div", { class: "table-wrap" });
-  const compareBtn = h("button", { class: "primary", type: "button", disabled: true, text: "Compare runs", title: "Tick two runs or more" });
+  const compareBtn = h("button", {
+    class: "primary",
+    type: "button",
+    disabled: true,
+    text: "Compare runs",
+    title: "Tick two runs or more",
+  });
   const syncCompare = () => {
     compareBtn.disabled = selected.size < 2;
     compareBtn.textContent = selected.size < 2 ? "Compare runs" : `Compare ${selected.size} runs`;
   };
   const heading = h("h1", { text: "Runs" });
   const sub = h("p", { class: "muted" });
-  fill(app, 
-    h("section", { class: "page-head" },
+  fill(
+    app,
+    h(
+      "section",
+      { class: "page-head" },
       h("div", {}, heading, sub),
-      h("div", { class: "actions" }, compareBtn)),
-    table
+      h("div", { class: "actions" }, compareBtn),
+    ),
+    table,
   );
   compareBtn.addEventListener("click", () => navigate(compareUrl([...selected])));
 
   const columns = [
-    ["name", "Run"], ["created_at", "Date"], ["taskset", "Taskset"], ["harness", "Harness"],
-    ["model", "Model"], ["finished", "Progress"], ["mean_reward", "Mean reward"],
-    ["pass", "pass@k"], ["errors", "Errors"], ["cost", "Cost"],
+    ["name", "Run"],
+    ["created_at", "Date"],
+    ["taskset", "Taskset"],
+    ["harness", "Harness"],
+    ["model", "Model"],
+    ["finished", "Progress"],
+    ["mean_reward", "Mean reward"],
+    ["pass", "pass@k"],
+    ["errors", "Errors"],
+    ["cost", "Cost"],
   ];
   let data = null;
 
@@ -41,14 +58,15 @@ export async function runsPage() {
     const q = query();
     const sort = q.get("sort") || "created_at";
     const desc = q.has("desc") ? q.get("desc") === "1" : sort === "created_at";
-    const key = (r) => (sort === "pass" ? (r.pass_at_k || {})["1"] : r[sort]);
+    const key = (r) => (sort === "pass" ? r.pass_at_k?.["1"] : r[sort]);
     const order = (x, y) => {
       const a = key(x);
       const b = key(y);
       if (a === b) return 0;
       if (a === null || a === undefined) return 1;
       if (b === null || b === undefined) return -1;
-      const c = typeof a === "number" && typeof b === "number" ? a - b : String(a).localeCompare(String(b));
+      const c =
+        typeof a === "number" && typeof b === "number" ? a - b : String(a).localeCompare(String(b));
       return desc ? -c : c;
     };
     const jobs = data.jobs || [];
@@ -61,15 +79,30 @@ export async function runsPage() {
       ...data.runs.filter((r) => !r.job).map((r) => ({ row: r })),
       ...jobs.map((j) => ({
         job: j,
-        row: { ...j, mean_reward: j.best ? j.best.mean_reward : null, pass_at_k: {}, taskset: null, harness: null, model: null },
+        row: {
+          ...j,
+          mean_reward: j.best ? j.best.mean_reward : null,
+          pass_at_k: {},
+          taskset: null,
+          harness: null,
+          model: null,
+        },
         cells: data.runs.filter((r) => r.job === j.name).sort(order),
       })),
     ].sort((x, y) => order(x.row, y.row));
     const nRuns = data.runs.filter((r) => !r.job).length;
-    sub.textContent = `${nRuns} run${nRuns === 1 ? "" : "s"}${jobs.length ? ` and ${jobs.length} job${jobs.length === 1 ? "" : "s"}` : ""} in ${data.root}`;
-    const head = h("tr", {}, h("th", { class: "narrow" }),
+    const ofJobs = jobs.length ? ` and ${plural(jobs.length, "job")}` : "";
+    sub.textContent = `${plural(nRuns, "run")}${ofJobs} in ${data.root}`;
+    const head = h(
+      "tr",
+      {},
+      h("th", { class: "narrow" }),
       columns.map(([k, label]) => {
-        const th = h("th", { class: `sortable ${k === sort ? (desc ? "desc" : "asc") : ""}`, text: label, title: "Sort" });
+        const th = h("th", {
+          class: `sortable ${k === sort ? (desc ? "desc" : "asc") : ""}`,
+          text: label,
+          title: "Sort",
+        });
         th.addEventListener("click", () => {
           const p = query();
           p.set("sort", k);
@@ -78,17 +111,42 @@ export async function runsPage() {
           render();
         });
         return th;
-      }));
-    const body = items.map((item) => (item.job ? [jobRow(item.job), unfolded.has(item.job.name) ? item.cells.map((r) => runRow(r, true)) : null] : runRow(item.row, false)));
+      }),
+    );
+    const body = items.map((item) =>
+      item.job
+        ? [
+            jobRow(item.job),
+            unfolded.has(item.job.name) ? item.cells.map((r) => runRow(r, true)) : null,
+          ]
+        : runRow(item.row, false),
+    );
     const empty = !items.length
-      ? h("tr", {}, h("td", { colspan: columns.length + 1, class: "muted", text: "No runs here yet: they appear as soon as agentkit run starts writing one." }))
+      ? h(
+          "tr",
+          {},
+          h("td", {
+            colspan: columns.length + 1,
+            class: "muted",
+            text: "No runs here yet: they appear as soon as agentkit run starts writing one.",
+          }),
+        )
       : null;
-    fill(table, h("table", { class: "grid runs" }, h("thead", {}, head), h("tbody", {}, body, empty)));
+    fill(
+      table,
+      h("table", { class: "grid runs" }, h("thead", {}, head), h("tbody", {}, body, empty)),
+    );
     // a run or a job that cannot be read: listed with its error (a run links to its page,
     // which says the same); the others are listed as usual
     for (const b of data.broken || []) {
-      table.append(h("p", { class: "err-text small broken", dataset: { name: b.name } },
-        b.kind === "run" ? nav(runUrl(b.name), b.name) : h("span", { text: b.name }), `: ${b.error}`));
+      table.append(
+        h(
+          "p",
+          { class: "err-text small broken", dataset: { name: b.name } },
+          b.kind === "run" ? nav(runUrl(b.name), b.name) : h("span", { text: b.name }),
+          `: ${b.error}`,
+        ),
+      );
     }
     syncCompare();
   }
@@ -97,13 +155,23 @@ export async function runsPage() {
     const pct = r.planned ? Math.min(100, (100 * r.finished) / r.planned) : 0;
     const bar = h("span", { class: "bar" }, h("span", { class: "fill" }));
     bar.firstChild.style.width = `${pct}%`;
-    return [bar, ` ${int(r.finished)}/${int(r.planned)} `, stateBadge(r.state),
-      r.running ? h("span", { class: "muted small", text: ` ${r.running} running` }) : null];
+    return [
+      bar,
+      ` ${int(r.finished)}/${int(r.planned)} `,
+      stateBadge(r.state),
+      r.running ? h("span", { class: "muted small", text: ` ${r.running} running` }) : null,
+    ];
   }
 
   function errors(r) {
-    return h("td", { class: `num ${r.errors ? "err-text" : ""}` }, int(r.errors),
-      r.infra_errors ? h("div", { class: "small infra-text", text: `${int(r.infra_errors)} could not run` }) : null);
+    return h(
+      "td",
+      { class: `num ${r.errors ? "err-text" : ""}` },
+      int(r.errors),
+      r.infra_errors
+        ? h("div", { class: "small infra-text", text: `${int(r.infra_errors)} could not run` })
+        : null,
+    );
   }
 
   function runRow(r, inJob) {
@@ -114,7 +182,12 @@ export async function runsPage() {
       else selected.delete(r.name);
       syncCompare();
     });
-    return h("tr", { class: `run-row ${inJob ? "cell-row" : ""}`, dataset: { run: r.name, job: inJob ? r.job : undefined } },
+    return h(
+      "tr",
+      {
+        class: `run-row ${inJob ? "cell-row" : ""}`,
+        dataset: { run: r.name, job: inJob ? r.job : undefined },
+      },
       h("td", { class: "narrow" }, box),
       h("td", { class: inJob ? "cell-name" : "" }, nav(runUrl(r.name), inJob ? r.cell : r.name)),
       h("td", { class: "nowrap", text: date(r.created_at) }),
@@ -125,36 +198,62 @@ export async function runsPage() {
       h("td", { class: "num", text: mean(r.mean_reward) }),
       h("td", { class: "nowrap small", text: passK(r.pass_at_k) }),
       errors(r),
-      h("td", { class: "num", text: money(r.cost) }));
+      h("td", { class: "num", text: money(r.cost) }),
+    );
   }
 
   function jobRow(j) {
     const open = unfolded.has(j.name);
-    const fold = h("button", { type: "button", class: "link fold", "aria-expanded": String(open), title: open ? "Hide its cells" : "Show its cells", text: open ? "▾" : "▸" });
+    const fold = h("button", {
+      type: "button",
+      class: "link fold",
+      "aria-expanded": String(open),
+      title: open ? "Hide its cells" : "Show its cells",
+      text: open ? "▾" : "▸",
+    });
     fold.addEventListener("click", () => {
       if (unfolded.has(j.name)) unfolded.delete(j.name);
       else unfolded.add(j.name);
       render();
     });
-    const axes = Object.entries(j.axes || {}).filter(([, labels]) => labels.length > 1).map(([axis, labels]) => `${axis}: ${labels.join(", ")}`);
-    return h("tr", { class: "job-row", dataset: { job: j.name } },
+    const axes = Object.entries(j.axes || {})
+      .filter(([, labels]) => labels.length > 1)
+      .map(([axis, labels]) => `${axis}: ${labels.join(", ")}`);
+    return h(
+      "tr",
+      { class: "job-row", dataset: { job: j.name } },
       h("td", { class: "narrow" }, fold),
       h("td", {}, h("span", { class: "badge job", text: "job" }), " ", nav(jobUrl(j.name), j.name)),
       h("td", { class: "nowrap", text: date(j.created_at) }),
-      h("td", { colspan: 3, class: "small" }, `${j.started === j.cells ? j.cells : `${j.started} of ${j.cells}`} cells`, axes.length ? h("span", { class: "muted", text: ` · ${axes.join(" · ")}` }) : null),
+      h(
+        "td",
+        { colspan: 3, class: "small" },
+        `${j.started === j.cells ? j.cells : `${j.started} of ${j.cells}`} cells`,
+        axes.length ? h("span", { class: "muted", text: ` · ${axes.join(" · ")}` }) : null,
+      ),
       h("td", { class: "nowrap" }, progress(j)),
-      h("td", { class: "num", title: j.best ? `best cell: ${j.best.cell}` : "" }, mean(j.best ? j.best.mean_reward : null),
-        j.best ? h("div", { class: "small muted", text: `best: ${j.best.cell}` }) : null),
+      h(
+        "td",
+        { class: "num", title: j.best ? `best cell: ${j.best.cell}` : "" },
+        mean(j.best ? j.best.mean_reward : null),
+        j.best ? h("div", { class: "small muted", text: `best: ${j.best.cell}` }) : null,
+      ),
       h("td", {}),
       errors(j),
-      h("td", { class: "num", text: money(j.cost) }));
+      h("td", { class: "num", text: money(j.cost) }),
+    );
   }
 
   const load = serial(async () => {
     data = await api("/api/runs");
-    for (const name of [...selected]) if (!data.runs.some((r) => r.name === name)) selected.delete(name);
+    for (const name of [...selected])
+      if (!data.runs.some((r) => r.name === name)) selected.delete(name);
     render();
   });
   await load();
-  stream("/api/runs/stream", { runs: (msg) => { if (msg.changed) load(); } });
+  stream("/api/runs/stream", {
+    runs: (msg) => {
+      if (msg.changed) load();
+    },
+  });
 }
