@@ -487,13 +487,9 @@ def test_a_job_has_its_cells_leaderboard_and_heat_map(jobs: Path) -> None:
 
 
 def test_a_job_directory_served_alone(jobs: Path, tmp_path: Path) -> None:
-    """``agentkit view JOBDIR``: the cells are its runs (by their names), and it says so;
-    a cell whose run directory leads outside the job (a symlink) is not served."""
+    """``agentkit view JOBDIR``: the cells are its runs (by their names), and it says so."""
     job = tmp_path / "sweep"
     subprocess.run(["cp", "-a", str(jobs / "sweep"), str(job)], check=True)
-    elsewhere = tmp_path / "elsewhere"
-    subprocess.run(["cp", "-a", str(jobs / "good"), str(elsewhere)], check=True)
-    (job / "cells" / "example.chat.d").symlink_to(elsewhere, target_is_directory=True)
     (job / "cells" / "example.chat.c" / "summary.json").unlink()  # killed before its end
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentkit", "view", str(job), "--no-open"],
@@ -512,7 +508,7 @@ def test_a_job_directory_served_alone(jobs: Path, tmp_path: Path) -> None:
         # is read from its rollouts (no other page has read them yet), the same numbers
         doc = get_json(url, "/api/job/sweep")
         assert [c["run"] for c in doc["cell_list"]] == [*JOB_CELLS, None]
-        assert doc["cell_list"][3]["state"] == "outside"
+        assert doc["cell_list"][3]["state"] == "not started"
         listing_c = doc["cell_list"][2]["listing"]
         assert (listing_c["state"], listing_c["finished"]) == ("complete", 10)
         assert listing_c["mean_reward"] == pytest.approx(0.2)
@@ -522,12 +518,56 @@ def test_a_job_directory_served_alone(jobs: Path, tmp_path: Path) -> None:
         assert listing["single_job"] is True
         assert sorted(r["name"] for r in listing["runs"]) == sorted(JOB_CELLS)
         assert get_json(url, "/api/run/example.chat.a")["cell"] == "example.chat.a"
-        for refused in ("/api/run/example.chat.d", "/files/example.chat.d/manifest.json"):
-            status, body = raw_get(url, refused)
-            assert status in (403, 404) and b"good" not in body, refused
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+def test_a_job_whose_cell_leads_outside_is_refused(jobs: Path, tmp_path: Path) -> None:
+    """A job one of whose cells' run directories leads outside the served directory is
+    refused whole, as agentkit.jobs refuses a run_dir outside the job directory: a cell
+    linked to a run elsewhere (the viewer's check), a run_dir of ``..`` (agentkit.jobs');
+    each is listed as broken, naming the file, the cell's field and what was expected,
+    and none of its cells is served, alone or in a folder."""
+    folder = tmp_path / "jobs"
+    folder.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    subprocess.run(["cp", "-a", str(jobs / "good"), str(elsewhere)], check=True)
+    for name in ("sweep", "linked", "climbs"):
+        subprocess.run(["cp", "-a", str(jobs / "sweep"), str(folder / name)], check=True)
+    (folder / "linked" / "cells" / "example.chat.d").symlink_to(elsewhere)
+    document = json.loads((jobs / "sweep" / "job.json").read_text())
+    document["cells"][3]["run_dir"] = "../../elsewhere"
+    (folder / "climbs" / "job.json").write_text(json.dumps(document))
+    with view_server(folder) as url:
+        listing = get_json(url, "/api/runs")
+        assert [j["name"] for j in listing["jobs"]] == ["sweep"]
+        assert {r["name"] for r in listing["runs"]} == {f"sweep~{c}" for c in JOB_CELLS}
+        errors = {b["name"]: b["error"] for b in listing["broken"]}
+        assert errors == {
+            "linked": f"{folder / 'linked' / 'job.json'}: cells[3].run_dir: expected a "
+            "directory inside the served directory, got 'cells/example.chat.d', which leads "
+            "outside it",
+            "climbs": f"{folder / 'climbs' / 'job.json'}: cells[3].run_dir: expected a "
+            "directory inside the job directory, got '../../elsewhere'",
+        }
+        for name in ("linked", "climbs"):
+            status, body = raw_get(url, f"/api/job/{name}")
+            assert status == 404 and b"cells[3].run_dir" in body, name
+            for path in (
+                f"/api/run/{name}~example.chat.a",
+                f"/api/run/{name}~example.chat.d",
+                f"/files/{name}~example.chat.d/manifest.json",
+            ):
+                status, body = raw_get(url, path)
+                assert status == 404 and str(elsewhere).encode() not in body, path
+    with view_server(folder / "linked") as url:
+        listing = get_json(url, "/api/runs")
+        assert (listing["single_job"], listing["runs"]) == (True, [])
+        assert [b["name"] for b in listing["broken"]] == ["linked"]
+        for refused in ("/api/run/example.chat.d", "/files/example.chat.d/manifest.json"):
+            status, body = raw_get(url, refused)
+            assert status == 404 and str(elsewhere).encode() not in body, refused
 
 
 def test_a_job_file_it_cannot_read_is_named_with_what_was_expected(

@@ -137,9 +137,15 @@ class JobDir:
         names = ", ".join(c.name for c in self.cells)
         raise SpecError(f"{self.path}: the job has no cell {name!r}; its cells: {names}")
 
+    def running(self) -> bool:
+        """Whether a process (``agentkit job run``) holds the job's lock now, read from
+        /proc/locks without taking it; false when that cannot be known. Its cells' runs
+        say whether they run (:meth:`agentkit.runs.Run.state`)."""
+        return bool(lock_held(self.path / LOCK))
+
     def state(self) -> JobState:
         """``running``, ``complete``, ``incomplete`` or ``not started`` (see :data:`JobState`)."""
-        if lock_held(self.path / LOCK):
+        if self.running():
             return "running"
         states = [c.state() for c in self.cells]
         if all(s == "not started" for s in states):

@@ -3,10 +3,18 @@
 :class:`Catalog` serves one directory: a run directory, a job directory, or
 a folder whose direct children are runs and jobs. It names every run the
 pages can show (a job's cell is the run ``JOB~CELL``, or just ``CELL`` when
-the directory is the job itself) and keeps one
-:class:`~agentkit.view._cached_run.CachedRun` per run, opened again when its
-manifest changes. It never writes anything, and is not thread-safe: the
-server calls it from one worker thread.
+the directory is the job itself; ``~`` is in no job's or cell's name) and
+keeps one :class:`~agentkit.view._cached_run.CachedRun` per run, opened again
+when its manifest changes. It never writes anything, and is not
+thread-safe: the server calls it from one worker thread.
+
+A job is read by :mod:`agentkit.jobs` (its ``job.json``, strictly, with each
+cell's run directory inside the job directory) and kept until its
+``job.json`` changes (:class:`ServedJob`). A job one of whose cells' run
+directories leads outside the served directory (a symbolic link to
+elsewhere) is refused as a whole, as :mod:`agentkit.jobs` refuses a
+``run_dir`` outside the job directory: a :class:`~agentkit.jobs.JobDirError`
+naming the file, the cell's field and what was expected.
 """
 
 from __future__ import annotations
@@ -15,12 +23,50 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import attrs
+
 from agentkit._rundir import MANIFEST, RunDirError
+from agentkit.jobs import JOB_FILE, JobDir, JobDirError, is_job_dir, open_job
 from agentkit.view._cached_run import CachedRun, mtime
-from agentkit.view._jobs import JOB_FILE, JOINER, JobDir, is_job_dir, open_job
 from agentkit.view._paths import NotFound, Refused, inside, is_safe_name
 
-__all__ = ["JOINER", "Catalog", "distinct"]
+__all__ = ["JOINER", "Catalog", "ServedJob", "distinct", "serve_job"]
+
+#: Between a job's name and a cell's in the name of a cell's run.
+JOINER = "~"
+
+
+@attrs.frozen
+class ServedJob:
+    """A job as the viewer serves it: :mod:`agentkit.jobs`' reading of it, and where each
+    of its cells' runs is (resolved, inside the served directory)."""
+
+    job: JobDir
+    #: Cell name -> its run directory (as written in job.json until it exists).
+    run_dirs: dict[str, Path]
+
+    def started(self, cell: str) -> bool:
+        """Whether the cell's run directory holds a run yet (its manifest was written)."""
+        return (self.run_dirs[cell] / MANIFEST).is_file()
+
+
+def serve_job(path: Path, root: Path) -> ServedJob:
+    """The job at ``path`` (:func:`agentkit.jobs.open_job`), each cell's run directory
+    inside ``root``: a :class:`~agentkit.jobs.JobDirError` when one leads outside."""
+    job = open_job(path)
+    run_dirs: dict[str, Path] = {}
+    for i, cell in enumerate(job.cells):
+        relative = cell.run_dir.relative_to(job.path).as_posix()
+        try:
+            run_dirs[cell.name] = inside(root, relative, base=job.path)
+        except NotFound:
+            run_dirs[cell.name] = cell.run_dir  # not started yet
+        except Refused:
+            raise JobDirError(
+                f"{job.path / JOB_FILE}: cells[{i}].run_dir: expected a directory inside the "
+                f"served directory, got {relative!r}, which leads outside it"
+            ) from None
+    return ServedJob(job, run_dirs)
 
 
 class Catalog:
@@ -33,7 +79,7 @@ class Catalog:
         self.root = given.resolve()
         self._runs: dict[str, CachedRun] = {}
         #: Job directories read, with their job.json's mtime when read.
-        self._jobs: dict[Path, tuple[float, JobDir]] = {}
+        self._jobs: dict[Path, tuple[float, ServedJob]] = {}
 
     @property
     def single(self) -> bool:
@@ -54,7 +100,7 @@ class Catalog:
             return {self._root_name("run"): self.root}, {}
         if self.single_job:
             job = self._root_name("job")
-            return self._cells(job, self.root, prefix=""), {job: self.root}
+            return self._cells(self.root, prefix=""), {job: self.root}
         runs: dict[str, Path] = {}
         jobs: dict[str, Path] = {}
         try:
@@ -76,23 +122,24 @@ class Catalog:
                 runs[child.name] = path
             else:
                 jobs[child.name] = path
-                runs.update(self._cells(child.name, path, prefix=child.name + JOINER))
+                runs.update(self._cells(path, prefix=child.name + JOINER))
         return runs, jobs
 
-    def _cells(self, job: str, path: Path, *, prefix: str) -> dict[str, Path]:
+    def _cells(self, path: Path, *, prefix: str) -> dict[str, Path]:
         """The started cells' runs of the job at ``path``, named ``prefix + cell``."""
         try:
-            found = self.job_dir(job, path)
-        except RunDirError:
+            found = self.job_dir(path)
+        except JobDirError:
             return {}
-        return {prefix + c.name: c.run_dir for c in found.cells if c.started}
+        return {prefix + c: where for c, where in found.run_dirs.items() if found.started(c)}
 
-    def job_dir(self, name: str, path: Path) -> JobDir:
-        """The job at ``path`` (read again when its job.json changed)."""
+    def job_dir(self, path: Path) -> ServedJob:
+        """The job at ``path`` (read again when its job.json changed), or a
+        :class:`~agentkit.jobs.JobDirError` naming what is wrong with it."""
         changed = mtime(path / JOB_FILE)
         cached = self._jobs.get(path)
         if cached is None or cached[0] != changed:
-            cached = self._jobs[path] = (changed, open_job(path, self.root))
+            cached = self._jobs[path] = (changed, serve_job(path, self.root))
         return cached[1]
 
     def run_dirs(self) -> dict[str, Path]:
@@ -116,14 +163,14 @@ class Catalog:
         job, sep, cell = run.partition(JOINER)
         return (job, cell) if sep else (None, None)
 
-    def job(self, name: str) -> JobDir:
-        """The job called ``name``, or NotFound."""
+    def job(self, name: str) -> ServedJob:
+        """The job called ``name``, or NotFound (saying what is wrong with its job.json)."""
         path = self.job_dirs().get(name) if is_safe_name(name) else None
         if path is None:
             raise NotFound(f"no job {name!r} in {self.root}")
         try:
-            return self.job_dir(name, path)
-        except RunDirError as exc:
+            return self.job_dir(path)
+        except JobDirError as exc:
             raise NotFound(str(exc)) from None
 
     def run(self, name: str, *, refresh: bool = True) -> CachedRun:

@@ -14,10 +14,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from agentkit.jobs import JobDir
 from agentkit.runs import Rollout
 from agentkit.view._cached_run import CachedRun
-from agentkit.view._catalog import Catalog
-from agentkit.view._jobs import JobDir
+from agentkit.view._catalog import Catalog, ServedJob
 
 __all__ = ["job_listing", "rollout_row", "run_listing", "settled_listing"]
 
@@ -87,7 +87,7 @@ def settled_listing(
 
 
 def job_listing(
-    name: str, jd: JobDir, cells: Mapping[str, dict[str, Any] | None]
+    name: str, served: ServedJob, cells: Mapping[str, dict[str, Any] | None]
 ) -> dict[str, Any]:
     """A job's row: its cells' progress, errors and cost summed, its best cell. ``cells``:
     each cell's run row, None for a cell not started (or that cannot be read)."""
@@ -95,14 +95,15 @@ def job_listing(
     costs = [x["cost"] for x in started if x["cost"] is not None]
     scored = [x for x in started if x["mean_reward"] is not None]
     best = max(scored, key=lambda x: x["mean_reward"], default=None)
+    job = served.job
     return {
         "name": name,
-        "job_name": jd.name,
-        "created_at": jd.created_at,
-        "state": _job_state(jd, started, len(jd.cells)),
-        "cells": len(jd.cells),
+        "job_name": job.name,
+        "created_at": job.created_at,
+        "state": _job_state(job, started, len(job.cells)),
+        "cells": len(job.cells),
         "started": len(started),
-        "axes": jd.axes,
+        "axes": job.axes,
         "planned": sum(x["planned"] for x in started),
         "finished": sum(x["finished"] for x in started),
         "errors": sum(x["errors"] for x in started),
@@ -113,10 +114,10 @@ def job_listing(
     }
 
 
-def _job_state(jd: JobDir, started: list[dict[str, Any]], cells: int) -> str:
+def _job_state(job: JobDir, started: list[dict[str, Any]], cells: int) -> str:
     """``running`` (its process holds the job's lock, or a cell runs), ``not started``,
     ``complete`` (every cell complete) or ``incomplete``."""
-    if jd.running() or any(x["state"] == "running" for x in started):
+    if job.running() or any(x["state"] == "running" for x in started):
         return "running"
     if not started:
         return "not started"

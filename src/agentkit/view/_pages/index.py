@@ -15,8 +15,9 @@ from typing import Any
 from aiohttp import web
 
 from agentkit._rundir import MANIFEST, ROLLOUTS, RunDirError
+from agentkit.jobs import JOB_FILE, JobDirError
 from agentkit.view._cached_run import mtime, size
-from agentkit.view._catalog import Catalog
+from agentkit.view._catalog import Catalog, ServedJob
 from agentkit.view._http import (
     CATALOG,
     in_worker,
@@ -26,7 +27,6 @@ from agentkit.view._http import (
     send_event,
     ticks,
 )
-from agentkit.view._jobs import JOB_FILE, JobDir
 from agentkit.view._listing import job_listing, run_listing
 from agentkit.view._paths import NotFound
 
@@ -43,17 +43,17 @@ def runs(catalog: Catalog) -> dict[str, Any]:
     runs page shows."""
     run_dirs, job_dirs = catalog.scan()
     cell_of: dict[str, tuple[str, str]] = {}
-    found: dict[str, JobDir] = {}
+    found: dict[str, ServedJob] = {}
     broken: list[dict[str, str | None]] = []
     for job, path in job_dirs.items():
         try:
-            found[job] = jd = catalog.job_dir(job, path)
-        except RunDirError as exc:
+            found[job] = served = catalog.job_dir(path)
+        except JobDirError as exc:
             broken.append({"name": job, "kind": "job", "error": str(exc)})
             continue
         prefix = catalog.cell_prefix(job)
-        for c in jd.cells:
-            cell_of[prefix + c.name] = (job, c.name)
+        for c in served.run_dirs:
+            cell_of[prefix + c] = (job, c)
     out = []
     for name in run_dirs:
         try:
@@ -68,9 +68,9 @@ def runs(catalog: Catalog) -> dict[str, Any]:
     out.sort(key=lambda r: r["created_at"] or 0.0, reverse=True)
     listed = {r["name"]: r for r in out}
     job_list = []
-    for job, jd in found.items():
+    for job, served in found.items():
         cells = {c: listed.get(run) for run, (j, c) in cell_of.items() if j == job}
-        job_list.append(job_listing(job, jd, cells))
+        job_list.append(job_listing(job, served, cells))
     job_list.sort(key=lambda r: r["created_at"] or 0.0, reverse=True)
     return {
         "root": str(catalog.root),

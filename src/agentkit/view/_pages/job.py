@@ -28,13 +28,14 @@ routes = web.RouteTableDef()
 def job(catalog: Catalog, name: str) -> dict[str, Any]:
     """A job: its cells (where each sits on the axes, its run and state), their leaderboard
     with intervals, and the tasks × cells heat map of mean rewards."""
-    jd = catalog.job(name)
+    served = catalog.job(name)
+    jd = served.job
     prefix = catalog.cell_prefix(name)
     cells = []
     scored: list[Scored] = []
     listings: dict[str, dict[str, Any] | None] = {}
     for c in jd.cells:
-        run = prefix + c.name if c.started else None
+        run = prefix + c.name if served.started(c.name) else None
         listing = None
         error = None
         if run is not None:
@@ -52,16 +53,12 @@ def job(catalog: Catalog, name: str) -> dict[str, Any]:
             except RunDirError as exc:  # a corrupt line: the cell says so, the rest shows
                 run, listing, error = None, None, str(exc)
         listings[c.name] = listing
-        if listing:
-            state = listing["state"]
-        else:
-            state = "broken" if error else "outside" if c.outside else "not started"
         cells.append(
             {
                 "name": c.name,
                 "run": run,
                 "axes": c.axes,
-                "state": state,
+                "state": listing["state"] if listing else "broken" if error else "not started",
                 "listing": listing,
                 "error": error,
             }
@@ -71,7 +68,7 @@ def job(catalog: Catalog, name: str) -> dict[str, Any]:
     for record in board:
         record["axes"] = axes_of.get(record["run"], {})
     return {
-        **job_listing(name, jd, listings),
+        **job_listing(name, served, listings),
         "path": str(jd.path),
         "concurrency": jd.concurrency,
         "cell_list": cells,
