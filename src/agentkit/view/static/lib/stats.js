@@ -47,38 +47,7 @@ export function leaderboardCard(
         ["Harness", (r) => r.harness],
         ["Model", (r) => r.model],
       ];
-  const rows = records.map((r) =>
-    h(
-      "tr",
-      { class: "board-row", dataset: { run: r.run } },
-      h("td", { class: "num", text: r.rank === null ? "–" : String(r.rank) }),
-      h(
-        "td",
-        {},
-        h("span", { class: "swatch", dataset: { colour: colours[r.run] || "" } }),
-        name(r),
-      ),
-      described.map(([, value]) => h("td", { class: "clip", text: value(r) || "–" })),
-      h("td", { class: "num", text: int(r.tasks) }),
-      h("td", { class: "num", text: int(r.scored) }),
-      h("td", {
-        class: `num ${r.could_not_run + r.unscored ? "infra-text" : ""}`,
-        text: int(r.could_not_run + r.unscored),
-      }),
-      h("td", { class: "num strong", text: mean(r.mean_reward) }),
-      h("td", { class: "num ci", text: interval(r.ci_low, r.ci_high) }),
-      ks.map((k) => h("td", { class: "num", text: fixed(r[k], 3) })),
-      h("td", {
-        class: "num",
-        text:
-          r.tokens_per_rollout === null
-            ? "–"
-            : Math.round(r.tokens_per_rollout).toLocaleString("en-US"),
-      }),
-      h("td", { class: "num", text: money(r.cost) }),
-      h("td", { class: "num", text: seconds(r.seconds_per_rollout) }),
-    ),
-  );
+  const rows = records.map((r) => boardRow(r, { name, colours, described, ks }));
   const head = h(
     "tr",
     {},
@@ -138,6 +107,35 @@ export function leaderboardCard(
   return card;
 }
 
+// A leaderboard's row: rank, name (with its colour), what it runs, its figures.
+function boardRow(r, { name, colours, described, ks }) {
+  return h(
+    "tr",
+    { class: "board-row", dataset: { run: r.run } },
+    h("td", { class: "num", text: r.rank === null ? "–" : String(r.rank) }),
+    h("td", {}, h("span", { class: "swatch", dataset: { colour: colours[r.run] || "" } }), name(r)),
+    described.map(([, value]) => h("td", { class: "clip", text: value(r) || "–" })),
+    h("td", { class: "num", text: int(r.tasks) }),
+    h("td", { class: "num", text: int(r.scored) }),
+    h("td", {
+      class: `num ${r.could_not_run + r.unscored ? "infra-text" : ""}`,
+      text: int(r.could_not_run + r.unscored),
+    }),
+    h("td", { class: "num strong", text: mean(r.mean_reward) }),
+    h("td", { class: "num ci", text: interval(r.ci_low, r.ci_high) }),
+    ks.map((k) => h("td", { class: "num", text: fixed(r[k], 3) })),
+    h("td", {
+      class: "num",
+      text:
+        r.tokens_per_rollout === null
+          ? "–"
+          : Math.round(r.tokens_per_rollout).toLocaleString("en-US"),
+    }),
+    h("td", { class: "num", text: money(r.cost) }),
+    h("td", { class: "num", text: seconds(r.seconds_per_rollout) }),
+  );
+}
+
 // Each run against the baseline, paired on the tasks both scored: the difference of the
 // means with its interval drawn, the paired t-test's p-value, wins, ties and losses, and
 // the tasks that differ most (with links to their rollouts in both runs).
@@ -163,43 +161,7 @@ export function againstCard(pairs, { label = (n) => n, colours = {}, chooser = n
   const level = `${Math.round(100 * pairs[0].difference.confidence)}%`;
   const rows = pairs.map((p) => {
     const d = p.difference;
-    const top = p.top.length
-      ? details(
-          `Tasks that differ most (${p.top.length} of ${p.differing})`,
-          h(
-            "table",
-            { class: "grid compact top-tasks" },
-            h(
-              "thead",
-              {},
-              h(
-                "tr",
-                {},
-                ["Task", label(p.run), label(p.baseline), "Difference"].map((t) =>
-                  h("th", { text: t }),
-                ),
-              ),
-            ),
-            h(
-              "tbody",
-              {},
-              p.top.map((t) =>
-                h(
-                  "tr",
-                  { class: "top-task", dataset: { task: t.task_id } },
-                  h("td", { text: t.task_id }),
-                  h("td", { class: "num" }, nav(taskUrl(p.run, t.task_id), mean(t.a_mean))),
-                  h("td", { class: "num" }, nav(taskUrl(p.baseline, t.task_id), mean(t.b_mean))),
-                  h("td", {
-                    class: `num ${t.difference > 0 ? "ok-text" : "err-text"}`,
-                    text: signed(t.difference),
-                  }),
-                ),
-              ),
-            ),
-          ),
-        )
-      : null;
+    const top = p.top.length ? topTasks(p, label) : null;
     return h(
       "tr",
       { class: "pair-row", dataset: { run: p.run } },
@@ -279,6 +241,43 @@ export function againstCard(pairs, { label = (n) => n, colours = {}, chooser = n
   return card;
 }
 
+// The tasks on which a run and the baseline differ most, with links to their rollouts.
+function topTasks(p, label) {
+  return details(
+    `Tasks that differ most (${p.top.length} of ${p.differing})`,
+    h(
+      "table",
+      { class: "grid compact top-tasks" },
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          ["Task", label(p.run), label(p.baseline), "Difference"].map((t) => h("th", { text: t })),
+        ),
+      ),
+      h(
+        "tbody",
+        {},
+        p.top.map((t) =>
+          h(
+            "tr",
+            { class: "top-task", dataset: { task: t.task_id } },
+            h("td", { text: t.task_id }),
+            h("td", { class: "num" }, nav(taskUrl(p.run, t.task_id), mean(t.a_mean))),
+            h("td", { class: "num" }, nav(taskUrl(p.baseline, t.task_id), mean(t.b_mean))),
+            h("td", {
+              class: `num ${t.difference > 0 ? "ok-text" : "err-text"}`,
+              text: signed(t.difference),
+            }),
+          ),
+        ),
+      ),
+    ),
+  );
+}
+
 // Tasks × runs: each task's mean reward in each run on a colour scale, each cell a link to
 // that task's rollouts in that run. Sorted by task, by spread or by mean; 100 tasks a page.
 export function heatmapCard(hm, { label = (n) => n, title = "Tasks × runs" } = {}) {
@@ -347,39 +346,7 @@ export function heatmapCard(hm, { label = (n) => n, title = "Tasks × runs" } = 
     if (order === "spread") index.sort((a, b) => spread[b] - spread[a] || a - b);
     else if (order === "hardest") index.sort((a, b) => average[a] - average[b] || a - b);
     const shown = index.slice(offset, offset + PAGE);
-    const head = h(
-      "tr",
-      {},
-      h("th", { text: "Task" }),
-      hm.runs.map((r) =>
-        h("th", { class: "heat-head", title: label(r) }, nav(runUrl(r), label(r))),
-      ),
-    );
-    const rows = shown.map((i) =>
-      h(
-        "tr",
-        { class: "heat-row", dataset: { task: hm.tasks[i] } },
-        h("td", { class: "task-id", text: hm.tasks[i] }),
-        hm.runs.map((r, j) => {
-          const m = hm.mean[i][j];
-          if (!hm.rollouts[i][j]) return h("td", { class: "heat none", text: "" });
-          const counts = `${hm.scored[i][j]} scored of ${hm.rollouts[i][j]} rollouts`;
-          const title = `${hm.tasks[i]} in ${label(r)}: mean reward ${num(m)} over ${counts}`;
-          const cell = h("a", {
-            class: "heat",
-            href: taskUrl(r, hm.tasks[i]),
-            "data-nav": true,
-            title,
-            dataset: { run: r, mean: m === null ? "" : String(m) },
-            text: m === null ? "–" : fixed(m, 2),
-          });
-          const colour = Charts.heat(m, low, high);
-          if (colour) cell.style.background = colour;
-          return h("td", { class: "heat-cell" }, cell);
-        }),
-      ),
-    );
-    fill(wrap, h("table", { class: "grid heatmap" }, h("thead", {}, head), h("tbody", {}, rows)));
+    fill(wrap, heatTable(hm, shown, { label, low, high }));
     const end = Math.min(index.length, offset + PAGE);
     const prev = h("button", { type: "button", text: "‹ Previous", disabled: offset === 0 });
     prev.addEventListener("click", () => {
@@ -407,6 +374,41 @@ export function heatmapCard(hm, { label = (n) => n, title = "Tasks × runs" } = 
   }
   render();
   return card;
+}
+
+// The heat map's table of the tasks shown (their indices in hm.tasks).
+function heatTable(hm, shown, { label, low, high }) {
+  const head = h(
+    "tr",
+    {},
+    h("th", { text: "Task" }),
+    hm.runs.map((r) => h("th", { class: "heat-head", title: label(r) }, nav(runUrl(r), label(r)))),
+  );
+  const rows = shown.map((i) =>
+    h(
+      "tr",
+      { class: "heat-row", dataset: { task: hm.tasks[i] } },
+      h("td", { class: "task-id", text: hm.tasks[i] }),
+      hm.runs.map((r, j) => {
+        const m = hm.mean[i][j];
+        if (!hm.rollouts[i][j]) return h("td", { class: "heat none", text: "" });
+        const counts = `${hm.scored[i][j]} scored of ${hm.rollouts[i][j]} rollouts`;
+        const title = `${hm.tasks[i]} in ${label(r)}: mean reward ${num(m)} over ${counts}`;
+        const cell = h("a", {
+          class: "heat",
+          href: taskUrl(r, hm.tasks[i]),
+          "data-nav": true,
+          title,
+          dataset: { run: r, mean: m === null ? "" : String(m) },
+          text: m === null ? "–" : fixed(m, 2),
+        });
+        const colour = Charts.heat(m, low, high);
+        if (colour) cell.style.background = colour;
+        return h("td", { class: "heat-cell" }, cell);
+      }),
+    ),
+  );
+  return h("table", { class: "grid heatmap" }, h("thead", {}, head), h("tbody", {}, rows));
 }
 
 // The distributions of reward, duration, tokens and cost of some runs (binned by the

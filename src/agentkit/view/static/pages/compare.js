@@ -76,7 +76,6 @@ export async function comparePage(names) {
 
 // Two runs per task: which tasks one passes and the other does not.
 function verdictCard(data) {
-  const [a, b] = [data.a.name, data.b.name];
   const q = query();
   let only = q.get("only") || "";
   const c = data.counts;
@@ -112,85 +111,88 @@ function verdictCard(data) {
     ),
     wrap,
   );
-
-  function side(run, s) {
-    if (!s) return [h("td", { class: "muted", text: "–" }), h("td", {}), h("td", {})];
-    return [
-      h("td", { class: "num", text: mean(s.mean_reward) }),
-      h("td", { class: "num", text: fixed(s.pass_at_1, 2) }),
-      h(
-        "td",
-        { class: "cells" },
-        s.rollouts.map((r) =>
-          h("a", {
-            class: `cell ${rewardClass(r)}`,
-            href: rolloutUrl(run, r.rollout_id),
-            "data-nav": true,
-            title: r.infrastructure
-              ? `${r.rollout_id}: could not run`
-              : `${r.rollout_id}: reward ${num(r.reward)}`,
-          }),
-        ),
-      ),
-    ];
-  }
-
-  function renderTable() {
+  const renderTable = () => {
     for (const btn of card.querySelectorAll(".toggle"))
       btn.classList.toggle("on", btn.dataset.key === only);
-    const verdicts = {
-      both: ["both pass", "ok"],
-      a_only: ["only A passes", "warn"],
-      b_only: ["only B passes", "warn"],
-      neither: ["neither passes", "bad"],
-      missing: ["not in both", ""],
-    };
-    const rows = data.tasks
-      .filter((t) => !only || t.verdict === only)
-      .map((t) =>
-        h(
-          "tr",
-          { class: `cmp ${t.verdict}` },
-          h("td", { text: t.task_id }),
-          side(a, t.a),
-          side(b, t.b),
-          h("td", {}, badge(...verdicts[t.verdict])),
-        ),
-      );
-    fill(
-      wrap,
-      h(
-        "table",
-        { class: "grid compare" },
-        h(
-          "thead",
-          {},
-          h(
-            "tr",
-            {},
-            h("th", { text: "" }),
-            h("th", { colspan: 3, text: `A: ${a}` }),
-            h("th", { colspan: 3, text: `B: ${b}` }),
-            h("th", {}),
-          ),
-          h(
-            "tr",
-            {},
-            ["Task", "Mean", "pass@1", "Rollouts", "Mean", "pass@1", "Rollouts", "Verdict"].map(
-              (x) => h("th", { text: x }),
-            ),
-          ),
-        ),
-        h(
-          "tbody",
-          {},
-          rows.length
-            ? rows
-            : h("tr", {}, h("td", { colspan: 8, class: "muted", text: "No task here." })),
-        ),
-      ),
-    );
-  }
+    fill(wrap, verdictTable(data, only));
+  };
   renderTable();
   return card;
+}
+
+const VERDICTS = {
+  both: ["both pass", "ok"],
+  a_only: ["only A passes", "warn"],
+  b_only: ["only B passes", "warn"],
+  neither: ["neither passes", "bad"],
+  missing: ["not in both", ""],
+};
+
+// The tasks of one verdict (all when only is ""), each with both runs' side.
+function verdictTable(data, only) {
+  const [a, b] = [data.a.name, data.b.name];
+  const rows = data.tasks
+    .filter((t) => !only || t.verdict === only)
+    .map((t) =>
+      h(
+        "tr",
+        { class: `cmp ${t.verdict}` },
+        h("td", { text: t.task_id }),
+        side(a, t.a),
+        side(b, t.b),
+        h("td", {}, badge(...VERDICTS[t.verdict])),
+      ),
+    );
+  const names = ["Task", "Mean", "pass@1", "Rollouts", "Mean", "pass@1", "Rollouts", "Verdict"];
+  return h(
+    "table",
+    { class: "grid compare" },
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        h("th", { text: "" }),
+        h("th", { colspan: 3, text: `A: ${a}` }),
+        h("th", { colspan: 3, text: `B: ${b}` }),
+        h("th", {}),
+      ),
+      h(
+        "tr",
+        {},
+        names.map((x) => h("th", { text: x })),
+      ),
+    ),
+    h(
+      "tbody",
+      {},
+      rows.length
+        ? rows
+        : h("tr", {}, h("td", { colspan: 8, class: "muted", text: "No task here." })),
+    ),
+  );
+}
+
+// One run's side of a task: its mean reward, pass@1 and rollouts.
+function side(run, s) {
+  if (!s) return [h("td", { class: "muted", text: "–" }), h("td", {}), h("td", {})];
+  return [
+    h("td", { class: "num", text: mean(s.mean_reward) }),
+    h("td", { class: "num", text: fixed(s.pass_at_1, 2) }),
+    h(
+      "td",
+      { class: "cells" },
+      s.rollouts.map((r) =>
+        h("a", {
+          class: `cell ${rewardClass(r)}`,
+          href: rolloutUrl(run, r.rollout_id),
+          "data-nav": true,
+          title: r.infrastructure
+            ? `${r.rollout_id}: could not run`
+            : `${r.rollout_id}: reward ${num(r.reward)}`,
+        }),
+      ),
+    ),
+  ];
 }

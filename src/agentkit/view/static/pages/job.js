@@ -20,7 +20,8 @@ export async function jobPage(name) {
 
   const load = serial(async () => {
     const job = await api(`/api/job/${enc(name)}`);
-    renderJob(job);
+    setLive(job.state);
+    fill(top, jobParts(job));
     const runs = job.cell_list.filter((c) => c.run).map((c) => c.run);
     const key = JSON.stringify([runs, job.finished]);
     if (!runs.length) fill(charts, h("p", { class: "muted", text: "No cell has started yet." }));
@@ -37,138 +38,142 @@ export async function jobPage(name) {
       fill(charts, await chartsSection(runs, { label: (r) => job.labels[r] || r }));
     }
   });
-
-  function renderJob(job) {
-    setLive(job.state);
-    const label = (r) => job.labels[r] || r;
-    const colours = Object.fromEntries(
-      job.cell_list.filter((c) => c.run).map((c, i) => [c.run, Charts.colour(i)]),
-    );
-    const varying = Object.entries(job.axes)
-      .filter(([, labels]) => labels.length > 1)
-      .map(([axis]) => axis);
-    const axes = Object.entries(job.axes)
-      .map(([axis, labels]) => `${axis}: ${labels.join(", ")}`)
-      .join(" · ");
-    const pct = job.planned ? Math.min(100, (100 * job.finished) / job.planned) : 0;
-    const bar = h("span", { class: "bar wide" }, h("span", { class: "fill" }));
-    bar.firstChild.style.width = `${pct}%`;
-    const ranked = job.leaderboard.filter((r) => r.rank !== null).map((r) => r.run);
-    const compareAll =
-      ranked.length > 1
-        ? h(
-            "p",
-            { class: "small" },
-            nav(
-              compareUrl(ranked, `baseline=${enc(ranked[0])}`),
-              `Compare the ${ranked.length} cells, each against the best`,
-            ),
-          )
-        : null;
-    const cellRows = job.cell_list.map((c) => {
-      const l = c.listing;
-      return h(
-        "tr",
-        { class: "job-cell", dataset: { cell: c.name } },
-        h("td", {}, c.run ? nav(runUrl(c.run), c.name) : h("span", { text: c.name })),
-        Object.keys(job.axes).map((a) => h("td", { class: "clip", text: c.axes[a] || "–" })),
-        h(
-          "td",
-          { class: "nowrap" },
-          l
-            ? [`${int(l.finished)}/${int(l.planned)} `, stateBadge(l.state)]
-            : c.error
-              ? [badge("cannot read", "bad"), h("div", { class: "small err-text", text: c.error })]
-              : badge("not started", ""),
-        ),
-        h("td", { class: "num", text: l ? mean(l.mean_reward) : "–" }),
-        h("td", { class: `num ${l?.errors ? "err-text" : ""}`, text: l ? int(l.errors) : "–" }),
-        h("td", { class: "num", text: l ? money(l.cost) : "–" }),
-      );
-    });
-    fill(
-      top,
-      h(
-        "section",
-        { class: "run-head" },
-        h(
-          "div",
-          { class: "title-row" },
-          h("h1", { text: job.job_name }),
-          badge("job", "job"),
-          stateBadge(job.state),
-        ),
-        h(
-          "p",
-          { class: "muted" },
-          `${job.cells} cells · ${axes}`,
-          job.concurrency ? ` · ${job.concurrency} rollouts at a time` : "",
-          ` · started ${date(job.created_at)}`,
-        ),
-        h(
-          "div",
-          { class: "stats" },
-          statBox(
-            "Cells",
-            job.started === job.cells
-              ? int(job.cells)
-              : `${int(job.started)} of ${int(job.cells)} started`,
-          ),
-          statBox("Progress", h("span", {}, `${int(job.finished)} / ${int(job.planned)}`, bar)),
-          statBox("Best cell", job.best ? `${job.best.cell} ${mean(job.best.mean_reward)}` : "–"),
-          statBox("Errors", int(job.errors), job.errors ? "err-text" : ""),
-          job.infra_errors ? statBox("Could not run", int(job.infra_errors), "infra-text") : null,
-          statBox("Cost", money(job.cost)),
-        ),
-      ),
-      job.state === "running"
-        ? h("div", {
-            class: "banner live",
-            text: "This job is running: its cells update as their rollouts finish.",
-          })
-        : null,
-      job.leaderboard.length
-        ? leaderboardCard(job.leaderboard, {
-            name: (r) => nav(runUrl(r.run), r.label),
-            colours,
-            title: "Leaderboard of the cells",
-            extra: compareAll,
-            axes: varying,
-          })
-        : null,
-      job.heatmap.tasks.length ? heatmapCard(job.heatmap, { label, title: "Tasks × cells" }) : null,
-      h(
-        "div",
-        { class: "card", id: "cells" },
-        h("h2", { text: "Cells" }),
-        h(
-          "div",
-          { class: "table-wrap" },
-          h(
-            "table",
-            { class: "grid cells-table" },
-            h(
-              "thead",
-              {},
-              h(
-                "tr",
-                {},
-                ["Cell", ...Object.keys(job.axes), "Progress", "Mean reward", "Errors", "Cost"].map(
-                  (t) => h("th", { text: t }),
-                ),
-              ),
-            ),
-            h("tbody", {}, cellRows),
-          ),
-        ),
-      ),
-    );
-  }
-
   await load();
   stream("/api/runs/stream", {
     runs: (msg) => {
       if (msg.changed) load();
     },
   });
+}
+
+// Everything above the charts: the header, the leaderboard, the heat map, the cells.
+function jobParts(job) {
+  const label = (r) => job.labels[r] || r;
+  const colours = Object.fromEntries(
+    job.cell_list.filter((c) => c.run).map((c, i) => [c.run, Charts.colour(i)]),
+  );
+  const varying = Object.entries(job.axes)
+    .filter(([, labels]) => labels.length > 1)
+    .map(([axis]) => axis);
+  const ranked = job.leaderboard.filter((r) => r.rank !== null).map((r) => r.run);
+  const compareAll =
+    ranked.length > 1
+      ? h(
+          "p",
+          { class: "small" },
+          nav(
+            compareUrl(ranked, `baseline=${enc(ranked[0])}`),
+            `Compare the ${ranked.length} cells, each against the best`,
+          ),
+        )
+      : null;
+  return [
+    jobHead(job),
+    job.state === "running"
+      ? h("div", {
+          class: "banner live",
+          text: "This job is running: its cells update as their rollouts finish.",
+        })
+      : null,
+    job.leaderboard.length
+      ? leaderboardCard(job.leaderboard, {
+          name: (r) => nav(runUrl(r.run), r.label),
+          colours,
+          title: "Leaderboard of the cells",
+          extra: compareAll,
+          axes: varying,
+        })
+      : null,
+    job.heatmap.tasks.length ? heatmapCard(job.heatmap, { label, title: "Tasks × cells" }) : null,
+    cellsCard(job),
+  ];
+}
+
+// The header: the job's name and state, its cells and axes, its figures.
+function jobHead(job) {
+  const axes = Object.entries(job.axes)
+    .map(([axis, labels]) => `${axis}: ${labels.join(", ")}`)
+    .join(" · ");
+  const pct = job.planned ? Math.min(100, (100 * job.finished) / job.planned) : 0;
+  const bar = h("span", { class: "bar wide" }, h("span", { class: "fill" }));
+  bar.firstChild.style.width = `${pct}%`;
+  const cells =
+    job.started === job.cells ? int(job.cells) : `${int(job.started)} of ${int(job.cells)} started`;
+  return h(
+    "section",
+    { class: "run-head" },
+    h(
+      "div",
+      { class: "title-row" },
+      h("h1", { text: job.job_name }),
+      badge("job", "job"),
+      stateBadge(job.state),
+    ),
+    h(
+      "p",
+      { class: "muted" },
+      `${job.cells} cells · ${axes}`,
+      job.concurrency ? ` · ${job.concurrency} rollouts at a time` : "",
+      ` · started ${date(job.created_at)}`,
+    ),
+    h(
+      "div",
+      { class: "stats" },
+      statBox("Cells", cells),
+      statBox("Progress", h("span", {}, `${int(job.finished)} / ${int(job.planned)}`, bar)),
+      statBox("Best cell", job.best ? `${job.best.cell} ${mean(job.best.mean_reward)}` : "–"),
+      statBox("Errors", int(job.errors), job.errors ? "err-text" : ""),
+      job.infra_errors ? statBox("Could not run", int(job.infra_errors), "infra-text") : null,
+      statBox("Cost", money(job.cost)),
+    ),
+  );
+}
+
+// Every cell of the job, started or not: its labels, progress, mean reward, errors, cost.
+function cellsCard(job) {
+  const names = ["Cell", ...Object.keys(job.axes), "Progress", "Mean reward", "Errors", "Cost"];
+  const rows = job.cell_list.map((c) => {
+    const l = c.listing;
+    return h(
+      "tr",
+      { class: "job-cell", dataset: { cell: c.name } },
+      h("td", {}, c.run ? nav(runUrl(c.run), c.name) : h("span", { text: c.name })),
+      Object.keys(job.axes).map((a) => h("td", { class: "clip", text: c.axes[a] || "–" })),
+      h(
+        "td",
+        { class: "nowrap" },
+        l
+          ? [`${int(l.finished)}/${int(l.planned)} `, stateBadge(l.state)]
+          : c.error
+            ? [badge("cannot read", "bad"), h("div", { class: "small err-text", text: c.error })]
+            : badge("not started", ""),
+      ),
+      h("td", { class: "num", text: l ? mean(l.mean_reward) : "–" }),
+      h("td", { class: `num ${l?.errors ? "err-text" : ""}`, text: l ? int(l.errors) : "–" }),
+      h("td", { class: "num", text: l ? money(l.cost) : "–" }),
+    );
+  });
+  return h(
+    "div",
+    { class: "card", id: "cells" },
+    h("h2", { text: "Cells" }),
+    h(
+      "div",
+      { class: "table-wrap" },
+      h(
+        "table",
+        { class: "grid cells-table" },
+        h(
+          "thead",
+          {},
+          h(
+            "tr",
+            {},
+            names.map((t) => h("th", { text: t })),
+          ),
+        ),
+        h("tbody", {}, rows),
+      ),
+    ),
+  );
 }
