@@ -64,3 +64,16 @@ def test_the_page_refers_only_to_its_own_files() -> None:
         # the SVG's XML namespace is a name, not a download
         urls = set(re.findall(r"(?:https?:)?//[A-Za-z0-9.-]+\.[a-z]{2,}[^\s\"')]*", text))
         assert urls <= {"http://www.w3.org/2000/svg"}, (path.name, urls)
+
+
+def test_the_page_preloads_every_module_it_has() -> None:
+    """index.html names every JavaScript module of the page (<link rel="modulepreload">),
+    so that the browser fetches them side by side instead of one import after another,
+    and names no module that is not there (it would be a request that fails)."""
+    html = (STATIC / "index.html").read_text(encoding="utf-8")
+    preloaded = re.findall(r'<link rel="modulepreload" href="/static/([^"]+)">', html)
+    modules = {
+        p.relative_to(STATIC).as_posix() for p in STATIC.rglob("*.js") if VENDOR not in p.parents
+    }
+    assert len(preloaded) == len(set(preloaded))
+    assert set(preloaded) == modules
