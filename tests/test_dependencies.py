@@ -124,9 +124,13 @@ def test_every_dependency_is_imported(directory: Path) -> None:
 def test_the_core_tests_import_only_what_the_core_declares() -> None:
     name, _runtime, declared = project(ROOT)
     tests = ROOT / "tests"
-    # tests/trainers runs in its own session (nox -s trainers), which installs the
-    # trainers' packages it imports (TRAINER_PINS in noxfile.py), not the test extra
-    files = sorted(p for p in tests.rglob("*.py") if p.relative_to(tests).parts[0] != "trainers")
+    # tests/trainers and tests/servers run in their own sessions (nox -s trainers,
+    # nox -s servers), which install the trainers' packages they import (TRAINER_PINS
+    # in noxfile.py) and vLLM's, not the test extra
+    own_sessions = {"trainers", "servers"}
+    files = sorted(
+        p for p in tests.rglob("*.py") if p.relative_to(tests).parts[0] not in own_sessions
+    )
     local = {p.stem for p in files} | {p.name for p in tests.rglob("*") if p.is_dir()}
     local.add("agentkit_only_on_the_driver")  # written by test_executor_ray.py itself
     missing = {
