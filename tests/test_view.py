@@ -375,10 +375,11 @@ def test_charts_bin_the_distributions_of_each_run(example: Path) -> None:
                 q = s["summary"]
                 assert edges[0] <= q["min"] <= q["p5"] <= q["q1"] <= q["median"] <= q["q3"]
                 assert q["q3"] <= q["p95"] <= q["max"] <= edges[-1]
-        # every rollout of A asked the model once: 13 tokens (11 in, 2 out) each
+        # every rollout of A asked the model once: 15 tokens each (11 in; 4 out: the
+        # answer's 2 and the 2 of the scripted template's end-of-turn marker)
         a_tokens = tokens["series"][0]
-        assert a_tokens["summary"]["min"] == a_tokens["summary"]["max"] == 13.0
-        assert a_tokens["counts"][tokens["edges"].index(13.0)] == 8
+        assert a_tokens["summary"]["min"] == a_tokens["summary"]["max"] == 15.0
+        assert a_tokens["counts"][tokens["edges"].index(15.0)] == 8
         assert charts["cost"]["kind"] == "empty"  # the scripted model has no price
         one = get_json(url, "/api/charts?runs=B")
         assert one["charts"][0]["series"][0]["counts"] == [4, 5]
