@@ -39,7 +39,8 @@ MAX_SEQUENCE_LENGTH = 32768
 
 class StandInTokenizer:
     """The scripted server's tokenizer with its chat template (``<|role|>``, the text and a
-    line end per message, then ``<|assistant|>``), as ``transformers`` tokenizers offer it."""
+    line end per message, then ``<|assistant|>``; an assistant's text ends with the
+    end-of-turn marker the model sampled), as ``transformers`` tokenizers offer it."""
 
     def encode(self, text: str) -> list[int]:
         return tokens.encode(text)
@@ -50,9 +51,18 @@ class StandInTokenizer:
     def apply_chat_template(self, messages: list[dict[str, Any]]) -> list[int]:
         ids: list[int] = []
         for m in messages:
-            for text in (f"<|{m['role']}|>", str(m.get("content") or ""), "\n"):
+            content = str(m.get("content") or "")
+            texts = [f"<|{m['role']}|>", content, "\n"]
+            if m["role"] == "assistant":
+                texts.insert(2, tokens.END_OF_TURN)
+            for text in texts:
                 ids += tokens.encode(text)
         return ids + tokens.encode("<|assistant|>")
+
+    def parse_response(self, ids: list[int]) -> str:
+        """The text of a sampled turn, without its end-of-turn marker (as Tinker's
+        renderers parse a response)."""
+        return self.decode(ids).removesuffix(tokens.END_OF_TURN)
 
 
 def policy_script() -> dict[str, Any]:
@@ -123,7 +133,7 @@ async def collect_rollout(
             response_ids += output_ids  # the model's tokens: trained on
             logprobs += output_logprobs
             loss_mask += [1] * len(output_ids)
-            out = await episode.step(tokenizer.decode(output_ids))
+            out = await episode.step(tokenizer.parse_response(output_ids))
             reward, done = out["reward"], out["done"]
             if out["observations"] and not done:
                 # the tokens the next prompt adds: the observation and the chat template's
