@@ -230,7 +230,10 @@ async def test_network_only_when_the_task_asks_and_the_user_allows(sandbox_facto
     assert _docker("network", "inspect", network).returncode != 0
 
 
-async def test_compose_sidecar_and_teardown(sandbox_factory, tmp_path: Path) -> None:
+@pytest.mark.parametrize("down", ["works", "fails"])
+async def test_compose_sidecar_and_teardown(sandbox_factory, tmp_path: Path, down: str) -> None:
+    """Closing removes the project's services and network, even when ``docker compose
+    down`` fails (here its file is gone): what it left is removed by the project label."""
     env = tmp_path / "environment"
     (env / "side").mkdir(parents=True)
     (env / "Dockerfile").write_text("FROM python:3.11-slim\nWORKDIR /app\n")
@@ -259,6 +262,8 @@ async def test_compose_sidecar_and_teardown(sandbox_factory, tmp_path: Path) -> 
     r = await sb.exec(["python3", "-c", _OUTSIDE])
     assert r.stdout.strip() == "unreachable"  # internal: the sidecar, not the world
     project = sb._compose.name
+    if down == "fails":
+        (sb.root / "compose.agentkit.json").unlink()
     await sb.close()
     left = _docker("ps", "-a", "-q", "--filter", f"label=com.docker.compose.project={project}")
     assert left.stdout.strip() == ""

@@ -252,6 +252,30 @@ async def prune(*, everything: bool = False, images: bool = False) -> PruneRepor
     return report
 
 
+async def remove_project(client: Any, project: str) -> list[str]:
+    """Remove every container and network of one compose project still there (what a
+    ``docker compose down`` that failed or was cut short left), by its project label.
+
+    Returns what could not be removed, as messages (an empty list when all went).
+    """
+    aiodocker = require_aiodocker()
+    label = {"label": [f"{COMPOSE_PROJECT_LABEL}={project}"]}
+    errors: list[str] = []
+    for container in await client.containers.list(all=True, filters=label):
+        try:
+            await container.delete(force=True, v=True)
+        except aiodocker.DockerError as exc:
+            if exc.status != 404:
+                errors.append(f"container {container.id[:12]}: {exc.message}")
+    for net in await client.networks.list(filters=label):
+        try:
+            await (await client.networks.get(net["Id"])).delete()
+        except aiodocker.DockerError as exc:
+            if exc.status != 404:
+                errors.append(f"network {net['Name']}: {exc.message}")
+    return errors
+
+
 async def _delete_tags(client: Any, image: dict[str, Any], report: PruneReport) -> None:
     """Remove an image by each of its tags, noting what went and what could not."""
     aiodocker = require_aiodocker()

@@ -48,6 +48,7 @@ from agentkit.sandbox._docker_engine import (
     engine_info,
     owner_labels,
     prune_orphans_once,
+    remove_project,
 )
 from agentkit.sandbox._docker_files import extract_download, upload_tar
 from agentkit.sandbox._docker_process import DockerProcess
@@ -408,9 +409,9 @@ class DockerSandbox:
         if self._relay is not None:
             await self._relay.close()
             self._relay = None
+        left_behind = None
         if self._compose is not None:
-            with contextlib.suppress(Exception):
-                await self._compose.down()
+            left_behind = await self._down(self._compose)
         elif self._container is not None:
             try:
                 await self._container.delete(force=True, v=True)
@@ -430,6 +431,31 @@ class DockerSandbox:
         if self._client is not None:
             await self._client.close()
             self._client = None
+        if left_behind:
+            raise SandboxError(left_behind)
+
+    async def _down(self, compose: ComposeProject) -> str | None:
+        """Take the rollout's compose project down; then remove by its label whatever
+        ``docker compose down`` left (it can fail part way, e.g. a network still
+        detaching from a container under load), so no rollout leaves a service behind.
+        What could still not be removed, as one message (None when all went)."""
+        aiodocker = _aiodocker()
+        problems: list[str] = []
+        try:
+            await compose.down()
+        except (SandboxError, OSError, TimeoutError) as exc:
+            problems.append(str(exc))
+        if self._client is None:
+            return None
+        try:
+            left = await remove_project(self._client, compose.name)
+        except (aiodocker.DockerError, OSError) as exc:
+            left = [f"listing compose project {compose.name}: {exc}"]
+        if not left:
+            return None
+        return f"sandbox 'docker': could not remove compose project {compose.name}: " + "; ".join(
+            [*problems, *left]
+        )
 
     # -- forking ----------------------------------------------------------------
 
