@@ -94,14 +94,64 @@ async def _open_executor(session: Session, ctx: RunContext, shared: _Shared) -> 
 async def _execute_on(
     session: Session, ctx: RunContext, executor: Executor, work: RolloutWork, shared: _Shared
 ) -> EvalResults:
-    env = session.env
-    run_options = session.options
-    # the API key, secret-looking host variables and headers, values plugins register
+    redactor = _run_redactor(ctx)
+    warnings = await _check(session, ctx, executor)
+    store, repair_note = _open_store(session, redactor)
+    try:
+        _write_plan(session, store)
+        wanted = len(session.planned) * session.runner_options.rollouts_per_task
+        started = _Started(store, repair_note, redactor, wanted)
+        _announce(session, started, warnings)
+        runner, bar = _runner(session, executor, work, shared, started)
+    except BaseException:
+        if store is not None:
+            store.close()
+        raise
+    began = time.perf_counter()
+    interrupted = True
+    try:
+        await _prepare_environments(runner, session.options.progress)
+        if bar is not None:
+            with bar:
+                await runner.run()
+        else:
+            await runner.run()
+        interrupted = False
+    finally:
+        results = _finish(
+            session, executor, runner, started, interrupted, time.perf_counter() - began
+        )
+    return results
+
+
+@attrs.frozen
+class _Started:
+    """What opening the run gave: its store (None: no persistence), the note about a
+    repaired torn line, the run's redactor and how many rollouts it plans in all."""
+
+    store: RunStore | None
+    repair_note: str | None
+    redactor: Redactor
+    wanted: int
+
+    @property
+    def run_dir(self) -> str | None:
+        return None if self.store is None else str(self.store.run_dir)
+
+
+def _run_redactor(ctx: RunContext) -> Redactor:
+    """The run's redactor: the API key, secret-looking host variables and headers, values
+    plugins register."""
     secret_headers = [
         v for k, v in ctx.headers.items() if any(w in k.lower() for w in SECRET_HEADER_WORDS)
     ]
-    redactor = Redactor.for_run(ctx.resolved_api_key, extra=secret_headers)
-    opts = session.runner_options
+    return Redactor.for_run(ctx.resolved_api_key, extra=secret_headers)
+
+
+async def _check(session: Session, ctx: RunContext, executor: Executor) -> list[str]:
+    """The preflight where the rollouts run: its warnings; the sandbox kind's warning is
+    added to the session's (and its manifest)."""
+    env = session.env
     planned = session.planned
     check = functools.partial(
         check_before_run,
@@ -110,140 +160,158 @@ async def _execute_on(
         sandbox_name=session.sandbox_name,
         factory=session.factory,
         first=next((p for p in planned if p.hints is not None), planned[0]),
-        preflight=run_options.preflight and bool(session.jobs),
+        preflight=session.options.preflight and bool(session.jobs),
     )
     kind_warning, warnings = await executor.check(check, sandboxed=session.factory is not None)
     if kind_warning:
         session.sandbox_warning = "; ".join(w for w in (session.sandbox_warning, kind_warning) if w)
         session.manifest["sandbox_warning"] = session.sandbox_warning
-    manifest = session.manifest
-    store, repair_note = _open_store(session, redactor)
-    finished = session.finished
-    try:
-        if store is not None and session.resume is not None:
-            # a kill between a group's last rollout line and its group line, or a
-            # group that changed (more rollouts per task)
-            stored_groups = store.load_groups(repair=True)
-            for group in build_groups(
-                finished,
-                opts.rollouts_per_task,
-                threshold=opts.pass_threshold,
-                normalize=opts.normalize_advantages,
-            ):
-                line = stored_groups.get(group.task_id)
-                if line is None or line.get("rollout_ids") != [
-                    r.rollout_id for r in group.rollouts
-                ]:
-                    store.append_group(group_json(group))
-        if store is not None:
-            store.write_manifest(manifest)
-            store.write_tasks(planned)
-        wanted = len(planned) * opts.rollouts_per_task
-        info = {
-            "run_dir": None if store is None else str(store.run_dir),
-            "planned": wanted,
-            "tasks": len(planned),
-            "rollouts_per_task": opts.rollouts_per_task,
-            "already_finished": len(finished),
+    return warnings
+
+
+def _write_plan(session: Session, store: RunStore | None) -> None:
+    """Write the run's manifest and tasks; on resume, first the groups a kill left unwritten."""
+    if store is None:
+        return
+    if session.resume is not None:
+        opts = session.runner_options
+        # a kill between a group's last rollout line and its group line, or a
+        # group that changed (more rollouts per task)
+        stored_groups = store.load_groups(repair=True)
+        for group in build_groups(
+            session.finished,
+            opts.rollouts_per_task,
+            threshold=opts.pass_threshold,
+            normalize=opts.normalize_advantages,
+        ):
+            line = stored_groups.get(group.task_id)
+            if line is None or line.get("rollout_ids") != [r.rollout_id for r in group.rollouts]:
+                store.append_group(group_json(group))
+    store.write_manifest(session.manifest)
+    store.write_tasks(session.planned)
+
+
+def _announce(session: Session, started: _Started, warnings: list[str]) -> None:
+    """Tell the run's ``on_start`` what it is about to do."""
+    on_start = session.options.on_start
+    if on_start is None:
+        return
+    on_start(
+        {
+            "run_dir": started.run_dir,
+            "planned": started.wanted,
+            "tasks": len(session.planned),
+            "rollouts_per_task": session.runner_options.rollouts_per_task,
+            "already_finished": len(session.finished),
             "to_run": len(session.jobs),
             "rerun": len(session.rerun),
             "sandbox_warning": session.sandbox_warning,
-            "repair_note": repair_note,
+            "repair_note": started.repair_note,
             "pricing_note": session.pricing_note,
             "preflight_warnings": warnings,
             "unsupported_warning": session.left_out(),
             "resume_changes": session.changes,
-            "taskset_problems": [str(p) for p in getattr(env.taskset, "problems", None) or []],
+            "taskset_problems": [
+                str(p) for p in getattr(session.env.taskset, "problems", None) or []
+            ],
         }
-        if run_options.on_start is not None:
-            run_options.on_start(info)
+    )
 
-        live = LiveEvents(
-            run_options.trace_callback or env.trace_callback,
-            buffer=run_options.event_buffer,
-            drain_timeout=run_options.callback_drain_timeout,
-        )
-        bar = None
-        if run_options.progress and shared.progress is None:
-            bar = ProgressBar(wanted, done=len(finished))
-        runner = Runner(
-            work=work,
-            executor=executor,
-            jobs=session.jobs,
-            options=opts,
-            store=store,
-            live=live,
-            progress=bar if shared.progress is None else shared.progress,
-            finished=finished,
-            limiter=shared.limiter,
-        )
-    except BaseException:
-        if store is not None:
-            store.close()
-        raise
-    started = time.perf_counter()
-    interrupted = True
-    try:
-        await _prepare_environments(runner, run_options.progress)
-        if bar is not None:
-            with bar:
-                await runner.run()
-        else:
-            await runner.run()
-        interrupted = False
-    finally:
-        elapsed = time.perf_counter() - started
-        records = sorted(runner.records, key=lambda r: (r.group, r.rollout_index))
-        groups = build_groups(
-            records,
-            opts.rollouts_per_task,
-            threshold=opts.pass_threshold,
-            normalize=opts.normalize_advantages,
-        )
-        summary = summarize(
-            records,
-            [(p.task.task_id, p.example_id) for p in planned],
-            opts.rollouts_per_task,
-            threshold=opts.pass_threshold,
-            complete=len(records) >= wanted,
-            interrupted=interrupted,
-            extra={
-                "run_dir": None if store is None else str(store.run_dir),
-                "stopped": runner.stop_reason,
-                "this_session": {
-                    "ran": len(runner.records) - len(finished),
-                    "resumed_from": len(finished),
-                    "rerun": len(session.rerun),
-                    "duration_s": elapsed,
-                    "executor": executor.describe(),
-                },
-                "trace_callback": live.report(),
-                "sandbox_warning": session.sandbox_warning,
-                "repair_note": repair_note,
-                "pricing_note": session.pricing_note,
-                "unsupported_tasks": [u.to_json() for u in session.unsupported],
+
+def _runner(
+    session: Session, executor: Executor, work: RolloutWork, shared: _Shared, started: _Started
+) -> tuple[Runner, ProgressBar | None]:
+    """The runner of the session's jobs, and the run's own progress bar (None: none, or
+    the shared progress sink is told instead)."""
+    run_options = session.options
+    live = LiveEvents(
+        run_options.trace_callback or session.env.trace_callback,
+        buffer=run_options.event_buffer,
+        drain_timeout=run_options.callback_drain_timeout,
+    )
+    bar = None
+    if run_options.progress and shared.progress is None:
+        bar = ProgressBar(started.wanted, done=len(session.finished))
+    runner = Runner(
+        work=work,
+        executor=executor,
+        jobs=session.jobs,
+        options=session.runner_options,
+        store=started.store,
+        live=live,
+        progress=bar if shared.progress is None else shared.progress,
+        finished=session.finished,
+        limiter=shared.limiter,
+    )
+    return runner, bar
+
+
+def _finish(
+    session: Session,
+    executor: Executor,
+    runner: Runner,
+    started: _Started,
+    interrupted: bool,
+    elapsed: float,
+) -> EvalResults:
+    """The run's results and summary, written with the run directory's last files (also
+    when the run is interrupted); the sandbox directories of this session's rollouts are
+    removed or scrubbed."""
+    opts = session.runner_options
+    planned = session.planned
+    finished = session.finished
+    store = started.store
+    records = sorted(runner.records, key=lambda r: (r.group, r.rollout_index))
+    groups = build_groups(
+        records,
+        opts.rollouts_per_task,
+        threshold=opts.pass_threshold,
+        normalize=opts.normalize_advantages,
+    )
+    summary = summarize(
+        records,
+        [(p.task.task_id, p.example_id) for p in planned],
+        opts.rollouts_per_task,
+        threshold=opts.pass_threshold,
+        complete=len(records) >= started.wanted,
+        interrupted=interrupted,
+        extra={
+            "run_dir": started.run_dir,
+            "stopped": runner.stop_reason,
+            "this_session": {
+                "ran": len(runner.records) - len(finished),
+                "resumed_from": len(finished),
+                "rerun": len(session.rerun),
+                "duration_s": elapsed,
+                "executor": executor.describe(),
             },
-            breakdowns=_breakdowns(env.taskset, planned),
-        )
-        # the summary is printed (results table, --json): no secret in it either
-        summary = redactor.json(summary)
-        if store is not None:
-            if session.factory is not None:
-                for rec in runner.records[len(finished) :]:
-                    if rec.ok and not opts.keep_sandboxes:
-                        store.remove_sandbox_dir(rec.rollout_id)
-                    else:  # kept sandbox files are part of the run directory too
-                        store.scrub_files(store.sandbox_root(rec.rollout_id))
-                store.remove_empty_sandbox_parent()
-            try:
-                store.write_summary(summary)
-            except RunDirError:
-                # the run already stops with an error (a full disk): that one is
-                # reported; the summary is derived data that `show` recomputes
-                if not interrupted:
-                    raise
-            finally:
-                store.close()
+            "trace_callback": runner.live.report(),
+            "sandbox_warning": session.sandbox_warning,
+            "repair_note": started.repair_note,
+            "pricing_note": session.pricing_note,
+            "unsupported_tasks": [u.to_json() for u in session.unsupported],
+        },
+        breakdowns=_breakdowns(session.env.taskset, planned),
+    )
+    # the summary is printed (results table, --json): no secret in it either
+    summary = started.redactor.json(summary)
+    if store is not None:
+        if session.factory is not None:
+            for rec in runner.records[len(finished) :]:
+                if rec.ok and not opts.keep_sandboxes:
+                    store.remove_sandbox_dir(rec.rollout_id)
+                else:  # kept sandbox files are part of the run directory too
+                    store.scrub_files(store.sandbox_root(rec.rollout_id))
+            store.remove_empty_sandbox_parent()
+        try:
+            store.write_summary(summary)
+        except RunDirError:
+            # the run already stops with an error (a full disk): that one is
+            # reported; the summary is derived data that `show` recomputes
+            if not interrupted:
+                raise
+        finally:
+            store.close()
     return EvalResults(
         rollouts=records,
         groups=groups,
