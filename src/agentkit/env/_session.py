@@ -159,52 +159,14 @@ def prepare(
         sb_options,
         factory is not None,
         sandbox_warning,
-        {
-            "concurrency": opts.concurrency,
-            "timeout": opts.timeout,
-            "max_retries": opts.max_retries,
-            "keep_sandboxes": opts.keep_sandboxes,
-            "pass_threshold": opts.pass_threshold,
-            "normalize_advantages": opts.normalize_advantages,
-            "retry_base_delay": opts.retry_base_delay,
-            "run_token_limit": opts.run_token_limit,
-            "run_cost_limit": opts.run_cost_limit,
-            "executor": run_executor.name,
-            "model_proxy": opts.model_proxy,
-            "token_ids": opts.token_ids,
-            "session_header": opts.session_header,
-            "cache_salt": opts.cache_salt,
-            "translate_to_chat": opts.translate_to_chat,
-        },
+        _manifest_options(opts, run_executor.name),
     )
     manifest["pricing"] = None if pricing is None else pricing.describe()
     manifest["plan"]["unsupported"] = [u.to_json() for u in unsupported]
-    finished: list[RolloutRecord] = []
-    rerun: list[RolloutRecord] = []
-    changes: dict[str, list[Any]] = {}
-    old: dict[str, Any] | None = None
+    resumed = _Resumed()
     if opts.resume is not None:
-        store = RunStore(opts.resume)
-        old = store.read_manifest()
-        # the stored manifest was redacted as it was written (a secret sampling argument
-        # is ***): compare it with this one redacted the same way
-        public = Redactor.for_run(ctx.resolved_api_key).json(manifest)
-        differences, changes = diff_identity(old, public)
-        if differences:
-            raise ResumeError(
-                f"cannot resume {opts.resume}: it was started with other settings that change "
-                "results; " + "; ".join(differences)
-            )
-        loaded, _note = store.load_rollouts(repair=False)
-        wanted = {(p.task.task_id, i) for p in planned for i in range(opts.rollouts_per_task)}
-        for rec in loaded:
-            if (rec.task_id, rec.rollout_index) not in wanted:
-                continue
-            if rerun_on_resume(rec, retry_errors=opts.retry_errors):
-                rerun.append(rec)
-            else:
-                finished.append(rec)
-    done = {(r.task_id, r.rollout_index) for r in finished}
+        resumed = _resumed(opts, opts.resume, ctx, manifest, planned)
+    done = {(r.task_id, r.rollout_index) for r in resumed.finished}
     jobs = [
         Job(p, i, make_rollout_id(p.task.task_id, i))
         for p in planned
@@ -220,30 +182,101 @@ def prepare(
         target=opts.out if opts.resume is None else None,
         resume=opts.resume,
         manifest=manifest,
-        old_manifest=old,
-        changes=changes,
-        finished=finished,
-        rerun=rerun,
+        old_manifest=resumed.old,
+        changes=resumed.changes,
+        finished=resumed.finished,
+        rerun=resumed.rerun,
         jobs=jobs,
         factory=factory,
         sandbox_name=sandbox_name,
         sandbox_warning=sandbox_warning,
         pricing_note=pricing_note,
-        runner_options=RunnerOptions(
-            rollouts_per_task=opts.rollouts_per_task,
-            concurrency=opts.concurrency,
-            timeout=opts.timeout,
-            max_retries=opts.max_retries,
-            retry_base_delay=opts.retry_base_delay,
-            retry_max_delay=opts.retry_max_delay,
-            keep_sandboxes=opts.keep_sandboxes,
-            pass_threshold=opts.pass_threshold,
-            normalize_advantages=opts.normalize_advantages,
-            sandbox_factory=factory,
-            run_token_limit=opts.run_token_limit,
-            run_cost_limit=opts.run_cost_limit,
-        ),
+        runner_options=_runner_options(opts, factory),
         executor=run_executor,
+    )
+
+
+def _manifest_options(opts: RunOptions, executor: str) -> dict[str, Any]:
+    """The run options the manifest records (``options``)."""
+    return {
+        "concurrency": opts.concurrency,
+        "timeout": opts.timeout,
+        "max_retries": opts.max_retries,
+        "keep_sandboxes": opts.keep_sandboxes,
+        "pass_threshold": opts.pass_threshold,
+        "normalize_advantages": opts.normalize_advantages,
+        "retry_base_delay": opts.retry_base_delay,
+        "run_token_limit": opts.run_token_limit,
+        "run_cost_limit": opts.run_cost_limit,
+        "executor": executor,
+        "model_proxy": opts.model_proxy,
+        "token_ids": opts.token_ids,
+        "session_header": opts.session_header,
+        "cache_salt": opts.cache_salt,
+        "translate_to_chat": opts.translate_to_chat,
+    }
+
+
+@attrs.frozen
+class _Resumed:
+    """What a resumed run brings: its stored manifest, the settings that changed, the
+    rollouts that finished and those that run again (all empty for a new run)."""
+
+    old: dict[str, Any] | None = None
+    changes: dict[str, list[Any]] = attrs.field(factory=dict)
+    finished: list[RolloutRecord] = attrs.field(factory=list)
+    rerun: list[RolloutRecord] = attrs.field(factory=list)
+
+
+def _resumed(
+    opts: RunOptions,
+    resume: Path,
+    ctx: RunContext,
+    manifest: dict[str, Any],
+    planned: list[PlannedTask],
+) -> _Resumed:
+    """The run at ``resume``, read: refused when it was started with settings that change
+    results; its rollouts of the planned tasks, finished or to run again."""
+    store = RunStore(resume)
+    old = store.read_manifest()
+    # the stored manifest was redacted as it was written (a secret sampling argument
+    # is ***): compare it with this one redacted the same way
+    public = Redactor.for_run(ctx.resolved_api_key).json(manifest)
+    differences, changes = diff_identity(old, public)
+    if differences:
+        raise ResumeError(
+            f"cannot resume {resume}: it was started with other settings that change "
+            "results; " + "; ".join(differences)
+        )
+    loaded, _note = store.load_rollouts(repair=False)
+    wanted = {(p.task.task_id, i) for p in planned for i in range(opts.rollouts_per_task)}
+    finished: list[RolloutRecord] = []
+    rerun: list[RolloutRecord] = []
+    for rec in loaded:
+        if (rec.task_id, rec.rollout_index) not in wanted:
+            continue
+        if rerun_on_resume(rec, retry_errors=opts.retry_errors):
+            rerun.append(rec)
+        else:
+            finished.append(rec)
+    return _Resumed(old, changes, finished, rerun)
+
+
+def _runner_options(opts: RunOptions, factory: Callable[..., Any] | None) -> RunnerOptions:
+    """What the runner takes of the run's options."""
+    return RunnerOptions(
+        rollouts_per_task=opts.rollouts_per_task,
+        concurrency=opts.concurrency,
+        timeout=opts.timeout,
+        max_retries=opts.max_retries,
+        retry_base_delay=opts.retry_base_delay,
+        retry_max_delay=opts.retry_max_delay,
+        keep_sandboxes=opts.keep_sandboxes,
+        pass_threshold=opts.pass_threshold,
+        normalize_advantages=opts.normalize_advantages,
+        sandbox_factory=factory,
+        run_token_limit=opts.run_token_limit,
+        run_cost_limit=opts.run_cost_limit,
     )
 
 
