@@ -78,69 +78,14 @@ def summarize(
     in no mean or pass@k; they are counted and listed (``infra_errors``), and
     a run with any is not ``complete`` (``--resume`` runs them again).
     """
-    by_task: dict[str, list[RolloutRecord]] = {}
-    for rec in records:
-        by_task.setdefault(rec.task_id, []).append(rec)
-    tasks = []
-    task_pass: dict[str, list[float]] = {}
-    for task_id, example_id in planned_tasks:
-        recs = sorted(by_task.get(task_id, []), key=lambda r: r.rollout_index)
-        scored = [r.reward for r in recs if r.reward is not None]
-        mean = _mean(scored)
-        std = (
-            math.sqrt(math.fsum((x - mean) ** 2 for x in scored) / len(scored))
-            if mean is not None
-            else None
-        )
-        passes = _pass_table(scored, threshold) if scored else {}
-        for k, v in passes.items():
-            task_pass.setdefault(k, []).append(v)
-        tasks.append(
-            {
-                "task_id": task_id,
-                "example_id": example_id,
-                "planned": rollouts_per_task,
-                "rollouts": len(recs),
-                "scored": len(scored),
-                "mean_reward": mean,
-                "std_reward": std,
-                "pass_at_k": passes,
-                "errors": sum(1 for r in recs if not r.ok),
-                "infra_errors": sum(1 for r in recs if r.infra_error),
-            }
-        )
+    tasks, task_pass = _task_rows(records, planned_tasks, rollouts_per_task, threshold)
     scored_all = [r.reward for r in records if r.reward is not None]
     metrics: dict[str, list[float]] = {}
     for rec in records:
         for name, value in rec.rewards.items():
             metrics.setdefault(name, []).append(value)
-    kinds = Counter(
-        r.error_kind or ("scoring_error" if r.scoring_errors else r.status)
-        for r in records
-        if not r.ok
-    )
-    first_errors: dict[str, str] = {}
-    for r in records:
-        if r.ok:
-            continue
-        kind = r.error_kind or ("scoring_error" if r.scoring_errors else r.status)
-        if kind not in first_errors:
-            first_errors[kind] = r.error or (
-                r.scoring_errors[0]["error"] if r.scoring_errors else r.status
-            )
-    usage_total: dict[str, float] = {}
-    priced = 0
-    for r in records:
-        for key, value in r.usage.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                usage_total[key] = usage_total.get(key, 0) + value
-        if isinstance(r.usage.get("cost"), (int, float)):
-            priced += 1
-    usage_mean = {
-        key: value / (priced if key == "cost" else len(records))
-        for key, value in usage_total.items()
-        if records and (key != "cost" or priced)
-    }
+    kinds, first_errors = _errors(records)
+    usage_total, usage_mean, priced = _usage(records)
     could_not_run = [r for r in records if r.infra_error]
     durations = [
         float(d)
@@ -184,6 +129,87 @@ def summarize(
     if extra:
         summary.update(extra)
     return summary
+
+
+def _task_rows(
+    records: Sequence[RolloutRecord],
+    planned_tasks: Sequence[tuple[str, str]],
+    rollouts_per_task: int,
+    threshold: float,
+) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """Each planned task's statistics, and every task's pass@k values per k."""
+    by_task: dict[str, list[RolloutRecord]] = {}
+    for rec in records:
+        by_task.setdefault(rec.task_id, []).append(rec)
+    tasks = []
+    task_pass: dict[str, list[float]] = {}
+    for task_id, example_id in planned_tasks:
+        recs = sorted(by_task.get(task_id, []), key=lambda r: r.rollout_index)
+        scored = [r.reward for r in recs if r.reward is not None]
+        mean = _mean(scored)
+        std = (
+            math.sqrt(math.fsum((x - mean) ** 2 for x in scored) / len(scored))
+            if mean is not None
+            else None
+        )
+        passes = _pass_table(scored, threshold) if scored else {}
+        for k, v in passes.items():
+            task_pass.setdefault(k, []).append(v)
+        tasks.append(
+            {
+                "task_id": task_id,
+                "example_id": example_id,
+                "planned": rollouts_per_task,
+                "rollouts": len(recs),
+                "scored": len(scored),
+                "mean_reward": mean,
+                "std_reward": std,
+                "pass_at_k": passes,
+                "errors": sum(1 for r in recs if not r.ok),
+                "infra_errors": sum(1 for r in recs if r.infra_error),
+            }
+        )
+    return tasks, task_pass
+
+
+def _errors(records: Sequence[RolloutRecord]) -> tuple[Counter[str], dict[str, str]]:
+    """How many rollouts failed by kind, and the first message of each kind."""
+    kinds = Counter(
+        r.error_kind or ("scoring_error" if r.scoring_errors else r.status)
+        for r in records
+        if not r.ok
+    )
+    first_errors: dict[str, str] = {}
+    for r in records:
+        if r.ok:
+            continue
+        kind = r.error_kind or ("scoring_error" if r.scoring_errors else r.status)
+        if kind not in first_errors:
+            first_errors[kind] = r.error or (
+                r.scoring_errors[0]["error"] if r.scoring_errors else r.status
+            )
+    return kinds, first_errors
+
+
+def _usage(
+    records: Sequence[RolloutRecord],
+) -> tuple[dict[str, float], dict[str, float], int]:
+    """The rollouts' usage summed, its mean per rollout (the cost's per priced rollout),
+    and how many rollouts were priced."""
+    usage_total: dict[str, float] = {}
+    priced = 0
+    for r in records:
+        for key, value in r.usage.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                usage_total[key] = usage_total.get(key, 0) + value
+        if isinstance(r.usage.get("cost"), (int, float)):
+            priced += 1
+    usage_mean = {
+        key: value / (priced if key == "cost" else len(records))
+        for key, value in usage_total.items()
+        if records and (key != "cost" or priced)
+    }
+    return usage_total, usage_mean, priced
 
 
 def _short(text: str | None, limit: int = 300) -> str | None:
