@@ -151,6 +151,40 @@ def resolve_settings(
         stored = RunStore(resume).read_manifest()
     elif params["retry_errors"]:
         raise SpecError("--retry-errors reruns rollouts of an existing run: give --resume DIR")
+    taskset_spec, harness = _names(params, stored, resume)
+    given = _given(params, tables, taskset_spec, harness, source or "config")
+    if stored:
+        # the stored settings are the defaults; those given again override them one
+        # by one (and a change that alters results is then refused, naming it)
+        _carry_context(given, stored, resume)
+        _carry_options(given, stored, params)
+    if params["sandbox_pairs"]:
+        given.sb_options.update(
+            parse_options("sandbox", given.sb_name or "local", params["sandbox_pairs"], "-S")
+        )
+    hidden = [
+        k
+        for k, v in {**given.h_options, **given.t_options, **given.sb_options}.items()
+        if v == "***"
+    ]
+    hidden += [f"--header {k}" for k, v in given.headers.items() if v == "***"]
+    if hidden:
+        raise SpecError(
+            f"{', '.join(hidden)} of {resume} held secrets, which are not stored; "
+            "pass them again (-H/-T/-S NAME=VALUE, --header 'NAME: VALUE')"
+        )
+    return RunSettings(
+        taskset_spec=taskset_spec,
+        harness=harness,
+        harness_options=given.h_options,
+        taskset_options=given.t_options,
+        sandbox=given.sb_name,
+        options=_run_options(given, params, resume),
+    )
+
+
+def _names(params: dict[str, Any], stored: dict[str, Any], resume: Path | None) -> tuple[str, str]:
+    """The taskset spec and the harness: given, else the resumed run's."""
     taskset_spec: str | None = params["taskset_spec"]
     harness: str | None = params["harness"]
     if taskset_spec is None or harness is None:
@@ -163,8 +197,45 @@ def resolve_settings(
         harness = harness or stored["harness"].get("name")
         if not taskset_spec or not harness:
             raise SpecError(f"{resume} was not started from names; pass TASKSET_SPEC and HARNESS")
+    return taskset_spec, harness
+
+
+@attrs.define(kw_only=True)
+class _Given:
+    """The settings the flags and the config file give (a resumed run's fill the rest)."""
+
+    taskset_spec: str
+    harness: str
+    h_options: dict[str, Any]
+    t_options: dict[str, Any]
+    sampling: dict[str, Any]
+    headers: dict[str, str]
+    limits: dict[str, Any]
+    run_limits: dict[str, Any]
+    price: Any
+    model: str | None
+    base_url: str | None
+    api_key_env: str | None
+    rollouts: int | None
+    limit: int | None
+    task_ids: tuple[str, ...]
+    pass_threshold: float | None
+    normalize: bool
+    sb_name: str | None
+    allow_network: bool
+    proxy: dict[str, Any]
+    sb_options: dict[str, Any]
+
+
+def _given(
+    params: dict[str, Any],
+    tables: dict[str, dict[str, Any]],
+    taskset_spec: str,
+    harness: str,
+    where: str,
+) -> _Given:
+    """The settings of the flags over those of the config file (``where``: its name)."""
     provider = provider_of(taskset_spec)
-    where = source or "config"
     h_options = {
         **_check_options("harness", harness, tables.get("harness_options", {}), where),
         **parse_options("harness", harness, params["harness_pairs"], "-H"),
@@ -180,119 +251,128 @@ def resolve_settings(
             sampling[name] = params[name]
     headers = {str(k): str(v) for k, v in tables.get("headers", {}).items()}
     headers.update(_headers(params["header_pairs"]))
-    limits = {
-        k: params[k]
-        for k in ("max_tokens", "max_turns", "token_limit", "cost_limit", "message_limit")
-    }
-    run_limits = {k: params[k] for k in ("run_token_limit", "run_cost_limit", "timeout")}
     price: Any = tables.get("price") or params["price"]
-    model, base_url, api_key_env = params["model"], params["base_url"], params["api_key_env"]
-    rollouts, limit, task_ids = params["rollouts"], params["limit"], params["task_ids"]
-    pass_threshold = params["pass_threshold"]
-    normalize = params["normalize_advantages"]
-    sb_name, allow_network = params["sandbox"], params["allow_network"]
+    sb_name = params["sandbox"]
     proxy = _proxy_flags(params)
     sb_options: dict[str, Any] = {}
     if tables.get("sandbox_options"):
         sb_options = _check_options("sandbox", sb_name or "local", tables["sandbox_options"], where)
-    if stored:
-        # the stored settings are the defaults; those given again override them one
-        # by one (and a change that alters results is then refused, naming it)
-        if taskset_spec == stored["taskset"].get("spec"):
-            t_options = {**(stored["taskset"].get("options") or {}), **t_options}
-        if harness == stored["harness"].get("name"):
-            h_options = {**(stored["harness"].get("options") or {}), **h_options}
-        sctx = stored.get("context", {})
-        model = model if model is not None else sctx.get("model")
-        if base_url is None:
-            base_url = sctx.get("base_url")
-            if base_url and "***" in base_url:
-                raise SpecError(
-                    f"the base URL of {resume} ({base_url}) held credentials, which are not "
-                    "stored; pass it again with --base-url"
-                )
-        if api_key_env is None and sctx.get("api_key_env") not in (None, "OPENAI_API_KEY"):
-            api_key_env = sctx.get("api_key_env")
-        sampling = {**(sctx.get("sampling_args") or {}), **sampling}
-        headers = {**(sctx.get("headers") or {}), **headers}
-        for key, value in (sctx.get("limits") or {}).items():
-            if key in limits and limits[key] is None:
-                limits[key] = value
-        run_options = stored.get("options") or {}
-        for key in run_limits:
-            if run_limits[key] is None:
-                run_limits[key] = run_options.get(key)
-        if pass_threshold is None:
-            pass_threshold = run_options.get("pass_threshold")
-        normalize = normalize or bool(run_options.get("normalize_advantages"))
-        for key in _PROXY_OPTIONS:  # the model proxy's settings, unless given again
-            if key not in proxy and key in run_options:
-                proxy[key] = run_options[key]
-        pricing = stored.get("pricing") or {}
-        if price is None and pricing.get("source") == "given":
-            price = {k: pricing[k] for k in ("input", "output", "cached_input") if pricing.get(k)}
-        plan = stored.get("plan", {})
-        rollouts = rollouts if rollouts is not None else plan.get("rollouts_per_task")
-        limit = limit if limit is not None else plan.get("limit")
-        if not task_ids and plan.get("requested_task_ids"):
-            task_ids = tuple(plan["requested_task_ids"])
-        sb = stored.get("sandbox", {})
-        if sb.get("used"):
-            sb_name = sb_name or sb.get("name")
-            if not params["sandbox_pairs"] and not sb_options:
-                sb_options = {
-                    k: v for k, v in (sb.get("options") or {}).items() if k != "allow_network"
-                }
-                allow_network = allow_network or bool(
-                    (sb.get("options") or {}).get("allow_network")
-                )
-    if params["sandbox_pairs"]:
-        sb_options.update(
-            parse_options("sandbox", sb_name or "local", params["sandbox_pairs"], "-S")
-        )
-    hidden = [k for k, v in {**h_options, **t_options, **sb_options}.items() if v == "***"]
-    hidden += [f"--header {k}" for k, v in headers.items() if v == "***"]
-    if hidden:
-        raise SpecError(
-            f"{', '.join(hidden)} of {resume} held secrets, which are not stored; "
-            "pass them again (-H/-T/-S NAME=VALUE, --header 'NAME: VALUE')"
-        )
-    options = RunOptions(
-        rollouts_per_task=1 if rollouts is None else rollouts,
-        concurrency=params["concurrency"],
-        limit=limit,
-        task_ids=list(task_ids) or None,
-        timeout=run_limits["timeout"],
-        max_retries=params["max_retries"],
-        out=None if resume is not None else (params["out"] or _default_out(harness)),
-        resume=resume,
-        retry_errors=params["retry_errors"],
-        model=model,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        sampling_args=sampling,
-        headers=headers,
-        **limits,
-        run_token_limit=run_limits["run_token_limit"],
-        run_cost_limit=run_limits["run_cost_limit"],
-        price=None if price is None else Price.parse(price, where="--price"),
-        sandbox=sb_name,
-        sandbox_options=sb_options,
-        keep_sandboxes=params["keep_sandboxes"],
-        allow_network=allow_network,
-        pass_threshold=1.0 if pass_threshold is None else pass_threshold,
-        normalize_advantages=normalize,
-        preflight=params["preflight"],
-        executor=_executor(params),
-        **proxy,
-    )
-    return RunSettings(
+    return _Given(
         taskset_spec=taskset_spec,
         harness=harness,
-        harness_options=h_options,
-        taskset_options=t_options,
-        sandbox=sb_name,
-        options=options,
+        h_options=h_options,
+        t_options=t_options,
+        sampling=sampling,
+        headers=headers,
+        limits={
+            k: params[k]
+            for k in ("max_tokens", "max_turns", "token_limit", "cost_limit", "message_limit")
+        },
+        run_limits={k: params[k] for k in ("run_token_limit", "run_cost_limit", "timeout")},
+        price=price,
+        model=params["model"],
+        base_url=params["base_url"],
+        api_key_env=params["api_key_env"],
+        rollouts=params["rollouts"],
+        limit=params["limit"],
+        task_ids=params["task_ids"],
+        pass_threshold=params["pass_threshold"],
+        normalize=params["normalize_advantages"],
+        sb_name=sb_name,
+        allow_network=params["allow_network"],
+        proxy=proxy,
+        sb_options=sb_options,
+    )
+
+
+def _carry_context(given: _Given, stored: dict[str, Any], resume: Path | None) -> None:
+    """The resumed run's plugin options and context (model, endpoint, sampling, headers,
+    limits) where none are given again."""
+    if given.taskset_spec == stored["taskset"].get("spec"):
+        given.t_options = {**(stored["taskset"].get("options") or {}), **given.t_options}
+    if given.harness == stored["harness"].get("name"):
+        given.h_options = {**(stored["harness"].get("options") or {}), **given.h_options}
+    sctx = stored.get("context", {})
+    given.model = given.model if given.model is not None else sctx.get("model")
+    if given.base_url is None:
+        given.base_url = sctx.get("base_url")
+        if given.base_url and "***" in given.base_url:
+            raise SpecError(
+                f"the base URL of {resume} ({given.base_url}) held credentials, which are not "
+                "stored; pass it again with --base-url"
+            )
+    if given.api_key_env is None and sctx.get("api_key_env") not in (None, "OPENAI_API_KEY"):
+        given.api_key_env = sctx.get("api_key_env")
+    given.sampling = {**(sctx.get("sampling_args") or {}), **given.sampling}
+    given.headers = {**(sctx.get("headers") or {}), **given.headers}
+    for key, value in (sctx.get("limits") or {}).items():
+        if key in given.limits and given.limits[key] is None:
+            given.limits[key] = value
+
+
+def _carry_options(given: _Given, stored: dict[str, Any], params: dict[str, Any]) -> None:
+    """The resumed run's options, price, plan and sandbox where none are given again."""
+    run_limits = given.run_limits
+    run_options = stored.get("options") or {}
+    for key in run_limits:
+        if run_limits[key] is None:
+            run_limits[key] = run_options.get(key)
+    if given.pass_threshold is None:
+        given.pass_threshold = run_options.get("pass_threshold")
+    given.normalize = given.normalize or bool(run_options.get("normalize_advantages"))
+    for key in _PROXY_OPTIONS:  # the model proxy's settings, unless given again
+        if key not in given.proxy and key in run_options:
+            given.proxy[key] = run_options[key]
+    pricing = stored.get("pricing") or {}
+    if given.price is None and pricing.get("source") == "given":
+        given.price = {k: pricing[k] for k in ("input", "output", "cached_input") if pricing.get(k)}
+    plan = stored.get("plan", {})
+    given.rollouts = given.rollouts if given.rollouts is not None else plan.get("rollouts_per_task")
+    given.limit = given.limit if given.limit is not None else plan.get("limit")
+    if not given.task_ids and plan.get("requested_task_ids"):
+        given.task_ids = tuple(plan["requested_task_ids"])
+    sb = stored.get("sandbox", {})
+    if sb.get("used"):
+        given.sb_name = given.sb_name or sb.get("name")
+        if not params["sandbox_pairs"] and not given.sb_options:
+            given.sb_options = {
+                k: v for k, v in (sb.get("options") or {}).items() if k != "allow_network"
+            }
+            given.allow_network = given.allow_network or bool(
+                (sb.get("options") or {}).get("allow_network")
+            )
+
+
+def _run_options(given: _Given, params: dict[str, Any], resume: Path | None) -> RunOptions:
+    """The run's :class:`~agentkit.RunOptions`, from the settings resolved."""
+    return RunOptions(
+        rollouts_per_task=1 if given.rollouts is None else given.rollouts,
+        concurrency=params["concurrency"],
+        limit=given.limit,
+        task_ids=list(given.task_ids) or None,
+        timeout=given.run_limits["timeout"],
+        max_retries=params["max_retries"],
+        out=None if resume is not None else (params["out"] or _default_out(given.harness)),
+        resume=resume,
+        retry_errors=params["retry_errors"],
+        model=given.model,
+        base_url=given.base_url,
+        api_key_env=given.api_key_env,
+        sampling_args=given.sampling,
+        headers=given.headers,
+        **given.limits,
+        run_token_limit=given.run_limits["run_token_limit"],
+        run_cost_limit=given.run_limits["run_cost_limit"],
+        price=None if given.price is None else Price.parse(given.price, where="--price"),
+        sandbox=given.sb_name,
+        sandbox_options=given.sb_options,
+        keep_sandboxes=params["keep_sandboxes"],
+        allow_network=given.allow_network,
+        pass_threshold=1.0 if given.pass_threshold is None else given.pass_threshold,
+        normalize_advantages=given.normalize,
+        preflight=params["preflight"],
+        executor=_executor(params),
+        **given.proxy,
     )
 
 
