@@ -25,7 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentkit import AgentEnv, HarnessResult, Rubric, SpecError, Task, Taskset
-from agentkit.jobs._spec import count_cells
+from agentkit.jobs._expand import count_cells
 from agentkit.validation import MAX_CELLS, MAX_ROLLOUTS
 
 ROOT = Path(__file__).resolve().parents[1]
