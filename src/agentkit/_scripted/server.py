@@ -22,95 +22,29 @@ From the command line: ``python -m agentkit.testing.model_server --script FILE -
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import hmac
 import itertools
 import json
 import threading
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from ssl import SSLContext
-from typing import Any, Literal, NamedTuple
+from typing import Any
 
-import attrs
 from aiohttp import web
 
 from agentkit._errors import AgentkitError
-from agentkit._scripted import chat_wire, messages_wire, responses_wire, sglang_wire
-from agentkit._scripted.answer import (
-    Answer,
-    completion_token_ids,
-    estimate_prompt_tokens,
-    logprob_at,
-    prompt_token_ids,
-)
-from agentkit._scripted.script import Api, Reply, RequestView, Script, load_script
+from agentkit._scripted import chat_wire, messages_wire, sglang_wire
+from agentkit._scripted.answer import estimate_prompt_tokens
+from agentkit._scripted.delivery import Gate, deliver, json_response
+from agentkit._scripted.log import RecordedRequest, RequestLog, recorded
+from agentkit._scripted.renderers import Engine, renderers
+from agentkit._scripted.script import Api, RequestView, Script, load_script
 
 __all__ = ["RecordedRequest", "ScriptedModelServer", "main"]
 
-_REDACTED = "[redacted]"
-_SECRET_HEADERS = frozenset({"authorization", "api-key", "x-api-key", "proxy-authorization"})
 _MAX_BODY = 64 * 1024 * 1024
-
-
-@attrs.frozen(kw_only=True)
-class RecordedRequest:
-    """One request the server received.
-
-    ``headers`` (names in lower case) has secret headers (``Authorization``,
-    ``x-api-key``...) replaced by ``"[redacted]"``; ``api_key_sent`` says
-    whether the server's ``api_key`` came with it, exactly (always False on a
-    server given no key; a request with another key or none was refused with
-    a 401 when the server has one). ``path`` includes the query string.
-    ``body`` is the parsed JSON body (None when absent or not JSON; then
-    ``body_text`` holds the text). ``api`` is the protocol of a model request
-    (``chat``, ``messages``, ``responses``; None for other requests) and
-    ``rule`` the index of the script rule that answered it (None: the default
-    reply, or not a model request). ``sent`` is the token data the answer
-    carried, filled once it is sent (empty when it carried none):
-    ``prompt_token_ids`` and ``completion_token_ids``, and
-    ``completion_logprobs`` when chat completions were asked for logprobs: all
-    the completion's tokens, those a reply's ``drop_token_chunks`` kept out of
-    the answer included (what the model sampled).
-    """
-
-    method: str
-    path: str
-    headers: dict[str, str]
-    api_key_sent: bool
-    body: Any
-    body_text: str
-    timestamp: float
-    rule: int | None = None
-    api: Api | None = None
-    sent: dict[str, Any] = attrs.field(factory=dict, eq=False)
-
-
-class _Wire(NamedTuple):
-    """How one protocol renders answers and errors."""
-
-    render: Callable[[Answer, Reply, Mapping[str, Any], RequestView], Any]
-    events: Callable[[Answer, Reply, Mapping[str, Any], RequestView], list[bytes]]
-    error_body: Callable[[int, str], Any]
-
-
-#: Whose chat completions' token fields the server answers in.
-Engine = Literal["vllm", "sglang"]
-
-
-def _wires(engine: Engine = "vllm") -> dict[str, _Wire]:
-    chat = (
-        _Wire(sglang_wire.render, sglang_wire.events, sglang_wire.error_body)
-        if engine == "sglang"
-        else _Wire(chat_wire.render, chat_wire.events, chat_wire.error_body)
-    )
-    return {
-        "chat": chat,
-        "messages": _Wire(messages_wire.render, messages_wire.events, messages_wire.error_body),
-        "responses": _Wire(responses_wire.render, responses_wire.events, chat_wire.error_body),
-    }
 
 
 #: Model routes (with and without the ``/v1`` prefix) and their protocol.
@@ -170,25 +104,16 @@ class ScriptedModelServer:
         self.host = host
         self.port = port
         # the newest ``log_limit`` requests are kept (all of them by default)
-        self._requests: collections.deque[RecordedRequest] = collections.deque(maxlen=log_limit)
-        self._lock = threading.Lock()
+        self._log = RequestLog(log_limit)
         self._ids = itertools.count(1)
-        self._wires = _wires(engine)
+        self._renderers = renderers(engine)
         self._runner: web.ServerRunner | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stop_requested: asyncio.Event | None = None
         self._closing: asyncio.Event | None = None
-        # set: model answers go out; cleared by hold(), set again by release()
-        self._open = threading.Event()
-        self._open.set()
-        # hold(after_events=N): streams send N events, then wait for release()
-        self._hold_after = 0
-        self._events_sent = 0
-        # wait_for_requests(): (how many model requests, the waiter's loop, its future)
-        self._waiters: list[tuple[int, asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
-        self._model_received = 0  # model requests logged since the last clear_requests()
-        self._held: list[RecordedRequest] = []  # kept back by hold() since the last release()
+        # whether model answers go out: hold() keeps them back until release()
+        self._gate = Gate()
 
     # -- public API ---------------------------------------------------------
 
@@ -223,8 +148,7 @@ class ScriptedModelServer:
     @property
     def requests(self) -> list[RecordedRequest]:
         """A copy of the log of requests received so far, oldest first."""
-        with self._lock:
-            return list(self._requests)
+        return self._log.entries()
 
     @property
     def model_requests(self) -> list[RecordedRequest]:
@@ -238,9 +162,7 @@ class ScriptedModelServer:
 
     def clear_requests(self) -> None:
         """Forget the logged requests."""
-        with self._lock:
-            self._requests.clear()
-            self._model_received = 0
+        self._log.clear()
 
     async def wait_for_requests(self, count: int = 1) -> list[RecordedRequest]:
         """Wait until at least ``count`` model requests have been received since the
@@ -248,20 +170,7 @@ class ScriptedModelServer:
         one whose answer :meth:`hold` keeps back, or refused for its key, counts once
         received. It waits on the server's own signal, never on the clock: bound it
         with ``anyio.fail_after``."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[None] = loop.create_future()
-        waiter = (count, loop, future)
-        with self._lock:
-            if self._model_received >= count:
-                future.set_result(None)
-            else:
-                self._waiters.append(waiter)
-        try:
-            await future
-        finally:
-            with self._lock:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+        await self._log.wait_for(count)
         return self.model_requests
 
     def hold(self, after_events: int = 0) -> None:
@@ -273,14 +182,12 @@ class ScriptedModelServer:
         first events reached a client while the server still holds the rest."""
         if after_events < 0:
             raise ValueError("after_events must be 0 or more")
-        self._hold_after = after_events
-        self._open.clear()
+        self._gate.hold(after_events)
 
     def release(self) -> None:
         """Let the answers held back by :meth:`hold` (and all later ones) go out."""
-        with self._lock:
-            self._held = []
-        self._open.set()
+        self._log.release()
+        self._gate.release()
 
     @property
     def held(self) -> list[RecordedRequest]:
@@ -288,13 +195,12 @@ class ScriptedModelServer:
         kept back since the last :meth:`release`, oldest first: received and never
         answered, whether their client still waits or has given up (a program killed
         while it waited, say)."""
-        with self._lock:
-            return list(self._held)
+        return self._log.held()
 
     @property
     def events_sent(self) -> int:
         """Stream events written so far, all streams together (see ``hold(after_events=)``)."""
-        return self._events_sent
+        return self._gate.events_sent
 
     def set_apis(self, apis: Iterable[Api] | None) -> None:
         """Serve only these protocols (None: all); a model request in another gets a 404."""
@@ -422,45 +328,11 @@ class ScriptedModelServer:
         *,
         held: bool = False,
     ) -> RecordedRequest:
-        text = "" if parsed is not None else body.decode("utf-8", errors="replace")
-        if text:
-            with contextlib.suppress(ValueError):
-                parsed = json.loads(text)
-                text = ""
-        headers = request.headers
-        shown = {}
-        for name, value in headers.items():
-            name = name.lower()
-            shown[name] = _REDACTED if name in _SECRET_HEADERS else value
-        entry = RecordedRequest(
-            method=request.method,
-            path=request.raw_path,
-            headers=shown,
-            api_key_sent=self._key_accepted(request) is True,
-            body=parsed,
-            body_text=text,
-            timestamp=time.time(),
-            rule=rule,
-            api=api,
+        entry = recorded(
+            request, body, rule, api, parsed, key_sent=self._key_accepted(request) is True
         )
-        with self._lock:
-            self._requests.append(entry)
-            if held:  # in the log and held back at once: no one sees one without the other
-                self._held.append(entry)
-            if api is not None:
-                self._model_received += 1
-                if self._waiters:
-                    self._wake_waiters()
+        self._log.add(entry, held=held)
         return entry
-
-    def _wake_waiters(self) -> None:
-        """Resolve the :meth:`wait_for_requests` calls now satisfied (under the lock)."""
-        count = self._model_received
-        for waiter in [w for w in self._waiters if w[0] <= count]:
-            self._waiters.remove(waiter)
-            _, loop, future = waiter
-            with contextlib.suppress(RuntimeError):  # the waiter's loop is gone
-                loop.call_soon_threadsafe(_resolve, future)
 
     def _key_accepted(self, request: web.BaseRequest) -> bool | None:
         """Whether ``request`` carries exactly the server's key (and no other key):
@@ -479,16 +351,16 @@ class ScriptedModelServer:
         self._record(request, body, None, api)
         if api == "messages" or (api is None and request.path.startswith(_MESSAGES_PATHS)):
             message = "invalid x-api-key (scripted): not the key this server was given"
-            return _json(401, messages_wire.error_body(401, message))
+            return json_response(401, messages_wire.error_body(401, message))
         message = "Incorrect API key provided (scripted): not the key this server was given."
-        return _json(401, chat_wire.error_body(401, message))
+        return json_response(401, chat_wire.error_body(401, message))
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         if (request.content_length or 0) > _MAX_BODY:
-            return _json(413, chat_wire.error_body(413, "request body too large"))
+            return json_response(413, chat_wire.error_body(413, "request body too large"))
         body = await request.content.read() if request.body_exists else b""
         if len(body) > _MAX_BODY:  # a chunked body has no content-length to check first
-            return _json(413, chat_wire.error_body(413, "request body too large"))
+            return json_response(413, chat_wire.error_body(413, "request body too large"))
         route = request.raw_path.partition("?")[0].rstrip("/")
         api = _ROUTES.get(route)
         known = api is not None or route in (*_COUNT_TOKENS, "/v1/models", "/models")
@@ -497,49 +369,59 @@ class ScriptedModelServer:
         if route in ("/v1/models", "/models"):
             self._record(request, body)
             if request.method != "GET":
-                return _json(405, chat_wire.error_body(405, "use GET"))
+                return json_response(405, chat_wire.error_body(405, "use GET"))
             data = [
                 {"id": m, "object": "model", "created": 0, "owned_by": self._engine}
                 for m in self._script.models
             ]
-            return _json(200, {"object": "list", "data": data})
+            return json_response(200, {"object": "list", "data": data})
         if route in _COUNT_TOKENS and (self._apis is None or "messages" in self._apis):
             return self._count_tokens(request, body)
         if api is None or (self._apis is not None and api not in self._apis):
             self._record(request, body)
             message = f"no route {request.method} {request.path}"
-            return _json(404, chat_wire.error_body(404, message))
-        wire = self._wires[api]
+            return json_response(404, chat_wire.error_body(404, message))
+        renderer = self._renderers[api]
         if request.method != "POST":
             self._record(request, body)
-            return _json(405, wire.error_body(405, "use POST"))
+            return json_response(405, renderer.error_body(405, "use POST"))
         try:
             parsed = json.loads(body) if body else None
         except ValueError:
             parsed = None
         if not isinstance(parsed, dict):
             self._record(request, body)
-            return _json(400, wire.error_body(400, "the body is not a JSON object"))
+            return json_response(400, renderer.error_body(400, "the body is not a JSON object"))
         view = RequestView.from_body(parsed, api)
         refused = (
             sglang_wire.refusal(parsed) if api == "chat" and self._engine == "sglang" else None
         )
         if refused is not None:
             self._record(request, body, None, api, parsed)
-            return _json(400, sglang_wire.error_body(400, refused))
+            return json_response(400, sglang_wire.error_body(400, refused))
         reply, rule = self._script.choose(view)
-        holding = not self._open.is_set() and not self._hold_after  # hold() until release()
+        holding = self._gate.holds_answers()  # hold() until release()
         entry = self._record(request, body, rule, api, parsed, held=holding)
         if holding:
             # a client that gives up cancels this wait: its request stays held (never
             # answered) until release()
-            while not self._open.is_set() and not self._hold_after:
+            while self._gate.holds_answers():
                 await asyncio.sleep(0.005)
-            with self._lock:  # this one (by identity: an equal request may be held too)
-                self._held = [r for r in self._held if r is not entry]
+            self._log.unhold(entry)  # this one (by identity: an equal one may be held too)
         if reply.latency:
             await asyncio.sleep(reply.latency)
-        return await self._answer(request, wire, reply, view, parsed, entry)
+        return await deliver(
+            request,
+            renderer,
+            reply,
+            view,
+            parsed,
+            entry,
+            gate=self._gate,
+            closing=self._closing,
+            ids=self._ids,
+            engine=self._engine,
+        )
 
     def _count_tokens(self, request: web.BaseRequest, body: bytes) -> web.Response:
         """Anthropic's token counting: the estimate a reply's usage would report."""
@@ -550,138 +432,12 @@ class ScriptedModelServer:
             parsed = None
         if request.method != "POST" or not isinstance(parsed, dict):
             status, message = (405, "use POST") if request.method != "POST" else (400, "not JSON")
-            return _json(status, messages_wire.error_body(status, message))
+            return json_response(status, messages_wire.error_body(status, message))
         view = RequestView.from_body(parsed, "messages")
-        return _json(200, {"input_tokens": estimate_prompt_tokens(view)})
-
-    async def _answer(
-        self,
-        request: web.BaseRequest,
-        wire: _Wire,
-        reply: Reply,
-        view: RequestView,
-        body: dict[str, Any],
-        entry: RecordedRequest,
-    ) -> web.StreamResponse:
-        if reply.fail == "hang":
-            # no answer until the client gives up (cancelling this) or the server stops
-            assert self._closing is not None
-            await self._closing.wait()
-            return _drop(request)
-        if reply.fail == "disconnect":
-            return _drop(request)
-        status = reply.status or {"rate_limit": 429, "server_error": 500}.get(reply.fail or "")
-        if status is not None:
-            message = reply.message or _default_error_message(status)
-            headers = {"retry-after": "0"} if status == 429 else {}
-            if reply.retry_after is not None:
-                headers = {"retry-after": f"{reply.retry_after:g}"}
-            if reply.raw_body is not None:  # an error body of the script's own text
-                return web.Response(
-                    status=status,
-                    body=reply.raw_body.encode(),
-                    content_type="application/json",
-                    headers=headers,
-                )
-            return _json(status, wire.error_body(status, message), headers)
-        if reply.body is not None or reply.raw_body is not None:
-            # a reply of the wrong shape, as the script gives it
-            text = json.dumps(reply.body) if reply.raw_body is None else reply.raw_body
-            if not view.stream:
-                return web.Response(body=text.encode(), content_type="application/json")
-            event = f"data: {text}\n\n".encode()
-            return await self._stream(request, reply, [event, b"data: [DONE]\n\n"])
-        answer = Answer.build(reply, view, next(self._ids), int(time.time()))
-        entry.sent.update(_sent_tokens(answer, reply, body, view, self._engine))
-        if view.stream:
-            return await self._stream(request, reply, wire.events(answer, reply, body, view))
-        full = json.dumps(wire.render(answer, reply, body, view)).encode()
-        if reply.fail == "invalid_json":
-            return web.Response(body=full[: len(full) // 2], content_type="application/json")
-        if reply.fail == "broken_stream":
-            response = web.StreamResponse(status=200, headers=_JSON)
-            response.content_length = len(full)
-            await response.prepare(request)
-            await response.write(full[: len(full) // 2])
-            return _drop(request, response)
-        if reply.chunk_delay:  # a slow server: the body drips out chunk_size bytes at a time
-            response = web.StreamResponse(status=200, headers=_JSON)
-            response.content_length = len(full)
-            await response.prepare(request)
-            for start in range(0, len(full), reply.chunk_size):
-                await asyncio.sleep(reply.chunk_delay)
-                await response.write(full[start : start + reply.chunk_size])
-            await response.write_eof()
-            return response
-        return web.Response(body=full, content_type="application/json")
-
-    async def _stream(
-        self, request: web.BaseRequest, reply: Reply, events: list[bytes]
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(status=200, headers=_SSE)
-        await response.prepare(request)
-        held = self._hold_after and not self._open.is_set()
-        if not reply.chunk_delay and reply.fail is None and not held:
-            # every event at once: a client reads them as separate events all the same
-            await response.write(b"".join(events))
-            self._events_sent += len(events)
-            await response.write_eof()
-            return response
-        # the faults hit an event in the middle, never the closing one
-        faulty = max(0, len(events) - 2)
-        for index, event in enumerate(events):
-            if reply.fail == "broken_stream" and index == min(2, faulty):
-                # half an event, then the connection drops before the stream ends
-                await response.write(event[:20])
-                return _drop(request, response)
-            if reply.fail == "invalid_json" and index == min(2, faulty):
-                event = _truncated_event(event)
-            while held and index >= self._hold_after and not self._open.is_set():
-                await asyncio.sleep(0.005)  # hold(after_events=N): the rest waits for release()
-            await response.write(event)
-            self._events_sent += 1
-            if reply.chunk_delay:
-                await asyncio.sleep(reply.chunk_delay)
-        await response.write_eof()
-        return response
+        return json_response(200, {"input_tokens": estimate_prompt_tokens(view)})
 
 
-_JSON = {"content-type": "application/json"}
-_SSE = {"content-type": "text/event-stream", "cache-control": "no-cache"}
 _MESSAGES_PATHS = ("/v1/messages", "/messages")
-
-
-def _sent_tokens(
-    answer: Answer,
-    reply: Reply,
-    body: Mapping[str, Any],
-    view: RequestView,
-    engine: Engine = "vllm",
-) -> dict[str, Any]:
-    """The token data an answer carries (for the request log): vLLM's fields of chat
-    completions and the Responses API, when asked (or the reply's ``token_ids``);
-    SGLang's, with ``engine="sglang"``."""
-    api = view.api
-    if api == "chat" and engine == "sglang" and view.stream:
-        sends = sglang_wire.stream_ids_asked(body) == (True, True)
-    elif api == "chat":
-        sends = reply.token_ids or body.get("return_token_ids") is True
-    elif api == "responses":
-        sends = responses_wire.sends_token_ids(reply, body)
-    else:
-        sends = False
-    if not sends:
-        return {}
-    completion = completion_token_ids(answer)
-    out: dict[str, Any] = {
-        "prompt_token_ids": prompt_token_ids(
-            view, tool_calls_as_json=reply.tool_calls_in_prompt == "json"
-        ),
-        "completion_token_ids": completion,
-    }
-    if api == "chat" and body.get("logprobs") is True:
-        out["completion_logprobs"] = [logprob_at(reply, i) for i in range(len(completion))]
-    return out
 
 
 def _checked_key(api_key: str | None) -> str | None:
@@ -699,44 +455,6 @@ def _keys_sent(headers: Mapping[str, str]) -> list[str]:
         keys.append(token.strip() if scheme.lower() == "bearer" else authorization)
     keys += [v for v in (headers.get("x-api-key"), headers.get("api-key")) if v is not None]
     return keys
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-def _json(status: int, data: Any, headers: Mapping[str, str] | None = None) -> web.Response:
-    body = json.dumps(data).encode()
-    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
-
-
-def _drop(
-    request: web.BaseRequest, response: web.StreamResponse | None = None
-) -> web.StreamResponse:
-    """Close the connection at once, without finishing (or sending) the response."""
-    transport = request.transport
-    if transport is not None:
-        transport.abort()
-    if response is None:
-        # nothing was sent: tell aiohttp the client is gone, as when it hangs up
-        raise asyncio.CancelledError
-    return response
-
-
-def _truncated_event(event: bytes) -> bytes:
-    """The event with its JSON cut in half: a ``data:`` line that does not parse."""
-    head, sep, data = event.partition(b"data: ")
-    data = data.rstrip(b"\n")
-    return head + sep + data[: max(1, len(data) // 2)] + b"\n\n"
-
-
-def _default_error_message(status: int) -> str:
-    if status == 429:
-        return "Rate limit reached for requests (scripted). Please try again later."
-    if status >= 500:
-        return "The server had an error while processing your request (scripted)."
-    return f"Request rejected with status {status} (scripted)."
 
 
 def main(argv: list[str] | None = None) -> None:
