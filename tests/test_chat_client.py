@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentkit import Usage
+from agentkit import Limits, RunContext, Usage
 from agentkit.chat import (
     ChatClient,
     ChatResponse,
@@ -177,6 +177,54 @@ async def test_sampling_arguments_extra_body_headers_and_query(
     assert not {"extra_body", "extra_headers", "extra_query", "timeout"} & set(body)
     assert request.headers["x-trace-id"] == "abc" and request.headers["x-run"] == "r1"
     assert request.path.endswith("/chat/completions?api-version=2024-10-21")
+
+
+async def test_for_run_makes_the_client_the_run_context_describes(
+    model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ChatClient.for_run``: the run's endpoint, model, key (from its variable),
+    headers, sampling arguments and limit; the run's tools left out unless asked for;
+    a ``max_tokens`` sampling argument wins over the run's limit, a harness's own
+    ``max_tokens`` over both; a harness's ``model`` and ``base_url`` over the run's."""
+    monkeypatch.setenv("AGENTKIT_TEST_FOR_RUN_KEY", KEY)
+    model_server.set_api_key(KEY)
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    context = RunContext(
+        model="scripted",
+        base_url=model_server.base_url,
+        api_key_env="AGENTKIT_TEST_FOR_RUN_KEY",
+        headers={"X-Run": "r1"},
+        sampling_args={"temperature": 0.3, "tools": tools},
+        limits=Limits(max_tokens=9),
+        max_connections=3,
+    )
+    async with ChatClient.for_run(context) as chat:
+        await chat.complete(HELLO)
+    async with ChatClient.for_run(
+        context.evolve(sampling_args={"max_tokens": 5, "tools": tools})
+    ) as chat:
+        await chat.complete(HELLO)
+    async with ChatClient.for_run(
+        # nothing listens on port 1: the harness's base URL is the one used
+        context.evolve(
+            base_url="http://127.0.0.1:1/v1", sampling_args={"max_tokens": 5, "tools": tools}
+        ),
+        model="other",
+        base_url=model_server.base_url,
+        max_tokens=7,
+        tools=True,
+    ) as chat:
+        await chat.complete(HELLO)
+    limit, sampled, own = model_server.chat_requests
+    assert all(r.api_key_sent and r.headers["x-run"] == "r1" for r in (limit, sampled, own))
+    assert (limit.body["model"], limit.body["temperature"], limit.body["max_tokens"]) == (
+        "scripted",
+        0.3,
+        9,
+    )
+    assert "tools" not in limit.body and "tools" not in sampled.body
+    assert sampled.body["max_tokens"] == 5
+    assert (own.body["model"], own.body["max_tokens"], own.body["tools"]) == ("other", 7, tools)
 
 
 async def test_token_ids_and_logprobs_when_asked(

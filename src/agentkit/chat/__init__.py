@@ -4,9 +4,7 @@ The built-in ``chat`` harness and the Fleet tool-call harness call their
 model through it, and so can any plugin's harness:
 
 >>> from agentkit.chat import ChatClient                                # doctest: +SKIP
->>> client = ChatClient(context.base_url, model=context.model,          # doctest: +SKIP
-...                     api_key=context.resolved_api_key, headers=context.headers,
-...                     sampling=context.sampling_args, connections=self._connections)
+>>> client = ChatClient.for_run(context, connections=self._connections) # doctest: +SKIP
 >>> response = await client.complete(messages)                          # doctest: +SKIP
 >>> response.message, response.usage, response.finish_reason            # doctest: +SKIP
 
@@ -15,7 +13,8 @@ model through it, and so can any plugin's harness:
   the reply strictly into a :class:`ChatResponse`: the assistant message
   (text, tool calls), usage, finish reason, vLLM's token ids and logprobs
   when the server returns them, the request and response bodies and the
-  call's timing.
+  call's timing; :meth:`ChatClient.for_run` makes the one a rollout's
+  :class:`~agentkit.RunContext` describes.
 - :class:`ModelCallError` is every failure, with the ``error_kind`` the
   runner retries by (``model_rate_limit``, ``model_connection``...) and the
   server's ``Retry-After``.

@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 
-from agentkit._context import is_secret_header
+from agentkit._context import RunContext, is_secret_header
 from agentkit._endpoint import EndpointError, ModelEndpoint
 from agentkit._redact import MARKER, register_secret
 from agentkit.chat._connections import ConnectionCache
@@ -140,6 +140,63 @@ class ChatClient:
                 )
         except EndpointError as exc:
             raise self._error(exc.kind, str(exc)) from None
+
+    @classmethod
+    def for_run(
+        cls,
+        context: RunContext,
+        *,
+        model: str | None = None,
+        base_url: str | None = None,
+        max_tokens: int | None = None,
+        tools: bool = False,
+        token_ids: bool = False,
+        stream: bool = False,
+        request_timeout: float = 600.0,
+        max_reply_chars: int | None = MAX_REPLY_CHARS,
+        max_reply_bytes: int | None = MAX_REPLY_BYTES,
+        connections: ConnectionCache | None = None,
+    ) -> ChatClient:
+        """A client for a rollout's model calls, as its :class:`~agentkit.RunContext`
+        says: the run's endpoint, model, API key (``resolved_api_key``), headers,
+        sampling arguments, output-token limit and concurrency.
+
+        >>> client = ChatClient.for_run(context, connections=self._connections)  # doctest: +SKIP
+
+        - ``model``, ``base_url``: a harness's own option over the run's (the
+          context's model, else ``""``; its base URL, else the client's default).
+        - ``max_tokens``: sent over a ``max_tokens`` sampling argument; without
+          it, a ``max_tokens`` sampling argument wins over the run's limit
+          (``context.limits.max_tokens``), which is sent only when there is none.
+        - ``tools``: send the run's ``tools`` sampling argument; by default it is
+          left out (the harness gives the model tools of its own, or none).
+        - The connections kept open: the run's ``max_connections``, else
+          :data:`DEFAULT_CONNECTIONS`.
+        - The other arguments are :class:`ChatClient`'s.
+
+        Raises :class:`~agentkit.chat.ModelCallError` (``model_bad_request``) for a
+        base URL that is not http(s), as :class:`ChatClient` does.
+        """
+        sampling = dict(context.sampling_args)
+        if not tools:
+            sampling.pop("tools", None)
+        if max_tokens is None and "max_tokens" not in sampling:
+            max_tokens = context.limits.max_tokens
+        return cls(
+            base_url or context.base_url,
+            model=model or context.model or "",
+            api_key=context.resolved_api_key,
+            headers=context.headers,
+            sampling=sampling,
+            max_tokens=max_tokens,
+            token_ids=token_ids,
+            stream=stream,
+            request_timeout=request_timeout,
+            max_connections=context.max_connections or DEFAULT_CONNECTIONS,
+            max_reply_chars=max_reply_chars,
+            max_reply_bytes=max_reply_bytes,
+            connections=connections,
+        )
 
     def __repr__(self) -> str:
         return f"ChatClient({self.base_url!r}, model={self.model!r}, stream={self.stream!r})"

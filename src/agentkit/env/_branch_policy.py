@@ -18,14 +18,7 @@ from typing import Any
 
 from agentkit._context import RunContext
 from agentkit._usage import Usage
-from agentkit.chat import (
-    DEFAULT_CONNECTIONS,
-    MAX_REPLY_CHARS,
-    ChatClient,
-    ChatResponse,
-    ConnectionCache,
-    TokenTrace,
-)
+from agentkit.chat import ChatClient, ChatResponse, ConnectionCache, TokenTrace
 
 __all__ = ["ChatPolicy", "Trace"]
 
@@ -69,19 +62,7 @@ class ChatPolicy:
     def __init__(
         self, context: RunContext, *, token_ids: bool, connections: ConnectionCache
     ) -> None:
-        sampling = {k: v for k, v in context.sampling_args.items() if k != "tools"}
-        self.client = ChatClient(
-            context.base_url,
-            model=context.model or "",
-            api_key=context.resolved_api_key,
-            headers=context.headers,
-            sampling=sampling,
-            max_tokens=None if "max_tokens" in sampling else context.limits.max_tokens,
-            token_ids=token_ids,
-            max_connections=context.max_connections or DEFAULT_CONNECTIONS,
-            max_reply_chars=MAX_REPLY_CHARS,
-            connections=connections,
-        )
+        self.client = ChatClient.for_run(context, token_ids=token_ids, connections=connections)
 
     async def reply(self, history: Sequence[Mapping[str, Any]], trace: Trace) -> str:
         """The policy's reply text to ``history``, counted in ``trace``; raises

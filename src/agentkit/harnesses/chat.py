@@ -29,7 +29,6 @@ from agentkit._result import HarnessResult
 from agentkit._task import Task
 from agentkit._usage import Usage
 from agentkit.chat import (
-    DEFAULT_CONNECTIONS,
     MAX_REPLY_BYTES,
     MAX_REPLY_CHARS,
     ChatClient,
@@ -229,19 +228,17 @@ class ChatHarness:
             max_tokens = (
                 self.max_tokens if self.max_tokens is not None else context.limits.max_tokens
             )
-            state.client = ChatClient(
-                self.base_url or context.base_url,
+            # the run's tools go to the API; this harness's max_tokens, else the
+            # run's limit, wins over a max_tokens sampling argument
+            state.client = ChatClient.for_run(
+                context,
                 model=state.model,
-                api_key=context.resolved_api_key,
-                headers=context.headers,
-                sampling=context.sampling_args,
+                base_url=self.base_url,
                 max_tokens=max_tokens,
+                tools=True,
                 token_ids=self.token_ids,
                 stream=self.stream,
                 request_timeout=self.request_timeout,
-                max_connections=context.max_connections or DEFAULT_CONNECTIONS,
-                max_reply_chars=MAX_REPLY_CHARS,
-                max_reply_bytes=MAX_REPLY_BYTES,
                 connections=self._clients,
             )
         return state.client

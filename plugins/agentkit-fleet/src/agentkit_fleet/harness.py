@@ -43,13 +43,7 @@ from agentkit import (
     registry,
     reward,
 )
-from agentkit.chat import (
-    DEFAULT_CONNECTIONS,
-    ChatClient,
-    ConnectionCache,
-    ModelCallError,
-    TokenTrace,
-)
+from agentkit.chat import ChatClient, ConnectionCache, ModelCallError, TokenTrace
 from agentkit_fleet.environments import (
     EnvironmentError_,
     LocalBookingsEnvironment,
@@ -400,20 +394,14 @@ class FleetToolCallHarness:
         ``Retry-After`` goes to ``extra_raw["retry_after"]`` for the runner's backoff.
         """
         recorder = episode.recorder
-        # the policy sees its tools in the system prompt, never as the API's tools
-        sampling = {k: v for k, v in context.sampling_args.items() if k != "tools"}
         try:
-            client = ChatClient(
-                base_url,
+            # the policy sees its tools in the system prompt, never as the API's tools
+            client = ChatClient.for_run(
+                context,
                 model=model,
-                api_key=context.resolved_api_key,
-                headers=context.headers,
-                sampling=sampling,
-                # a max_tokens sampling argument wins over the run's limit
-                max_tokens=None if "max_tokens" in sampling else context.limits.max_tokens,
+                base_url=base_url,
                 token_ids=self.token_ids,
                 request_timeout=self.request_timeout,
-                max_connections=context.max_connections or DEFAULT_CONNECTIONS,
                 # the policy's text is parsed whole (a cut call would be misread)
                 max_reply_chars=None,
                 connections=self._connections,

@@ -35,7 +35,6 @@ from agentkit import (
     reward,
 )
 from agentkit.chat import (
-    DEFAULT_CONNECTIONS,
     MAX_REPLY_CHARS,
     ChatClient,
     ConnectionCache,
@@ -289,21 +288,14 @@ class TerminalHarness:
         episode's time (past it, the episode ends as ``timeout``)."""
         recorder = episode.recorder
         native = episode.limits.action_format == "tools"
-        # the tools are this harness's own
-        sampling = {k: v for k, v in context.sampling_args.items() if k != "tools"}
         try:
-            client = ChatClient(
-                self.base_url or context.base_url,
+            # the tools are this harness's own (the run's are not sent)
+            client = ChatClient.for_run(
+                context,
                 model=model,
-                api_key=context.resolved_api_key,
-                headers=context.headers,
-                sampling=sampling,
-                # a max_tokens sampling argument wins over the run's limit
-                max_tokens=None if "max_tokens" in sampling else context.limits.max_tokens,
+                base_url=self.base_url,
                 token_ids=self.token_ids,
                 request_timeout=self.request_timeout,
-                max_connections=context.max_connections or DEFAULT_CONNECTIONS,
-                max_reply_chars=MAX_REPLY_CHARS,
                 connections=self._connections,
             )
         except ModelCallError as exc:
