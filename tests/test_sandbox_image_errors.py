@@ -148,6 +148,6 @@ def test_a_tool_passed_over_is_named_with_why_when_the_next_one_cannot_get_the_i
     error = str(record["error"])
     assert f"pulling {reference} failed (podman)" in error, error
     assert (
-        "image tools tried, in order: docker: installed, but agentkit talks to it through "
-        "aiodocker: pip install 'agentkit[docker]'; then podman, which failed as above"
+        "image tools tried, in order: docker: installed, but talking to it needs the "
+        "'aiodocker' package: pip install 'agentkit[docker]'; then podman, which failed as above"
     ) in error, error

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         TaskReferenceError,
         UnknownNameError,
         ValidationError,
+        missing_extra,
     )
     from agentkit._events import Event, EventCallback, EventRecorder
     from agentkit._harness import Harness
@@ -70,6 +71,7 @@ _LAZY: dict[str, str] = {
     "TaskReferenceError": "agentkit._errors",
     "UnknownNameError": "agentkit._errors",
     "ValidationError": "agentkit._errors",
+    "missing_extra": "agentkit._errors",
     "Episode": "agentkit._episode",
     "EpisodeForkError": "agentkit._episode",
     "ForkableEpisode": "agentkit._episode",
@@ -162,6 +164,7 @@ __all__ = [
     "hookimpl",
     "is_reserved_key",
     "is_step_capable",
+    "missing_extra",
     "open_episode",
     "reward",
 ]

@@ -1,4 +1,5 @@
-"""The exceptions agentkit raises on purpose.
+"""The exceptions agentkit raises on purpose, and the message for a missing
+optional dependency (:func:`missing_extra`).
 
 Every error meant for a user derives from :class:`AgentkitError`; the CLI
 prints its message (no traceback unless ``--debug``) and exits with status 2.
@@ -15,6 +16,7 @@ __all__ = [
     "TaskReferenceError",
     "UnknownNameError",
     "ValidationError",
+    "missing_extra",
 ]
 
 
@@ -79,3 +81,33 @@ class TaskReferenceError(AgentkitError):
 
 class HarnessError(AgentkitError):
     """A harness could not run (missing binary, bad configuration)."""
+
+
+def missing_extra(
+    feature: str,
+    package: str,
+    extra: str | None = None,
+    *,
+    dist: str = "agentkit",
+    note: str | None = None,
+) -> str:
+    """The message for an optional dependency that is not installed: what needs it,
+    the package, and the command that installs it.
+
+    ``feature`` is what needs the package (``"writing parquet"``,
+    ``"--tokenizer"``); ``package`` the distribution to install (``"pyarrow"``);
+    ``extra`` the extra of ``dist`` that adds it (the command installs
+    ``'dist[extra]'``), or None to install the package itself; ``note`` is added
+    in parentheses::
+
+        >>> missing_extra("writing parquet", "pyarrow", "parquet")
+        "writing parquet needs the 'pyarrow' package: pip install 'agentkit[parquet]'"
+        >>> missing_extra("reading from S3", "boto3")
+        "reading from S3 needs the 'boto3' package: pip install boto3"
+
+    The caller raises its own error with it (an :class:`AgentkitError`, which the
+    command line prints without a traceback).
+    """
+    command = f"pip install '{dist}[{extra}]'" if extra else f"pip install {package}"
+    message = f"{feature} needs the {package!r} package: {command}"
+    return f"{message} ({note})" if note else message

@@ -12,7 +12,7 @@ import abc
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from agentkit._errors import AgentkitError, ValidationError
+from agentkit._errors import AgentkitError, ValidationError, missing_extra
 from agentkit._sandbox import ExecutionHints
 from agentkit._task import Task
 
@@ -116,7 +116,7 @@ class Taskset(abc.ABC):
             import datasets
         except ImportError:
             raise AgentkitError(
-                "Taskset.to_dataset needs the 'datasets' package: pip install 'agentkit[datasets]'"
+                missing_extra("Taskset.to_dataset", "datasets", "datasets")
             ) from None
         return datasets.Dataset.from_list(to_rows(self, id_column=id_column))
 

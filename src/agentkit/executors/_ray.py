@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from agentkit._errors import AgentkitError, SpecError
+from agentkit._errors import AgentkitError, SpecError, missing_extra
 from agentkit._executor import Attempt, AttemptWork, EventSink, ExecutorError, Job, RunFiles
 from agentkit._result import HarnessResult
 from agentkit._version import __version__
@@ -55,9 +55,7 @@ CHECK_TIMEOUT = 180.0
 #: Unconsumed stream items a worker may run ahead of the driver (events, file chunks).
 STREAM_BACKPRESSURE = 64
 
-_INSTALL_HINT = (
-    "the ray executor needs Ray: pip install 'agentkit[ray]' (on the driver and every node)"
-)
+_INSTALL_HINT = missing_extra("the ray executor", "ray", "ray", note="on the driver and every node")
 
 
 def _import_ray() -> Any:

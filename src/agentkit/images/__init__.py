@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from agentkit.images._context import BuildContext, base_images, build_context
 from agentkit.images._dockerignore import IgnoreRules, parse_dockerignore, read_dockerignore
-from agentkit.images._engine import INSTALL_HINT, DockerBackend, ImageBackend, docker_client
+from agentkit.images._engine import DockerBackend, ImageBackend, docker_client
 from agentkit.images._errors import ImageError, ImageUnavailableError
 from agentkit.images._store import (
     DIGEST_LABEL,
@@ -37,7 +37,6 @@ from agentkit.images._store import (
 
 __all__ = [
     "DIGEST_LABEL",
-    "INSTALL_HINT",
     "REPOSITORY",
     "BuildContext",
     "DockerBackend",

@@ -12,21 +12,19 @@ import os
 from types import ModuleType
 from typing import IO, TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from agentkit._errors import missing_extra
 from agentkit.images._errors import ImageError, ImageUnavailableError
 
 if TYPE_CHECKING:
     from agentkit.images._context import BuildContext
 
 __all__ = [
-    "INSTALL_HINT",
     "DockerBackend",
     "ImageBackend",
     "docker_client",
     "engine_error",
     "require_aiodocker",
 ]
-
-INSTALL_HINT = "pip install 'agentkit[docker]' (it adds aiodocker)"
 
 
 def require_aiodocker() -> ModuleType:
@@ -35,7 +33,7 @@ def require_aiodocker() -> ModuleType:
         import aiodocker
     except ImportError:
         raise ImageUnavailableError(
-            f"talking to Docker needs the aiodocker package: {INSTALL_HINT}"
+            missing_extra("talking to Docker", "aiodocker", "docker")
         ) from None
     return aiodocker
 

@@ -26,6 +26,7 @@ import tarfile
 from pathlib import Path
 from typing import IO, ClassVar
 
+from agentkit._errors import missing_extra
 from agentkit._sandbox import TaskImage
 from agentkit.images import BuildContext, DockerBackend, ImageBackend, ImageError, resolve_image
 from agentkit.sandbox._buildruntime import build_runtime, known_build_runtime
@@ -350,7 +351,7 @@ def _docker_unusable(binary: str) -> str | None:
     if done.returncode != 0 or not done.stdout.strip():
         return f"its daemon is not reachable ({_tail(done.stderr, 300) or 'no answer'})"
     if importlib.util.find_spec("aiodocker") is None:
-        return "agentkit talks to it through aiodocker: pip install 'agentkit[docker]'"
+        return missing_extra("talking to it", "aiodocker", "docker")
     return None
 
 

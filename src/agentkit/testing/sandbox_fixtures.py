@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from agentkit import registry
+from agentkit._errors import missing_extra
 from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox import SandboxError
 from agentkit.sandbox._base import BaseSandbox
@@ -81,7 +82,7 @@ def docker_unavailable() -> str | None:
 
     reason: str | None = None
     if importlib.util.find_spec("aiodocker") is None:
-        reason = "aiodocker is not installed (pip install 'agentkit[docker]')"
+        reason = missing_extra("the docker sandbox", "aiodocker", "docker")
     elif shutil.which("docker") is None:
         reason = "the docker CLI is not installed (apt-get install docker.io)"
     else:

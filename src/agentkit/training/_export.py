@@ -22,6 +22,7 @@ from typing import Any, Literal
 import attrs
 
 from agentkit._calls import ModelCall
+from agentkit._errors import missing_extra
 from agentkit.env._store import RunStore
 from agentkit.training._advantages import GroupBy
 from agentkit.training._callfiles import ForeignCallsError, read_calls, run_id_of
@@ -200,8 +201,7 @@ def _pyarrow() -> Any:
         importlib.import_module("pyarrow.parquet")
     except ImportError:
         raise ExportError(
-            "writing parquet needs the 'pyarrow' package: pip install 'agentkit[parquet]' "
-            "(or pip install pyarrow)"
+            missing_extra("writing parquet", "pyarrow", "parquet", note="or pip install pyarrow")
         ) from None
     return pyarrow
 

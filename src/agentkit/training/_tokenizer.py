@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 from agentkit._calls import ModelCall
+from agentkit._errors import missing_extra
 from agentkit.training._errors import ExportError
 
 __all__ = ["load_tokenizer", "retokenized"]
@@ -27,9 +28,7 @@ def load_tokenizer(path: str | os.PathLike[str]) -> Any:
     try:
         transformers = importlib.import_module("transformers")
     except ImportError:
-        raise ExportError(
-            "--tokenizer needs the 'transformers' package: pip install 'agentkit[tokenizer]'"
-        ) from None
+        raise ExportError(missing_extra("--tokenizer", "transformers", "tokenizer")) from None
     try:
         return transformers.AutoTokenizer.from_pretrained(os.fspath(path), local_files_only=True)
     except (OSError, ValueError) as exc:

@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agentkit._errors import AgentkitError
+from agentkit._errors import AgentkitError, missing_extra
 from agentkit.view._catalog import Catalog
 from agentkit.view._hosts import is_loopback
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from aiohttp import web
 
 __all__ = [
-    "INSTALL_HINT",
     "Catalog",
     "ViewerUnavailable",
     "create_app",
@@ -37,9 +36,6 @@ __all__ = [
     "main",
     "require_web_stack",
 ]
-
-#: What to install when the web stack is missing.
-INSTALL_HINT = "pip install 'agentkit[view]'"
 
 
 class ViewerUnavailable(AgentkitError):
@@ -51,9 +47,7 @@ def require_web_stack() -> None:
     try:
         import aiohttp  # noqa: F401
     except ImportError:
-        raise ViewerUnavailable(
-            f"agentkit view needs aiohttp, which is not installed: {INSTALL_HINT}"
-        ) from None
+        raise ViewerUnavailable(missing_extra("agentkit view", "aiohttp", "view")) from None
 
 
 def create_app(root: str | os.PathLike[str]) -> web.Application:

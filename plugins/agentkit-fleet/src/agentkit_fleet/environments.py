@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from agentkit import Sandbox
+from agentkit import Sandbox, missing_extra
 from agentkit_fleet.localenv.bookings import copy_database, prepare_databases
 from agentkit_fleet.localenv.zygote import launcher_command, warm_socket
 from agentkit_fleet.mcp_client import McpConnection, McpConnectionError, McpToolResult
@@ -301,8 +301,9 @@ class PlatformEnvironment:
             from fleet import AsyncFleet  # type: ignore[import-untyped]
         except ImportError:
             raise EnvironmentError_(
-                "the Fleet platform needs the fleet-python SDK: "
-                "pip install 'agentkit-fleet[platform]'"
+                missing_extra(
+                    "the Fleet platform", "fleet-python", "platform", dist="agentkit-fleet"
+                )
             ) from None
         return AsyncFleet(api_key=self._api_key, base_url=self.base_url)
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agentkit import AgentkitError
+from agentkit import AgentkitError, missing_extra
 from agentkit_fleet.records import FleetRecord
 from agentkit_fleet.split import env_group
 
@@ -50,7 +50,7 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
         import pyarrow as pa  # type: ignore[import-untyped]
         import pyarrow.parquet as pq  # type: ignore[import-untyped]
     except ImportError:
-        raise AgentkitError("writing parquet needs pyarrow: pip install pyarrow") from None
+        raise AgentkitError(missing_extra("writing parquet", "pyarrow")) from None
     message = pa.struct([("role", pa.string()), ("content", pa.string())])
     fields = [("prompt", pa.list_(message)), ("env_class", pa.string())]
     fields += [

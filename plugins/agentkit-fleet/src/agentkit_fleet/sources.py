@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from agentkit import AgentkitError, ValidationError
+from agentkit import AgentkitError, ValidationError, missing_extra
 from agentkit.validation import load_json
 
 __all__ = ["FleetSourceError", "TaskFile", "load_task_files"]
@@ -104,9 +104,7 @@ def _s3_client() -> Any:
     try:
         import boto3  # type: ignore[import-untyped]
     except ImportError:
-        raise FleetSourceError(
-            "reading Fleet tasks from S3 needs boto3: pip install boto3"
-        ) from None
+        raise FleetSourceError(missing_extra("reading Fleet tasks from S3", "boto3")) from None
     # boto3 reads the usual credentials and AWS_ENDPOINT_URL from the environment.
     return boto3.client("s3")
 
