@@ -29,8 +29,11 @@
   :func:`final_text` its answer; :func:`telemetry_rubric` the weight-0
   ``harness.*`` metrics.
 - :class:`ProgramHarness` is the base of such a harness: its options checked,
-  the optional Harness members, the model check, the timeout rule, a
-  local sandbox when the run gives none and the clean-up after the program.
+  the optional Harness members, the model check, the timeout rule and a
+  local sandbox when the run gives none; its :meth:`~ProgramHarness.start_run`
+  begins ``run_in`` with a :class:`ProgramRun` (the run's secrets, redactor,
+  recorder, key and timeout), which stages the program, says how much time is
+  left and cleans up after it.
 
 The ``codex``, ``claude-code`` and ``opencode`` plugins are built on these;
 ``mini-swe-agent`` uses the secret helpers.
@@ -58,6 +61,7 @@ from agentkit.programs._files import (
 from agentkit.programs._harness import ProgramHarness
 from agentkit.programs._jsonl import json_int, json_line, json_object, json_or_text, loads_bounded
 from agentkit.programs._prompt import prompt_text
+from agentkit.programs._run import ProgramRun
 from agentkit.programs._secrets import (
     MIN_SECRET_LEN,
     REDACTED,
@@ -77,6 +81,7 @@ __all__ = [
     "ModelCall",
     "ProgramBinary",
     "ProgramHarness",
+    "ProgramRun",
     "Resolver",
     "Secrets",
     "assistant_message",

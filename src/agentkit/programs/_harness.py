@@ -7,20 +7,20 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentkit._context import RunContext
 from agentkit._errors import HarnessError
+from agentkit._events import EventRecorder
 from agentkit._result import HarnessResult
 from agentkit._sandbox import ExecutionHints
 from agentkit._task import Task
-from agentkit.programs._files import remove_staged
-from agentkit.programs._secrets import scrub_sandbox_dir
+from agentkit.programs._run import ProgramRun
+from agentkit.programs._secrets import redactor, run_secrets
 from agentkit.programs._telemetry import telemetry_rubric
 from agentkit.sandbox import open_sandbox
 
 if TYPE_CHECKING:
-    from agentkit._events import EventCallback, EventRecorder
+    from agentkit._events import EventCallback
     from agentkit._rubric import Rubric
     from agentkit._sandbox import Sandbox
     from agentkit.programs._binary import ProgramBinary
-    from agentkit.programs._secrets import Secrets
 
 __all__ = ["ProgramHarness"]
 
@@ -28,12 +28,15 @@ __all__ = ["ProgramHarness"]
 class ProgramHarness:
     """Base of a harness that runs an agent's own CLI in the rollout's sandbox.
 
-    A subclass sets :attr:`name`, keeps ``model``, ``timeout`` and ``binary``
-    as attributes (its options), and implements :meth:`find_program` and
-    :meth:`run_in`; this class gives it the optional Harness members
-    (``supports``, ``compile_rubric``, ``sandbox_ro_binds``, ``preflight``),
-    the model check, the timeout rule and a local sandbox when the run gives
-    none.
+    A subclass sets :attr:`name`, :attr:`home_dir` and :attr:`staged_binary`,
+    keeps ``model``, ``timeout`` and ``binary`` as attributes (its options), and
+    implements :meth:`find_program` and :meth:`run_in`; this class gives it the
+    optional Harness members (``supports``, ``compile_rubric``,
+    ``sandbox_ro_binds``, ``preflight``), the model check, the timeout rule, a
+    local sandbox when the run gives none, and the start of ``run_in``
+    (:meth:`start_run`: a :class:`~agentkit.programs.ProgramRun` with the run's
+    secrets, recorder and timeout, which stages the program and cleans up after
+    it).
     """
 
     name: ClassVar[str] = ""
@@ -41,6 +44,11 @@ class ProgramHarness:
     requires_sandbox: ClassVar[bool] = True
     #: It calls the run's model: the preflight checks the endpoint and the API key.
     uses_model: ClassVar[bool] = True
+    #: The sandbox directory the program keeps its configuration and sessions in
+    #: (the run's secrets are removed from its files after the program).
+    home_dir: ClassVar[str] = ""
+    #: Where the program's executable is copied when the sandbox does not show it.
+    staged_binary: ClassVar[str] = ""
 
     model: str | None
     timeout: float | None
@@ -151,22 +159,26 @@ class ProgramHarness:
         limits = [t for t in (self.timeout, context.limits.timeout_sec) if t is not None]
         return min(limits) if limits else None
 
-    async def clean_up(
+    def start_run(
         self,
         sandbox: Sandbox,
-        *,
-        staged: str | None,
-        home: str,
-        secrets: Secrets,
-        recorder: EventRecorder,
-    ) -> None:
-        """After the program, even while the run is being cancelled: delete the copy
-        of its executable at ``staged`` (None: it ran in place) and remove the run's
-        ``secrets`` from the files under ``home``, the directory it keeps its
-        configuration and sessions in (:func:`scrub_sandbox_dir`)."""
-        import anyio
-
-        with anyio.CancelScope(shield=True):
-            if staged is not None:
-                await remove_staged(sandbox, staged)
-            await scrub_sandbox_dir(sandbox, home, secrets, recorder)
+        task: Task,
+        context: RunContext,
+        on_event: EventCallback | None,
+    ) -> ProgramRun:
+        """The start of :meth:`run_in`: the run of the program on ``task`` in
+        ``sandbox``, with the run's secrets (:func:`~agentkit.programs.run_secrets`)
+        and their redactor, a recorder sending events to ``on_event``, the API
+        key, the timeout (:meth:`timeout_for`), :attr:`home_dir` and
+        :attr:`staged_binary`."""
+        secrets = run_secrets(context)
+        return ProgramRun(
+            sandbox=sandbox,
+            recorder=EventRecorder(task.task_id, context.rollout_id, on_event),
+            secrets=secrets,
+            redact=redactor(secrets),
+            api_key=context.resolved_api_key,
+            timeout=self.timeout_for(context),
+            home=self.home_dir,
+            staged_path=self.staged_binary,
+        )

@@ -6,23 +6,19 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from agentkit import EventRecorder, HarnessResult, RunContext, Task
+from agentkit import HarnessResult, RunContext, Task
 from agentkit.programs import (
     ProgramBinary,
     ProgramHarness,
+    ProgramRun,
     drive,
-    executable_in,
     process_path,
     prompt_text,
-    redactor,
-    run_secrets,
     stderr_tail,
-    time_left,
     timeout_error,
     write_text,
 )
@@ -70,6 +66,8 @@ class ClaudeCode(ProgramHarness):
     description: ClassVar[str] = (
         "The real Claude Code CLI (claude -p), run non-interactively in the rollout's sandbox."
     )
+    home_dir: ClassVar[str] = CONFIG_DIR
+    staged_binary: ClassVar[str] = STAGED_BINARY
 
     def __init__(
         self,
@@ -101,41 +99,36 @@ class ClaudeCode(ProgramHarness):
         binary: ProgramBinary,
         on_event: EventCallback | None,
     ) -> HarnessResult:
-        api_key = context.resolved_api_key
-        secrets = run_secrets(context)
-        redact = redactor(secrets)
-        recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
+        run = self.start_run(sandbox, task, context, on_event)
         prompt = prompt_text(task)
         env = build_env(
             config_dir=process_path(sandbox, CONFIG_DIR),
             model=model,
             base_url=context.base_url,
-            api_key=api_key,
+            api_key=run.api_key,
             max_retries=self.max_retries,
             max_output_tokens=context.limits.max_tokens,
             headers=context.headers,
         )
         session_id = str(uuid.uuid4())
-        timeout = self.timeout_for(context)
         max_turns = context.limits.max_turns
-        await recorder.emit(
+        await run.recorder.emit(
             "harness.start",
             harness="claude-code",
             model=model,
             claude_code_version=binary.version,
             session_id=session_id,
-            timeout_sec=timeout,
+            timeout_sec=run.timeout,
             max_turns=max_turns,
         )
         if context.sampling_args:
-            await recorder.emit(
+            await run.recorder.emit(
                 "log",
                 level="warning",
                 message="Claude Code does not take sampling arguments: "
                 f"{', '.join(sorted(context.sampling_args))} not applied",
             )
-        started = time.monotonic()
-        executable, staged = await executable_in(sandbox, binary, STAGED_BINARY, recorder)
+        executable = await run.stage(binary)
         settings = build_settings(model=model, extra=self.settings)
         await write_text(sandbox, f"{CONFIG_DIR}/settings.json", render_settings(settings))
         await write_text(sandbox, f"{CONFIG_DIR}/{BASH_ENV_FILE}", bash_env_script())
@@ -153,43 +146,32 @@ class ClaudeCode(ProgramHarness):
             argv += ["--max-turns", str(max_turns)]
         if self.append_system_prompt:
             argv += ["--append-system-prompt", self.append_system_prompt]
-        stream = ClaudeStream(recorder, prompt, redact)
+        stream = ClaudeStream(run.recorder, prompt, run.redact)
         try:
-            remaining = time_left(timeout, started)
+            remaining = run.time_left()
             proc = await sandbox.start(argv, env=env)
             outcome = await drive(
                 proc,
                 on_line=_with_limits(stream, proc, context),
                 timeout=remaining,
                 stdin=prompt.encode("utf-8"),
-                recorder=recorder,
+                recorder=run.recorder,
             )
         finally:
-            await self.clean_up(
-                sandbox,
-                staged=STAGED_BINARY if staged else None,
-                home=CONFIG_DIR,
-                secrets=secrets,
-                recorder=recorder,
-            )
-        return await self._result(
-            stream, outcome, recorder, binary, model, session_id, timeout, max_turns, redact,
-            staged,
-        )  # fmt: skip
+            await run.clean_up()
+        return await self._result(stream, outcome, run, binary, model, session_id, max_turns)
 
     async def _result(
         self,
         stream: ClaudeStream,
         outcome: ExecResult,
-        recorder: EventRecorder,
+        run: ProgramRun,
         binary: ProgramBinary,
         model: str,
         session_id: str,
-        timeout: float | None,
         max_turns: int | None,
-        redact: Callable[[str], str],
-        staged: bool,
     ) -> HarnessResult:
+        recorder, redact = run.recorder, run.redact
         stderr = await stderr_tail(outcome, redact, recorder, source="claude-code.stderr")
         result = stream.result or {}
         error: str | None = None
@@ -197,7 +179,7 @@ class ClaudeCode(ProgramHarness):
         reported = False
         if outcome.timed_out:
             status, error_kind = "timeout", "timeout"
-            error = timeout_error("Claude Code", timeout)
+            error = timeout_error("Claude Code", run.timeout)
         elif stream.limit_hit is not None:
             status = "timeout"
             error_kind, error = stream.limit_hit
@@ -257,7 +239,7 @@ class ClaudeCode(ProgramHarness):
                 "model": model,
                 "exit_code": outcome.exit_code,
                 "binary": str(binary.path),
-                "binary_staged": staged,
+                "binary_staged": run.staged,
                 "turns": stream.turns,
                 "tool_calls": stream.tool_calls,
                 "tool_errors": stream.tool_errors,

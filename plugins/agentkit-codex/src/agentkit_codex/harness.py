@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import json
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -20,15 +19,12 @@ from agentkit import EventRecorder, HarnessResult, RunContext, Task
 from agentkit.programs import (
     ProgramBinary,
     ProgramHarness,
+    ProgramRun,
     drive,
-    executable_in,
     kill_shielded,
     process_path,
     prompt_text,
-    redactor,
-    run_secrets,
     stderr_tail,
-    time_left,
     timeout_error,
     write_text,
 )
@@ -79,6 +75,8 @@ class Codex(ProgramHarness):
     description: ClassVar[str] = (
         "The real Codex CLI (codex exec), run non-interactively in the rollout's sandbox."
     )
+    home_dir: ClassVar[str] = CODEX_HOME
+    staged_binary: ClassVar[str] = STAGED_BINARY
 
     def __init__(
         self,
@@ -108,14 +106,11 @@ class Codex(ProgramHarness):
         binary: ProgramBinary,
         on_event: EventCallback | None,
     ) -> HarnessResult:
-        api_key = context.resolved_api_key
-        secrets = run_secrets(context)
-        redact = redactor(secrets)
-        recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
+        run = self.start_run(sandbox, task, context, on_event)
         config = build_config(
             model=model,
             base_url=context.base_url,
-            has_api_key=bool(api_key),
+            has_api_key=bool(run.api_key),
             max_retries=self.max_retries,
             sampling_args=context.sampling_args,
             extra=self.config,
@@ -123,29 +118,27 @@ class Codex(ProgramHarness):
         )
         env = build_env(
             codex_home=process_path(sandbox, CODEX_HOME),
-            api_key=api_key,
+            api_key=run.api_key,
             has_endpoint=context.base_url is not None,
             headers=context.headers,
         )
-        timeout = self.timeout_for(context)
         max_turns = context.limits.max_turns
-        await recorder.emit(
+        await run.recorder.emit(
             "harness.start",
             harness="codex",
             model=model,
             codex_version=binary.version,
-            timeout_sec=timeout,
+            timeout_sec=run.timeout,
             max_turns=max_turns,
         )
-        await _note_ignored(recorder, context)
-        started = time.monotonic()
-        executable, staged = await executable_in(sandbox, binary, STAGED_BINARY, recorder)
+        await _note_ignored(run.recorder, context)
+        executable = await run.stage(binary)
         await write_text(sandbox, f"{CODEX_HOME}/config.toml", render_config(config))
         argv = [executable, "exec", "--json", "--strict-config", "--skip-git-repo-check", "-"]
-        stream = CodexStream(recorder, redact)
+        stream = CodexStream(run.recorder, run.redact)
         limit: _LimitWatcher | None = None
         try:
-            remaining = time_left(timeout, started)
+            remaining = run.time_left()
             proc = await sandbox.start(argv, env=env)
             if _has_limits(context):
                 limit = _LimitWatcher(sandbox, proc, context, prompt_text(task))
@@ -155,24 +148,17 @@ class Codex(ProgramHarness):
                 on_line=stream.feed,
                 timeout=remaining,
                 stdin=prompt_text(task).encode("utf-8"),
-                recorder=recorder,
+                recorder=run.recorder,
             )
             # read before the key is masked in codex's files: the transcript says ***
-            rollout, rollout_file = await _read_rollout(sandbox, stream.session_id, redact)
+            rollout, rollout_file = await _read_rollout(sandbox, stream.session_id, run.redact)
         finally:
             if limit is not None:
                 await limit.stop()
-            await self.clean_up(
-                sandbox,
-                staged=STAGED_BINARY if staged else None,
-                home=CODEX_HOME,
-                secrets=secrets,
-                recorder=recorder,
-            )
+            await run.clean_up()
         return await self._result(
-            task, stream, rollout, rollout_file, outcome, limit, recorder, binary, model, timeout,
-            redact, staged,
-        )  # fmt: skip
+            task, stream, rollout, rollout_file, outcome, limit, run, binary, model
+        )
 
     async def _result(
         self,
@@ -182,13 +168,11 @@ class Codex(ProgramHarness):
         rollout_file: str | None,
         outcome: ExecResult,
         limit: _LimitWatcher | None,
-        recorder: EventRecorder,
+        run: ProgramRun,
         binary: ProgramBinary,
         model: str,
-        timeout: float | None,
-        redact: Callable[[str], str],
-        staged: bool,
     ) -> HarnessResult:
+        recorder, redact = run.recorder, run.redact
         stderr = await stderr_tail(outcome, redact, recorder, source="codex.stderr")
         has_rollout = rollout.lines > 0
         cut = 0
@@ -199,7 +183,7 @@ class Codex(ProgramHarness):
         error_kind: str | None = None
         if outcome.timed_out:
             status, error_kind = "timeout", "timeout"
-            error = timeout_error("codex", timeout)
+            error = timeout_error("codex", run.timeout)
         elif limit is not None and limit.hit is not None:
             status = "timeout"
             error_kind, error = limit.hit
@@ -246,7 +230,7 @@ class Codex(ProgramHarness):
                 "model": model,
                 "exit_code": outcome.exit_code,
                 "binary": str(binary.path),
-                "binary_staged": staged,
+                "binary_staged": run.staged,
                 "rollout_file": rollout_file,
                 "turns": turns,
                 "tool_calls": tool_calls,

@@ -6,8 +6,6 @@
 from __future__ import annotations
 
 import shutil
-import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from agentkit import (
@@ -19,14 +17,11 @@ from agentkit import (
 )
 from agentkit.programs import (
     ProgramHarness,
+    ProgramRun,
     drive,
-    executable_in,
     process_path,
     prompt_text,
-    redactor,
-    run_secrets,
     stderr_tail,
-    time_left,
     timeout_error,
 )
 from agentkit_opencode._binary import OpenCodeBinary, find_opencode
@@ -77,6 +72,8 @@ class OpenCode(ProgramHarness):
     description: ClassVar[str] = (
         "The real opencode CLI, run non-interactively in the rollout's sandbox."
     )
+    home_dir: ClassVar[str] = XDG_ROOT
+    staged_binary: ClassVar[str] = STAGED_BINARY
 
     def __init__(
         self,
@@ -124,16 +121,13 @@ class OpenCode(ProgramHarness):
         binary: OpenCodeBinary,
         on_event: EventCallback | None,
     ) -> HarnessResult:
-        api_key = context.resolved_api_key
-        secrets = run_secrets(context)
-        redact = redactor(secrets)
-        recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
+        run = self.start_run(sandbox, task, context, on_event)
         prompt = prompt_of(task)
         ref = model_reference(model, generated_provider=context.base_url is not None)
         config = build_config(
             model=model,
             base_url=context.base_url,
-            has_api_key=bool(api_key),
+            has_api_key=bool(run.api_key),
             agent=self.agent,
             max_turns=context.limits.max_turns,
             sampling_args=context.sampling_args,
@@ -141,62 +135,52 @@ class OpenCode(ProgramHarness):
             headers=context.headers,
             max_tokens=context.limits.max_tokens,
         )
-        env = build_env(config, xdg_root=process_path(sandbox, XDG_ROOT), api_key=api_key)
-        timeout = self.timeout_for(context)
-        await recorder.emit(
+        env = build_env(config, xdg_root=process_path(sandbox, XDG_ROOT), api_key=run.api_key)
+        await run.recorder.emit(
             "harness.start",
             harness="opencode",
             model=ref,
             agent=self.agent or DEFAULT_AGENT,
             variant=self.variant,
             opencode_version=binary.version,
-            timeout_sec=timeout,
+            timeout_sec=run.timeout,
         )
-        started = time.monotonic()
-        executable, staged = await executable_in(sandbox, binary, STAGED_BINARY, recorder)
-        await _provide_ripgrep(sandbox, recorder)
+        executable = await run.stage(binary)
+        await _provide_ripgrep(sandbox, run.recorder)
         argv = [executable, "run", "--format", "json", "--thinking", "--model", ref]
         argv += ["--title", f"agentkit {task.task_id}"]
         if self.agent:
             argv += ["--agent", self.agent]
         if self.variant:
             argv += ["--variant", self.variant]
-        state = StreamState(recorder, prompt, redact)
+        state = StreamState(run.recorder, prompt, run.redact)
         try:
-            remaining = time_left(timeout, started)
+            remaining = run.time_left()
             proc = await sandbox.start(argv, env=env)
             outcome = await _drive(
                 proc, prompt, state, remaining, context.limits.max_turns, context
             )
         finally:
             # opencode's database keeps error bodies, and some servers echo the key
-            await self.clean_up(
-                sandbox,
-                staged=STAGED_BINARY if staged else None,
-                home=XDG_ROOT,
-                secrets=secrets,
-                recorder=recorder,
-            )
-        return await self._result(state, outcome, recorder, binary, ref, timeout, redact, staged)
+            await run.clean_up()
+        return await self._result(state, outcome, run, binary, ref)
 
     async def _result(
         self,
         state: StreamState,
         outcome: ExecResult,
-        recorder: EventRecorder,
+        run: ProgramRun,
         binary: OpenCodeBinary,
         ref: str,
-        timeout: float | None,
-        redact: Callable[[str], str],
-        staged: bool,
     ) -> HarnessResult:
-        stderr = await stderr_tail(outcome, redact, recorder, source="opencode.stderr")
+        recorder = run.recorder
+        stderr = await stderr_tail(outcome, run.redact, recorder, source="opencode.stderr")
         error: str | None = None
         error_kind: str | None = None
         if outcome.timed_out:
             status = "timeout"
             error_kind = "timeout"
-            error = timeout_error("opencode", timeout)
+            error = timeout_error("opencode", run.timeout)
         elif state.limit_hit is not None:
             status = "timeout"
             error_kind, error = state.limit_hit
@@ -243,7 +227,7 @@ class OpenCode(ProgramHarness):
                 "variant": self.variant,
                 "exit_code": outcome.exit_code,
                 "binary": str(binary.path),
-                "binary_staged": staged,
+                "binary_staged": run.staged,
                 "turns": state.turns,
                 "tool_calls": state.tool_calls,
                 "tool_errors": state.tool_errors,
