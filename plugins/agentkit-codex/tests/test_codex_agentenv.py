@@ -1,35 +1,16 @@
 """Codex by name through AgentEnv and ``agentkit run`` on a Harbor example task,
-graded by its own verifier (local sandbox)."""
+graded by its own verifier (local sandbox): agentkit's suite for program harnesses."""
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
-import pytest
 from agentkit_codex import CODEX_VERSION
 
-import agentkit.runs
-from agentkit import AgentEnv, Event
-from agentkit.programs import ProgramBinary
-from agentkit.testing.model_server import ScriptedModelServer
-from agentkit.testing.programs import (
-    TELEMETRY_WEIGHTS,
-    agentkit_run,
-    assert_calls_carry_the_server_tokens,
-    assert_exports_hold_the_calls_tokens,
-    assert_key_only_reached_the_model,
-    harbor_rollout,
-    need_harbor_task,
-    telemetry_weights,
-)
-from agentkit.testing.sandbox_fixtures import requires_bwrap
-
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("harbor_installed"), requires_bwrap]
+from agentkit.testing.program_suite import program_harness_suite
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "harbor"
-API_KEY = "sk-agentkit-codex-env-8b2f6d1e3a"
 
 HELLO_WORLD: dict[str, Any] = {
     "rules": [
@@ -56,156 +37,18 @@ HELLO_WORLD: dict[str, Any] = {
     ]
 }
 
-
-#: The same task, the model reasoning before its tool call (translated: a thinking block,
-#: a reasoning item, which the program sends back with the call).
-THINKING: dict[str, Any] = copy.deepcopy(HELLO_WORLD)
-THINKING["rules"][0]["reply"]["reasoning"] = "Write it with printf."
-# a server that returns token ids counts a completion's tokens as its ids (vLLM's usage): no
-# completion_tokens of the script's own, which the proxy would take for ids that went missing
-for rule in THINKING["rules"]:
-    rule["reply"]["usage"].pop("completion_tokens")
-
-
-@pytest.fixture
-def harbor_installed() -> None:
-    need_harbor_task(EXAMPLES / "hello-world")
-
-
-@pytest.mark.model_script(HELLO_WORLD)
-async def test_harbor_task_passes_its_verifier(
-    model_server: ScriptedModelServer,
-    codex_bin: ProgramBinary,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("AGENTKIT_TEST_CODEX_KEY", API_KEY)
-    model_server.set_api_key(API_KEY)  # any other key: a 401
-    seen: list[Event] = []
-    env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "codex", trace_callback=seen.append)
-    assert telemetry_weights(env) == TELEMETRY_WEIGHTS
-    run_dir = tmp_path / "run"
-    rollout = await harbor_rollout(
-        env,
-        "harbor:hello-world",
-        server=model_server,
-        out=run_dir,
-        api_key_env="AGENTKIT_TEST_CODEX_KEY",
-        sandbox_options={"image": "host"},
-    )
-    assert rollout.rewards["core.reward"] == 1.0
-    assert rollout.rewards["harness.turns"] == 2.0
-    assert rollout.rewards["harness.tool_calls"] == 1.0
-    assert rollout.rewards["harness.tool_errors"] == 0.0
-    assert rollout.rewards["harness.tokens"] == 900 + 25 + 950 + 8
-    assert rollout.usage["input_tokens"] == 1850
-    assert rollout.usage["cached_tokens"] == 100
-    assert rollout.raw["codex_version"] == CODEX_VERSION
-    # the runner shows the binary's directory read-only (Codex.sandbox_ro_binds): no copy
-    assert not [e for e in seen if "is not visible in the sandbox" in str(e.data)]
-    assert {"tool.call", "tool.result", "harness.end"} <= {e.type for e in seen}
-    # the key reached the model server and nothing else
-    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir, events=seen)
-
-
-@pytest.mark.model_script(HELLO_WORLD)
-def test_agentkit_run_codex_by_name(
-    model_server: ScriptedModelServer, codex_bin: ProgramBinary, tmp_path: Path
-) -> None:
-    run_dir = tmp_path / "cli-run"
-    model_server.set_api_key(API_KEY)
-    proc, record = agentkit_run(
-        f"harbor:{EXAMPLES}", "codex", "--task", "harbor:hello-world",
-        "--model", "scripted-model", "--base-url", model_server.base_url,
-        "--api-key-env", "AGENTKIT_TEST_CODEX_KEY", "--out", str(run_dir),
-        env={"AGENTKIT_TEST_CODEX_KEY": API_KEY, "NO_COLOR": "1"},
-    )  # fmt: skip
-    assert record["status"] == "completed", record["error"]
-    assert record["rewards"]["core.reward"] == 1.0
-    assert API_KEY not in proc.stdout + proc.stderr
-    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)
-
-
-@pytest.mark.usefixtures("harbor_installed")
-@pytest.mark.model_script(HELLO_WORLD)
-async def test_every_model_call_is_recorded_with_the_servers_tokens(
-    model_server: ScriptedModelServer,
-    codex_bin: ProgramBinary,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Through the model proxy, asked for token ids: codex's calls (the Responses API,
-    streamed) are each recorded with exactly the token ids the server's
-    ``enable_response_messages`` answer carried (no logprobs: a note says why); the
-    program still passes, and the real key reached only the server."""
-    monkeypatch.setenv("AGENTKIT_TEST_CODEX_KEY", API_KEY)
-    model_server.set_api_key(API_KEY)
-    env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "codex")
-    run_dir = tmp_path / "run"
-    rollout = await harbor_rollout(
-        env,
-        "harbor:hello-world",
-        server=model_server,
-        out=run_dir,
-        api_key_env="AGENTKIT_TEST_CODEX_KEY",
-        sandbox_options={"image": "host"},
-        token_ids=True,
-    )
-    assert rollout.rewards["core.reward"] == 1.0
-    calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
-    assert len(calls) >= 2 and rollout.calls == len(calls)
-    assert {c.protocol for c in calls} == {"responses"}
-    assert all(c.stream is True for c in calls)
-    with_ids = assert_calls_carry_the_server_tokens(calls, model_server)
-    assert with_ids == calls  # every call: the server's ids, exactly
-    assert all(c.completion_logprobs is None and "logprobs" in (c.token_note or "") for c in calls)
-    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)
-
-
-@pytest.mark.usefixtures("harbor_installed")
-@pytest.mark.model_script(THINKING)
-async def test_translated_to_chat_every_call_has_the_servers_exact_tokens(
-    model_server: ScriptedModelServer,
-    codex_bin: ProgramBinary,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """In the proxy's translation mode, against a server that serves chat completions
-    only: codex's Responses calls are served from chat completions, the task passes with
-    its tool call, every call carries exactly the ids and logprobs the server sent (the
-    Responses endpoint's own ids come without logprobs), and the SkyRL, Tinker and
-    verifiers exports hold those ids, in one sequence (the model's reasoning went to codex
-    as a reasoning item, and came back with the call as the reasoning the next prompt
-    renders)."""
-    monkeypatch.setenv("AGENTKIT_TEST_CODEX_KEY", API_KEY)
-    model_server.set_api_key(API_KEY)
-    model_server.set_apis({"chat"})  # /v1/responses: 404, as from a server without it
-    env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "codex")
-    run_dir = tmp_path / "run"
-    rollout = await harbor_rollout(
-        env,
-        "harbor:hello-world",
-        server=model_server,
-        out=run_dir,
-        api_key_env="AGENTKIT_TEST_CODEX_KEY",
-        sandbox_options={"image": "host"},
-        token_ids=True,
-        translate_to_chat=True,
-    )
-    assert rollout.rewards["core.reward"] == 1.0
-    assert rollout.rewards["harness.tool_calls"] == 1.0
-    calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
-    assert len(calls) >= 2 and rollout.calls == len(calls)
-    assert {(c.protocol, c.upstream_protocol) for c in calls} == {("responses", "chat")}
-    assert {r.api for r in model_server.model_requests} == {"chat"}
-    assert assert_calls_carry_the_server_tokens(calls, model_server) == calls
-    assert all(c.completion_logprobs for c in calls)
-    assert rollout.calls_without_tokens == []
-    exported = assert_exports_hold_the_calls_tokens(run_dir, calls)
-    # each prompt extends the one before and its completion: one sequence in each format
-    assert {fmt: len(sequences) for fmt, sequences in exported.items()} == {
-        "skyrl": 1,
-        "tinker": 1,
-        "verifiers": 1,
-    }
-    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)
+#: Its calls are the Responses API, streamed: the token ids the server's
+#: ``enable_response_messages`` answer carried, no logprobs (a note says why);
+#: translated, served from chat completions with ids and logprobs.
+TestCodex = program_harness_suite(
+    "codex",
+    tasks=EXAMPLES,
+    fixtures=("codex_bin",),
+    script=HELLO_WORLD,
+    raw={"codex_version": CODEX_VERSION},
+    protocol="responses",
+    stream=True,
+    tokens="ids",
+    token_note="logprobs",
+    translated=True,
+)

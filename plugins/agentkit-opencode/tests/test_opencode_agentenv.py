@@ -1,32 +1,17 @@
-"""OpenCode by name through AgentEnv on a Harbor example task, graded by its own verifier."""
+"""OpenCode by name through AgentEnv and ``agentkit run`` on a Harbor example task,
+graded by its own verifier (local sandbox): agentkit's suite for program harnesses."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-import pytest
-from agentkit_opencode import OPENCODE_VERSION, OpenCodeBinary
+from agentkit_opencode import OPENCODE_VERSION
 
-import agentkit.runs
-from agentkit import AgentEnv, Event
-from agentkit.testing.model_server import ScriptedModelServer
-from agentkit.testing.programs import (
-    TELEMETRY_WEIGHTS,
-    agentkit_run,
-    assert_calls_carry_the_server_tokens,
-    assert_exports_carry_the_server_tokens,
-    assert_key_only_reached_the_model,
-    harbor_rollout,
-    hello_world_token_script,
-    need_harbor_task,
-    telemetry_weights,
-)
-
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("requires_bwrap")]
+from agentkit.testing.program_suite import program_harness_suite
+from agentkit.testing.programs import hello_world_token_script
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "harbor"
-API_KEY = "sk-agentkit-env-3a9c5e7f1b2d"
 
 HELLO_WORLD: dict[str, Any] = {
     "rules": [
@@ -56,115 +41,19 @@ HELLO_WORLD: dict[str, Any] = {
     ]
 }
 
-
-@pytest.fixture
-def harbor_installed() -> None:
-    need_harbor_task(EXAMPLES / "hello-world")
-
-
-@pytest.mark.usefixtures("harbor_installed")
-@pytest.mark.model_script(HELLO_WORLD)
-async def test_harbor_task_passes_its_verifier(
-    model_server: ScriptedModelServer,
-    opencode_bin: OpenCodeBinary,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("AGENTKIT_TEST_OPENCODE_KEY", API_KEY)
-    model_server.set_api_key(API_KEY)  # any other key: a 401
-    seen: list[Event] = []
-    env = AgentEnv.from_names(
-        f"harbor:{EXAMPLES}",
-        "opencode",
-        trace_callback=seen.append,
-    )
-    assert telemetry_weights(env) == TELEMETRY_WEIGHTS
-    [hello] = [t.task_id for t in env.taskset if t.task_id.endswith(":hello-world")]
-    run_dir = tmp_path / "run"
-    rollout = await harbor_rollout(
-        env,
-        hello,
-        server=model_server,
-        out=run_dir,
-        api_key_env="AGENTKIT_TEST_OPENCODE_KEY",
-        sandbox_options={"image": "host"},
-    )
-    assert rollout.rewards["core.reward"] == 1.0
-    assert rollout.rewards["harness.turns"] == 2.0
-    assert rollout.rewards["harness.tool_calls"] == 1.0
-    assert rollout.rewards["harness.tool_errors"] == 0.0
-    assert rollout.rewards["harness.tokens"] == 900 + 25 + 950 + 8
-    assert rollout.usage["input_tokens"] == 1850
-    assert rollout.usage["cached_tokens"] == 100
-    # The runner shows the harness's binary directory read-only in the sandbox
-    # (OpenCode.sandbox_ro_binds), so the 185 MB binary is never copied in.
-    assert not [e for e in seen if "is not visible in the sandbox" in str(e.data)]
-    assert rollout.raw["opencode_version"] == OPENCODE_VERSION
-    assert {"tool.call", "tool.result", "harness.end"} <= {e.type for e in seen}
-    # the key reached the model server and nothing else: not the run directory,
-    # not the events, not opencode's own files
-    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir, events=seen)
-    events_file = run_dir / rollout.events_file if rollout.events_file else None
-    assert events_file is not None and "tool.result" in events_file.read_text()
-
-
-@pytest.mark.usefixtures("harbor_installed")
-@pytest.mark.model_script(HELLO_WORLD)
-async def test_cli_runs_opencode_by_name(
-    model_server: ScriptedModelServer, opencode_bin: OpenCodeBinary, tmp_path: Path
-) -> None:
-    run_dir = tmp_path / "cli-run"
-    _, record = agentkit_run(
-        f"harbor:{EXAMPLES}", "opencode", "--task", "harbor:hello-world",
-        "--model", "scripted-model", "--base-url", model_server.base_url,
-        "--out", str(run_dir),
-        timeout=240,
-    )  # fmt: skip
-    assert record["status"] == "completed"
-    assert record["rewards"]["core.reward"] == 1.0
-
-
-@pytest.mark.usefixtures("harbor_installed")
-@pytest.mark.model_script(hello_world_token_script(describe=True, submit=None))
-async def test_every_model_call_is_recorded_with_the_servers_tokens(
-    model_server: ScriptedModelServer,
-    opencode_bin: OpenCodeBinary,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Through the model proxy, asked for token ids: opencode's calls (chat completions,
-    streamed) are each recorded with exactly the token ids and logprobs the server sent
-    in vLLM's fields, which opencode itself never sees; the program still passes, and
-    the real key reached only the server. ``agentkit export`` writes for SkyRL, Tinker
-    and verifiers exactly those ids, call by call: the second call's prompt extends the
-    first call's tokens (one sequence), the third's shows a tool call otherwise than it
-    was sampled (as real chat templates may): a prefix break, and a second sequence.
-    opencode sends a tool call's arguments back as compact JSON (whatever the server
-    sent), so the script's are compact: a model that samples them otherwise gets a
-    prefix break after every tool call."""
-    monkeypatch.setenv("AGENTKIT_TEST_OPENCODE_KEY", API_KEY)
-    model_server.set_api_key(API_KEY)
-    env = AgentEnv.from_names(f"harbor:{EXAMPLES}", "opencode")
-    [hello] = [t.task_id for t in env.taskset if t.task_id.endswith(":hello-world")]
-    run_dir = tmp_path / "run"
-    rollout = await harbor_rollout(
-        env,
-        hello,
-        server=model_server,
-        out=run_dir,
-        api_key_env="AGENTKIT_TEST_OPENCODE_KEY",
-        sandbox_options={"image": "host"},
-        token_ids=True,
-    )
-    assert rollout.rewards["core.reward"] == 1.0
-    calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
-    assert len(calls) >= 2 and rollout.calls == len(calls)
-    assert {c.protocol for c in calls} == {"chat"}
-    assert all(c.stream is True for c in calls)
-    with_ids = assert_calls_carry_the_server_tokens(calls, model_server)
-    assert with_ids == calls  # every call: the server's ids, exactly
-    assert all(c.completion_logprobs and c.token_note is None for c in calls)
-    assert rollout.calls_without_tokens == []
-    assert_key_only_reached_the_model(API_KEY, server=model_server, run_dir=run_dir)
-    sequences = assert_exports_carry_the_server_tokens(run_dir, rollout.rollout_id, model_server)
-    assert sequences == [[0, 1], [2]]
+#: Its calls are chat completions, streamed, with the server's ids and logprobs in
+#: vLLM's fields (which opencode itself never sees). opencode sends a tool call's
+#: arguments back as compact JSON (whatever the server sent), so the token script's
+#: are compact: a model that samples them otherwise gets a prefix break after every
+#: tool call.
+TestOpenCode = program_harness_suite(
+    "opencode",
+    tasks=EXAMPLES,
+    fixtures=("opencode_bin",),
+    script=HELLO_WORLD,
+    raw={"opencode_version": OPENCODE_VERSION},
+    protocol="chat",
+    stream=True,
+    tokens="logprobs",
+    token_script=hello_world_token_script(describe=True, submit=None),
+)

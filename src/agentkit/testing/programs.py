@@ -24,6 +24,9 @@ against the scripted model server and use these to set up and to look.
   :func:`assert_exports_hold_the_calls_tokens` checks that ``agentkit export``'s
   SkyRL, Tinker and verifiers files hold exactly those tokens, and
   :func:`exported_sequences` reads the sequences back out of such a file.
+
+:func:`agentkit.testing.program_suite.program_harness_suite` builds the suite
+every such plugin runs from these.
 """
 
 from __future__ import annotations
