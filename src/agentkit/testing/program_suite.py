@@ -36,8 +36,9 @@ from typing import Any, Literal
 import pytest
 
 import agentkit.runs
+from agentkit._calls import ModelCall
 from agentkit._events import Event
-from agentkit.env import AgentEnv
+from agentkit.env import AgentEnv, RolloutRecord
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.programs import (
     TELEMETRY_WEIGHTS,
@@ -166,8 +167,37 @@ def program_harness_suite(
     cli_options = [arg for k, v in chosen.items() for arg in ("-H", _cli_option(k, v))]
     hello = tasks / "hello-world"
 
-    def make_env(**kwargs: Any) -> AgentEnv:
-        return AgentEnv.from_names(f"harbor:{tasks}", harness, **kwargs, **chosen)
+    async def run_once(
+        server: ScriptedModelServer,
+        run_dir: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        answers: Mapping[str, Any],
+        env: AgentEnv | None = None,
+        *,
+        token_ids: bool = False,
+        translate_to_chat: bool = False,
+    ) -> tuple[RolloutRecord, list[ModelCall]]:
+        """``hello-world`` through ``env`` (else a new one) on the host userland,
+        ``server`` answering from ``answers`` to the suite's key only: the rollout
+        and its recorded model calls."""
+        need_harbor_task(hello)
+        server.set_script(dict(answers))
+        monkeypatch.setenv(SUITE_API_KEY_ENV, SUITE_API_KEY)
+        server.set_api_key(SUITE_API_KEY)  # any other key: a 401
+        rollout = await harbor_rollout(
+            env or AgentEnv.from_names(f"harbor:{tasks}", harness, **chosen),
+            _TASK,
+            server=server,
+            out=run_dir,
+            api_key_env=SUITE_API_KEY_ENV,
+            sandbox_options={"image": "host"},
+            token_ids=token_ids,
+            translate_to_chat=translate_to_chat,
+        )
+        assert rollout.rewards["core.reward"] == 1.0
+        calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
+        assert rollout.calls == len(calls)
+        return rollout, calls
 
     class Suite:
         async def test_harbor_task_passes_its_verifier(
@@ -179,23 +209,13 @@ def program_harness_suite(
             """By name through AgentEnv: graded 1 by the task's verifier; the
             telemetry, usage and ``raw`` the script and program make; the program
             ran in place; the key reached only the model server."""
-            need_harbor_task(hello)
-            model_server.set_script(dict(script))
-            monkeypatch.setenv(SUITE_API_KEY_ENV, SUITE_API_KEY)
-            model_server.set_api_key(SUITE_API_KEY)  # any other key: a 401
             seen: list[Event] = []
-            env = make_env(trace_callback=seen.append)
+            env = AgentEnv.from_names(
+                f"harbor:{tasks}", harness, trace_callback=seen.append, **chosen
+            )
             assert telemetry_weights(env) == TELEMETRY_WEIGHTS
             run_dir = tmp_path / "run"
-            rollout = await harbor_rollout(
-                env,
-                _TASK,
-                server=model_server,
-                out=run_dir,
-                api_key_env=SUITE_API_KEY_ENV,
-                sandbox_options={"image": "host"},
-            )
-            assert rollout.rewards["core.reward"] == 1.0
+            rollout, _ = await run_once(model_server, run_dir, monkeypatch, script, env)
             assert rollout.rewards["harness.turns"] == expected["turns"]
             assert rollout.rewards["harness.tool_calls"] == expected["tool_calls"]
             assert rollout.rewards["harness.tool_errors"] == 0.0
@@ -244,23 +264,12 @@ def program_harness_suite(
             program's protocol, recorded with exactly the token fields the server
             sent (or a note saying why none); with a token script, the exports
             hold them in two sequences."""
-            need_harbor_task(hello)
-            model_server.set_script(dict(token_script or script))
-            monkeypatch.setenv(SUITE_API_KEY_ENV, SUITE_API_KEY)
-            model_server.set_api_key(SUITE_API_KEY)
             run_dir = tmp_path / "run"
-            rollout = await harbor_rollout(
-                make_env(),
-                _TASK,
-                server=model_server,
-                out=run_dir,
-                api_key_env=SUITE_API_KEY_ENV,
-                sandbox_options={"image": "host"},
-                token_ids=True,
+            answers = token_script or script
+            rollout, calls = await run_once(
+                model_server, run_dir, monkeypatch, answers, token_ids=True
             )
-            assert rollout.rewards["core.reward"] == 1.0
-            calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
-            assert len(calls) >= 2 and rollout.calls == len(calls)
+            assert len(calls) >= 2
             assert {c.protocol for c in calls} == {protocol}
             assert all(c.stream is stream for c in calls)
             with_ids = assert_calls_carry_the_server_tokens(calls, model_server)
@@ -295,26 +304,14 @@ def program_harness_suite(
             only: the program's calls served from chat completions, each with the
             server's exact ids and logprobs, listed so by ``agentkit show``, and
             exported in one sequence per format."""
-            need_harbor_task(hello)
-            model_server.set_script(_thinking(script))
-            monkeypatch.setenv(SUITE_API_KEY_ENV, SUITE_API_KEY)
-            model_server.set_api_key(SUITE_API_KEY)
             model_server.set_apis({"chat"})  # the program's own endpoint: 404
             run_dir = tmp_path / "run"
-            rollout = await harbor_rollout(
-                make_env(),
-                _TASK,
-                server=model_server,
-                out=run_dir,
-                api_key_env=SUITE_API_KEY_ENV,
-                sandbox_options={"image": "host"},
-                token_ids=True,
-                translate_to_chat=True,
-            )
-            assert rollout.rewards["core.reward"] == 1.0
+            rollout, calls = await run_once(
+                model_server, run_dir, monkeypatch, _thinking(script),
+                token_ids=True, translate_to_chat=True,
+            )  # fmt: skip
             assert rollout.rewards["harness.tool_calls"] == expected["tool_calls"]
-            calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
-            assert len(calls) >= 2 and rollout.calls == len(calls)
+            assert len(calls) >= 2
             assert {(c.protocol, c.upstream_protocol) for c in calls} == {(protocol, "chat")}
             assert {r.api for r in model_server.model_requests} == {"chat"}
             assert assert_calls_carry_the_server_tokens(calls, model_server) == calls
