@@ -2,24 +2,13 @@
 ``claude-code``, ``opencode``, ``mini-swe-agent``): the real program, by name,
 through :class:`~agentkit.AgentEnv` and ``agentkit run`` on the Harbor
 ``hello-world`` task, against the scripted model server, graded by the task's
-own verifier::
+own verifier. A plugin's test file holds its model script and what is its own,
+and makes the suite's test class with one call (see ``docs/testing.md``)::
 
-    TestCodex = program_harness_suite(
-        "codex",
-        tasks=EXAMPLES,                  # a folder of Harbor tasks holding hello-world
-        fixtures=("codex_bin",),         # finds the program, or skips saying how to install it
-        script=HELLO_WORLD,              # the model's answers, in the program's own tool
-        raw={"codex_version": CODEX_VERSION},
-        protocol="responses",
-        stream=True,
-        tokens="ids",
-        token_note="logprobs",
-        translated=True,
-    )
+    TestMyAgent = program_harness_suite("my-agent", tasks=EXAMPLES, script=SCRIPT, ...)
 
-Each plugin's test file keeps its model script and what is its own; the
-suite's tests (:func:`program_harness_suite`) check what every such harness
-must do.
+The suite's tests (:func:`program_harness_suite`) check what every such
+harness must do.
 """
 
 from __future__ import annotations
