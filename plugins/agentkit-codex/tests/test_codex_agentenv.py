@@ -4,38 +4,14 @@ graded by its own verifier (local sandbox): agentkit's suite for program harness
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from agentkit_codex import CODEX_VERSION
 
-from agentkit.testing.program_suite import program_harness_suite
+from agentkit.testing.program_suite import hello_world_script, program_harness_suite
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "harbor"
 
-HELLO_WORLD: dict[str, Any] = {
-    "rules": [
-        {
-            "match": {"after_tool": False, "last_user_contains": "hello.txt"},
-            "reply": {
-                "content": "I will create the file.",
-                "tool_calls": [
-                    {
-                        "name": "exec_command",
-                        "arguments": {"cmd": "printf 'Hello, world!\\n' > /app/hello.txt"},
-                    }
-                ],
-                "usage": {"prompt_tokens": 900, "completion_tokens": 25, "cached_tokens": 100},
-            },
-        },
-        {
-            "match": {"after_tool": True},
-            "reply": {
-                "content": "Created /app/hello.txt.",
-                "usage": {"prompt_tokens": 950, "completion_tokens": 8},
-            },
-        },
-    ]
-}
+HELLO_WORLD = hello_world_script(tool="exec_command", command_key="cmd")
 
 #: Its calls are the Responses API, streamed: the token ids the server's
 #: ``enable_response_messages`` answer carried, no logprobs (a note says why);

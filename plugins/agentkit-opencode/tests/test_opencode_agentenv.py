@@ -4,42 +4,15 @@ graded by its own verifier (local sandbox): agentkit's suite for program harness
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from agentkit_opencode import OPENCODE_VERSION
 
-from agentkit.testing.program_suite import program_harness_suite
+from agentkit.testing.program_suite import hello_world_script, program_harness_suite
 from agentkit.testing.programs import hello_world_token_script
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "harbor"
 
-HELLO_WORLD: dict[str, Any] = {
-    "rules": [
-        {
-            "match": {"after_tool": False, "last_user_contains": "hello.txt"},
-            "reply": {
-                "content": "I will create the file.",
-                "tool_calls": [
-                    {
-                        "name": "bash",
-                        "arguments": {
-                            "command": "printf 'Hello, world!\\n' > /app/hello.txt",
-                            "description": "Write the greeting",
-                        },
-                    }
-                ],
-                "usage": {"prompt_tokens": 900, "completion_tokens": 25, "cached_tokens": 100},
-            },
-        },
-        {
-            "match": {"after_tool": True},
-            "reply": {
-                "content": "Created /app/hello.txt.",
-                "usage": {"prompt_tokens": 950, "completion_tokens": 8},
-            },
-        },
-    ]
-}
+HELLO_WORLD = hello_world_script(tool="bash", describe=True)
 
 #: Its calls are chat completions, streamed, with the server's ids and logprobs in
 #: vLLM's fields (which opencode itself never sees). opencode sends a tool call's

@@ -42,7 +42,13 @@ from agentkit.testing.programs import (
 )
 from agentkit.testing.sandbox_fixtures import requires_bwrap
 
-__all__ = ["SUITE_API_KEY", "SUITE_API_KEY_ENV", "TokenKind", "program_harness_suite"]
+__all__ = [
+    "SUITE_API_KEY",
+    "SUITE_API_KEY_ENV",
+    "TokenKind",
+    "hello_world_script",
+    "program_harness_suite",
+]
 
 #: The API key the suite's runs send (the server accepts no other); checked to
 #: reach the model server and nothing else.
@@ -57,6 +63,44 @@ TokenKind = Literal["logprobs", "ids", "none"]
 
 _TASK = "harbor:hello-world"
 _MODEL = "scripted-model"
+
+
+def hello_world_script(
+    *, tool: str = "bash", command_key: str = "command", describe: bool = False,
+    submit: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """A model script for the Harbor ``hello-world`` task in two calls, each reporting
+    its usage: the first writes the file with the program's shell tool (``tool``,
+    its command under ``command_key``, with a ``description`` argument when
+    ``describe``: opencode's ``bash`` and Claude Code's ``Bash`` ask for one), the
+    second, after the tool's result, says it is done, running ``submit`` when the
+    program finishes by a command (mini-swe-agent)."""
+
+    def shell(command: str, description: str) -> dict[str, Any]:
+        arguments = {command_key: command, **({"description": description} if describe else {})}
+        return {"name": tool, "arguments": arguments}
+
+    done: dict[str, Any] = {"content": "Created /app/hello.txt."}
+    if submit is not None:
+        done["tool_calls"] = [shell(submit, "Submit")]
+    return {
+        "rules": [
+            {
+                "match": {"after_tool": False, "last_user_contains": "hello.txt"},
+                "reply": {
+                    "content": "I will create the file.",
+                    "tool_calls": [
+                        shell("printf 'Hello, world!\\n' > /app/hello.txt", "Write the greeting")
+                    ],
+                    "usage": {"prompt_tokens": 900, "completion_tokens": 25, "cached_tokens": 100},
+                },
+            },
+            {
+                "match": {"after_tool": True},
+                "reply": {**done, "usage": {"prompt_tokens": 950, "completion_tokens": 8}},
+            },
+        ]
+    }
 
 
 def _expected(script: Mapping[str, Any]) -> dict[str, float]:
