@@ -20,8 +20,9 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
+import attrs
 import pytest
 
 import agentkit.runs
@@ -136,6 +137,215 @@ def _cli_option(name: str, value: Any) -> str:
     return f"{name}={value if isinstance(value, str) else json.dumps(value)}"
 
 
+@attrs.frozen
+class _Spec:
+    """What :func:`program_harness_suite` was given, and what its tests derive from it."""
+
+    harness: str
+    tasks: Path
+    script: Mapping[str, Any]
+    raw: Mapping[str, Any]
+    protocol: str
+    stream: bool
+    tokens: TokenKind
+    token_note: str | None
+    token_script: Mapping[str, Any] | None
+    options: Mapping[str, Any]
+
+    @property
+    def expected(self) -> dict[str, float]:
+        return _expected(self.script)
+
+    def env(self, **kwargs: Any) -> AgentEnv:
+        """The harness by name on the Harbor tasks, with its options."""
+        return AgentEnv.from_names(f"harbor:{self.tasks}", self.harness, **kwargs, **self.options)
+
+    def cli_options(self) -> list[str]:
+        return [arg for k, v in self.options.items() for arg in ("-H", _cli_option(k, v))]
+
+    async def run_once(
+        self,
+        server: ScriptedModelServer,
+        run_dir: Path,
+        monkeypatch: pytest.MonkeyPatch,
+        answers: Mapping[str, Any],
+        env: AgentEnv | None = None,
+        *,
+        token_ids: bool = False,
+        translate_to_chat: bool = False,
+    ) -> tuple[RolloutRecord, list[ModelCall]]:
+        """``hello-world`` through ``env`` (else a new one) on the host userland,
+        ``server`` answering from ``answers`` to the suite's key only: the rollout
+        (graded 1) and its recorded model calls."""
+        need_harbor_task(self.tasks / "hello-world")
+        server.set_script(dict(answers))
+        monkeypatch.setenv(SUITE_API_KEY_ENV, SUITE_API_KEY)
+        server.set_api_key(SUITE_API_KEY)  # any other key: a 401
+        rollout = await harbor_rollout(
+            env or self.env(),
+            _TASK,
+            server=server,
+            out=run_dir,
+            api_key_env=SUITE_API_KEY_ENV,
+            sandbox_options={"image": "host"},
+            token_ids=token_ids,
+            translate_to_chat=translate_to_chat,
+        )
+        assert rollout.rewards["core.reward"] == 1.0
+        calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
+        assert rollout.calls == len(calls)
+        return rollout, calls
+
+
+class _ProgramTests:
+    """The suite's tests; :func:`program_harness_suite` makes a subclass with its
+    :class:`_Spec`."""
+
+    spec: ClassVar[_Spec]
+
+    async def test_harbor_task_passes_its_verifier(
+        self,
+        model_server: ScriptedModelServer,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """By name through AgentEnv: graded 1 by the task's verifier; the telemetry,
+        usage and ``raw`` the script and program make; the program ran in place; the
+        key reached only the model server."""
+        spec, expected = self.spec, self.spec.expected
+        need_harbor_task(spec.tasks / "hello-world")
+        seen: list[Event] = []
+        env = spec.env(trace_callback=seen.append)
+        assert telemetry_weights(env) == TELEMETRY_WEIGHTS
+        run_dir = tmp_path / "run"
+        rollout, _ = await spec.run_once(model_server, run_dir, monkeypatch, spec.script, env)
+        assert rollout.rewards["harness.turns"] == expected["turns"]
+        assert rollout.rewards["harness.tool_calls"] == expected["tool_calls"]
+        assert rollout.rewards["harness.tool_errors"] == 0.0
+        assert rollout.rewards["harness.tokens"] == expected["tokens"]
+        assert rollout.usage["input_tokens"] == expected["input_tokens"]
+        assert rollout.usage["cached_tokens"] == expected["cached_tokens"]
+        assert {k: rollout.raw.get(k) for k in spec.raw} == dict(spec.raw)
+        # the runner shows the program's directories read-only (sandbox_ro_binds): no copy
+        assert not [e for e in seen if "is not visible in the sandbox" in str(e.data)]
+        assert {"tool.call", "tool.result", "harness.end"} <= {e.type for e in seen}
+        assert rollout.events_file is not None
+        assert "tool.result" in (run_dir / rollout.events_file).read_text()
+        # not in the run directory, the events, or the program's own files
+        assert_key_only_reached_the_model(
+            SUITE_API_KEY, server=model_server, run_dir=run_dir, events=seen
+        )
+
+    def test_agentkit_run_runs_it_by_name(
+        self, model_server: ScriptedModelServer, tmp_path: Path
+    ) -> None:
+        """By name through ``agentkit run`` (the task's image): completed, graded 1,
+        ``raw``; the key in no output and no file."""
+        spec = self.spec
+        need_harbor_task(spec.tasks / "hello-world")
+        model_server.set_script(dict(spec.script))
+        model_server.set_api_key(SUITE_API_KEY)
+        run_dir = tmp_path / "cli-run"
+        proc, record = agentkit_run(
+            f"harbor:{spec.tasks}", spec.harness, "--task", _TASK,
+            "--model", _MODEL, "--base-url", model_server.base_url,
+            "--api-key-env", SUITE_API_KEY_ENV, *spec.cli_options(), "--out", str(run_dir),
+            env={SUITE_API_KEY_ENV: SUITE_API_KEY, "NO_COLOR": "1"},
+        )  # fmt: skip
+        assert record["status"] == "completed", record["error"]
+        assert record["rewards"]["core.reward"] == 1.0
+        assert {k: record["raw"].get(k) for k in spec.raw} == dict(spec.raw)
+        assert SUITE_API_KEY not in proc.stdout + proc.stderr
+        assert_key_only_reached_the_model(SUITE_API_KEY, server=model_server, run_dir=run_dir)
+
+    async def test_every_model_call_is_recorded_with_the_servers_tokens(
+        self,
+        model_server: ScriptedModelServer,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """Through the model proxy asked for token ids: every call in the program's
+        protocol, recorded with exactly the token fields the server sent (or a note
+        saying why none); with a token script, the exports hold them in two
+        sequences."""
+        spec = self.spec
+        run_dir = tmp_path / "run"
+        answers = spec.token_script or spec.script
+        rollout, calls = await spec.run_once(
+            model_server, run_dir, monkeypatch, answers, token_ids=True
+        )
+        assert len(calls) >= 2
+        assert {c.protocol for c in calls} == {spec.protocol}
+        assert all(c.stream is spec.stream for c in calls)
+        with_ids = assert_calls_carry_the_server_tokens(calls, model_server)
+        if spec.token_note is not None:
+            assert all(spec.token_note in (c.token_note or "") for c in calls)
+        if spec.tokens == "none":
+            assert with_ids == []
+            assert rollout.calls_without_tokens == [
+                {"note": calls[0].token_note, "calls": [c.index for c in calls]}
+            ]
+        else:
+            assert with_ids == calls  # every call: the server's ids, exactly
+            assert rollout.calls_without_tokens == []
+            if spec.tokens == "logprobs":
+                assert all(c.completion_logprobs and c.token_note is None for c in calls)
+            else:
+                assert all(c.completion_logprobs is None for c in calls)
+        assert_key_only_reached_the_model(SUITE_API_KEY, server=model_server, run_dir=run_dir)
+        if spec.token_script is not None:
+            sequences = assert_exports_carry_the_server_tokens(
+                run_dir, rollout.rollout_id, model_server
+            )
+            assert sequences == [[0, 1], [2]]
+
+
+class _TranslatedProgramTests(_ProgramTests):
+    """The suite's tests and the translated mode's."""
+
+    async def test_translated_to_chat_every_call_has_the_servers_exact_tokens(
+        self,
+        model_server: ScriptedModelServer,
+        tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """In the proxy's translation mode, against a server of chat completions only:
+        the program's calls served from chat completions, each with the server's
+        exact ids and logprobs, listed so by ``agentkit show``, and exported in one
+        sequence per format."""
+        spec = self.spec
+        model_server.set_apis({"chat"})  # the program's own endpoint: 404
+        run_dir = tmp_path / "run"
+        rollout, calls = await spec.run_once(
+            model_server, run_dir, monkeypatch, _thinking(spec.script),
+            token_ids=True, translate_to_chat=True,
+        )  # fmt: skip
+        assert rollout.rewards["harness.tool_calls"] == spec.expected["tool_calls"]
+        assert len(calls) >= 2
+        assert {(c.protocol, c.upstream_protocol) for c in calls} == {(spec.protocol, "chat")}
+        assert {r.api for r in model_server.model_requests} == {"chat"}
+        assert assert_calls_carry_the_server_tokens(calls, model_server) == calls
+        assert all(c.completion_logprobs for c in calls)
+        assert rollout.calls_without_tokens == []
+        listed = subprocess.run(
+            [sys.executable, "-m", "agentkit", "show", str(run_dir),
+             "--rollout", rollout.rollout_id, "--calls"],
+            capture_output=True, text=True, timeout=60, check=True,
+        ).stdout  # fmt: skip
+        first = calls[0]
+        shown = f"[0] {spec.protocol} (served from chat){' stream' if first.stream else ''}"
+        finish = f" {first.finish_reason}" if first.finish_reason else ""
+        assert f"{shown} {_MODEL}  200{finish}  ttft" in listed, listed
+        exported = assert_exports_hold_the_calls_tokens(run_dir, calls)
+        # each prompt extends the one before and its completion: one sequence each
+        assert {fmt: len(sequences) for fmt, sequences in exported.items()} == {
+            "skyrl": 1,
+            "tinker": 1,
+            "verifiers": 1,
+        }
+        assert_key_only_reached_the_model(SUITE_API_KEY, server=model_server, run_dir=run_dir)
+
+
 def program_harness_suite(
     harness: str,
     *,
@@ -195,182 +405,20 @@ def program_harness_suite(
     options (``AgentEnv.from_names`` keywords, ``-H`` on the command line).
     """
     label = "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", harness))
-    expected = _expected(script)
-    chosen = dict(options or {})
-    cli_options = [arg for k, v in chosen.items() for arg in ("-H", _cli_option(k, v))]
-    hello = tasks / "hello-world"
-
-    async def run_once(
-        server: ScriptedModelServer,
-        run_dir: Path,
-        monkeypatch: pytest.MonkeyPatch,
-        answers: Mapping[str, Any],
-        env: AgentEnv | None = None,
-        *,
-        token_ids: bool = False,
-        translate_to_chat: bool = False,
-    ) -> tuple[RolloutRecord, list[ModelCall]]:
-        """``hello-world`` through ``env`` (else a new one) on the host userland,
-        ``server`` answering from ``answers`` to the suite's key only: the rollout
-        and its recorded model calls."""
-        need_harbor_task(hello)
-        server.set_script(dict(answers))
-        monkeypatch.setenv(SUITE_API_KEY_ENV, SUITE_API_KEY)
-        server.set_api_key(SUITE_API_KEY)  # any other key: a 401
-        rollout = await harbor_rollout(
-            env or AgentEnv.from_names(f"harbor:{tasks}", harness, **chosen),
-            _TASK,
-            server=server,
-            out=run_dir,
-            api_key_env=SUITE_API_KEY_ENV,
-            sandbox_options={"image": "host"},
-            token_ids=token_ids,
-            translate_to_chat=translate_to_chat,
-        )
-        assert rollout.rewards["core.reward"] == 1.0
-        calls = agentkit.runs.open(run_dir).calls(rollout.rollout_id)
-        assert rollout.calls == len(calls)
-        return rollout, calls
-
-    class Suite:
-        async def test_harbor_task_passes_its_verifier(
-            self,
-            model_server: ScriptedModelServer,
-            tmp_path: Path,
-            monkeypatch: pytest.MonkeyPatch,
-        ) -> None:
-            """By name through AgentEnv: graded 1 by the task's verifier; the
-            telemetry, usage and ``raw`` the script and program make; the program
-            ran in place; the key reached only the model server."""
-            seen: list[Event] = []
-            env = AgentEnv.from_names(
-                f"harbor:{tasks}", harness, trace_callback=seen.append, **chosen
-            )
-            assert telemetry_weights(env) == TELEMETRY_WEIGHTS
-            run_dir = tmp_path / "run"
-            rollout, _ = await run_once(model_server, run_dir, monkeypatch, script, env)
-            assert rollout.rewards["harness.turns"] == expected["turns"]
-            assert rollout.rewards["harness.tool_calls"] == expected["tool_calls"]
-            assert rollout.rewards["harness.tool_errors"] == 0.0
-            assert rollout.rewards["harness.tokens"] == expected["tokens"]
-            assert rollout.usage["input_tokens"] == expected["input_tokens"]
-            assert rollout.usage["cached_tokens"] == expected["cached_tokens"]
-            assert {k: rollout.raw.get(k) for k in raw} == dict(raw)
-            # the runner shows the program's directories read-only (sandbox_ro_binds): no copy
-            assert not [e for e in seen if "is not visible in the sandbox" in str(e.data)]
-            assert {"tool.call", "tool.result", "harness.end"} <= {e.type for e in seen}
-            assert rollout.events_file is not None
-            assert "tool.result" in (run_dir / rollout.events_file).read_text()
-            # not in the run directory, the events, or the program's own files
-            assert_key_only_reached_the_model(
-                SUITE_API_KEY, server=model_server, run_dir=run_dir, events=seen
-            )
-
-        def test_agentkit_run_runs_it_by_name(
-            self, model_server: ScriptedModelServer, tmp_path: Path
-        ) -> None:
-            """By name through ``agentkit run`` (the task's image): completed,
-            graded 1, ``raw``; the key in no output and no file."""
-            need_harbor_task(hello)
-            model_server.set_script(dict(script))
-            model_server.set_api_key(SUITE_API_KEY)
-            run_dir = tmp_path / "cli-run"
-            proc, record = agentkit_run(
-                f"harbor:{tasks}", harness, "--task", _TASK,
-                "--model", _MODEL, "--base-url", model_server.base_url,
-                "--api-key-env", SUITE_API_KEY_ENV, *cli_options, "--out", str(run_dir),
-                env={SUITE_API_KEY_ENV: SUITE_API_KEY, "NO_COLOR": "1"},
-            )  # fmt: skip
-            assert record["status"] == "completed", record["error"]
-            assert record["rewards"]["core.reward"] == 1.0
-            assert {k: record["raw"].get(k) for k in raw} == dict(raw)
-            assert SUITE_API_KEY not in proc.stdout + proc.stderr
-            assert_key_only_reached_the_model(SUITE_API_KEY, server=model_server, run_dir=run_dir)
-
-        async def test_every_model_call_is_recorded_with_the_servers_tokens(
-            self,
-            model_server: ScriptedModelServer,
-            tmp_path: Path,
-            monkeypatch: pytest.MonkeyPatch,
-        ) -> None:
-            """Through the model proxy asked for token ids: every call in the
-            program's protocol, recorded with exactly the token fields the server
-            sent (or a note saying why none); with a token script, the exports
-            hold them in two sequences."""
-            run_dir = tmp_path / "run"
-            answers = token_script or script
-            rollout, calls = await run_once(
-                model_server, run_dir, monkeypatch, answers, token_ids=True
-            )
-            assert len(calls) >= 2
-            assert {c.protocol for c in calls} == {protocol}
-            assert all(c.stream is stream for c in calls)
-            with_ids = assert_calls_carry_the_server_tokens(calls, model_server)
-            if token_note is not None:
-                assert all(token_note in (c.token_note or "") for c in calls)
-            if tokens == "none":
-                assert with_ids == []
-                assert rollout.calls_without_tokens == [
-                    {"note": calls[0].token_note, "calls": [c.index for c in calls]}
-                ]
-            else:
-                assert with_ids == calls  # every call: the server's ids, exactly
-                assert rollout.calls_without_tokens == []
-                if tokens == "logprobs":
-                    assert all(c.completion_logprobs and c.token_note is None for c in calls)
-                else:
-                    assert all(c.completion_logprobs is None for c in calls)
-            assert_key_only_reached_the_model(SUITE_API_KEY, server=model_server, run_dir=run_dir)
-            if token_script is not None:
-                sequences = assert_exports_carry_the_server_tokens(
-                    run_dir, rollout.rollout_id, model_server
-                )
-                assert sequences == [[0, 1], [2]]
-
-        async def test_translated_to_chat_every_call_has_the_servers_exact_tokens(
-            self,
-            model_server: ScriptedModelServer,
-            tmp_path: Path,
-            monkeypatch: pytest.MonkeyPatch,
-        ) -> None:
-            """In the proxy's translation mode, against a server of chat completions
-            only: the program's calls served from chat completions, each with the
-            server's exact ids and logprobs, listed so by ``agentkit show``, and
-            exported in one sequence per format."""
-            model_server.set_apis({"chat"})  # the program's own endpoint: 404
-            run_dir = tmp_path / "run"
-            rollout, calls = await run_once(
-                model_server, run_dir, monkeypatch, _thinking(script),
-                token_ids=True, translate_to_chat=True,
-            )  # fmt: skip
-            assert rollout.rewards["harness.tool_calls"] == expected["tool_calls"]
-            assert len(calls) >= 2
-            assert {(c.protocol, c.upstream_protocol) for c in calls} == {(protocol, "chat")}
-            assert {r.api for r in model_server.model_requests} == {"chat"}
-            assert assert_calls_carry_the_server_tokens(calls, model_server) == calls
-            assert all(c.completion_logprobs for c in calls)
-            assert rollout.calls_without_tokens == []
-            listed = subprocess.run(
-                [sys.executable, "-m", "agentkit", "show", str(run_dir),
-                 "--rollout", rollout.rollout_id, "--calls"],
-                capture_output=True, text=True, timeout=60, check=True,
-            ).stdout  # fmt: skip
-            first = calls[0]
-            shown = f"[0] {protocol} (served from chat){' stream' if first.stream else ''} {_MODEL}"
-            finish = f" {first.finish_reason}" if first.finish_reason else ""
-            assert f"{shown}  200{finish}  ttft" in listed, listed
-            exported = assert_exports_hold_the_calls_tokens(run_dir, calls)
-            # each prompt extends the one before and its completion: one sequence each
-            assert {fmt: len(sequences) for fmt, sequences in exported.items()} == {
-                "skyrl": 1,
-                "tinker": 1,
-                "verifiers": 1,
-            }
-            assert_key_only_reached_the_model(SUITE_API_KEY, server=model_server, run_dir=run_dir)
-
-    if not translated:
-        del Suite.test_translated_to_chat_every_call_has_the_servers_exact_tokens
-    Suite.__name__ = Suite.__qualname__ = f"Test{label}Program"
-    Suite.__doc__ = f"The {harness} harness runs its real program as every program harness must."
-    suite: type = pytest.mark.anyio(pytest.mark.usefixtures(*fixtures)(requires_bwrap(Suite)))
-    return suite
+    spec = _Spec(
+        harness=harness,
+        tasks=tasks,
+        script=script,
+        raw=raw,
+        protocol=protocol,
+        stream=stream,
+        tokens=tokens,
+        token_note=token_note,
+        token_script=token_script,
+        options=dict(options or {}),
+    )
+    base = _TranslatedProgramTests if translated else _ProgramTests
+    doc = f"The {harness} harness runs its real program as every program harness must."
+    suite = type(f"Test{label}Program", (base,), {"spec": spec, "__doc__": doc})
+    marked: type = pytest.mark.anyio(pytest.mark.usefixtures(*fixtures)(requires_bwrap(suite)))
+    return marked
