@@ -18,18 +18,20 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
-from agentkit._calls import ModelCall
+from agentkit._calls import ModelCall, Protocol
 from agentkit._context import public_headers
 from agentkit._limits import MAX_NESTING_DEPTH, loads_bounded
 from agentkit.proxy._chat import ENGINE, ChatWire
+from agentkit.proxy._errors import error_body, protocol_of
+from agentkit.proxy._paths import Checked
 from agentkit.proxy._route import ProxyRoute
 from agentkit.proxy._sse import EventSplitter, SseEvent, event_payloads
-from agentkit.proxy._wire import Recorded, Wire, wire_for
+from agentkit.proxy._wire import Recorded, Wire
 
 if TYPE_CHECKING:
     from aiohttp import ClientSession, web
 
-__all__ = ["MAX_BODY", "forward", "key_of"]
+__all__ = ["MAX_BODY", "forward", "key_of", "refuse"]
 
 #: Request and (non-streamed) answer bodies larger than this are passed on unread.
 MAX_BODY = 64 * 1024 * 1024
@@ -105,9 +107,19 @@ def _shown_headers(headers: Any) -> dict[str, str]:
 class _Recorder:
     """What is known of one call so far; makes its :class:`ModelCall`."""
 
-    def __init__(self, route: ProxyRoute, request: web.BaseRequest, wire: Wire | None) -> None:
+    def __init__(
+        self,
+        route: ProxyRoute,
+        request: web.BaseRequest,
+        wire: Wire | None,
+        *,
+        protocol: Protocol | None = None,
+    ) -> None:
         self.route = route
         self.wire = wire
+        self.protocol: Protocol = protocol or (wire.protocol if wire is not None else "other")
+        #: The proxy answered the request itself; nothing was sent upstream.
+        self.refused = False
         self.method = request.method
         self.path = request.raw_path
         self.headers = _shown_headers(request.headers)
@@ -133,7 +145,12 @@ class _Recorder:
                 recorded = Recorded(token_note=f"the answer could not be read: {exc}")
         error = why or self.error
         response = recorded.response
-        if self.status is not None and self.status >= 400:
+        if self.refused:
+            response = self.error_body
+            recorded.token_note = (
+                f"the proxy refused the request (HTTP {self.status}): nothing reached the server"
+            )
+        elif self.status is not None and self.status >= 400:
             response = self.error_body
             recorded.token_note = f"the call failed (HTTP {self.status}): no tokens"
         elif error is not None and recorded.token_note is None:
@@ -144,7 +161,7 @@ class _Recorder:
         return ModelCall(
             rollout_id=self.route.rollout_id,
             index=self.index,
-            protocol=wire.protocol if wire is not None else "other",
+            protocol=self.protocol,
             method=self.method,
             path=self.path,
             model=None if wire is None else wire.model,
@@ -225,31 +242,40 @@ def _error_message(status: int, body: Any) -> str:
 
 
 async def forward(
-    session: ClientSession, route: ProxyRoute, request: web.BaseRequest, body: bytes
+    session: ClientSession,
+    route: ProxyRoute,
+    request: web.BaseRequest,
+    checked: Checked,
+    body: bytes,
 ) -> web.StreamResponse:
-    """Send ``request`` (its ``body`` read) on to the route's endpoint; return the agent's
-    response, written as the answer arrives. The call is recorded on the route."""
+    """Send ``request`` (its ``body`` read; its path ``checked``) on to the route's
+    endpoint; return the agent's response, written as the answer arrives. A model call is
+    recorded on the route."""
     from aiohttp import ClientError, web
+    from yarl import URL
 
     wire: Wire | None = None
-    translate = route.settings.translate_to_chat
-    kind = wire_for(request.raw_path, translate=translate) if request.method == "POST" else None
-    if kind is not None and len(body) <= MAX_BODY:
+    kind = checked.wire
+    if kind is not None:
         try:
             parsed = loads_bounded(body) if body else None
         except ValueError:
             parsed = None
-        if isinstance(parsed, dict):
-            if kind is ChatWire and route.settings.token_ids and parsed.get("stream") is True:
-                await _know_the_engine(session, route, request)
-            wire = kind(parsed, route.settings, route.memory)
-            if wire.body is not wire.request:
-                body = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":")).encode()
+        if not isinstance(parsed, dict):
+            message = "agentkit model proxy: the body of a model call must be a JSON object"
+            return refuse(route, request, 400, message, protocol=kind.protocol)
+        if kind is ChatWire and route.settings.token_ids and parsed.get("stream") is True:
+            await _know_the_engine(session, route, request)
+        wire = kind(parsed, route.settings, route.memory)
+        if wire.body is not wire.request:
+            body = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":")).encode()
     recorder = _Recorder(route, request, wire) if wire is not None else None
     if wire is not None and wire.refusal is not None and recorder is not None:
         return _refuse(route, recorder, *wire.refusal)
-    path = request.raw_path if wire is None else wire.upstream_path_for(request.raw_path)
-    url = route.origin + path  # already encoded as the agent sent it; aiohttp keeps %XX
+    path = checked.path if wire is None else wire.upstream_path_for(checked.path)
+    # the path goes exactly as checked (encoded=True: no dot segments resolved, no
+    # percent-encoding changed on the way)
+    url = URL(route.origin + path, encoded=True)
     response: web.StreamResponse | None = None
     try:
         async with session.request(
@@ -321,8 +347,30 @@ async def _know_the_engine(session: ClientSession, route: ProxyRoute, request: A
         route.memory[ENGINE] = "sglang" if "sglang" in owners else "vllm"
 
 
+def refuse(
+    route: ProxyRoute,
+    request: web.BaseRequest,
+    status: int,
+    message: str,
+    *,
+    protocol: Protocol | None = None,
+) -> web.Response:
+    """Answer ``request`` with the proxy's own error (``status``, ``message``), nothing
+    sent upstream, and record it on the route: as a call of ``protocol`` (a model call
+    the proxy could not read), or, when None, as a request of protocol ``other`` (one
+    the proxy does not forward), answered in the error shape its path suggests."""
+    code = _CODES.get(status, "proxy_refused")
+    shape = protocol or protocol_of(request.raw_path, request.headers)
+    recorder = _Recorder(route, request, None, protocol=protocol or "other")
+    recorder.refused = True
+    return _refuse(route, recorder, status, error_body(shape, status, message, code))
+
+
+_CODES = {400: "invalid_body", 403: "path_not_allowed", 413: "request_too_large"}
+
+
 def _refuse(route: ProxyRoute, recorder: _Recorder, status: int, body: Any) -> web.Response:
-    """A call the wire cannot serve: answered with ``body``, nothing sent upstream."""
+    """A call the proxy does not send: answered with ``body``, recorded."""
     from aiohttp import web
 
     recorder.status = status

@@ -95,6 +95,7 @@ class ChatWire(Wire):
     """``/chat/completions``: OpenAI chat completions, vLLM's token fields."""
 
     protocol: ClassVar[Protocol] = "chat"
+    endpoints: ClassVar[tuple[str, ...]] = ("/chat/completions",)
     no_ids_note: ClassVar[str] = (
         "the server returned no token ids (vLLM returns them from 0.10.2 on; other servers may not)"
     )

@@ -34,6 +34,7 @@ class CompletionsWire(Wire):
     """``/completions`` (not ``/chat/completions``): text completions, vLLM's token fields."""
 
     protocol: ClassVar[Protocol] = "completions"
+    endpoints: ClassVar[tuple[str, ...]] = ("/completions",)
     no_ids_note: ClassVar[str] = (
         "the server returned no token ids (vLLM returns them from 0.10.2 on; other servers may not)"
     )

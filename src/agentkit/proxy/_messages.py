@@ -51,6 +51,7 @@ class MessagesWire(Wire):
     """``/messages`` (not ``/messages/count_tokens``): Anthropic Messages."""
 
     protocol: ClassVar[Protocol] = "messages"
+    endpoints: ClassVar[tuple[str, ...]] = ("/messages",)
     no_ids_note: ClassVar[str] = (
         "the Messages protocol returns no token ids (vLLM and SGLang give none on /messages); "
         "the proxy's translation mode (to come) serves Messages from chat completions, which do"

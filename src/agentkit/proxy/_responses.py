@@ -72,6 +72,7 @@ class ResponsesWire(Wire):
     """``/responses``: the OpenAI Responses API, vLLM's ``enable_response_messages``."""
 
     protocol: ClassVar[Protocol] = "responses"
+    endpoints: ClassVar[tuple[str, ...]] = ("/responses",)
     no_ids_note: ClassVar[str] = (
         "the server returned no token ids (vLLM returns them as raw_message_tokens with "
         "enable_response_messages, for models without harmony)"

@@ -52,6 +52,8 @@ class ProxyRoute:
         self.upstream = upstream.rstrip("/")
         #: Where calls go: the endpoint's scheme, host and port (a call's path is kept).
         self.origin = f"{parts.scheme}://{parts.netloc}"
+        #: The endpoint's path (``/v1``, or ``""``): the proxy forwards only requests under it.
+        self.base_path = parts.path
         #: The base URL the agent is given: the proxy, with the endpoint's path.
         self.base_url = proxy_url + parts.path
         #: The HTTP proxy the environment names for the endpoint (HTTPS_PROXY, NO_PROXY...).

@@ -5,7 +5,9 @@ each Ray worker process on its node), on ``127.0.0.1`` and a port the system
 chooses, shared by every rollout of that loop. A rollout gets a
 :class:`~agentkit.proxy.ProxyRoute`: a key of its own, which the agent holds
 as its API key and the proxy finds the rollout by. Requests without a known
-key get a 401 in their protocol's error format. Built on aiohttp's server
+key get a 401 in their protocol's error format; requests with a route's key
+that are not model calls or start-up requests (``agentkit.proxy._paths``) a
+403, recorded on the route. Built on aiohttp's server
 and client (imported only when a proxy starts).
 
 :func:`acquire_proxy` and :func:`release_proxy` share the loop's proxy:
@@ -19,10 +21,12 @@ import json
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agentkit._proxy_settings import ProxySettings
-from agentkit.proxy._call import MAX_BODY, forward, key_of
+from agentkit.proxy._call import MAX_BODY, forward, key_of, refuse
+from agentkit.proxy._errors import error_body, protocol_of
+from agentkit.proxy._paths import PathRefused, check_request
 from agentkit.proxy._route import ProxyRoute
 
 if TYPE_CHECKING:
@@ -129,42 +133,54 @@ class ModelProxy:
         key = key_of(request.headers)
         route = None if key is None else self._routes.get(key)
         if route is None:
-            return _refused(request.raw_path)
-        if (request.content_length or 0) > MAX_BODY:
-            return _error(request.raw_path, 413, "the request body is too large for the proxy")
-        body = await request.content.read() if request.body_exists else b""
+            return _unknown_key(request)
+        try:
+            checked = check_request(
+                request.method,
+                request.raw_path,
+                route.base_path,
+                translate=route.settings.translate_to_chat,
+            )
+        except PathRefused as exc:
+            return refuse(route, request, 403, f"agentkit model proxy: {exc.reason}")
+        protocol = None if checked.wire is None else checked.wire.protocol
+        body = await _read_body(request)
+        if body is None:
+            message = f"agentkit model proxy: the request body is larger than {MAX_BODY} bytes"
+            return refuse(route, request, 413, message, protocol=protocol or "other")
         assert self._session is not None
-        return await forward(self._session, route, request, body)
+        return await forward(self._session, route, request, checked, body)
 
 
-def _error(path: str, status: int, message: str) -> web.Response:
+async def _read_body(request: web.BaseRequest) -> bytes | None:
+    """The request's body; None when it is larger than :data:`MAX_BODY` (the rest is
+    left unread: a chunked body has no length to check first)."""
+    if (request.content_length or 0) > MAX_BODY:
+        return None
+    if not request.body_exists:
+        return b""
+    if request.content_length is not None:
+        return await request.content.read()
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in request.content.iter_any():
+        size += len(chunk)
+        if size > MAX_BODY:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _unknown_key(request: web.BaseRequest) -> web.Response:
     from aiohttp import web
 
-    if path.partition("?")[0].rstrip("/").endswith(("/messages", "/messages/count_tokens")):
-        body: dict[str, Any] = {
-            "type": "error",
-            "error": {"type": "authentication_error", "message": message},
-        }
-    else:
-        body = {
-            "error": {
-                "message": message,
-                "type": "invalid_request_error",
-                "code": "invalid_api_key",
-            }
-        }
-    return web.Response(
-        status=status, body=json.dumps(body).encode(), content_type="application/json"
-    )
-
-
-def _refused(path: str) -> web.Response:
-    return _error(
-        path,
-        401,
+    message = (
         "agentkit model proxy: this key opens no rollout's route (the rollout ended, or the "
-        "key is not one the proxy gave)",
+        "key is not one the proxy gave)"
     )
+    protocol = protocol_of(request.raw_path, request.headers)
+    body = error_body(protocol, 401, message, "invalid_api_key")
+    return web.Response(status=401, body=json.dumps(body).encode(), content_type="application/json")
 
 
 class _Shared:

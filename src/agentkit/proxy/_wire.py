@@ -104,6 +104,11 @@ class Wire:
     upstream_protocol: ClassVar[Protocol | None] = None
     #: What a call of this protocol notes when the server gave no token ids.
     no_ids_note: ClassVar[str] = "the server returned no token ids"
+    #: The paths this protocol's calls go to, under the route's base path (a ``/v1`` may
+    #: come between, as in ``/v1/messages``): the only paths the proxy forwards its calls
+    #: on (``agentkit.proxy._paths``). Empty: every path under the base path that
+    #: :meth:`matches` accepts (a protocol added with :func:`register_wire`).
+    endpoints: ClassVar[tuple[str, ...]] = ()
 
     def __init__(
         self,
