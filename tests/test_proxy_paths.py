@@ -2,8 +2,9 @@
 every path that climbs out of the endpoint's base path, is refused before anything goes
 upstream, and recorded on the rollout (agentkit.proxy._paths).
 
-The upstream is a catch-all aiohttp server that answers 200 to anything and records what
-reached it (with the key it was sent), so a request the proxy let through would show.
+The upstream is a catch-all aiohttp server (tests/_upstream.py) that answers 200 to anything
+and records what reached it (with the key it was sent), so a request the proxy let through
+would show.
 Requests are written on a raw socket, so no client normalises their paths first."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from _upstream import Upstream
 from aiohttp import web
 
 from agentkit.proxy import WIRES, ModelProxy, ProxyRoute, Wire, register_wire, shared_proxy
@@ -80,30 +82,9 @@ ALLOWED = [
 ]
 
 
-class Upstream:
-    """A catch-all server: 200 to anything, every request kept (method, raw path, key)."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[str, str, str | None]] = []
-        self.runner: web.ServerRunner | None = None
-        self.url = ""
-
-    async def handle(self, request: web.BaseRequest) -> web.Response:
-        await request.read()
-        self.seen.append((request.method, request.raw_path, request.headers.get("authorization")))
-        return web.json_response(CHAT_ANSWER)
-
-    async def __aenter__(self) -> Upstream:
-        self.runner = web.ServerRunner(web.Server(self.handle), handle_signals=False)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{self.runner.addresses[0][1]}/v1"
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.runner is not None
-        await self.runner.cleanup()
+async def answer_anything(request: web.BaseRequest) -> web.StreamResponse:
+    await request.read()
+    return web.json_response(CHAT_ANSWER)
 
 
 @pytest.fixture
@@ -119,7 +100,7 @@ async def proxy() -> AsyncIterator[ModelProxy]:
 
 @pytest.fixture
 async def upstream() -> AsyncIterator[Upstream]:
-    async with Upstream() as server:
+    async with Upstream(answer_anything) as server:
         yield server
 
 

@@ -88,6 +88,20 @@ def _kind_of(status: int) -> str:
     return "model_bad_request"
 
 
+def _code(body: bytes) -> str | None:
+    """An OpenAI-shaped error body's ``error.code`` (the model proxy's own errors say
+    ``model_bad_response`` for an answer it could not pass on)."""
+    if b"model_bad_response" not in body:
+        return None
+    try:
+        data = loads_bounded(body)
+    except ValueError:
+        return None
+    inner = data.get("error") if isinstance(data, dict) else None
+    code = inner.get("code") if isinstance(inner, dict) else None
+    return code if isinstance(code, str) else None
+
+
 def _detail(body: bytes) -> str:
     try:
         data = loads_bounded(body)
@@ -287,7 +301,8 @@ class ModelEndpoint:
         if status >= 300:
             message = f"model endpoint answered HTTP {status}: {_detail(content)}"
             wait = retry_after_seconds(answer_headers)
-            raise EndpointError(_kind_of(status), message, status, wait)
+            kind = "model_bad_response" if _code(content) == "model_bad_response" else None
+            raise EndpointError(kind or _kind_of(status), message, status, wait)
         try:
             return loads_bounded(content)
         except ValueError as exc:
@@ -306,7 +321,8 @@ class ModelEndpoint:
         """POST JSON and yield the JSON payloads of the server-sent event stream.
 
         Reads to the end after ``[DONE]`` so the connection can be reused; an
-        ``error`` payload raises EndpointError (kind ``model_error``), and a
+        ``error`` payload raises EndpointError (kind ``model_error``; ``model_bad_response``
+        when its code says so, as the model proxy's does for an answer it cut off), and a
         payload that is not JSON or is nested too deep one of kind
         ``model_bad_response``.
         """
@@ -363,7 +379,11 @@ async def _events(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]
             message = error.get("message") if isinstance(error, dict) else None
             if not isinstance(message, str) or not message:
                 message = "An error occurred during streaming"
-            raise EndpointError("model_error", message)
+            # the model proxy ends a stream it had to cut off with code model_bad_response
+            code = error.get("code") if isinstance(error, dict) else None
+            raise EndpointError(
+                "model_bad_response" if code == "model_bad_response" else "model_error", message
+            )
         return event if isinstance(event, dict) else None
 
     async for chunk in chunks:

@@ -25,7 +25,13 @@ from agentkit.proxy._chat import ENGINE, ChatWire
 from agentkit.proxy._errors import error_body, protocol_of
 from agentkit.proxy._paths import Checked
 from agentkit.proxy._route import ProxyRoute
-from agentkit.proxy._sse import EventSplitter, SseEvent, event_payloads
+from agentkit.proxy._sse import (
+    EventSizes,
+    EventSplitter,
+    EventTooLarge,
+    SseEvent,
+    event_payloads,
+)
 from agentkit.proxy._wire import Recorded, Wire
 
 if TYPE_CHECKING:
@@ -131,6 +137,12 @@ class _Recorder:
         self.error_body: Any = None
         self.index = route.begin(self.snapshot)
 
+    def malformed(self, data: str) -> None:
+        """A stream event whose data is not JSON: the call's error, unless it has one."""
+        if self.error is None:
+            shown = data if len(data) <= 200 else data[:200] + "..."
+            self.error = f"model_bad_response: a stream event is not JSON: {shown!r}"
+
     def first_byte(self) -> None:
         if self.ttft is None:
             self.ttft = time.perf_counter() - self.t0
@@ -213,7 +225,7 @@ def _parse_all(texts: list[str]) -> list[Any]:
     return out
 
 
-def _rewritten(wire: Wire, events: list[SseEvent]) -> bytes:
+def _rewritten(wire: Wire, events: list[SseEvent], recorder: _Recorder | None) -> bytes:
     """Read completed events into ``wire``; the bytes the agent gets for them (an event
     that is not JSON, or ``[DONE]``, goes on as it came)."""
     readable = [e for e in events if e.data is not None and not e.data.startswith("[DONE]")]
@@ -221,9 +233,12 @@ def _rewritten(wire: Wire, events: list[SseEvent]) -> bytes:
     out: list[bytes] = []
     for event in events:
         value = values.get(id(event), _NOT_JSON)
-        out.append(
-            wire.stream_other(event) if value is _NOT_JSON else wire.stream_event(event, value)
-        )
+        if value is _NOT_JSON:
+            if recorder is not None and id(event) in values:
+                recorder.malformed(event.data or "")
+            out.append(wire.stream_other(event))
+        else:
+            out.append(wire.stream_event(event, value))
     return b"".join(out)
 
 
@@ -403,43 +418,66 @@ async def _stream(
 ) -> None:
     """A stream: each chunk to the agent as it comes. Events the agent gets as they are
     are read once the stream has ended (the agent never waits for the record); events
-    the proxy rewrites are read as each one completes."""
+    the proxy rewrites are read as each one completes. An event larger than
+    :data:`~agentkit.proxy._sse.MAX_EVENT_BYTES` cuts the stream off there: the
+    answer fails as ``model_bad_response``."""
     await response.prepare(request)
     if not wire.rewrites:
         chunks: list[bytes] = []
         kept = 0
+        sizes = EventSizes()
         try:
             async for chunk in upstream.content.iter_any():
                 if recorder is not None:
                     recorder.first_byte()
+                sizes.feed(chunk)
                 await response.write(chunk)
                 if kept <= MAX_BODY:  # a larger stream is recorded in part
                     chunks.append(chunk)
                     kept += len(chunk)
-            await response.write_eof()
+        except EventTooLarge as exc:
+            _cut_off(recorder, exc)
         finally:  # what arrived is recorded, also when the stream broke off
-            _read_stream(wire, b"".join(chunks))
+            _read_stream(wire, b"".join(chunks), recorder)
+        # the agent's client drops an event the stream ended in the middle of
+        await response.write_eof()
         return
     splitter = EventSplitter()
-    async for chunk in upstream.content.iter_any():
-        if recorder is not None:
-            recorder.first_byte()
-        out = _rewritten(wire, splitter.feed(chunk))
-        if out:
-            await response.write(out)
+    try:
+        async for chunk in upstream.content.iter_any():
+            if recorder is not None:
+                recorder.first_byte()
+            out = _rewritten(wire, splitter.feed(chunk), recorder)
+            if out:
+                await response.write(out)
+    except EventTooLarge as exc:
+        message = _cut_off(recorder, exc)
+        await response.write(wire.stream_error(f"agentkit model proxy: {message}"))
+        await response.write_eof()
+        return
     last = splitter.close()
-    out = (b"" if last is None else _rewritten(wire, [last])) + wire.stream_end()
+    out = (b"" if last is None else _rewritten(wire, [last], recorder)) + wire.stream_end()
     if out:
         await response.write(out)
     await response.write_eof()
 
 
-def _read_stream(wire: Wire, stream: bytes) -> None:
+def _cut_off(recorder: _Recorder | None, exc: EventTooLarge) -> str:
+    """Record a stream cut off at an event over the cap; the message for the agent."""
+    message = f"{exc}: the answer was cut off there (model_bad_response)"
+    if recorder is not None:
+        recorder.error = f"model_bad_response: {exc}; the proxy cut the answer off there"
+    return message
+
+
+def _read_stream(wire: Wire, stream: bytes, recorder: _Recorder | None) -> None:
     """Read a whole stream's events into ``wire`` (one JSON parse for all of them)."""
     payloads = [(n, d) for n, d in event_payloads(stream) if not d.startswith("[DONE]")]
-    for (name, _), value in zip(payloads, _parse_all([d for _, d in payloads]), strict=True):
+    for (name, data), value in zip(payloads, _parse_all([d for _, d in payloads]), strict=True):
         if value is not _NOT_JSON:
             wire.event(name, value)
+        elif recorder is not None:
+            recorder.malformed(data)
 
 
 async def _whole(
@@ -456,14 +494,8 @@ async def _whole(
         if recorder is not None:
             recorder.first_byte()
         size += len(chunk)
-        if size > MAX_BODY:  # too large to hold: the rest goes on unread
-            await response.prepare(request)
-            await response.write(b"".join(parts) + chunk)
-            async for rest in upstream.content.iter_any():
-                await response.write(rest)
-            await response.write_eof()
-            if recorder is not None:
-                recorder.error_body = None
+        if size > MAX_BODY:  # too large to hold (a compressed body may expand this far)
+            await _too_large(request, response, wire, recorder)
             return
         parts.append(chunk)
     body = b"".join(parts)
@@ -491,6 +523,35 @@ async def _whole(
     await response.prepare(request)
     await response.write(body)
     await response.write_eof()
+
+
+async def _too_large(
+    request: web.BaseRequest,
+    response: web.StreamResponse,
+    wire: Wire,
+    recorder: _Recorder | None,
+) -> None:
+    """An answer over :data:`MAX_BODY`: the agent gets a 502 in its protocol's shape, the
+    rest is left unread, and the call fails as ``model_bad_response``."""
+    message = f"the model server's answer is larger than {MAX_BODY} bytes (MAX_BODY)"
+    body = error_body(
+        wire.protocol, 502, f"agentkit model proxy: {message} (model_bad_response)", _BAD
+    )
+    if recorder is not None:
+        recorder.status = 502
+        recorder.error_body = body
+        recorder.error = f"model_bad_response: {message}; the proxy cut it off"
+    response.set_status(502)
+    response.headers.clear()
+    response.content_type = "application/json"
+    data = json.dumps(body, ensure_ascii=False).encode()
+    response.content_length = len(data)
+    await response.prepare(request)
+    await response.write(data)
+    await response.write_eof()
+
+
+_BAD = "model_bad_response"
 
 
 async def _pass(request: web.BaseRequest, response: web.StreamResponse, upstream: Any) -> None:

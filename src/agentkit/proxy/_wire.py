@@ -28,6 +28,7 @@ from agentkit._calls import Protocol
 from agentkit._errors import ValidationError
 from agentkit._proxy_settings import ProxySettings
 from agentkit._usage import Usage
+from agentkit.proxy._errors import stream_error
 from agentkit.proxy._sse import SseEvent, encode_event
 
 __all__ = [
@@ -185,6 +186,11 @@ class Wire:
     def stream_end(self) -> bytes:
         """What the agent gets after the stream's last event (nothing)."""
         return b""
+
+    def stream_error(self, message: str, code: str = "model_bad_response") -> bytes:
+        """The event that ends a stream the proxy cuts off (the server sent what it cannot
+        pass on): an error event in the agent's protocol's shape."""
+        return stream_error(self.protocol, message, code)
 
     def error_answer(self, status: int, data: Any) -> Any:
         """The error body the agent gets for the server's ``data`` (as it came)."""
