@@ -252,7 +252,7 @@ def loads_bounded(data: str | bytes, *, limit: int = MAX_NESTING_DEPTH) -> Any:
         if isinstance(data, bytes)
         else data.count("[") + data.count("{")
     )
-    if opens > limit and nesting_depth(value, limit) > limit:
+    if opens > limit and _json_depth(value, limit) > limit:
         raise NestingError(limit)
     return value
 
@@ -294,6 +294,25 @@ def _finite_copy(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite_copy(v) for v in value]
     return value
+
+
+def _json_depth(value: Any, limit: int) -> int:
+    """:func:`nesting_depth` of parsed JSON, whose containers are exactly dicts and lists
+    (checked by type, not through the ``Mapping`` ABC: a long answer's logprobs are
+    hundreds of thousands of small objects)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)] if type(value) in (dict, list) else []
+    while stack:
+        item, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > limit:
+                return deepest
+        for child in item.values() if type(item) is dict else item:
+            kind = type(child)
+            if kind is dict or kind is list:
+                stack.append((child, depth + 1))
+    return deepest
 
 
 def json_type(value: Any) -> str:
