@@ -89,6 +89,16 @@ class ModelCall:
     not written to a run directory, or written before runs had ids. Readers
     check it and ``rollout_id`` against the run and the rollout they read the
     file for (:func:`foreign_calls`).
+
+    A call that did not complete (``error`` set: it failed, broke off, was
+    cut short or never reached the server) has no ``completion_token_ids``:
+    what the server had sampled before it ended is in ``partial_token_ids``,
+    never training data, and ``token_note`` says what happened. A request the
+    proxy refused (not a model call) is recorded with protocol ``other``,
+    its method and path, the status it was answered with and no body.
+    ``cuts`` lists the texts of ``response`` the record keeps shorter than
+    they came (``{"field", "chars"}``: where, and how long it was), each cut
+    to ``MAX_REPLY_CHARS``, the length agentkit's own harnesses cut a reply to.
     """
 
     rollout_id: str
@@ -113,12 +123,14 @@ class ModelCall:
     prompt_token_ids: list[int] | None = None
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None
+    partial_token_ids: list[int] | None = None
     token_source: TokenSource = "none"
     token_note: str | None = None
     session_id: str | None = None
     parent: int | None = None
     upstream_protocol: Protocol | None = None
     upstream_request: Any = None
+    cuts: list[dict[str, Any]] = attrs.field(factory=list)
 
     @property
     def call_id(self) -> str:
@@ -372,6 +384,9 @@ def _fields(value: dict[str, Any], where: str) -> dict[str, Any]:
             raise TypeError
     except TypeError:  # a float among the ids, a string or null anywhere
         _ids(completion, f"{where}.completion_token_ids")
+    partial = value.get("partial_token_ids")
+    if partial is not None:
+        _ids(partial, f"{where}.partial_token_ids")
     logprobs = value.get("completion_logprobs")
     try:
         if logprobs is not None:
@@ -421,7 +436,9 @@ def _plan(value: dict[str, Any], where: str) -> _Plan:
 
 
 #: Fields :func:`_fields` checks itself, line by line.
-_VALUE_CHECKED = frozenset({"prompt_token_ids", "completion_token_ids", "completion_logprobs"})
+_VALUE_CHECKED = frozenset(
+    {"prompt_token_ids", "completion_token_ids", "completion_logprobs", "partial_token_ids"}
+)
 
 
 def _protocol_or_null(value: Any, where: str) -> Protocol | None:
@@ -434,6 +451,12 @@ def _headers(value: Any, where: str) -> dict[str, str]:
     if type(value) is dict and all(type(v) is str for v in value.values()):
         return value
     raise RunDirError(f"{where}: expected an object of strings")
+
+
+def _objects(value: Any, where: str) -> list[dict[str, Any]]:
+    if type(value) is list and all(type(v) is dict for v in value):
+        return value
+    raise RunDirError(f"{where}: expected a list of objects")
 
 
 def _structured(hint: Any) -> Check:
@@ -484,6 +507,7 @@ def _field_checks() -> tuple[dict[str, tuple[type[Any], ...]], dict[str, Check]]
         dict[str, str]: _headers,
         Usage | None: _usage,
         Protocol | None: _protocol_or_null,
+        list[dict[str, Any]]: _objects,
     }
     types: dict[str, tuple[type[Any], ...]] = {}
     checks: dict[str, Check] = {}

@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 from agentkit._calls import ModelCall, Protocol
 from agentkit._context import public_headers
 from agentkit._limits import MAX_NESTING_DEPTH, loads_bounded
+from agentkit.chat import MAX_REPLY_CHARS
 from agentkit.proxy._chat import ENGINE, ChatWire
+from agentkit.proxy._cuts import cut_texts
 from agentkit.proxy._errors import error_body, protocol_of
 from agentkit.proxy._paths import Checked
 from agentkit.proxy._route import ProxyRoute
@@ -132,22 +134,35 @@ class _Recorder:
         self.started_at = time.time()
         self.t0 = time.perf_counter()
         self.ttft: float | None = None
+        self.size = 0  # bytes of the answer read so far
         self.status: int | None = None
         self.error: str | None = None
+        #: What went wrong, in a few words (the start of :attr:`error`; the token note's).
+        self.what: str | None = None
         self.error_body: Any = None
         self.index = route.begin(self.snapshot)
 
+    def fail(self, what: str, detail: str | None = None, *, first: bool = False) -> None:
+        """The call did not complete: ``what`` happened (``detail``: more). ``first``:
+        unless an earlier failure is recorded already."""
+        if first and self.error is not None:
+            return
+        self.what = what
+        self.error = what if detail is None else f"{what}: {detail}"
+
     def malformed(self, data: str) -> None:
         """A stream event whose data is not JSON: the call's error, unless it has one."""
-        if self.error is None:
-            shown = data if len(data) <= 200 else data[:200] + "..."
-            self.error = f"model_bad_response: a stream event is not JSON: {shown!r}"
+        shown = data if len(data) <= 200 else data[:200] + "..."
+        self.fail(_MALFORMED, f"{shown!r}", first=True)
 
-    def first_byte(self) -> None:
+    def chunk(self, size: int) -> None:
+        """``size`` bytes of the answer arrived (the first: the time to first byte)."""
         if self.ttft is None:
             self.ttft = time.perf_counter() - self.t0
+        self.size += size
 
     def snapshot(self, why: str | None = None) -> ModelCall:
+        """The call's record (``why``: it is cut short by that, now)."""
         wire = self.wire
         recorded = Recorded()
         if wire is not None:
@@ -155,21 +170,34 @@ class _Recorder:
                 recorded = wire.recorded()
             except Exception as exc:  # a record must never fail the call
                 recorded = Recorded(token_note=f"the answer could not be read: {exc}")
-        error = why or self.error
-        response = recorded.response
+        if why is not None:
+            self.fail(why)
+        error, status = self.error, self.status
+        response = recorded.response if self.error_body is None else self.error_body
+        prompt_ids = recorded.prompt_token_ids
+        completion_ids = recorded.completion_token_ids
+        partial: list[int] | None = None
+        note = recorded.token_note
         if self.refused:
-            response = self.error_body
-            recorded.token_note = (
-                f"the proxy refused the request (HTTP {self.status}): nothing reached the server"
+            note = f"the proxy refused the request (HTTP {status}): nothing reached the server"
+            prompt_ids = completion_ids = None
+        elif status is not None and status >= 400:
+            note = f"the call failed (HTTP {status}): no tokens"
+            prompt_ids = completion_ids = None
+        elif error is not None:
+            # it did not complete: what was sampled is never a completion to train on
+            partial, completion_ids = completion_ids or None, None
+            what = self.what or error
+            note = (
+                f"{what} after {len(partial)} sampled tokens: kept as partial_token_ids, "
+                "never trained"
+                if partial
+                else f"{what}: no tokens"
             )
-        elif self.status is not None and self.status >= 400:
-            response = self.error_body
-            recorded.token_note = f"the call failed (HTTP {self.status}): no tokens"
-        elif error is not None and recorded.token_note is None:
-            recorded.token_note = "the call did not finish: no tokens"
-        has_ids = (
-            recorded.prompt_token_ids is not None and recorded.completion_token_ids is not None
-        )
+        has_ids = prompt_ids is not None and completion_ids is not None
+        cuts: list[dict[str, Any]] = []
+        if self.size > MAX_REPLY_CHARS:  # a text may be longer than a harness keeps
+            response, cuts = cut_texts(response, MAX_REPLY_CHARS)
         return ModelCall(
             rollout_id=self.route.rollout_id,
             index=self.index,
@@ -181,7 +209,7 @@ class _Recorder:
             request=None if wire is None else wire.request,
             forwarded=dict(wire.forwarded) if wire is not None else {},
             headers=self.headers,
-            status=self.status,
+            status=status,
             response=response,
             error=error,
             started_at=self.started_at,
@@ -189,19 +217,29 @@ class _Recorder:
             duration_s=time.perf_counter() - self.t0,
             usage=recorded.usage,
             finish_reason=recorded.finish_reason,
-            prompt_token_ids=recorded.prompt_token_ids if has_ids else None,
-            completion_token_ids=recorded.completion_token_ids if has_ids else None,
+            prompt_token_ids=prompt_ids,
+            completion_token_ids=completion_ids,
             completion_logprobs=recorded.completion_logprobs if has_ids else None,
+            partial_token_ids=partial,
             token_source="server" if has_ids else "none",
-            token_note=recorded.token_note,
+            token_note=note,
             session_id=self.route.session_id if self.route.settings.session_header else None,
             upstream_protocol=None if wire is None else wire.upstream_protocol,
             upstream_request=(  # what the server was sent (nothing, when the proxy refused)
                 wire.body
-                if wire is not None and wire.upstream_protocol is not None and wire.refusal is None
+                if wire is not None and wire.upstream_protocol is not None and not self.refused
                 else None
             ),
+            cuts=cuts,
         )
+
+
+#: What the recorder says of each way a call fails (the start of its error and note).
+_MALFORMED = "the answer has a stream event that is not JSON (model_bad_response)"
+_UNREACHED = "the model endpoint could not be reached"
+_BROKE_OFF = "the answer broke off"
+_AGENT_LEFT = "the agent closed the connection before the answer ended"
+_NOT_JSON_ANSWER = "the answer is not JSON (model_bad_response)"
 
 
 _NOT_JSON = object()
@@ -286,6 +324,7 @@ async def forward(
             body = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":")).encode()
     recorder = _Recorder(route, request, wire) if wire is not None else None
     if wire is not None and wire.refusal is not None and recorder is not None:
+        recorder.refused = True
         return _refuse(route, recorder, *wire.refusal)
     path = checked.path if wire is None else wire.upstream_path_for(checked.path)
     # the path goes exactly as checked (encoded=True: no dot segments resolved, no
@@ -320,7 +359,7 @@ async def forward(
     except (TimeoutError, ClientError, OSError) as exc:
         # the server cannot be reached, or broke off: so does the agent's connection
         if recorder is not None:
-            recorder.error = _why(exc, response)
+            recorder.fail(_why(exc, response), f"{type(exc).__name__}: {exc}")
         transport = request.transport
         if transport is not None:
             transport.abort()
@@ -328,8 +367,8 @@ async def forward(
             raise asyncio.CancelledError from None  # nothing sent: the client sees a drop
         return response
     except asyncio.CancelledError:
-        if recorder is not None and recorder.error is None:
-            recorder.error = "the agent closed the connection before the answer ended"
+        if recorder is not None:
+            recorder.fail(_AGENT_LEFT, first=True)
         raise
     finally:
         if recorder is not None:
@@ -390,7 +429,7 @@ def _refuse(route: ProxyRoute, recorder: _Recorder, status: int, body: Any) -> w
 
     recorder.status = status
     recorder.error_body = body
-    recorder.error = _error_message(status, body) + " (the proxy answered; nothing was sent)"
+    recorder.fail(_error_message(status, body), "the proxy answered; nothing was sent")
     route.finish(recorder.snapshot())
     return web.Response(
         status=status,
@@ -405,8 +444,8 @@ def _why(exc: BaseException, response: web.StreamResponse | None) -> str:
     if isinstance(exc, (ClientPayloadError, ConnectionResetError)) or (
         response is not None and response.prepared
     ):
-        return f"the answer broke off: {type(exc).__name__}: {exc}"
-    return f"the model endpoint could not be reached: {type(exc).__name__}: {exc}"
+        return _BROKE_OFF
+    return _UNREACHED
 
 
 async def _stream(
@@ -429,7 +468,7 @@ async def _stream(
         try:
             async for chunk in upstream.content.iter_any():
                 if recorder is not None:
-                    recorder.first_byte()
+                    recorder.chunk(len(chunk))
                 sizes.feed(chunk)
                 await response.write(chunk)
                 if kept <= MAX_BODY:  # a larger stream is recorded in part
@@ -446,7 +485,7 @@ async def _stream(
     try:
         async for chunk in upstream.content.iter_any():
             if recorder is not None:
-                recorder.first_byte()
+                recorder.chunk(len(chunk))
             out = _rewritten(wire, splitter.feed(chunk), recorder)
             if out:
                 await response.write(out)
@@ -466,8 +505,11 @@ def _cut_off(recorder: _Recorder | None, exc: EventTooLarge) -> str:
     """Record a stream cut off at an event over the cap; the message for the agent."""
     message = f"{exc}: the answer was cut off there (model_bad_response)"
     if recorder is not None:
-        recorder.error = f"model_bad_response: {exc}; the proxy cut the answer off there"
+        recorder.fail(_TOO_LARGE_EVENT, f"{exc}; the proxy cut the answer off there")
     return message
+
+
+_TOO_LARGE_EVENT = "model_bad_response: a stream event over the proxy's cap"
 
 
 def _read_stream(wire: Wire, stream: bytes, recorder: _Recorder | None) -> None:
@@ -492,7 +534,7 @@ async def _whole(
     size = 0
     async for chunk in upstream.content.iter_any():
         if recorder is not None:
-            recorder.first_byte()
+            recorder.chunk(len(chunk))
         size += len(chunk)
         if size > MAX_BODY:  # too large to hold (a compressed body may expand this far)
             await _too_large(request, response, wire, recorder)
@@ -506,14 +548,14 @@ async def _whole(
             body = json.dumps(view, ensure_ascii=False).encode()
         if recorder is not None:
             recorder.error_body = view
-            recorder.error = _error_message(upstream.status, error)
+            recorder.fail(_error_message(upstream.status, error))
     else:
         try:
             parsed = loads_bounded(body)
         except ValueError:
             parsed = None
             if recorder is not None:
-                recorder.error = "the answer is not JSON"
+                recorder.fail(_NOT_JSON_ANSWER)
                 recorder.error_body = body.decode("utf-8", "replace")[:10_000]
         if parsed is not None:
             view = wire.answer(parsed)
@@ -538,9 +580,8 @@ async def _too_large(
         wire.protocol, 502, f"agentkit model proxy: {message} (model_bad_response)", _BAD
     )
     if recorder is not None:
-        recorder.status = 502
-        recorder.error_body = body
-        recorder.error = f"model_bad_response: {message}; the proxy cut it off"
+        recorder.error_body = body  # what the agent got (the server said 200)
+        recorder.fail(f"model_bad_response: {message}", "the proxy answered 502 and read no more")
     response.set_status(502)
     response.headers.clear()
     response.content_type = "application/json"

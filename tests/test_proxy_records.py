@@ -1,0 +1,155 @@
+"""The proxy's records say what happened: with token ids asked for, a call that failed,
+broke off, never reached the server or was cut short notes that (not "the server returned
+no token ids"), and keeps what it had sampled apart from any completion; a stream with an
+event that is not JSON is recorded with an error; an answer's texts are recorded no longer
+than agentkit's harnesses keep a reply (MAX_REPLY_CHARS), with a note of the cut."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+import openai
+import pytest
+
+from agentkit.chat import MAX_REPLY_CHARS
+from agentkit.proxy import ModelProxy, ProxyRoute, ProxySettings, shared_proxy
+from agentkit.testing.model_server import ScriptedModelServer
+
+pytestmark = pytest.mark.anyio
+
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+NOT_SAID = "the server returned no token ids"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[ModelProxy]:
+    async with shared_proxy() as running:
+        yield running
+
+
+def route_to(proxy: ModelProxy, url: str, **settings: Any) -> ProxyRoute:
+    return proxy.open_route(
+        rollout_id="r0", upstream=url, api_key=None, settings=ProxySettings(**settings)
+    )
+
+
+async def post(route: ProxyRoute, body: dict[str, Any]) -> httpx.Response:
+    async with httpx.AsyncClient(timeout=30) as client:
+        return await client.post(
+            route.base_url + "/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {route.key}"},
+        )
+
+
+async def test_a_call_that_never_reached_the_server_says_so(proxy: ModelProxy) -> None:
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    route = route_to(proxy, f"http://127.0.0.1:{port}/v1", token_ids=True)
+    with pytest.raises(httpx.TransportError):
+        await post(route, BODY)
+    [call] = route.close()
+    assert call.token_note == "the model endpoint could not be reached: no tokens"
+    assert (call.error or "").startswith("the model endpoint could not be reached: ")
+
+
+async def test_a_stream_that_broke_off_keeps_its_partial_ids_apart(
+    model_server: ScriptedModelServer, proxy: ModelProxy
+) -> None:
+    """The ids the server had sent before the stream broke are the first ones of what it
+    sampled; they are recorded as partial_token_ids, never as a completion."""
+    model_server.set_script(
+        {"default": {"content": "a long answer " * 20, "fail": "broken_stream"}}
+    )
+    route = route_to(proxy, model_server.base_url, token_ids=True)
+    async with openai.AsyncOpenAI(
+        base_url=route.base_url, api_key=route.key, max_retries=0
+    ) as client:
+        with pytest.raises((openai.APIError, httpx.TransportError)):
+            async for _ in await client.chat.completions.create(
+                model="m", messages=BODY["messages"], stream=True
+            ):
+                pass
+    [call] = route.close()
+    [sent] = [r.sent for r in model_server.model_requests]
+    assert call.completion_token_ids is None and call.completion_logprobs is None
+    assert not call.has_tokens and call.token_source == "none"
+    assert call.prompt_token_ids == sent["prompt_token_ids"]
+    partial = call.partial_token_ids or []
+    assert 0 < len(partial) < len(sent["completion_token_ids"])
+    assert partial == sent["completion_token_ids"][: len(partial)]
+    assert call.token_note == (
+        f"the answer broke off after {len(partial)} sampled tokens: kept as "
+        "partial_token_ids, never trained"
+    )
+
+
+async def test_failed_and_cut_short_calls_say_what_happened(
+    model_server: ScriptedModelServer, proxy: ModelProxy
+) -> None:
+    model_server.set_script({"default": {"fail": "server_error"}})
+    route = route_to(proxy, model_server.base_url, token_ids=True)
+    assert (await post(route, BODY)).status_code == 500
+    [failed] = route.close()
+    assert failed.token_note == "the call failed (HTTP 500): no tokens"
+    model_server.set_script({"default": {"content": "ok"}})
+    model_server.clear_requests()
+    model_server.hold()
+    route = route_to(proxy, model_server.base_url, token_ids=True)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(post, route, BODY)
+        with anyio.fail_after(30):
+            await model_server.wait_for_requests(1)
+        [cut] = route.close()
+        model_server.release()
+    assert cut.error == "the rollout ended before the call did"
+    assert cut.token_note == "the rollout ended before the call did: no tokens"
+    assert NOT_SAID not in (failed.token_note + cut.token_note)
+
+
+@pytest.mark.parametrize("token_ids", [False, True], ids=["passed-on", "rewritten"])
+async def test_a_stream_event_that_is_not_json_is_the_calls_error(
+    model_server: ScriptedModelServer, proxy: ModelProxy, token_ids: bool
+) -> None:
+    model_server.set_script({"default": {"content": "one two three four", "fail": "invalid_json"}})
+    route = route_to(proxy, model_server.base_url, token_ids=token_ids)
+    body = {**BODY, "stream": True, "stream_options": {"include_usage": True}}
+    await post(route, body)
+    [call] = route.close()
+    assert call.status == 200 and call.error is not None
+    assert call.error.startswith(
+        "the answer has a stream event that is not JSON (model_bad_response): "
+    )
+    assert not call.has_tokens and call.completion_token_ids is None
+    assert call.token_note is not None and call.token_note.startswith(
+        "the answer has a stream event that is not JSON"
+    )
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
+async def test_a_reply_longer_than_a_harness_keeps_is_recorded_cut_with_a_note(
+    model_server: ScriptedModelServer, proxy: ModelProxy, stream: bool
+) -> None:
+    """The record keeps the reply as agentkit's harnesses do (1,000,000 characters) and
+    says where it cut (the token ids, fields of their own, are never cut)."""
+    text = "x" * (MAX_REPLY_CHARS + 200_000)
+    model_server.set_script({"default": {"content": text, "chunk_size": 100_000}})
+    route = route_to(proxy, model_server.base_url)
+    response = await post(route, {**BODY, "stream": stream})
+    assert response.status_code == 200
+    [call] = route.close()
+    content = call.response["choices"][0]["message"]["content"]
+    assert content == text[:MAX_REPLY_CHARS]
+    field = "choices[0].message.content"
+    assert call.cuts == [{"field": field, "chars": len(text)}]
+    assert call.error is None and call.usage is not None
