@@ -39,6 +39,7 @@ def call(
     tools: list[dict[str, Any]] | None = None,
     status: int = 200,
     error: str | None = None,
+    partial: list[int] | None = None,
 ) -> ModelCall:
     """One chat call with these token ids (None: the server returned none; ``note`` says why)."""
     request: dict[str, Any] = {
@@ -62,6 +63,7 @@ def call(
         prompt_token_ids=prompt,
         completion_token_ids=completion,
         completion_logprobs=logprobs,
+        partial_token_ids=partial,
         token_source="server" if completion is not None else "none",
         token_note=note,
         parent=parent,

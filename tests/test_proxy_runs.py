@@ -118,7 +118,7 @@ async def test_a_rollout_without_token_ids_says_which_calls_and_why(
     assert two.calls_without_tokens == [{"note": note, "calls": [0, 1]}]
     shown = CliRunner().invoke(show_cmd, [str(run), "--rollout", "two"])
     assert (
-        f"Token ids: incomplete (2 calls, 0 sequences): 2 without token ids (call 0: {note}"
+        f"Token ids: incomplete (2 calls, 0 sequences): 2 calls not trained (call 0: {note}"
     ) in shown.output
 
 

@@ -116,6 +116,70 @@ def test_a_failed_call_is_skipped_and_missing_logprobs_are_none() -> None:
     assert only.completion_mask == [1, 0, 1]
 
 
+BROKE = "the answer broke off: ClientPayloadError: Response payload is not completed"
+
+
+@pytest.mark.parametrize("kept_as", ["partial", "completion"])
+def test_a_failed_call_is_never_trained_and_its_retry_continues_the_sequence(
+    kept_as: str,
+) -> None:
+    """Call 1 broke off after sampling [7, 8]; the agent retried the same prompt (call 2),
+    which continues call 0's sequence as if call 1 had not happened: one sequence, the
+    partial tokens nowhere, the rollout complete. Calls files of earlier versions kept
+    the partial tokens as completion ids: read the same way."""
+    sampled = [7, 8]
+    calls = [
+        call("r", 0, [1, 2], [3], [-0.3]),
+        call(
+            "r",
+            1,
+            [1, 2, 3, 4],
+            sampled if kept_as == "completion" else None,
+            partial=sampled if kept_as == "partial" else None,
+            error=BROKE,
+        ),
+        call("r", 2, [1, 2, 3, 4], [5, 6], [-0.5, -0.6]),
+    ]
+    tokens = sequences_of(calls)
+    assert tokens.complete and tokens.gaps == ()
+    (only,) = tokens.sequences
+    assert only.calls == (0, 2) and only.start == "first"
+    assert only.completion_token_ids == [3, 4, 5, 6]
+    assert only.completion_mask == [1, 0, 1, 1]
+    assert only.completion_logprobs == [-0.3, 0.0, -0.5, -0.6]
+
+
+def test_a_failed_first_call_and_its_retry_start_the_rollout() -> None:
+    calls = [
+        call("r", 0, [1, 2], None, partial=[9], error=BROKE),
+        call("r", 1, [1, 2], [3], [-0.3]),
+    ]
+    tokens = sequences_of(calls)
+    assert tokens.complete
+    assert [(s.calls, s.start) for s in tokens.sequences] == [((1,), "first")]
+
+
+def test_a_failed_calls_tokens_in_a_later_prompt_make_the_rollout_incomplete() -> None:
+    """The agent kept what call 1 had sampled ([7, 8]) and went on (call 2's prompt holds
+    it): those tokens are the policy's, but are trained as prompt: incomplete, saying why."""
+    calls = [
+        call("r", 0, [1, 2], [3], [-0.3]),
+        call("r", 1, [1, 2, 3, 4], None, partial=[7, 8], error=BROKE),
+        call("r", 2, [1, 2, 3, 4, 7, 8, 10], [11], [-0.1]),
+    ]
+    tokens = sequences_of(calls)
+    assert not tokens.complete
+    (gap,) = tokens.gaps
+    assert gap.call == 1
+    assert gap.reason == (
+        "it did not complete (the answer broke off), and the 2 tokens it had sampled "
+        "reached the agent's next prompt (call 2): they are not trained"
+    )
+    (only,) = tokens.sequences  # call 2 still merges: 7, 8 are context, mask 0
+    assert only.calls == (0, 2) and only.completion_mask == [1, 0, 0, 0, 0, 1]
+    assert "1 calls not trained (call 1: it did not complete" in tokens.describe()
+
+
 def test_a_rollout_of_several_sequences_counts_once_in_its_group() -> None:
     def rec(rollout: str, reward: float, sequence: int) -> TrainingRecord:
         return TrainingRecord(
@@ -389,7 +453,7 @@ async def test_a_run_exports_one_record_per_sequence(
     shown = _cli("show", str(run_dir), "--rollout", missing.rollout_id)
     assert shown.returncode == 0, shown.stderr
     assert (
-        "Token ids: incomplete (2 calls, 1 sequences): 1 without token ids "
+        "Token ids: incomplete (2 calls, 1 sequences): 1 calls not trained "
         "(call 1: the server returned no token ids" in shown.stdout
     )
     complete = _cli("show", str(run_dir), "--rollout", adds[0].rollout_id)

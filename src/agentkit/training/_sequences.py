@@ -20,8 +20,16 @@ The rules (``docs/training-data.md``, "Sequences"):
 - A call that returned no token ids cannot be trained on: it is listed in
   :attr:`RolloutTokens.gaps` with the reason the proxy recorded
   (``ModelCall.token_note``), and the sequence it would have continued ends
-  there (the next call starts a new one, ``after_gap``). A call that failed
-  (an error status, nothing sampled) is skipped.
+  there (the next call starts a new one, ``after_gap``).
+- A call that did not complete (an error status, or an ``error``: it failed,
+  broke off, was cut short) is never trained, whatever it had sampled, and is
+  skipped as if it had not happened: the agent's retry of the same prompt
+  continues the sequence the failed call would have. The rollout stays
+  complete unless what the failed call had sampled reached the agent's next
+  prompt (a later call's prompt ids start with the failed call's prompt and
+  partial completion, ``ModelCall.partial_token_ids``): then the policy's
+  tokens are in the training data as prompt, not as samples, and the failed
+  call is a gap saying so.
 
 Nothing is re-tokenized: every id is one the model server returned.
 """
@@ -45,7 +53,8 @@ SequenceStart = Literal["first", "prefix_break", "branch", "after_gap"]
 
 @attrs.frozen(kw_only=True)
 class CallGap:
-    """A model call whose tokens are missing, and why (``ModelCall.token_note``)."""
+    """A model call whose tokens are not trained, and why: it has no token ids
+    (``ModelCall.token_note``), or it failed after sampling tokens a later prompt holds."""
 
     call: int
     reason: str
@@ -85,16 +94,18 @@ class RolloutTokens:
 
     @property
     def complete(self) -> bool:
-        """True when every call that sampled anything has its token ids."""
+        """True when every call that completed has its token ids, and no failed call's
+        partial answer reached a later prompt."""
         return not self.gaps
 
     def describe(self) -> str:
-        """One line: ``complete (N calls, M sequences)`` or which calls lack ids and why."""
+        """One line: ``complete (N calls, M sequences)``, or which calls' tokens are not
+        trained and why (no token ids; a failed call's tokens in a later prompt)."""
         counts = f"{self.calls} calls, {len(self.sequences)} sequences"
         if self.complete:
             return f"complete ({counts})"
         gaps = "; ".join(f"call {g.call}: {g.reason}" for g in self.gaps)
-        return f"incomplete ({counts}): {len(self.gaps)} without token ids ({gaps})"
+        return f"incomplete ({counts}): {len(self.gaps)} calls not trained ({gaps})"
 
 
 class _Builder:
@@ -155,9 +166,28 @@ class _Builder:
 
 
 def _failed(call: ModelCall) -> bool:
-    """A call that sampled nothing: an error status or error, and no completion ids."""
-    errored = call.error is not None or (call.status is not None and call.status >= 400)
-    return errored and call.completion_token_ids is None
+    """A call that did not complete (an error status, or an error): never trained."""
+    return call.error is not None or (call.status is not None and call.status >= 400)
+
+
+def _kept_tokens(call: ModelCall) -> list[int] | None:
+    """A failed call's prompt and what it had sampled, when it had sampled anything
+    (calls files of earlier versions kept that as its completion ids)."""
+    sampled = call.partial_token_ids or call.completion_token_ids
+    if not sampled or call.prompt_token_ids is None:
+        return None
+    return call.prompt_token_ids + sampled
+
+
+def _reached(failed: ModelCall, by: ModelCall, sampled: int) -> CallGap:
+    what = (failed.error or f"HTTP {failed.status}").split(":", 1)[0]
+    return CallGap(
+        call=failed.index,
+        reason=(
+            f"it did not complete ({what}), and the {sampled} tokens it had sampled reached "
+            f"the agent's next prompt (call {by.index}): they are not trained"
+        ),
+    )
 
 
 def sequences_of(calls: Iterable[ModelCall]) -> RolloutTokens:
@@ -176,9 +206,20 @@ def _sequences_of(
     ended_in: dict[int, _Builder | None] = {}  # call index -> its sequence (None: no ids)
     gaps: list[CallGap] = []
     previous: int | None = None
+    failures: list[tuple[ModelCall, list[int]]] = []  # failed calls that had sampled
     for call in ordered:
         if _failed(call):
+            kept = _kept_tokens(call)
+            if kept is not None:
+                failures.append((call, kept))
             continue
+        if failures and call.prompt_token_ids is not None:
+            for failed, kept in list(failures):
+                if call.prompt_token_ids[: len(kept)] == kept:
+                    gaps.append(
+                        _reached(failed, call, len(kept) - len(failed.prompt_token_ids or []))
+                    )
+                    failures.remove((failed, kept))
         predecessor = call.parent if call.parent is not None else previous
         previous = call.index
         if not call.has_tokens:
@@ -209,7 +250,9 @@ def _sequences_of(
             builders.append(target)
         ended_in[call.index] = target
     return RolloutTokens(
-        sequences=tuple(b.build() for b in builders), gaps=tuple(gaps), calls=len(ordered)
+        sequences=tuple(b.build() for b in builders),
+        gaps=tuple(sorted(gaps, key=lambda g: g.call)),
+        calls=len(ordered),
     )
 
 
