@@ -193,7 +193,9 @@ async def test_a_translated_stream_reaches_the_agent_event_by_event(
                     names.append(line[7:])
                 if names[-1:] == ["content_block_delta"]:
                     break
-            assert model_server.events_sent == 2  # the rest is still held
+            # what matters: the agent has these events while the server still holds its
+            # third (events_sent counts a write after it is made, so it may still say 1)
+            assert model_server.events_sent <= 2
             model_server.release()
             names += [line[7:] async for line in lines if line.startswith("event: ")]
     assert names[:3] == ["message_start", "ping", "content_block_start"]
