@@ -17,6 +17,7 @@ import agentkit.runs
 from agentkit import SpecError
 from agentkit.cli._show_cmd import show_cmd
 from agentkit.env import AgentEnv
+from agentkit.secrets import registered_secrets
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.programs import assert_calls_carry_the_server_tokens, files_containing
 
@@ -105,6 +106,23 @@ async def test_every_call_is_recorded_and_no_secret_is(
     assert [c["index"] for c in json.loads(dumped.output)] == [0, 1]
     refused = runner.invoke(show_cmd, [str(run), "--calls"])
     assert refused.exit_code == 2 and "give --rollout ID" in refused.output
+
+
+async def test_route_keys_do_not_pile_up_in_the_redactor(
+    tmp_path: Path, tasks_file: Path, model_server: ScriptedModelServer
+) -> None:
+    """The chat harness is given each rollout's route key as its API key; the chat client
+    registers the keys it is given as secrets, but not a route key (no secret: it opens
+    nothing once its rollout ends), or every rollout of a run would add one more string
+    that every later line written must be searched for."""
+    before = registered_secrets()
+    env = AgentEnv.from_names(f"jsonl:{tasks_file}", "chat")
+    results = await env.evaluate(
+        model="scripted-model", base_url=model_server.base_url, out=tmp_path / "run"
+    )
+    assert len(results.rollouts) == 2 and len(model_server.model_requests) == 3
+    added = registered_secrets() - before
+    assert not [s for s in added if s.startswith("akp-")]
 
 
 async def test_a_rollout_without_token_ids_says_which_calls_and_why(

@@ -9,10 +9,22 @@ import attrs
 
 from agentkit._errors import SpecError
 
-__all__ = ["DEFAULT_SESSION_HEADER", "ProxySettings"]
+__all__ = ["DEFAULT_SESSION_HEADER", "ROUTE_KEY_PREFIX", "ProxySettings", "is_route_key"]
 
 #: The header that carries a rollout's session id with every call it makes.
 DEFAULT_SESSION_HEADER = "X-Session-ID"
+
+#: How a rollout's proxy key starts (``akp-`` and 32 random URL-safe characters).
+ROUTE_KEY_PREFIX = "akp-"
+_ROUTE_KEY = re.compile(r"akp-[A-Za-z0-9_-]{32}")
+
+
+def is_route_key(value: str | None) -> bool:
+    """Whether ``value`` is a key the model proxy gives a rollout (``akp-`` and 32
+    characters): a capability that opens one rollout's route until it ends, not a
+    secret the run's redactor keeps (docs/security.md, "The model proxy")."""
+    return value is not None and _ROUTE_KEY.fullmatch(value) is not None
+
 
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RFC 9110 token)
 

@@ -11,6 +11,7 @@ import anyio
 
 from agentkit._context import RunContext, is_secret_header
 from agentkit._endpoint import EndpointError, ModelEndpoint
+from agentkit._proxy_settings import is_route_key
 from agentkit._redact import MARKER, register_secret
 from agentkit.chat._connections import ConnectionCache
 from agentkit.chat._errors import ModelCallError
@@ -113,7 +114,8 @@ class ChatClient:
         self.max_reply_bytes = max_reply_bytes
         self._api_key = api_key
         headers = dict(headers or {})
-        register_secret(api_key)
+        if not is_route_key(api_key):  # a proxy route's key opens nothing once it ends:
+            register_secret(api_key)  # one each rollout would grow every later redaction
         for name, value in headers.items():
             if is_secret_header(name):
                 register_secret(value)

@@ -17,12 +17,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from agentkit._calls import ModelCall
-from agentkit._proxy_settings import ProxySettings
+from agentkit._proxy_settings import ROUTE_KEY_PREFIX, ProxySettings
 
 __all__ = ["KEY_PREFIX", "ProxyRoute"]
 
 #: How a rollout's proxy key starts (``akp-`` and 32 random URL-safe characters).
-KEY_PREFIX = "akp-"
+KEY_PREFIX = ROUTE_KEY_PREFIX
 
 
 class ProxyRoute:
