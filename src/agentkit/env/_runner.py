@@ -117,6 +117,19 @@ def _event_json(event: Event, rollout_id: str) -> dict[str, Any]:
     }
 
 
+def _write_files(
+    store: RunStore, rollout_id: str, events: Sequence[Event], calls: Sequence[ModelCall]
+) -> tuple[str | None, str | None]:
+    """Write a rollout's events and model calls files (those it has); their paths."""
+    events_file = (
+        store.write_events(rollout_id, [_event_json(e, rollout_id) for e in events])
+        if events
+        else None
+    )
+    calls_file = store.write_calls(rollout_id, calls_json(calls)) if calls else None
+    return events_file, calls_file
+
+
 class Runner:
     """Runs a list of jobs through an executor and records each finished rollout."""
 
@@ -299,15 +312,14 @@ class Runner:
             artifacts = self.store.artifacts_dir(job.rollout_id)
             if artifacts.exists():
                 await anyio.to_thread.run_sync(self.store.scrub_files, artifacts)
-        if stored and self.store is not None:
-            rec.events_file = self.store.write_events(
-                job.rollout_id, [_event_json(e, job.rollout_id) for e in stored]
+        if self.store is not None and (stored or outcome.calls):
+            # in a worker thread: creating a file can wait on the disk, and the other
+            # rollouts go on meanwhile (the rollout's line is written after both files)
+            rec.events_file, rec.calls_file = await anyio.to_thread.run_sync(
+                _write_files, self.store, job.rollout_id, stored, outcome.calls
             )
-        if outcome.calls:
-            if self.store is not None:
-                rec.calls_file = self.store.write_calls(job.rollout_id, calls_json(outcome.calls))
-            else:  # no run directory (env.generate()): the records stay in memory
-                rec.model_calls = list(outcome.calls)
+        elif outcome.calls:  # no run directory (env.generate()): the records stay in memory
+            rec.model_calls = list(outcome.calls)
         return rec
 
     async def _backoff(self, events: RolloutEvents, result: HarnessResult) -> None:
