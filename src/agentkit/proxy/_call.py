@@ -345,14 +345,15 @@ async def forward(
             headers = [
                 (k, v) for k, v in upstream.headers.items() if k.lower() not in _NOT_RETURNED
             ]
+            sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
+            if wire is not None and (upstream.status >= 400 or not sse):
+                # read whole, then sent whole (its headers and body in one write)
+                return await _whole(upstream, headers, wire, recorder)
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
             for name, value in headers:
                 response.headers.add(name, value)
-            sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
-            if wire is not None and upstream.status < 400 and sse:
+            if wire is not None:
                 await _stream(request, response, upstream, wire, recorder)
-            elif wire is not None:
-                await _whole(request, response, upstream, wire, recorder)
             else:
                 await _pass(request, response, upstream)
             return response
@@ -523,13 +524,11 @@ def _read_stream(wire: Wire, stream: bytes, recorder: _Recorder | None) -> None:
 
 
 async def _whole(
-    request: web.BaseRequest,
-    response: web.StreamResponse,
-    upstream: Any,
-    wire: Wire,
-    recorder: _Recorder | None,
-) -> None:
-    """A whole answer: read, recorded, rewritten if need be, then sent."""
+    upstream: Any, headers: list[tuple[str, str]], wire: Wire, recorder: _Recorder | None
+) -> web.Response:
+    """A whole answer: read, recorded, rewritten if need be; the agent's response."""
+    from aiohttp import web
+
     parts: list[bytes] = []
     size = 0
     async for chunk in upstream.content.iter_any():
@@ -537,8 +536,7 @@ async def _whole(
             recorder.chunk(len(chunk))
         size += len(chunk)
         if size > MAX_BODY:  # too large to hold (a compressed body may expand this far)
-            await _too_large(request, response, wire, recorder)
-            return
+            return _too_large(wire, recorder)
         parts.append(chunk)
     body = b"".join(parts)
     if upstream.status >= 400:
@@ -561,20 +559,14 @@ async def _whole(
             view = wire.answer(parsed)
             if wire.rewrites:
                 body = json.dumps(view, ensure_ascii=False, separators=(",", ":")).encode()
-    response.content_length = len(body)
-    await response.prepare(request)
-    await response.write(body)
-    await response.write_eof()
+    return web.Response(status=upstream.status, reason=upstream.reason, headers=headers, body=body)
 
 
-async def _too_large(
-    request: web.BaseRequest,
-    response: web.StreamResponse,
-    wire: Wire,
-    recorder: _Recorder | None,
-) -> None:
+def _too_large(wire: Wire, recorder: _Recorder | None) -> web.Response:
     """An answer over :data:`MAX_BODY`: the agent gets a 502 in its protocol's shape, the
     rest is left unread, and the call fails as ``model_bad_response``."""
+    from aiohttp import web
+
     message = f"the model server's answer is larger than {MAX_BODY} bytes (MAX_BODY)"
     body = error_body(
         wire.protocol, 502, f"agentkit model proxy: {message} (model_bad_response)", _BAD
@@ -582,16 +574,12 @@ async def _too_large(
     if recorder is not None:
         recorder.error_body = body  # what the agent got (the server said 200)
         recorder.fail(f"model_bad_response: {message}", "the proxy answered 502 and read no more")
-    response.set_status(502)
-    response.headers.clear()
-    response.content_type = "application/json"
-    data = json.dumps(body, ensure_ascii=False).encode()
-    response.content_length = len(data)
-    await response.prepare(request)
-    await response.write(data)
-    await response.write_eof()
+    return web.Response(
+        status=502, body=json.dumps(body, ensure_ascii=False).encode(), content_type=_JSON
+    )
 
 
+_JSON = "application/json"
 _BAD = "model_bad_response"
 
 

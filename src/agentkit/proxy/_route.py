@@ -10,16 +10,19 @@ calls with that key and records the calls still in flight as cut short.
 
 from __future__ import annotations
 
+import os
 import secrets
-import uuid
+import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import attrs
+
 from agentkit._calls import ModelCall
 from agentkit._proxy_settings import ROUTE_KEY_PREFIX, ProxySettings
 
-__all__ = ["KEY_PREFIX", "ProxyRoute"]
+__all__ = ["KEY_PREFIX", "Endpoint", "ProxyRoute"]
 
 #: How a rollout's proxy key starts (``akp-`` and 32 random URL-safe characters).
 KEY_PREFIX = ROUTE_KEY_PREFIX
@@ -43,25 +46,24 @@ class ProxyRoute:
         headers: Mapping[str, str],
         settings: ProxySettings,
         on_close: Callable[[ProxyRoute], None],
+        endpoint: Endpoint | None = None,
     ) -> None:
-        parts = urlsplit(upstream.rstrip("/"))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"the model endpoint {upstream!r} is not an http(s) URL")
+        where = endpoint or Endpoint.of(upstream)
         self.rollout_id = rollout_id
         self.key = KEY_PREFIX + secrets.token_urlsafe(24)
-        self.upstream = upstream.rstrip("/")
+        self.upstream = where.upstream
         #: Where calls go: the endpoint's scheme, host and port (a call's path is kept).
-        self.origin = f"{parts.scheme}://{parts.netloc}"
+        self.origin = where.origin
         #: The endpoint's path (``/v1``, or ``""``): the proxy forwards only requests under it.
-        self.base_path = parts.path
+        self.base_path = where.path
         #: The base URL the agent is given: the proxy, with the endpoint's path.
-        self.base_url = proxy_url + parts.path
+        self.base_url = proxy_url + where.path
         #: The HTTP proxy the environment names for the endpoint (HTTPS_PROXY, NO_PROXY...).
-        self.http_proxy = _proxy_for(parts.scheme, parts.hostname)
+        self.http_proxy = where.http_proxy
         self.api_key = api_key
         self.headers = dict(headers)
         self.settings = settings
-        self.session_id = f"{rollout_id or 'rollout'}-{uuid.uuid4().hex[:8]}"
+        self.session_id = f"{rollout_id or 'rollout'}-{secrets.token_hex(4)}"
         self.closed = False
         #: Protocol handlers' scratch space for this attempt's calls (``Wire.memory``).
         self.memory: dict[str, Any] = {}
@@ -101,15 +103,37 @@ class ProxyRoute:
         return self.calls
 
 
+@attrs.frozen
+class Endpoint:
+    """A model endpoint as routes use it, read once (the proxy keeps one per base URL)."""
+
+    upstream: str
+    origin: str
+    path: str
+    #: The HTTP proxy the environment names for it (HTTPS_PROXY, NO_PROXY...): read when
+    #: the proxy first routes to the endpoint, not once per call or route.
+    http_proxy: str | None
+
+    @classmethod
+    def of(cls, upstream: str) -> Endpoint:
+        """The endpoint at ``upstream`` (``http(s)://host[:port]/path``); a ValueError
+        when it is not an http(s) URL."""
+        parts = urlsplit(upstream.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"the model endpoint {upstream!r} is not an http(s) URL")
+        return cls(
+            upstream=upstream.rstrip("/"),
+            origin=f"{parts.scheme}://{parts.netloc}",
+            path=parts.path,
+            http_proxy=_proxy_for(parts.scheme, parts.hostname),
+        )
+
+
 def _proxy_for(scheme: str, host: str) -> str | None:
     """The proxy the environment sets for ``scheme`` and ``host`` (None: none, or
-    bypassed), read once per route rather than once per call."""
-    import os
-
+    bypassed)."""
     if not any(k.lower().endswith("_proxy") for k in os.environ):
         return None
-    import urllib.request
-
     proxies = urllib.request.getproxies()
     proxy = proxies.get(scheme) or proxies.get("all")
     if not proxy or urllib.request.proxy_bypass(host):

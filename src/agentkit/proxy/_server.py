@@ -27,12 +27,15 @@ from agentkit._proxy_settings import ProxySettings
 from agentkit.proxy._call import MAX_BODY, forward, key_of, refuse
 from agentkit.proxy._errors import error_body, protocol_of
 from agentkit.proxy._paths import PathRefused, check_request
-from agentkit.proxy._route import ProxyRoute
+from agentkit.proxy._route import Endpoint, ProxyRoute
 
 if TYPE_CHECKING:
     from aiohttp import ClientSession, web
 
 __all__ = ["ModelProxy", "acquire_proxy", "release_proxy", "shared_proxy"]
+
+
+_DEFAULT_SETTINGS = ProxySettings()
 
 
 class ModelProxy:
@@ -46,6 +49,7 @@ class ModelProxy:
         self.host = host
         self.port = port
         self._routes: dict[str, ProxyRoute] = {}
+        self._endpoints: dict[str, Endpoint] = {}  # by upstream URL, read once
         self._runner: web.ServerRunner | None = None
         self._session: ClientSession | None = None
 
@@ -114,14 +118,20 @@ class ModelProxy:
     ) -> ProxyRoute:
         """A route for one rollout's calls to ``upstream`` (with ``api_key`` and
         ``headers``): the agent is given its ``base_url`` and ``key``."""
+        endpoint = self._endpoints.get(upstream)
+        if endpoint is None:
+            endpoint = Endpoint.of(upstream)
+            if len(self._endpoints) < 64:
+                self._endpoints[upstream] = endpoint
         route = ProxyRoute(
             proxy_url=self.url,
             rollout_id=rollout_id,
             upstream=upstream,
             api_key=api_key,
             headers=headers or {},
-            settings=settings or ProxySettings(),
+            settings=settings or _DEFAULT_SETTINGS,
             on_close=self._forget,
+            endpoint=endpoint,
         )
         self._routes[route.key] = route
         return route
