@@ -163,7 +163,7 @@ def calls_json(calls: Sequence[ModelCall]) -> list[dict[str, Any]]:
     done: dict[int, list[int]] = {}  # call index -> its prompt + completion ids
     previous: int | None = None
     for call in sorted(calls, key=lambda c: c.index):
-        line = unstructure(call)
+        line = _line(call)
         prompt = call.prompt_token_ids
         if prompt is not None:
             delta = _delta(prompt, call.parent, previous, done)
@@ -174,6 +174,15 @@ def calls_json(calls: Sequence[ModelCall]) -> list[dict[str, Any]]:
         previous = call.index
         out.append(line)
     return out
+
+
+def _line(call: ModelCall) -> dict[str, Any]:
+    """One call's fields as JSON values: :func:`~agentkit._convert.unstructure`'s, made
+    without copying the request and response (JSON already) a field at a time."""
+    line = attrs.asdict(call, recurse=False)
+    if call.usage is not None:
+        line["usage"] = unstructure(call.usage)
+    return line
 
 
 def _delta(
