@@ -31,7 +31,7 @@ from typing import Any, Literal
 import attrs
 import orjson
 
-from agentkit._convert import structure, unstructure
+from agentkit._convert import structure
 from agentkit._errors import AgentkitError
 from agentkit._rundir import RunDirError
 from agentkit._usage import Usage
@@ -178,10 +178,11 @@ def calls_json(calls: Sequence[ModelCall]) -> list[dict[str, Any]]:
 
 def _line(call: ModelCall) -> dict[str, Any]:
     """One call's fields as JSON values: :func:`~agentkit._convert.unstructure`'s, made
-    without copying the request and response (JSON already) a field at a time."""
+    without the converter (which loads cattrs, and copies the request and response,
+    JSON already, a field at a time)."""
     line = attrs.asdict(call, recurse=False)
     if call.usage is not None:
-        line["usage"] = unstructure(call.usage)
+        line["usage"] = call.usage.to_json()
     return line
 
 
