@@ -9,6 +9,10 @@ enters a sandbox). The proxy forwards each call to the real endpoint
 (``https`` included), passes streams on as they arrive, adds the session
 header and, with :class:`ProxySettings`, asks the server for token ids on the
 agent's behalf, and records each model call as an :class:`~agentkit.runs.ModelCall`.
+It forwards model calls only (each protocol's ``POST`` path under the
+endpoint's base path, :attr:`Wire.endpoints`) and what agents ask before their
+first call (``GET …/models``, ``POST …/messages/count_tokens``); any other
+request gets a 403 before anything goes upstream, and is recorded too.
 
 Protocols are handled by :class:`Wire` subclasses, looked up by path
 (:func:`wire_for`; :func:`register_wire` adds one): chat completions,
