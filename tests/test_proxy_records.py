@@ -153,3 +153,21 @@ async def test_a_reply_longer_than_a_harness_keeps_is_recorded_cut_with_a_note(
     field = "choices[0].message.content"
     assert call.cuts == [{"field": field, "chars": len(text)}]
     assert call.error is None and call.usage is not None
+
+
+async def test_a_stream_longer_than_the_record_keeps_is_no_error(
+    model_server: ScriptedModelServer, proxy: ModelProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream passed on as it came is recorded from its first MAX_BODY bytes (4 KiB
+    here): the event cut at that point is left out of the record, not taken for a
+    malformed one."""
+    monkeypatch.setattr("agentkit.proxy._call.MAX_BODY", 4096)
+    model_server.set_script({"default": {"content": "word " * 2000}})
+    route = route_to(proxy, model_server.base_url)
+    body = {**BODY, "stream": True, "stream_options": {"include_usage": True}}
+    response = await post(route, body)
+    assert response.status_code == 200 and response.text.endswith("data: [DONE]\n\n")
+    [call] = route.close()
+    assert call.error is None and call.forwarded == {}
+    content = call.response["choices"][0]["message"]["content"]
+    assert 0 < len(content) < 4096 and "word " * 10 in content

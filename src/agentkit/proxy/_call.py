@@ -478,7 +478,7 @@ async def _stream(
         except EventTooLarge as exc:
             _cut_off(recorder, exc)
         finally:  # what arrived is recorded, also when the stream broke off
-            _read_stream(wire, b"".join(chunks), recorder)
+            _read_stream(wire, b"".join(chunks), recorder, whole=kept <= MAX_BODY)
         # the agent's client drops an event the stream ended in the middle of
         await response.write_eof()
         return
@@ -513,14 +513,30 @@ def _cut_off(recorder: _Recorder | None, exc: EventTooLarge) -> str:
 _TOO_LARGE_EVENT = "model_bad_response: a stream event over the proxy's cap"
 
 
-def _read_stream(wire: Wire, stream: bytes, recorder: _Recorder | None) -> None:
-    """Read a whole stream's events into ``wire`` (one JSON parse for all of them)."""
+def _read_stream(
+    wire: Wire, stream: bytes, recorder: _Recorder | None, *, whole: bool = True
+) -> None:
+    """Read a whole stream's events into ``wire`` (one JSON parse for all of them); an
+    event that is not JSON is the call's error. ``whole``: False when only the stream's
+    start was kept (its last event may be cut: it is left out)."""
+    if not whole:
+        stream = stream[: _last_event_end(stream)]
     payloads = [(n, d) for n, d in event_payloads(stream) if not d.startswith("[DONE]")]
     for (name, data), value in zip(payloads, _parse_all([d for _, d in payloads]), strict=True):
         if value is not _NOT_JSON:
             wire.event(name, value)
         elif recorder is not None:
             recorder.malformed(data)
+
+
+def _last_event_end(stream: bytes) -> int:
+    """Where the last event that ends in ``stream`` ends (0: none does)."""
+    last = 0
+    for boundary in (b"\n\n", b"\r\r", b"\r\n\r\n"):
+        at = stream.rfind(boundary)
+        if at >= 0:
+            last = max(last, at + len(boundary))
+    return last
 
 
 async def _whole(
