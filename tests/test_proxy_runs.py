@@ -170,7 +170,7 @@ async def test_a_completion_missing_token_ids_is_recorded_as_not_exact(
     assert second.has_tokens and second.token_note is None
     assert two.calls_without_tokens == [{"note": note, "calls": [0]}]
     shown = CliRunner().invoke(show_cmd, [str(run), "--rollout", "two"])
-    assert f"Token ids: incomplete (2 calls, 1 sequences): 1 without token ids (call 0: {note}" in (
+    assert f"Token ids: incomplete (2 calls, 1 sequences): 1 calls not trained (call 0: {note}" in (
         shown.output
     )
     refused = subprocess.run(

@@ -195,6 +195,8 @@ class _Recorder:
                 else f"{what}: no tokens"
             )
         has_ids = prompt_ids is not None and completion_ids is not None
+        if not has_ids and partial is None:
+            prompt_ids = completion_ids = None  # both or neither (but for a failed call's)
         cuts: list[dict[str, Any]] = []
         if self.size > MAX_REPLY_CHARS:  # a text may be longer than a harness keeps
             response, cuts = cut_texts(response, MAX_REPLY_CHARS)
