@@ -6,6 +6,8 @@ than agentkit's harnesses keep a reply (MAX_REPLY_CHARS), with a note of the cut
 
 from __future__ import annotations
 
+import asyncio
+import json
 import socket
 from collections.abc import AsyncIterator
 from typing import Any
@@ -14,6 +16,8 @@ import anyio
 import httpx
 import openai
 import pytest
+from _upstream import Upstream
+from aiohttp import web
 
 from agentkit.chat import MAX_REPLY_CHARS
 from agentkit.proxy import ModelProxy, ProxyRoute, ProxySettings, shared_proxy
@@ -171,3 +175,78 @@ async def test_a_stream_longer_than_the_record_keeps_is_no_error(
     assert call.error is None and call.forwarded == {}
     content = call.response["choices"][0]["message"]["content"]
     assert 0 < len(content) < 4096 and "word " * 10 in content
+
+
+def chunk(delta: dict[str, Any], ids: list[int], finish: str | None = None) -> bytes:
+    choice = {
+        "index": 0,
+        "delta": delta,
+        "token_ids": ids,
+        "logprobs": {"content": [{"token": str(i), "logprob": -0.5} for i in ids]},
+        "finish_reason": finish,
+    }
+    data = {"id": "c1", "object": "chat.completion.chunk", "model": "m", "choices": [choice]}
+    if not ids:
+        data["prompt_token_ids"] = [1, 2, 3]
+    return b"data: " + json.dumps(data).encode() + b"\n\n"
+
+
+class HoldsItsEnd:
+    """A chat stream with token ids, held open after its first ``events`` events (never
+    its usage chunk nor ``[DONE]``) until the client goes."""
+
+    def __init__(self, events: int) -> None:
+        self.events = events
+        self.gone = asyncio.Event()
+
+    async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        chunks = [
+            chunk({"role": "assistant", "content": ""}, []),
+            chunk({"content": "four"}, [11, 12]),
+            chunk({"content": "ty-two"}, [13], finish="stop"),
+        ]
+        try:
+            for event in chunks[: self.events]:
+                await response.write(event)
+            await asyncio.Event().wait()
+        finally:
+            self.gone.set()
+        return response
+
+
+@pytest.mark.parametrize("finished", [True, False], ids=["after-the-end", "mid-answer"])
+async def test_an_agent_that_hangs_up_once_it_has_the_answer_completed_its_call(
+    proxy: ModelProxy, finished: bool
+) -> None:
+    """Agents close the connection once they have the answer's last event (codex does,
+    before the server's [DONE]): the call is complete, trainable. One that hangs up in
+    the middle of the answer did not complete it: its ids are partial."""
+    server = HoldsItsEnd(3 if finished else 2)
+    async with Upstream(server) as upstream:
+        route = route_to(proxy, upstream.url, token_ids=True)
+        with anyio.fail_after(30):
+            async with (
+                httpx.AsyncClient(timeout=30) as client,
+                client.stream(
+                    "POST",
+                    route.base_url + "/chat/completions",
+                    json={**BODY, "stream": True},
+                    headers={"Authorization": f"Bearer {route.key}"},
+                ) as response,
+            ):
+                seen = 0
+                async for line in response.aiter_lines():
+                    seen += line.startswith("data:")
+                    if seen == server.events:
+                        break  # and hang up
+            await server.gone.wait()
+        [call] = route.close()
+    if finished:
+        assert call.error is None and call.finish_reason == "stop"
+        assert call.has_tokens and call.completion_token_ids == [11, 12, 13]
+    else:
+        assert call.error == "the agent closed the connection before the answer ended"
+        assert call.completion_token_ids is None and call.partial_token_ids == [11, 12]

@@ -370,7 +370,9 @@ async def forward(
             raise asyncio.CancelledError from None  # nothing sent: the client sees a drop
         return response
     except asyncio.CancelledError:
-        if recorder is not None:
+        # an agent may hang up once it has the answer's last event (codex does): a call
+        # the server finished is complete; one it had not is the agent's leaving early
+        if recorder is not None and not _finished(wire):
             recorder.fail(_AGENT_LEFT, first=True)
         raise
     finally:
@@ -402,6 +404,14 @@ async def _know_the_engine(session: ClientSession, route: ProxyRoute, request: A
     owners = {m.get("owned_by") for m in models or [] if isinstance(m, dict)}
     if owners & {"sglang", "vllm"}:
         route.memory[ENGINE] = "sglang" if "sglang" in owners else "vllm"
+
+
+def _finished(wire: Wire | None) -> bool:
+    """Whether the server's answer was complete: it said why it stopped."""
+    try:
+        return wire is not None and wire.recorded().finish_reason is not None
+    except Exception:  # a record must never fail the call
+        return False
 
 
 def refuse(
