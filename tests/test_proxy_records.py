@@ -250,3 +250,36 @@ async def test_an_agent_that_hangs_up_once_it_has_the_answer_completed_its_call(
     else:
         assert call.error == "the agent closed the connection before the answer ended"
         assert call.completion_token_ids is None and call.partial_token_ids == [11, 12]
+
+
+@pytest.mark.parametrize("finished", [True, False], ids=["after-the-end", "mid-answer"])
+async def test_a_rollout_that_ends_once_its_agent_has_the_answer_keeps_the_call(
+    proxy: ModelProxy, finished: bool
+) -> None:
+    """The rollout ends (its route closes) while the proxy still waits for the end of a
+    stream whose answer the agent already has: the call is complete. Closed mid-answer,
+    it is cut short."""
+    server = HoldsItsEnd(3 if finished else 2)
+    async with Upstream(server) as upstream:
+        route = route_to(proxy, upstream.url, token_ids=True)
+        with anyio.fail_after(30):
+            async with (
+                httpx.AsyncClient(timeout=30) as client,
+                client.stream(
+                    "POST",
+                    route.base_url + "/chat/completions",
+                    json={**BODY, "stream": True},
+                    headers={"Authorization": f"Bearer {route.key}"},
+                ) as response,
+            ):
+                seen = 0
+                async for line in response.aiter_lines():
+                    seen += line.startswith("data:")
+                    if seen == server.events:
+                        break
+                [call] = route.close()  # the call is still in flight
+    if finished:
+        assert call.error is None and call.completion_token_ids == [11, 12, 13]
+    else:
+        assert call.error == "the rollout ended before the call did"
+        assert call.partial_token_ids == [11, 12]

@@ -170,8 +170,8 @@ class _Recorder:
                 recorded = wire.recorded()
             except Exception as exc:  # a record must never fail the call
                 recorded = Recorded(token_note=f"the answer could not be read: {exc}")
-        if why is not None:
-            self.fail(why)
+        if why is not None and (self.error is not None or recorded.finish_reason is None):
+            self.fail(why)  # cut short (a call the server had finished is complete)
         error, status = self.error, self.status
         response = recorded.response if self.error_body is None else self.error_body
         prompt_ids = recorded.prompt_token_ids
