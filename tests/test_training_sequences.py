@@ -159,6 +159,21 @@ def test_a_failed_first_call_and_its_retry_start_the_rollout() -> None:
     assert [(s.calls, s.start) for s in tokens.sequences] == [((1,), "first")]
 
 
+def test_a_retry_that_samples_what_the_failed_call_had_is_no_gap() -> None:
+    """A retry of the same prompt often samples the same first tokens (Codex's retry
+    against the scripted server does): they are the retry's own, trained, and the
+    rollout is complete."""
+    calls = [
+        call("r", 0, [1, 2], None, partial=[7, 8], error=BROKE),
+        call("r", 1, [1, 2], [7, 8, 9], [-0.1, -0.2, -0.3]),
+        call("r", 2, [1, 2, 7, 8, 9, 4], [5], [-0.5]),
+    ]
+    tokens = sequences_of(calls)
+    assert tokens.complete and tokens.gaps == ()
+    (only,) = tokens.sequences
+    assert only.calls == (1, 2) and only.completion_mask == [1, 1, 1, 0, 1]
+
+
 def test_a_failed_calls_tokens_in_a_later_prompt_make_the_rollout_incomplete() -> None:
     """The agent kept what call 1 had sampled ([7, 8]) and went on (call 2's prompt holds
     it): those tokens are the policy's, but are trained as prompt: incomplete, saying why."""
@@ -408,7 +423,11 @@ async def test_a_run_exports_one_record_per_sequence(
 ) -> None:
     run_dir = await make_run(tmp_path, model_server)
     records = prepare(from_run_dir(run_dir))
-    adds = [r for r in records if r.task_id.endswith(":add")]
+    # in the order the rollouts ended, which concurrency decides: sorted here
+    adds = sorted(
+        (r for r in records if r.task_id.endswith(":add")),
+        key=lambda r: (r.rollout_index, r.sequence),
+    )
     assert [(r.rollout_index, r.sequence, r.calls) for r in adds] == [
         (0, 0, [0, 1]),
         (0, 1, [2]),
@@ -419,8 +438,10 @@ async def test_a_run_exports_one_record_per_sequence(
     assert adds[0].completion_token_ids == [10, 11, 4, 5, 12, 13]
     # each rollout counts once in its group: the add group passed twice, advantages 0
     assert all(r.advantage == 0.0 for r in adds)
-    capital = [r for r in records if r.task_id.endswith(":capital")]
-    assert next(r.token_issues for r in capital) == []
+    capital = sorted(
+        (r for r in records if r.task_id.endswith(":capital")), key=lambda r: r.rollout_index
+    )
+    assert capital[0].token_issues == []
     missing = capital[-1]
     assert missing.token_issues == [
         {

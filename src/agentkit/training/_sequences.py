@@ -111,7 +111,17 @@ class RolloutTokens:
 class _Builder:
     """A sequence being built: its tokens so far (prompt + completion) and masks."""
 
-    __slots__ = ("calls", "full", "logprobs", "mask", "prompt_len", "source", "start", "stop")
+    __slots__ = (
+        "calls",
+        "ends",
+        "full",
+        "logprobs",
+        "mask",
+        "prompt_len",
+        "source",
+        "start",
+        "stop",
+    )
 
     def __init__(self, call: ModelCall, start: SequenceStart) -> None:
         prompt = call.prompt_token_ids or []
@@ -121,6 +131,7 @@ class _Builder:
         self.mask: list[int] = []
         self.logprobs: list[float] | None = []
         self.calls: list[int] = []
+        self.ends: list[tuple[int, int]] = []  # (call, where its prompt ends in full)
         self.source: TokenSource = "server"
         self.stop: str | None = None
         self._add(call)
@@ -140,6 +151,7 @@ class _Builder:
 
     def _add(self, call: ModelCall) -> None:
         completion = call.completion_token_ids or []
+        self.ends.append((call.index, len(self.full)))
         self.full.extend(completion)
         self.mask.extend([1] * len(completion))
         lps = call.completion_logprobs
@@ -151,6 +163,18 @@ class _Builder:
         if call.token_source == "tokenizer":
             self.source = "tokenizer"
         self.stop = call.finish_reason
+
+    def holds_as_prompt(self, kept: list[int], sampled: int) -> int | None:
+        """The call whose prompt brought in the last ``sampled`` ids of ``kept``, when
+        this sequence starts with ``kept`` and holds them as context (mask 0); None when
+        it does not start with them, or a call of its own sampled them (mask 1)."""
+        n = len(kept)
+        if len(self.full) < n or self.full[:n] != kept:
+            return None
+        for at in range(n - sampled, n):
+            if at < self.prompt_len or self.mask[at - self.prompt_len] == 0:
+                return next(call for call, end in self.ends if end > at)
+        return None
 
     def build(self) -> TokenSequence:
         return TokenSequence(
@@ -179,13 +203,13 @@ def _kept_tokens(call: ModelCall) -> list[int] | None:
     return call.prompt_token_ids + sampled
 
 
-def _reached(failed: ModelCall, by: ModelCall, sampled: int) -> CallGap:
+def _reached(failed: ModelCall, by: int, sampled: int) -> CallGap:
     what = (failed.error or f"HTTP {failed.status}").split(":", 1)[0]
     return CallGap(
         call=failed.index,
         reason=(
             f"it did not complete ({what}), and the {sampled} tokens it had sampled reached "
-            f"the agent's next prompt (call {by.index}): they are not trained"
+            f"the agent's next prompt (call {by}): they are not trained"
         ),
     )
 
@@ -213,13 +237,6 @@ def _sequences_of(
             if kept is not None:
                 failures.append((call, kept))
             continue
-        if failures and call.prompt_token_ids is not None:
-            for failed, kept in list(failures):
-                if call.prompt_token_ids[: len(kept)] == kept:
-                    gaps.append(
-                        _reached(failed, call, len(kept) - len(failed.prompt_token_ids or []))
-                    )
-                    failures.remove((failed, kept))
         predecessor = call.parent if call.parent is not None else previous
         previous = call.index
         if not call.has_tokens:
@@ -249,6 +266,15 @@ def _sequences_of(
             target = _Builder(call, start)
             builders.append(target)
         ended_in[call.index] = target
+    for failed, kept in failures:
+        # the failed call's tokens in a later sequence as context, not sampled again by the
+        # agent's retry: the agent kept them
+        sampled = len(kept) - len(failed.prompt_token_ids or [])
+        for builder in builders:
+            by = builder.holds_as_prompt(kept, sampled)
+            if by is not None:
+                gaps.append(_reached(failed, by, sampled))
+                break
     return RolloutTokens(
         sequences=tuple(b.build() for b in builders),
         gaps=tuple(sorted(gaps, key=lambda g: g.call)),
