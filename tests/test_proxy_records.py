@@ -193,13 +193,17 @@ def chunk(delta: dict[str, Any], ids: list[int], finish: str | None = None) -> b
 
 class HoldsItsEnd:
     """A chat stream with token ids, held open after its first ``events`` events (never
-    its usage chunk nor ``[DONE]``) until the client goes."""
+    its usage chunk nor ``[DONE]``) until the client goes. The model listing the proxy
+    asks for first (which engine serves a streamed call with token ids) is not found:
+    ``gone`` is the chat call's connection only."""
 
     def __init__(self, events: int) -> None:
         self.events = events
         self.gone = asyncio.Event()
 
     async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.method == "GET":
+            return web.json_response({"error": "no listing"}, status=404)
         await request.read()
         response = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await response.prepare(request)
