@@ -10,6 +10,7 @@ Requests are written on a raw socket, so no client normalises their paths first.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -227,6 +228,98 @@ async def test_a_model_call_the_proxy_cannot_read_is_refused_and_recorded(
     assert (bad.protocol, bad.status, bad.request) == ("chat", 400, None)
     assert (large.protocol, large.status, large.request) == ("messages", 413, None)
     assert large.response["error"]["type"] == "request_too_large"  # Anthropic's shape
+
+
+#: Bodies of a model call the record could not show as a server reads them: refused.
+UNREADABLE = {
+    "not-json": (b"model=m&messages=[]", "it is not JSON"),
+    "empty": (b"", "the body is empty"),
+    "a-list": (b'[{"model": "m"}]', "it is a list"),
+    "nan": (b'{"model": "m", "messages": [], "temperature": NaN}', "NaN is not a JSON number"),
+    "infinity": (b'{"model": "m", "messages": [], "top_p": -Infinity}', "-Infinity is not"),
+    "overflow": (b'{"model": "m", "messages": [], "temperature": 1e999}', "too large"),
+    "utf-16": ('{"model": "m", "messages": []}'.encode("utf-16"), "not UTF-8"),
+    "cesu-surrogate": (b'{"model": "m", "messages": [], "x": "\xed\xa0\x80"}', "not UTF-8"),
+    "lone-surrogate": (
+        b'{"model": "m", "messages": [{"role": "user", "content": "a\\ud800b"}]}',
+        "lone UTF-16 surrogate",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(UNREADABLE))
+async def test_a_model_call_whose_body_is_not_strict_json_is_refused_and_recorded(
+    proxy: ModelProxy, upstream: Upstream, name: str
+) -> None:
+    """A body that is not JSON, not an object, not UTF-8, or holds NaN, Infinity, a number
+    no float holds or a lone surrogate: a server may read it otherwise than the record
+    would show it (or the record could not be written), so an agent could hide a call in
+    it. The proxy answers 400 itself, sends nothing, and records the call."""
+    body, why = UNREADABLE[name]
+    route = open_route(proxy, upstream)
+    status, answer = await raw(proxy, "POST", "/v1/chat/completions", route.key, body)
+    assert status == 400 and answer["error"]["code"] == "invalid_body"
+    message = answer["error"]["message"]
+    assert message.startswith("agentkit model proxy: the body of a model call must be a JSON")
+    assert why in message
+    assert upstream.seen == []  # nothing reached the server
+    [call] = route.close()
+    assert (call.protocol, call.method, call.status) == ("chat", "POST", 400)
+    assert call.request is None and call.upstream_request is None
+    assert call.response == answer and "nothing was sent" in (call.error or "")
+    assert not call.has_tokens and "refused" in (call.token_note or "")
+
+
+async def test_a_strict_json_body_with_escaped_text_goes_upstream(
+    proxy: ModelProxy, upstream: Upstream
+) -> None:
+    """Escapes a client writes for non-ASCII text (a surrogate pair: one emoji) and finite
+    numbers in every form pass."""
+    route = open_route(proxy, upstream)
+    body = (
+        b'{"model": "m", "temperature": 0.7e0, "top_p": 1E-1, "n": 1, "messages": '
+        b'[{"role": "user", "content": "smile \\ud83d\\ude00 \\u00e9"}]}'
+    )
+    status, _ = await raw(proxy, "POST", "/v1/chat/completions", route.key, body)
+    assert status == 200 and len(upstream.seen) == 1
+    [call] = route.close()
+    assert call.request["messages"][0]["content"] == "smile \U0001f600 \u00e9"
+    assert call.request["top_p"] == 0.1
+
+
+async def test_a_compressed_body_is_read_decoded_and_capped_decoded(
+    proxy: ModelProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gzip body (Content-Encoding) is a model call like another: read decoded, recorded,
+    sent upstream decoded (no Content-Encoding). One that expands past the cap (64 MiB;
+    2 KiB here) is refused with a 413 once its decoded bytes pass it: a gzip bomb of a few
+    hundred bytes is never held whole, nor sent."""
+    monkeypatch.setattr("agentkit.proxy._server.MAX_BODY", 2048)
+    got: list[tuple[str | None, bytes]] = []
+
+    async def keep(request: web.BaseRequest) -> web.StreamResponse:
+        got.append((request.headers.get("content-encoding"), await request.read()))
+        return web.json_response(CHAT_ANSWER)
+
+    plain = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+    bomb = json.dumps({"model": "m", "messages": [], "pad": "a" * 1_000_000})
+    async with Upstream(keep) as server:
+        route = open_route(proxy, server)
+        headers = {"Content-Encoding": "gzip"}
+        ok, _ = await raw(
+            proxy, "POST", "/v1/chat/completions", route.key, gzip.compress(plain.encode()), headers
+        )
+        small = gzip.compress(bomb.encode())
+        assert len(small) < 2048
+        refused, answer = await raw(
+            proxy, "POST", "/v1/chat/completions", route.key, small, headers
+        )
+        assert server.seen[1:] == []
+    assert ok == 200 and got == [(None, plain.encode())]
+    assert refused == 413 and answer["error"]["code"] == "request_too_large"
+    sent, large = route.close()
+    assert sent.request == json.loads(plain) and sent.status == 200
+    assert (large.status, large.request) == (413, None)
 
 
 class GenerateWire(Wire):

@@ -235,16 +235,25 @@ def load_json(
     return data
 
 
-def loads_bounded(data: str | bytes, *, limit: int = MAX_NESTING_DEPTH) -> Any:
+def loads_bounded(
+    data: str | bytes, *, limit: int = MAX_NESTING_DEPTH, finite: bool = False
+) -> Any:
     """``json.loads(data)`` for JSON another program sent, refusing deep nesting.
 
     Raises ``ValueError`` for text that is not JSON (``json.JSONDecodeError``)
     and :class:`NestingError` for a document nested deeper than ``limit``. A
     document with no more opening brackets than ``limit`` cannot be that deep
     and is not walked again (the common case: a reply has a few dozen).
+    ``finite``: ``NaN``, ``Infinity`` and a number too large for a float (which
+    Python's parser reads as infinite) are a :class:`ValidationError` (a
+    ``ValueError``) too, as JSON has none (each number with a fraction or an
+    exponent is checked as it is read: a model call's request holds a few).
     """
     try:
-        value = json.loads(data)
+        if finite:
+            value = json.loads(data, parse_constant=_no_constant, parse_float=_finite_float)
+        else:
+            value = json.loads(data)
     except RecursionError:
         raise NestingError(limit) from None
     opens = (

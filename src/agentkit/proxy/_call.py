@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
 from agentkit._calls import ModelCall, Protocol
 from agentkit._context import public_headers
-from agentkit._limits import MAX_NESTING_DEPTH, loads_bounded
+from agentkit._errors import ValidationError
+from agentkit._limits import MAX_NESTING_DEPTH, json_type, loads_bounded
 from agentkit.chat import MAX_REPLY_CHARS
 from agentkit.proxy._chat import ENGINE, ChatWire
 from agentkit.proxy._cuts import cut_texts
@@ -60,8 +62,15 @@ _HOP = frozenset(
     }
 )
 _KEY_HEADERS = ("authorization", "x-api-key", "api-key")
-#: Request headers the proxy sets itself.
-_NOT_FORWARDED = _HOP | {"host", "content-length", "accept-encoding", *_KEY_HEADERS}
+#: Request headers the proxy sets itself (the body goes upstream decoded: no
+#: ``content-encoding``).
+_NOT_FORWARDED = _HOP | {
+    "host",
+    "content-length",
+    "content-encoding",
+    "accept-encoding",
+    *_KEY_HEADERS,
+}
 #: Request headers left out of the record (the connection's own).
 _NOT_SHOWN = _HOP | {"host", "content-length"}
 #: Answer headers that describe the upstream body's encoding, not what the agent gets.
@@ -282,6 +291,42 @@ def _rewritten(wire: Wire, events: list[SseEvent], recorder: _Recorder | None) -
     return b"".join(out)
 
 
+def _request_body(body: bytes) -> tuple[dict[str, Any] | None, str]:
+    """A model call's body as a JSON object, or None and why it is not one. Strict where
+    a server could read the body otherwise than the record shows it, or the record could
+    not be written: UTF-8 only; no ``NaN``, ``Infinity`` or ``1e999``; no lone UTF-16
+    surrogate (``"\\ud800"``, which is no text)."""
+    if not body:
+        return None, "the body is empty"
+    try:
+        text = body.decode("utf-8")  # json.loads would take UTF-16, and lone surrogates
+    except UnicodeDecodeError as exc:
+        return None, f"it is not UTF-8 ({exc.reason} at byte {exc.start})"
+    try:
+        parsed = loads_bounded(text, finite=True)
+    except ValidationError as exc:
+        return None, exc.reason
+    except ValueError as exc:  # not JSON, or nested too deep
+        return None, f"it is not JSON: {exc}"
+    if not isinstance(parsed, dict):
+        return None, f"it is {json_type(parsed)}"
+    if _SURROGATE.search(body) is not None and _holds_lone_surrogate(parsed):
+        return None, "a string holds a lone UTF-16 surrogate (such as \\ud800), which is no text"
+    return parsed, ""
+
+
+#: A JSON escape of a UTF-16 surrogate: the only way a UTF-8 body holds one.
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _holds_lone_surrogate(value: Any) -> bool:
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def _parsed_error(body: bytes) -> Any:
     try:
         return loads_bounded(body)
@@ -312,12 +357,12 @@ async def forward(
     wire: Wire | None = None
     kind = checked.wire
     if kind is not None:
-        try:
-            parsed = loads_bounded(body) if body else None
-        except ValueError:
-            parsed = None
-        if not isinstance(parsed, dict):
-            message = "agentkit model proxy: the body of a model call must be a JSON object"
+        parsed, why = _request_body(body)
+        if parsed is None:
+            # a body the record could not show as the server reads it: never sent
+            message = (
+                f"agentkit model proxy: the body of a model call must be a JSON object ({why})"
+            )
             return refuse(route, request, 400, message, protocol=kind.protocol)
         if kind is ChatWire and route.settings.token_ids and parsed.get("stream") is True:
             await _know_the_engine(session, route, request)

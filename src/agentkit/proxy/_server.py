@@ -163,14 +163,14 @@ class ModelProxy:
 
 
 async def _read_body(request: web.BaseRequest) -> bytes | None:
-    """The request's body; None when it is larger than :data:`MAX_BODY` (the rest is
-    left unread: a chunked body has no length to check first)."""
+    """The request's body, decoded (a ``Content-Encoding`` such as gzip is undone as it
+    is read); None when it is larger than :data:`MAX_BODY` once decoded (the rest is left
+    unread: a chunked body has no length to check first, and a small compressed one may
+    expand to gigabytes)."""
     if (request.content_length or 0) > MAX_BODY:
         return None
     if not request.body_exists:
         return b""
-    if request.content_length is not None:
-        return await request.content.read()
     parts: list[bytes] = []
     size = 0
     async for chunk in request.content.iter_any():
