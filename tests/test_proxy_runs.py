@@ -9,12 +9,14 @@ import ssl
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
 import agentkit.runs
-from agentkit import SpecError
+from agentkit import HarnessResult, ListTaskset, RunContext, SpecError, Task
 from agentkit.cli._show_cmd import show_cmd
 from agentkit.env import AgentEnv
 from agentkit.secrets import registered_secrets
@@ -343,3 +345,82 @@ def test_resume_keeps_the_proxy_settings_unless_given_again(tasks_file: Path) ->
     }
     plan = run("--resume", str(run_dir), "--dry-run", "--no-session-header")["options"]
     assert plan["session_header"] is None and plan["token_ids"] is True  # type: ignore[index]
+
+
+class ProbingAgent:
+    """An agent that tries its key's authority before its one model call: it deletes a
+    file of the account, then hides a call in a body Python's parser takes and the record
+    could not show as a server reads it (``NaN``)."""
+
+    async def run(
+        self, task: Task, context: RunContext | None = None, on_event: Any = None
+    ) -> HarnessResult:
+        assert context is not None and context.base_url is not None
+        headers = {"Authorization": f"Bearer {context.api_key}"}
+        async with httpx.AsyncClient(
+            base_url=context.base_url, headers=headers, timeout=30
+        ) as client:
+            deleted = await client.delete("/files/file-abc")
+            hidden = await client.post(
+                "/chat/completions",
+                content=b'{"model": "scripted-model", "temperature": NaN, "messages": '
+                b'[{"role": "user", "content": "what no record shows"}]}',
+                headers={"content-type": "application/json"},
+            )
+            answer = await client.post(
+                "/chat/completions",
+                json={"model": context.model, "messages": [{"role": "user", "content": "hi"}]},
+            )
+        statuses = [deleted.status_code, hidden.status_code, answer.status_code]
+        text = answer.json()["choices"][0]["message"]["content"]
+        return HarnessResult(status="completed", output=text, raw={"statuses": statuses})
+
+
+async def test_what_the_proxy_refuses_is_in_the_runs_records_and_never_trained(
+    tmp_path: Path, model_server: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A whole run: the agent's refused requests (a path no model call has: 403; a body
+    that is not strict JSON: 400) never reach the server, which checks the real key; the
+    run's calls file has all three requests, agentkit show lists them, and agentkit export
+    trains the one model call: the rollout is complete."""
+    monkeypatch.setenv("AGENTKIT_TEST_PROXY_KEY", KEY)
+    model_server.set_api_key(KEY)
+    taskset = ListTaskset("t", [Task(task_id="t:1", input="hi")])
+    run = tmp_path / "run"
+    results = await AgentEnv(taskset, ProbingAgent(), contributors=()).evaluate(
+        model="scripted-model",
+        base_url=model_server.base_url,
+        api_key_env="AGENTKIT_TEST_PROXY_KEY",
+        out=run,
+        token_ids=True,
+    )
+    [rollout] = results.rollouts
+    assert rollout.status == "completed" and rollout.raw["statuses"] == [403, 400, 200]
+    # the server saw the one model call, with the real key (and the run's look at its
+    # model listing before the rollouts)
+    seen = [(r.method, r.path, r.api_key_sent) for r in model_server.requests]
+    assert [s for s in seen if s[:2] != ("GET", "/v1/models")] == [
+        ("POST", "/v1/chat/completions", True)
+    ]
+    calls = agentkit.runs.open(run).calls(rollout.rollout_id)
+    assert [(c.protocol, c.method, c.path, c.status) for c in calls] == [
+        ("other", "DELETE", "/v1/files/file-abc", 403),
+        ("chat", "POST", "/v1/chat/completions", 400),
+        ("chat", "POST", "/v1/chat/completions", 200),
+    ]
+    assert "NaN is not a JSON number" in (calls[1].error or "")
+    assert calls[0].request is None and calls[1].request is None and calls[2].has_tokens
+    assert files_containing(run, KEY) == []
+
+    listed = CliRunner().invoke(show_cmd, [str(run), "--rollout", rollout.rollout_id, "--calls"])
+    assert listed.exit_code == 0, listed.output
+    assert " 403 " in listed.output and " 400 " in listed.output
+    out = tmp_path / "out.jsonl"
+    exported = subprocess.run(
+        [sys.executable, "-m", "agentkit", "export", str(run), "--require-token-ids",
+         "--out", str(out)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    [record] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["calls"] == [2] and record["token_issues"] == []
