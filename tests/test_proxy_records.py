@@ -287,3 +287,79 @@ async def test_a_rollout_that_ends_once_its_agent_has_the_answer_keeps_the_call(
     else:
         assert call.error == "the rollout ended before the call did"
         assert call.partial_token_ids == [11, 12]
+
+
+class HoldsResponsesEnd:
+    """A Responses stream with vLLM's raw message tokens, held open after its
+    ``response.completed`` event until the client goes (as a server does before it ends
+    the stream)."""
+
+    def __init__(self) -> None:
+        self.gone = asyncio.Event()
+
+    async def __call__(self, request: web.BaseRequest) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await response.prepare(request)
+        done = {
+            "id": "resp_1",
+            "object": "response",
+            "status": "completed",
+            "output": [
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "forty-two"}],
+                }
+            ],
+            "usage": {"input_tokens": 3, "output_tokens": 2, "total_tokens": 5},
+            "input_messages": [
+                {"type": "raw_message_tokens", "message": "hi", "tokens": [1, 2, 3]}
+            ],
+            "output_messages": [
+                {"type": "raw_message_tokens", "message": "forty-two", "tokens": [11, 12]}
+            ],
+        }
+        events = [
+            {"type": "response.created", "response": {**done, "status": "in_progress"}},
+            {"type": "response.completed", "response": done},
+        ]
+        try:
+            for event in events:
+                data = json.dumps(event).encode()
+                await response.write(
+                    b"event: " + event["type"].encode() + b"\ndata: " + data + b"\n\n"
+                )
+            await asyncio.Event().wait()
+        finally:
+            self.gone.set()
+        return response
+
+
+async def test_a_responses_call_whose_agent_hangs_up_after_it_completed_keeps_its_ids(
+    proxy: ModelProxy,
+) -> None:
+    """Codex closes the connection once it has ``response.completed``, before the stream's
+    end: the call is complete, and its record still has the ids (the proxy reads the
+    record twice then: whether the server had finished, and the record itself)."""
+    server = HoldsResponsesEnd()
+    async with Upstream(server) as upstream:
+        route = route_to(proxy, upstream.url, token_ids=True)
+        with anyio.fail_after(30):
+            async with (
+                httpx.AsyncClient(timeout=30) as client,
+                client.stream(
+                    "POST",
+                    route.base_url + "/responses",
+                    json={"model": "m", "input": "hi", "stream": True},
+                    headers={"Authorization": f"Bearer {route.key}"},
+                ) as response,
+            ):
+                async for line in response.aiter_lines():
+                    if line == "event: response.completed":
+                        break  # and hang up
+            await server.gone.wait()
+        [call] = route.close()
+    assert call.error is None and call.finish_reason == "completed"
+    assert call.prompt_token_ids == [1, 2, 3] and call.completion_token_ids == [11, 12]
+    assert "input_messages" not in call.response  # the ids' source is not kept twice

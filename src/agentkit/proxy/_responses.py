@@ -131,8 +131,13 @@ class ResponsesWire(Wire):
             response = {**(response or {}), "output": self._items, "status": "incomplete"}
         out = Recorded(response=response)
         if isinstance(response, dict):
-            prompt = _raw_tokens(response.pop("input_messages", None))
-            completion = _raw_tokens(response.pop("output_messages", None))
+            # read, never changed: a call's record may be read more than once (whether
+            # the server had finished, when the agent hangs up; then the record itself)
+            prompt = _raw_tokens(response.get("input_messages"))
+            completion = _raw_tokens(response.get("output_messages"))
+            out.response = response = {
+                k: v for k, v in response.items() if k not in ("input_messages", "output_messages")
+            }
             if prompt is not None and completion is not None:
                 out.prompt_token_ids, out.completion_token_ids = prompt, completion
             out.usage = responses_usage(response.get("usage"))
