@@ -13,6 +13,10 @@ For standalone use, :func:`open_sandbox` starts one and cleans it up::
     async with open_sandbox() as sb:
         print((await sb.exec("echo hi")).stdout)
 
+Grading asks a sandbox for a clean state from outside it (:func:`end_processes`,
+:func:`reset_dir`, :func:`open_dir`, :func:`fresh_sandbox`, :func:`carry_paths`,
+:func:`changed_paths`; ``docs/sandboxes.md``, "Grading from a clean state").
+
 :func:`fork_sandbox` branches a running sandbox: the child starts with the
 parent's files, and the two diverge (``docs/sandboxes.md``, "Forking a
 sandbox")::
@@ -32,7 +36,17 @@ from typing import TYPE_CHECKING, Any
 
 from agentkit import registry
 from agentkit._sandbox import ForkableSandbox, Sandbox
+from agentkit.sandbox._carry import Carried
+from agentkit.sandbox._cleanstate import (
+    carry_paths,
+    changed_paths,
+    end_processes,
+    fresh_sandbox,
+    open_dir,
+    reset_dir,
+)
 from agentkit.sandbox._errors import (
+    SandboxDiedError,
     SandboxError,
     SandboxForkError,
     SandboxPathError,
@@ -45,14 +59,22 @@ if TYPE_CHECKING:
     from agentkit.sandbox._base import BaseSandbox
 
 __all__ = [
+    "Carried",
     "ForkStats",
+    "SandboxDiedError",
     "SandboxError",
     "SandboxForkError",
     "SandboxPathError",
     "SandboxUnavailableError",
+    "carry_paths",
+    "changed_paths",
+    "end_processes",
     "fork_sandbox",
     "fork_sandboxes",
+    "fresh_sandbox",
+    "open_dir",
     "open_sandbox",
+    "reset_dir",
 ]
 
 

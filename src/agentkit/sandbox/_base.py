@@ -6,14 +6,17 @@ import asyncio
 import os
 import shutil
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from agentkit._errors import OptionError
 from agentkit._sandbox import ExecResult, ExecutionHints
+from agentkit.sandbox._carry import Carried, carry
+from agentkit.sandbox._changes import layer_changes
 from agentkit.sandbox._errors import SandboxError
-from agentkit.sandbox._fork import Gate
+from agentkit.sandbox._fork import Gate, fork_root
+from agentkit.sandbox._freshdir import open_dir, reset_dir
 from agentkit.sandbox._paths import SandboxFS
 from agentkit.sandbox._process import SandboxProcess, spawn
 
@@ -46,6 +49,8 @@ class BaseSandbox:
     """A sandbox whose files live under ``root/fs``; subclasses say how commands run."""
 
     name: ClassVar[str] = "base"
+    #: The options the sandbox was made with (a fresh sibling is made with the same).
+    _options: dict[str, Any]
     #: Printed by the runner and recorded in manifest.json when not None.
     warning: ClassVar[str | None] = None
     #: Options that, when given, must be numbers above 0 (see :meth:`check_options`).
@@ -327,3 +332,95 @@ class BaseSandbox:
     def host_path(self, path: str) -> Path:
         """The host file behind in-sandbox ``path`` (resolved inside the sandbox, contained)."""
         return self.fs.host_path(path)
+
+    # -- grading: files read and made from outside -----------------------------
+
+    def open_dir(self, path: str) -> int:
+        """A host fd of in-sandbox directory ``path``, reached without following any link.
+
+        Every component is opened with ``O_NOFOLLOW`` from the sandbox's own
+        mount, so what a command left (a link where a directory was, a file)
+        is never followed: :class:`~agentkit.sandbox.SandboxPathError` says
+        so, :class:`FileNotFoundError` when it is missing. The caller closes
+        the fd and opens what is inside with ``O_NOFOLLOW`` too.
+        """
+        mount, parts = self.fs.mount_parts(path)
+        return open_dir(mount.source, parts)
+
+    async def reset_dir(self, path: str, *, mode: int = 0o755) -> None:
+        """Make in-sandbox ``path`` a new, empty directory of the sandbox's root, from outside.
+
+        Whatever stood there or on the way (a link, a file, a FIFO, a
+        directory of files owned by anyone, an ACL) is removed without being
+        followed; the directory gets ``mode``. See ``docs/sandboxes.md``,
+        "Grading from a clean state".
+        """
+        if self._state != "running":
+            await self.setup()
+        mount, parts = self.fs.mount_parts(path, writable=True)
+        async with self._gate.passing():
+            await asyncio.to_thread(reset_dir, mount.source, parts, owner=self.fs.owner, mode=mode)
+
+    async def fresh(self, *, root: str | Path | None = None, rollout_id: str | None = None) -> Self:
+        """A new, started sandbox of this one's kind, hints and options, with none of its files.
+
+        It starts as a rollout's sandbox does (``hints.paths`` copied in, the
+        image's entrypoint started): what a separate verifier runs in. Its
+        root is ``root`` (a directory that does not exist yet, or is empty;
+        kept at close) or a new directory beside this one's (removed at
+        close). The caller closes it.
+        """
+        who = self.rollout_id or str(self.root)
+        child_root = fork_root(self.root, root, kind=self.name, who=who)
+        try:
+            child = type(self)(
+                root=child_root,
+                hints=self.hints,
+                rollout_id=rollout_id or f"{self.rollout_id or 'sandbox'}.fresh",
+                model_endpoint=self.model_endpoint,
+                **self._options,
+            )
+        except BaseException:
+            _rmtree(child_root)
+            raise
+        child.owns_root = root is None
+        self._fresh_child(child)
+        try:
+            await child.setup()
+        except BaseException:
+            await child.close(remove=True)
+            raise
+        return child
+
+    def _fresh_child(self, child: Any) -> None:
+        """Set up what a fresh sibling (not started yet) takes from this sandbox."""
+
+    async def carry_to(self, other: BaseSandbox, paths: Sequence[str]) -> Carried:
+        """Copy ``paths`` of this sandbox's files over the same paths of ``other`` (a
+        sandbox of the same kind), from the host: what stood there in ``other`` is
+        removed first, nothing is followed, owners are remapped to ``other``'s host id.
+        This sandbox must be quiet (its processes ended)."""
+        if type(other) is not type(self):
+            raise SandboxError(
+                f"sandbox {self.name!r} can carry files only to another {self.name!r} sandbox"
+            )
+        if other._state != "running":
+            await other.setup()
+        ids = None
+        mine, theirs = self.fs.owner, other.fs.owner
+        if mine is not None and theirs is not None and mine != theirs:
+            ids = {mine: theirs}
+        async with other._gate.passing():
+            return await asyncio.to_thread(carry, self.fs, other.fs, paths, ids=ids)
+
+    def _change_layer(self) -> tuple[Path, tuple[str, ...]]:
+        """The host directory holding this sandbox's writes, and paths in it that are the
+        sandbox's own (not a command's)."""
+        return self.fs_root, ()
+
+    async def changed_paths(self, *, exclude: Sequence[str] = (), limit: int = 50) -> list[str]:
+        """In-sandbox paths commands added, changed or deleted since the sandbox started
+        (files, links, deletions, directories that replaced the image's), sorted, at
+        most ``limit``; subtrees in ``exclude`` are skipped."""
+        layer, own = self._change_layer()
+        return await asyncio.to_thread(layer_changes, layer, exclude=[*own, *exclude], limit=limit)

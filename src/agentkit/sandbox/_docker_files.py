@@ -16,10 +16,11 @@ import posixpath
 import stat
 import tarfile
 from pathlib import Path, PurePosixPath
+from typing import IO
 
 from agentkit.sandbox._errors import SandboxPathError
 
-__all__ = ["extract_download", "upload_tar"]
+__all__ = ["extract_download", "unmap_owners", "upload_tar"]
 
 
 def _add(tar: tarfile.TarFile, path: Path, arcname: str) -> None:
@@ -105,3 +106,26 @@ def extract_download(data: tarfile.TarFile, src: str, dst: Path) -> None:
                     out.write(chunk)
             os.chmod(out_path, member.mode & 0o755)
         # symlinks, devices, FIFOs: skipped
+
+
+def unmap_owners(src: IO[bytes], dst: IO[bytes], root_ids: tuple[int, int] | None) -> None:
+    """Copy the tar archive ``src`` to ``dst`` (entry by entry, never whole in memory),
+    owners turned back into the container's own ids.
+
+    An engine with userns-remap archives a container's files with their host ids
+    (the container's uid 1000 as ``root_ids[0] + 1000``) and refuses those ids when
+    the archive is put into another container: they are shifted back here.
+    Entries with an absolute name or ``..`` are left out.
+    """
+    with tarfile.open(fileobj=src, mode="r|") as inp, tarfile.open(fileobj=dst, mode="w|") as out:
+        for info in inp:
+            parts = PurePosixPath(info.name).parts
+            if info.name.startswith("/") or ".." in parts:
+                continue
+            if root_ids is not None:
+                if info.uid >= root_ids[0]:
+                    info.uid -= root_ids[0]
+                if info.gid >= root_ids[1]:
+                    info.gid -= root_ids[1]
+            info.uname = info.gname = ""
+            out.addfile(info, inp.extractfile(info) if info.isreg() else None)

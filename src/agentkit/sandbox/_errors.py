@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from agentkit._errors import AgentkitError
 
-__all__ = ["SandboxError", "SandboxForkError", "SandboxPathError", "SandboxUnavailableError"]
+__all__ = [
+    "SandboxDiedError",
+    "SandboxError",
+    "SandboxForkError",
+    "SandboxPathError",
+    "SandboxUnavailableError",
+]
 
 
 class SandboxError(AgentkitError):
@@ -22,3 +28,9 @@ class SandboxPathError(SandboxError, ValueError):
 class SandboxForkError(SandboxError):
     """A sandbox cannot fork (its kind has no ``fork``, or not in its present state),
     or a fork failed; the message names the sandbox. The parent is left as it was."""
+
+
+class SandboxDiedError(SandboxError):
+    """The sandbox stopped running while in use: every process in it, its own keepers
+    included, was killed (by a command inside, or by the system), so nothing can run
+    in it any more. Its files may still be on disk."""

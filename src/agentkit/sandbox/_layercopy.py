@@ -28,7 +28,7 @@ from pathlib import Path
 
 import attrs
 
-__all__ = ["CopyStats", "copy_tree"]
+__all__ = ["CopyStats", "copy_entry", "copy_tree"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
@@ -342,4 +342,19 @@ def copy_tree(
             os.close(out)
     finally:
         os.close(top)
+    return copier.stats
+
+
+def copy_entry(
+    src_dir: int, dst_dir: int, name: str, *, ids: Mapping[int, int] | None = None
+) -> CopyStats:
+    """Copy the entry ``name`` of directory ``src_dir`` (an open fd) into ``dst_dir``,
+    whatever it is (a directory with everything in it, a file, a link, a FIFO), kept
+    as :func:`copy_tree` keeps it. Nothing is followed; ``dst_dir`` must not hold
+    ``name`` yet."""
+    copier = _Copier(ids, False, (), False)
+    st = os.stat(name, dir_fd=src_dir, follow_symlinks=False)
+    copier.dev = st.st_dev
+    copier.dst_root = dst_dir
+    copier.copy_entry(name, st, src_dir, dst_dir, name)
     return copier.stats

@@ -25,6 +25,7 @@ from pathlib import Path
 import attrs
 
 from agentkit.sandbox._errors import SandboxPathError
+from agentkit.sandbox._freshdir import split_path
 
 __all__ = ["Mount", "SandboxFS"]
 
@@ -87,6 +88,19 @@ class SandboxFS:
                 )
         rest = spath[len(m.target) :].lstrip("/") if m.target != "/" else spath.lstrip("/")
         return spath, (m.source / rest if rest else m.source), m
+
+    def mount_parts(self, path: str, *, writable: bool = False) -> tuple[Mount, list[str]]:
+        """The mount absolute ``path`` is on (on disk, not in memory) and its components
+        below that mount, unresolved: for walking it from the host without following links.
+
+        ``writable`` refuses a read-only mount.
+        """
+        parts = split_path(path)
+        spath, _, m = self._host(parts)
+        if writable and not m.writable:
+            raise SandboxPathError(f"{spath!r} is read-only inside the sandbox ({m.target})")
+        below = parts[len(split_path(m.target)) :] if m.target != "/" else parts
+        return m, below
 
     def absolute(self, path: str) -> str:
         """``path`` made absolute against the working directory (no resolution)."""

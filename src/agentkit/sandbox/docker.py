@@ -24,11 +24,12 @@ import json
 import os
 import shutil
 import tarfile
+import tempfile
 import time
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
 from agentkit.images import (
@@ -40,6 +41,8 @@ from agentkit.images import (
 )
 from agentkit.images._engine import require_aiodocker
 from agentkit.sandbox._base import _rmtree
+from agentkit.sandbox._carry import Carried, distinct_paths
+from agentkit.sandbox._changes import within
 from agentkit.sandbox._compose import ComposeProject, prepare_compose
 from agentkit.sandbox._container import ContainerSpec
 from agentkit.sandbox._docker_engine import (
@@ -50,21 +53,30 @@ from agentkit.sandbox._docker_engine import (
     prune_orphans_once,
     remove_project,
 )
-from agentkit.sandbox._docker_files import extract_download, upload_tar
+from agentkit.sandbox._docker_files import extract_download, unmap_owners, upload_tar
 from agentkit.sandbox._docker_process import DockerProcess
-from agentkit.sandbox._errors import SandboxError, SandboxForkError, SandboxPathError
+from agentkit.sandbox._errors import (
+    SandboxDiedError,
+    SandboxError,
+    SandboxForkError,
+    SandboxPathError,
+)
 from agentkit.sandbox._fork import ForkStats, Gate, cannot_fork, fork_id, fork_root
 from agentkit.sandbox._forward import Endpoint, Relay, loopback_endpoint, parse_endpoint
+from agentkit.sandbox._freshdir import open_dir, reset_dir, split_path
 from agentkit.sandbox._imageroot import HEALTH_TIMEOUT_SEC
 from agentkit.sandbox._layercopy import copy_tree
 from agentkit.sandbox._netns import listen_in_netns
 
-__all__ = ["DEFAULT_IMAGE", "DockerSandbox"]
+__all__ = ["DEFAULT_IMAGE", "HOST_DIRS", "LOG_DIRS", "DockerSandbox"]
 
 #: The image of tasks that name none (``-S default_image=...`` to change it).
 DEFAULT_IMAGE = "debian:bookworm-slim"
 #: The rollout's log directories, kept on the host (as Harbor mounts them).
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
+#: Directories of the container that are directories of the rollout on the host: the
+#: log directories and ``/tests``, which grading makes fresh from outside.
+HOST_DIRS = (*LOG_DIRS, "/tests")
 #: Runs a shell string ($0) with bash when the image has it, else with sh (same pid).
 _BASH_OR_SH = 'if [ -x /bin/bash ]; then exec /bin/bash -c "$0"; fi; exec /bin/sh -c "$0"'
 
@@ -156,6 +168,8 @@ class DockerSandbox:
         self._oom_file: Path | None = None
         self._oom_base = 0
         self._workdir_ready = False
+        #: The host uid and gid of the container's root (an engine with userns-remap).
+        self._root_ids: tuple[int, int] | None = None
         self._procs: set[DockerProcess] = set()
         self._state = "new"
         self._lock = asyncio.Lock()
@@ -246,10 +260,12 @@ class DockerSandbox:
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)
         remapped = (await engine_info()).remapped_root if os.geteuid() == 0 else None
-        for d in LOG_DIRS:
+        self._root_ids = remapped
+        for d in HOST_DIRS:
             path = self.root / "fs" / d.lstrip("/")
             path.mkdir(parents=True, exist_ok=True)
-            os.chmod(path, 0o777)  # writable by the container's root, a remapped uid
+            # the log directories writable by the container's root, a remapped uid
+            os.chmod(path, 0o777 if d in LOG_DIRS else 0o755)
             if remapped is not None:
                 # ...and its own, as Harbor's are the container root's (entrypoints chmod them)
                 os.chown(path, *remapped)
@@ -316,8 +332,8 @@ class DockerSandbox:
         )
 
     def log_binds(self) -> list[str]:
-        """``host:container`` binds of the rollout's log directories."""
-        return [f"{self.root / 'fs' / d.lstrip('/')}:{d}" for d in LOG_DIRS]
+        """``host:container`` binds of the rollout's host directories (logs and ``/tests``)."""
+        return [f"{self.root / 'fs' / d.lstrip('/')}:{d}" for d in HOST_DIRS]
 
     def ro_bind_specs(self) -> list[str]:
         """Read-only binds of ``hints.ro_binds`` (a harness's binary), at the same paths."""
@@ -729,15 +745,183 @@ class DockerSandbox:
         raise SandboxPathError(f"{src!r}: too many levels of symbolic links")
 
     def host_path(self, path: str) -> Path:
-        """The host file behind a path under the log directories (``/logs/agent``, ...)."""
+        """The host file behind a path under the host directories (``/logs/agent``,
+        ``/tests``, ...)."""
         full = os.path.normpath(self._absolute(path))
-        for d in LOG_DIRS:
+        for d in HOST_DIRS:
             if full == d or full.startswith(d + "/"):
                 return self.root / "fs" / full.lstrip("/")
         raise SandboxPathError(
-            f"{path!r} is inside the container: only {', '.join(LOG_DIRS)} are on the host "
+            f"{path!r} is inside the container: only {', '.join(HOST_DIRS)} are on the host "
             "(use download)"
         )
+
+    # -- grading: processes ended, files read and made from outside -------------
+
+    def _host_parts(self, path: str) -> list[str]:
+        """The components of ``path`` below ``<root>/fs``: one of :data:`HOST_DIRS` or inside."""
+        parts = split_path(path)
+        full = "/" + "/".join(parts)
+        if not any(full == d or full.startswith(d + "/") for d in HOST_DIRS):
+            raise SandboxPathError(
+                f"{path!r} is inside the container, not in a directory on the host "
+                f"({', '.join(HOST_DIRS)})"
+            )
+        return parts
+
+    def open_dir(self, path: str) -> int:
+        """A host fd of in-container directory ``path`` (one of :data:`HOST_DIRS` or below),
+        reached without following any link (see ``LocalSandbox.open_dir``)."""
+        return open_dir(self.root / "fs", self._host_parts(path))
+
+    async def reset_dir(self, path: str, *, mode: int = 0o755) -> None:
+        """Make ``path`` (one of :data:`HOST_DIRS` or below) a new, empty directory of the
+        container's root, from the host: nothing is followed, whatever was there removed."""
+        await self._ensure()
+        parts = self._host_parts(path)
+        owner = self._root_ids[0] if self._root_ids is not None else None
+        await asyncio.to_thread(reset_dir, self.root / "fs", parts, owner=owner, mode=mode)
+        if self._root_ids is not None and self._root_ids[1] != self._root_ids[0]:
+            fd = open_dir(self.root / "fs", parts)
+            try:
+                os.fchown(fd, *self._root_ids)
+            finally:
+                os.close(fd)
+
+    async def end_processes(self) -> int:
+        """End every process in the container; then start it again on the same files.
+
+        The container is killed (every process in it, its entrypoint's and
+        whatever a command detached, under any uid) and started again: the
+        image's ``ENTRYPOINT`` runs again, its ``HEALTHCHECK`` is waited for,
+        and the relay to the model endpoint is made again. Its files (the
+        container's layer, the host directories) are kept; its memory
+        (``/dev/shm``, tmpfs mounts) is not. Commands running meanwhile end;
+        new ones wait until it is done. Returns how many processes ended. A
+        container that stopped by itself raises :class:`SandboxDiedError`.
+        """
+        aiodocker = _aiodocker()
+        who = self.rollout_id or self.container_name
+        if self._state != "running" or self._container is None:
+            raise SandboxError(f"sandbox {who}: cannot end its processes: it is {self._state}")
+        async with self._lock, self._gate.closed():
+            state = (await self._container.show())["State"]
+            if not state.get("Running"):
+                raise SandboxDiedError(
+                    f"sandbox 'docker' ({who}): the container is no longer running (its main "
+                    f"process exited with {state.get('ExitCode')})"
+                )
+            count = len(_container_pids(self._pid))
+            try:
+                await self._container.kill(signal="SIGKILL")
+                await self._container.wait()
+                if self._relay is not None:
+                    await self._relay.close()
+                    self._relay = None
+                await self._container.start()
+            except aiodocker.DockerError as exc:
+                raise SandboxError(
+                    f"sandbox 'docker' ({who}): restarting the container failed: {exc.message}"
+                ) from None
+            info = await self._container.show()
+            self._pid = int(info["State"].get("Pid") or 0)
+            if not info["State"].get("Running"):
+                raise SandboxError(await self._exited_at_start(info))
+            self._oom_file = _oom_counter(self._pid)
+            self._oom_base = _read_oom(self._oom_file)
+            if self._compose is None:
+                await self._wait_healthy(info)
+            if self._endpoint is not None:
+                ep = self._endpoint
+                listener = await asyncio.to_thread(
+                    listen_in_netns, self._pid, ep.bind_host, ep.port
+                )
+                self._relay = Relay(listener, ep)
+                await self._relay.start()
+        return count
+
+    async def fresh(
+        self, *, root: str | Path | None = None, rollout_id: str | None = None
+    ) -> DockerSandbox:
+        """A new, started container of the task's image, with this one's hints and options
+        and none of its files (a compose task: a new project). See ``LocalSandbox.fresh``."""
+        who = self.rollout_id or self.container_name
+        child_root = fork_root(self.root, root, kind=self.name, who=who)
+        try:
+            child = DockerSandbox(
+                root=child_root,
+                hints=self.hints,
+                rollout_id=rollout_id or f"{self.rollout_id or 'sandbox'}.fresh",
+                model_endpoint=self.model_endpoint,
+                **self._options,
+            )
+        except BaseException:
+            shutil.rmtree(child_root, ignore_errors=True)
+            raise
+        child.owns_root = root is None
+        try:
+            await child.setup()
+        except BaseException:
+            await child.close(remove=True)
+            raise
+        return child
+
+    async def carry_to(self, other: DockerSandbox, paths: Sequence[str]) -> Carried:
+        """Copy ``paths`` of this container over the same paths of ``other``'s, through the
+        engine's archive API (no tool of either container is used to read): what stood
+        there in ``other`` is removed first (with ``other``'s own ``rm``: a fresh
+        container's). This container must be quiet (its processes ended)."""
+        aiodocker = _aiodocker()
+        if not isinstance(other, DockerSandbox) or other._container is None:
+            raise SandboxError("sandbox 'docker' can carry files only to another running one")
+        await self._ensure()
+        out = Carried()
+        for path in distinct_paths(paths):
+            parts = split_path(path)
+            if not parts:
+                raise SandboxPathError("the container's root cannot be carried")
+            parent = "/" + "/".join(parts[:-1])
+            with tempfile.TemporaryFile(prefix="agentkit-carry-") as spool:
+                found = await _archive_to(self._client, self.container_id or "", path, spool)
+                cleared = await other._run(
+                    ["/bin/sh", "-c", 'rm -rf -- "$0" && mkdir -p -- "$1"', path, parent]
+                )
+                if not cleared.ok:
+                    raise SandboxError(
+                        f"sandbox 'docker': could not clear {path} in the verifier's container: "
+                        f"{cleared.stderr.strip()[-300:]}"
+                    )
+                if not found:
+                    out.paths[path] = "missing"
+                    continue
+                spool.seek(0)
+                with tempfile.TemporaryFile(prefix="agentkit-carry-") as archive:
+                    await asyncio.to_thread(unmap_owners, spool, archive, self._root_ids)
+                    out.bytes += archive.tell()
+                    archive.seek(0)
+                    try:
+                        async with other._gate.passing():
+                            await other._container.put_archive(parent, archive)
+                    except aiodocker.DockerError as exc:
+                        raise SandboxError(
+                            f"sandbox 'docker': could not carry {path}: {exc.message}"
+                        ) from None
+                out.paths[path] = "copied"
+        return out
+
+    async def changed_paths(self, *, exclude: Sequence[str] = (), limit: int = 50) -> list[str]:
+        """In-container paths commands added, changed or deleted since the container was
+        made (the engine's ``docker diff``), the deepest of each branch, sorted, at most
+        ``limit``; subtrees in ``exclude`` skipped."""
+        await self._ensure()
+        changes = await self._client._query_json(f"containers/{self.container_id}/changes")
+        paths = sorted(str(c.get("Path")) for c in changes or () if c.get("Path"))
+        leaves = [
+            p
+            for i, p in enumerate(paths)
+            if not (i + 1 < len(paths) and paths[i + 1].startswith(p.rstrip("/") + "/"))
+        ]
+        return [p for p in leaves if not within(p, exclude)][:limit]
 
 
 def _aiodocker() -> Any:
@@ -772,6 +956,46 @@ def _in_container(pid: int, container_id: str) -> bool:
         return container_id in Path(f"/proc/{pid}/cgroup").read_text()
     except OSError:
         return False
+
+
+async def _archive_to(client: Any, container_id: str, path: str, spool: IO[bytes]) -> bool:
+    """Write the engine's tar archive of ``path`` in the container to ``spool`` as it comes
+    (never held whole in memory); False when the path does not exist."""
+    aiodocker = _aiodocker()
+    try:
+        # aiodocker's get_archive reads the whole archive into memory: stream it instead
+        async with client._query(
+            f"containers/{container_id}/archive", method="GET", params={"path": path}
+        ) as response:
+            async for chunk in response.content.iter_chunked(1 << 20):
+                spool.write(chunk)
+    except aiodocker.DockerError as exc:
+        if exc.status == 404:
+            return False
+        raise SandboxError(f"sandbox 'docker': could not read {path}: {exc.message}") from None
+    return True
+
+
+def _container_pids(pid: int) -> list[int]:
+    """Host pids of every process in the container whose main process is ``pid`` (its
+    cgroup's ``cgroup.procs``: cgroup v2, or v1's pids controller)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":
+            procs = Path("/sys/fs/cgroup") / path.lstrip("/") / "cgroup.procs"
+        elif "pids" in controllers.split(","):
+            procs = Path("/sys/fs/cgroup/pids") / path.lstrip("/") / "cgroup.procs"
+        else:
+            continue
+        try:
+            return [int(p) for p in procs.read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return []
 
 
 def _oom_counter(pid: int) -> Path | None:

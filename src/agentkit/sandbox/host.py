@@ -8,6 +8,7 @@ commands every word that starts with the workdir, ``/logs``, ``/tests`` or
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import uuid
@@ -59,6 +60,11 @@ class HostSandbox(BaseSandbox):
             keep=keep,
             max_output_mb=max_output_mb,
         )
+        self._options = {
+            "allow_network": allow_network,
+            "keep": keep,
+            "max_output_mb": max_output_mb,
+        }
         # The host's network is always there; recorded so the runner can report it.
         self.network = True
         self.allow_network = allow_network
@@ -100,6 +106,17 @@ class HostSandbox(BaseSandbox):
         host_cwd = self.fs.writable(cwd).host_path
         host_cwd.mkdir(parents=True, exist_ok=True)
         return [self.translate(a) for a in argv], env, str(host_cwd)
+
+    async def end_processes(self) -> int:
+        """End every process the sandbox's commands started, as far as it can tell.
+
+        Best effort, as everything about this sandbox: a process is found by its
+        command's session or by the marker in its environment, so one that left
+        both (``setsid`` and a cleared environment) is not. Returns how many ended.
+        """
+        async with self._lock, self._gate.closed():
+            marker = f"{_MARKER}={self._id}".encode()
+            return await asyncio.to_thread(kill_tree, [], set(self._sessions), marker)
 
     def _on_spawn(self, pid: int) -> None:
         self._sessions.add(pid)

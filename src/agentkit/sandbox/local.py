@@ -35,7 +35,8 @@ from agentkit.sandbox._bwrap import (
     host_symlinks,
     ro_bind_sources,
 )
-from agentkit.sandbox._errors import SandboxError, SandboxForkError
+from agentkit.sandbox._changes import layer_changes
+from agentkit.sandbox._errors import SandboxDiedError, SandboxError, SandboxForkError
 from agentkit.sandbox._etcfiles import EtcFile, account_files, data_fds, net_files
 from agentkit.sandbox._fork import ForkStats, cannot_fork, fork_id, fork_root
 from agentkit.sandbox._forward import (
@@ -66,7 +67,7 @@ from agentkit.sandbox._localimage import (
 )
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._process import read_json_fd
-from agentkit.sandbox._proctree import kill_tree
+from agentkit.sandbox._proctree import alive, kill_namespace, kill_tree, namespace_of
 from agentkit.sandbox._reaper import OWNER_ENV, owner_token, reap_orphans_once, reaped
 from agentkit.sandbox._slirp import Slirp, find_slirp4netns, require_slirp4netns
 from agentkit.sandbox._stage import DOCKER_CAPS, STAGE, StagePlan, stage_argv
@@ -253,6 +254,12 @@ class LocalSandbox(BaseSandbox):
         )
         self._bwrap_proc: asyncio.subprocess.Process | None = None
         self._holder_pid = 0
+        #: The sandbox's own processes (bubblewrap's init, the holder, the nested user
+        #: namespace's keeper), found before any command ran: never ended by
+        #: :meth:`end_processes`.
+        self._keepers: frozenset[int] = frozenset()
+        #: The inode of the sandbox's pid namespace (0 until it started).
+        self._pidns = 0
         #: The process whose working directory is the workdir (image roots: the holder).
         self._cwd_pid = 0
         self._relay: Relay | None = None
@@ -401,6 +408,8 @@ class LocalSandbox(BaseSandbox):
             await self._await_ready(info_r, block_w)
             if self.image_root is not None:
                 await self._image_ready(self.image_root)
+            self._keepers = frozenset(_descendants(self._holder_pid))
+            self._pidns = namespace_of(self._holder_pid) or 0
             if chan_host is not None and self._endpoint is not None:
                 listener = await asyncio.to_thread(recv_fd, chan_host)
                 self._relay = Relay(listener, self._endpoint)
@@ -514,6 +523,11 @@ class LocalSandbox(BaseSandbox):
         self._shell = "/bin/bash" if bash else "/bin/sh"
 
     async def _after_start(self) -> None:
+        await self._start_entrypoint()
+
+    async def _start_entrypoint(self) -> None:
+        """Start the image's ``ENTRYPOINT`` (when it has one and the option asks for it)
+        and wait for its ``HEALTHCHECK``, as a container's start does."""
         root = self.image_root
         if root is None or not self._run_entrypoint:
             return
@@ -689,6 +703,94 @@ class LocalSandbox(BaseSandbox):
         self._bwrap_proc = None
         # Everything inside is gone, and with it the overlay on the image root.
         self._release_image_root()
+
+    # -- ending every process (before grading) ---------------------------------
+
+    async def end_processes(self) -> int:
+        """End every process running in the sandbox; then start the image's entrypoint again.
+
+        Every process in the sandbox's pid namespace ends, whatever it did to
+        leave its command (a double fork, ``setsid``, ``nohup``, another uid
+        inside, a stop signal): they are found by their namespace, stopped
+        until no new one appears, killed, and waited for. Only the sandbox's
+        own keepers (bubblewrap's init and the holder, found at its start,
+        before any command) are left. Commands of the orchestrator running
+        meanwhile end too (their results say so); new ones wait until it is
+        done. The files are untouched. The image's ``ENTRYPOINT`` (its
+        services) ends with the rest and is then started again as at the
+        sandbox's start, its ``HEALTHCHECK`` waited for: what runs afterwards
+        is the image's, never what a command left. Returns how many processes
+        were ended. Raises :class:`SandboxDiedError` when the sandbox no
+        longer runs (its keepers were killed), and :class:`SandboxError`
+        when a process did not end (stuck in an uninterruptible wait).
+        """
+        who = self.rollout_id or str(self.root)
+        if self._state != "running":
+            raise SandboxError(f"sandbox {who}: cannot end its processes: it is {self._state}")
+        async with self._lock, self._gate.closed():
+            self._check_alive()
+            killed = await asyncio.to_thread(kill_namespace, self._holder_pid, self._keepers)
+            # The orchestrator's nsenter of each command stopped itself when its
+            # command was stopped (as a shell's job does): end it too.
+            for proc in list(self._procs):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(proc.pid, signal.SIGKILL)
+            left = await asyncio.to_thread(alive, killed)
+            self._check_alive()
+        if left:
+            raise SandboxError(
+                f"sandbox {who}: {len(left)} process(es) did not end when killed "
+                f"(pids {', '.join(map(str, sorted(left)[:5]))}; an uninterruptible wait?)"
+            )
+        await self._start_entrypoint()
+        return len(killed)
+
+    def _check_alive(self) -> None:
+        """Raise :class:`SandboxDiedError` unless bubblewrap and every keeper still run."""
+        proc = self._bwrap_proc
+        running = proc is not None and proc.returncode is None
+        if (
+            not running
+            or alive(self._keepers) != self._keepers
+            or any(namespace_of(pid) != self._pidns for pid in self._keepers)
+        ):
+            raise SandboxDiedError(
+                f"sandbox {self.rollout_id or self.root} is no longer running: its own "
+                "processes were killed (every process inside killed, from inside or by "
+                "the system)"
+            )
+
+    # -- a fresh sibling, and what commands changed ----------------------------
+
+    def _fresh_child(self, child: Any) -> None:
+        # the same image root, held again rather than looked up
+        child._parent_image_root = self.image_root
+
+    def _change_layer(self) -> tuple[Path, tuple[str, ...]]:
+        if self.image is not None:
+            # the overlay's upper layer; the files the holder writes at every start
+            own = tuple(f"/etc/{name}" for name in NET_ETC_FILES)
+            return self.fs_root, (*own, "/etc/apt/apt.conf.d/00agentkit-one-uid")
+        # the links into /usr bubblewrap makes in the root
+        return self.fs_root, tuple(host_symlinks())
+
+    async def changed_paths(self, *, exclude: Sequence[str] = (), limit: int = 50) -> list[str]:
+        """In-sandbox paths commands added, changed or deleted since the sandbox started
+        (see :meth:`BaseSandbox.changed_paths`); on the host's userland its in-memory
+        ``/etc`` too (but the files the sandbox writes there itself)."""
+        paths = await super().changed_paths(exclude=exclude, limit=limit)
+        if self.image is not None or not self._holder_pid or len(paths) >= limit:
+            return paths
+        own = [path for path, _, _ in self._etc_files()]
+        etc = await asyncio.to_thread(
+            layer_changes,
+            Path(f"/proc/{self._holder_pid}/root/etc"),
+            prefix="/etc",
+            exclude=[*own, *exclude],
+            limit=limit - len(paths),
+            one_file_system=True,
+        )
+        return sorted([*paths, *etc])
 
     # -- forking ----------------------------------------------------------------
 
@@ -892,7 +994,7 @@ class LocalSandbox(BaseSandbox):
         self, argv: list[str], cwd: str, env: dict[str, str], who: User | None = None
     ) -> tuple[list[str], dict[str, str], str | None]:
         if self._bwrap_proc is None or self._bwrap_proc.returncode is not None:
-            raise SandboxError(
+            raise SandboxDiedError(
                 f"sandbox {self.rollout_id or self.root} is no longer running "
                 "(was every process inside killed?)"
             )
@@ -975,6 +1077,14 @@ def _copy_siblings(first: LocalSandbox, others: Sequence[LocalSandbox]) -> None:
             entries=copied.entries,
             bytes=copied.bytes,
         )
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (host pids), parents first."""
+    out = [pid]
+    for p in out:
+        out.extend(_children(p))
+    return out
 
 
 def _children(pid: int) -> list[int]:
