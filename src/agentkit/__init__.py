@@ -38,7 +38,14 @@ if TYPE_CHECKING:
     from agentkit._harness import Harness
     from agentkit._pricing import Price
     from agentkit._result import INFRA_ERROR_KINDS, RETRYABLE_ERROR_KINDS, HarnessResult, Status
-    from agentkit._rubric import RewardFunction, Rubric, call_reward, reward
+    from agentkit._rubric import (
+        GradedAsFailure,
+        GradingUnavailable,
+        RewardFunction,
+        Rubric,
+        call_reward,
+        reward,
+    )
     from agentkit._run_options import RunOptions
     from agentkit._sandbox import (
         ExecResult,
@@ -97,6 +104,8 @@ _LAZY: dict[str, str] = {
     "Price": "agentkit._pricing",
     "ListTaskset": "agentkit._taskset",
     "TaskProblem": "agentkit._taskset",
+    "GradedAsFailure": "agentkit._rubric",
+    "GradingUnavailable": "agentkit._rubric",
     "RewardFunction": "agentkit._rubric",
     "Rubric": "agentkit._rubric",
     "RunContext": "agentkit._context",
@@ -130,6 +139,8 @@ __all__ = [
     "ExecutionHints",
     "ForkableEpisode",
     "ForkableSandbox",
+    "GradedAsFailure",
+    "GradingUnavailable",
     "Harness",
     "HarnessError",
     "HarnessResult",

@@ -17,9 +17,19 @@ from typing import Any
 
 import attrs
 
-from agentkit._errors import ValidationError
+from agentkit._errors import AgentkitError, ValidationError
+from agentkit._result import INFRA_ERROR_KINDS
 
-__all__ = ["REWARD_ARGUMENTS", "RewardFunction", "Rubric", "ScoreResult", "call_reward", "reward"]
+__all__ = [
+    "REWARD_ARGUMENTS",
+    "GradedAsFailure",
+    "GradingUnavailable",
+    "RewardFunction",
+    "Rubric",
+    "ScoreResult",
+    "call_reward",
+    "reward",
+]
 
 #: The names a reward function may declare as parameters.
 REWARD_ARGUMENTS: tuple[str, ...] = (
@@ -168,13 +178,62 @@ async def call_reward(func: RewardFunction, available: Mapping[str, Any]) -> dic
     return _metrics_of(func.name, value)
 
 
+class GradedAsFailure(AgentkitError):
+    """Raised by a reward function when the rollout itself left nothing it can grade.
+
+    The verifier's command was missing or replaced, its reward file unreadable,
+    its folder destroyed: grading the agent broke is the agent's failure, not a
+    rollout that could not be scored. The function's metric is scored
+    ``value`` (0 by default; a mapping gives its metrics, as a reward function
+    returns them), counted in every mean, pass@k and export like any score, and
+    the rollout's ``error_kind`` becomes ``kind`` (when its harness named none),
+    its ``scoring_errors`` say what happened (``"scored": "as a failure"``).
+    """
+
+    def __init__(
+        self, message: str, *, kind: str, value: float | Mapping[str, float] = 0.0
+    ) -> None:
+        if not kind or any(c.isspace() for c in kind):
+            raise ValueError(f"GradedAsFailure: kind {kind!r} must be one word, like 'no_reward'")
+        self.kind = kind
+        self.value = value
+        super().__init__(message)
+
+
+class GradingUnavailable(AgentkitError):
+    """Raised by a reward function when grading could not run for a reason that is not
+    the rollout's: the verifier's own sandbox could not start, say.
+
+    The rollout then *could not run*, as an infrastructure failure: ``kind`` must
+    be one of :data:`~agentkit.INFRA_ERROR_KINDS` (``sandbox_start`` by default,
+    retried like a sandbox that did not start); it gets no reward and
+    ``--resume`` runs it again.
+    """
+
+    def __init__(self, message: str, *, kind: str = "sandbox_start") -> None:
+        if kind not in INFRA_ERROR_KINDS:
+            raise ValueError(
+                f"GradingUnavailable: kind {kind!r} is not an infrastructure failure "
+                f"(one of {', '.join(sorted(INFRA_ERROR_KINDS))})"
+            )
+        self.kind = kind
+        super().__init__(message)
+
+
 @attrs.frozen
 class ScoreResult:
-    """Scores of one rollout: metric values, the total, and any scoring errors."""
+    """Scores of one rollout: metric values, the total, and any scoring errors.
+
+    ``failure`` (``kind``, ``error``) is the first :class:`GradedAsFailure` a
+    reward function raised (its value is in the total); ``unavailable`` the
+    first :class:`GradingUnavailable` (the total is then None).
+    """
 
     rewards: dict[str, float]
     total: float | None
     errors: list[dict[str, str]]
+    failure: dict[str, str] | None = None
+    unavailable: dict[str, str] | None = None
 
 
 def _as_float(name: str, value: Any) -> float:

@@ -24,7 +24,11 @@ An attempt:
 4. otherwise scores the result with the compiled rubric (inside the sandbox),
    unless the rollout could not run (an infrastructure failure,
    :data:`~agentkit._result.INFRA_ERROR_KINDS`: no score, no reward), and
-   closes the sandbox.
+   closes the sandbox. Grading that could not run for a reason that is not
+   the rollout's (a reward function raised :class:`~agentkit.GradingUnavailable`:
+   the verifier's own sandbox did not start) makes it one that could not
+   run, retried as a sandbox start is; grading the rollout broke
+   (:class:`~agentkit.GradedAsFailure`) is scored, as a failure.
 
 When the run is proxied (``proxy`` settings and a base URL the harness does
 not override), the attempt opens a route of this process's model proxy
@@ -63,7 +67,7 @@ from agentkit.sandbox._errors import SandboxUnavailableError
 if TYPE_CHECKING:
     from agentkit.proxy import ModelProxy, ProxyRoute
 
-__all__ = ["RolloutWork", "is_stop"]
+__all__ = ["RolloutWork", "grading_outcome", "is_stop"]
 
 
 class RolloutWork:
@@ -238,7 +242,9 @@ class RolloutWork:
                 return Attempt(result, None, harness_s)
             t = time.perf_counter()
             score = await self.score(planned, job, result, None, artifacts_dir)
-            return Attempt(result, score, harness_s, time.perf_counter() - t)
+            scoring_s = time.perf_counter() - t
+            result, kept, retry = grading_outcome(result, score, last_attempt)
+            return Attempt(result, kept, harness_s, scoring_s, retry=retry)
         assert root is not None
         return await self._attempt_in_sandbox(
             job,
@@ -314,6 +320,7 @@ class RolloutWork:
                 t = time.perf_counter()
                 score = await self.score(planned, job, result, sandbox, artifacts_dir)
                 scoring_s = time.perf_counter() - t
+                result, score, retry = grading_outcome(result, score, last_attempt)
         finally:
             await self.close_sandbox(sandbox)
         return Attempt(result, score, harness_s, scoring_s, retry=retry)
@@ -446,6 +453,25 @@ class RolloutWork:
             )
             available["state"] = state
         return await self.rubric.score(available)
+
+
+def grading_outcome(
+    result: HarnessResult, score: ScoreResult, last_attempt: bool
+) -> tuple[HarnessResult, ScoreResult | None, bool]:
+    """``(result, score, retry)`` once scored: grading that could not run for a reason
+    that is not the rollout's (a :class:`~agentkit.GradingUnavailable`: the verifier's
+    sandbox did not start) makes the rollout one that could not run, with no score,
+    retried as its kind is (``sandbox_start``) unless this is the last attempt."""
+    if score.unavailable is None:
+        return result, score, False
+    kind = score.unavailable["kind"]
+    failed = attrs.evolve(
+        result,
+        status="failed",
+        error=f"grading could not run: {score.unavailable['error']}",
+        error_kind=kind,
+    )
+    return failed, None, failed.retryable and not last_attempt
 
 
 def is_stop(exc: BaseException) -> bool:

@@ -24,7 +24,15 @@ import attrs
 from agentkit._context import RunContext
 from agentkit._errors import AgentkitError, PluginError
 from agentkit._result import HarnessResult
-from agentkit._rubric import REWARD_ARGUMENTS, RewardFunction, Rubric, ScoreResult, _metrics_of
+from agentkit._rubric import (
+    REWARD_ARGUMENTS,
+    GradedAsFailure,
+    GradingUnavailable,
+    RewardFunction,
+    Rubric,
+    ScoreResult,
+    _metrics_of,
+)
 from agentkit._task import Task
 
 __all__ = ["CompiledMetric", "CompiledRubric", "RubricCompileError", "compile_rubric"]
@@ -195,6 +203,8 @@ class CompiledRubric:
         """Run every reward function; a raising one is recorded, never turned into 0."""
         rewards: dict[str, float] = {}
         errors: list[dict[str, str]] = []
+        failure: dict[str, str] | None = None
+        unavailable: dict[str, str] | None = None
         total = 0.0
         weighted_failed = False
         for m in self.metrics:
@@ -205,10 +215,24 @@ class CompiledRubric:
             try:
                 # the arguments were read from the signature once, at compile time
                 # (call_reward reads it on every call)
-                value = m.function.fn(**kwargs)
-                if inspect.isawaitable(value):
-                    value = await value
+                try:
+                    value = m.function.fn(**kwargs)
+                    if inspect.isawaitable(value):
+                        value = await value
+                except GradedAsFailure as exc:
+                    # the rollout broke its own grading: scored, as a failure
+                    value = exc.value
+                    error = {"metric": m.qualified_name, "error": str(exc), "kind": exc.kind}
+                    errors.append({**error, "scored": "as a failure"})
+                    failure = failure or {"kind": exc.kind, "error": str(exc)}
                 values = _metrics_of(m.function.name, value)
+            except GradingUnavailable as exc:
+                errors.append(
+                    {"metric": m.qualified_name, "error": str(exc), "kind": exc.kind}
+                )
+                unavailable = unavailable or {"kind": exc.kind, "error": str(exc)}
+                weighted_failed = True
+                continue
             except Exception as exc:
                 errors.append({"metric": m.qualified_name, "error": f"{type(exc).__name__}: {exc}"})
                 if m.function.weight != 0:
@@ -228,8 +252,8 @@ class CompiledRubric:
                 rewards[name] = value
             total += m.function.weight * values[m.function.name]
         if weighted_failed or not math.isfinite(total):
-            return ScoreResult(rewards, None, errors)
-        return ScoreResult(rewards, total, errors)
+            return ScoreResult(rewards, None, errors, failure, unavailable)
+        return ScoreResult(rewards, total, errors, failure, unavailable)
 
 
 def compile_rubric(

@@ -286,8 +286,9 @@ class Runner:
             rewards=score.rewards,
             reward=score.total,
             passed=None if score.total is None else score.total >= self.options.pass_threshold,
-            error=result.error,
-            error_kind=result.error_kind,
+            # grading the agent broke (GradedAsFailure): scored, and named
+            error=result.error or (score.failure["error"] if score.failure else None),
+            error_kind=result.error_kind or (score.failure["kind"] if score.failure else None),
             infra_error=result.infra_error,
             scoring_errors=score.errors,
             attempts=attempt + 1,
