@@ -80,10 +80,13 @@ async def test_oracle_runs_solve_sh_with_solution_env_and_agent_user(
         + '[solution]\nenv = { WORD = "${AK_ORACLE_WORD:-bird}", SECRET = "${AK_ORACLE_SECRET}" }\n'
         '[agent]\nuser = "agent"\n',
         {
-            "solution/solve.sh": 'echo "$WORD" > /app/word; pwd; echo "$DEBIAN_FRONTEND"\n',
+            # the whole solution/ is uploaded (its helper checked here: a separate
+            # verifier, the default, is given the working directory, not /solution)
+            "solution/solve.sh": '[ -f /solution/helper.txt ] && echo "$WORD" > /app/word; '
+            'pwd; echo "$DEBIAN_FRONTEND"\n',
             "solution/helper.txt": "helper\n",
         },
-        test_sh='[ "$(cat /app/word)" = bird ] && [ -f /solution/helper.txt ] '
+        test_sh='[ "$(cat /app/word)" = bird ] '
         "&& echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt\n",
     )
     live: list = []

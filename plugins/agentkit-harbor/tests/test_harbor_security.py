@@ -24,14 +24,14 @@ from agentkit_harbor import (
     HarborTaskError,
     HarborTaskset,
     OracleHarness,
+    RewardFileNotRegularError,
     RewardFileTooLargeError,
-    VerifierOutputParseError,
     harbor_reward,
     spec_for_task,
 )
 from harbor_helpers import needs_bwrap, task_sandbox, write_task
 
-from agentkit import RunContext
+from agentkit import GradedAsFailure, RunContext
 
 BASE = '[environment]\nworkdir = "/app"\nnetwork_mode = "no-network"\n'
 SECRET = "TOPSECRET-host-file-content"
@@ -194,8 +194,10 @@ async def test_a_reward_json_that_is_no_regular_file_is_an_error_not_a_hang(
 ) -> None:
     task = write_task(tmp_path / "tasks", "t", BASE, test_sh=make + "\n")
     _, outcome, _ = await _grade(tmp_path, task)
-    assert isinstance(outcome, VerifierOutputParseError), outcome
+    assert isinstance(outcome, RewardFileNotRegularError), outcome
     assert "not a regular file" in str(outcome)
+    # the state the agent left made it: scored as a failure, not left out
+    assert isinstance(outcome, GradedAsFailure) and outcome.kind == "reward_file_not_regular"
 
 
 @needs_bwrap

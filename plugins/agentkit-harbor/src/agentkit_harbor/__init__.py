@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from agentkit_harbor._config import TaskConfig, parse_task_config
     from agentkit_harbor._envvars import resolve_env
     from agentkit_harbor._errors import (
+        AGENT_BROKE_KINDS,
         AddTestsDirError,
         HarborGradingError,
         HarborTaskError,
@@ -20,13 +21,28 @@ if TYPE_CHECKING:
         RegistryError,
         RewardFileEmptyError,
         RewardFileNotFoundError,
+        RewardFileNotRegularError,
         RewardFileTooLargeError,
+        RewardOutOfRangeError,
+        SandboxDiedError,
         StepSetupError,
+        VerifierDirReplacedError,
         VerifierOutputParseError,
         VerifierTimeoutError,
     )
-    from agentkit_harbor._grading import harbor_reward, harbor_rubric
+    from agentkit_harbor._grading import (
+        DEFAULT_REWARD_RANGE,
+        check_reward_range,
+        harbor_reward,
+        harbor_rubric,
+    )
     from agentkit_harbor._harnesses import NopHarness, OracleHarness, StepwiseHarness
+    from agentkit_harbor._isolation import (
+        DEFAULT_ISOLATION,
+        ISOLATION_LEVELS,
+        VerifierPlace,
+        place_verifier,
+    )
     from agentkit_harbor._registry import load_registry, resolve_dataset, resolve_version
     from agentkit_harbor._sandbox_io import (
         ARTIFACT_FILE_MAX_BYTES,
@@ -56,6 +72,7 @@ _LAZY: dict[str, str] = {
     "TaskConfig": "agentkit_harbor._config",
     "parse_task_config": "agentkit_harbor._config",
     "resolve_env": "agentkit_harbor._envvars",
+    "AGENT_BROKE_KINDS": "agentkit_harbor._errors",
     "AddTestsDirError": "agentkit_harbor._errors",
     "HarborGradingError": "agentkit_harbor._errors",
     "HarborTaskError": "agentkit_harbor._errors",
@@ -63,11 +80,21 @@ _LAZY: dict[str, str] = {
     "RegistryError": "agentkit_harbor._errors",
     "RewardFileEmptyError": "agentkit_harbor._errors",
     "RewardFileNotFoundError": "agentkit_harbor._errors",
+    "RewardFileNotRegularError": "agentkit_harbor._errors",
     "RewardFileTooLargeError": "agentkit_harbor._errors",
+    "RewardOutOfRangeError": "agentkit_harbor._errors",
+    "SandboxDiedError": "agentkit_harbor._errors",
+    "VerifierDirReplacedError": "agentkit_harbor._errors",
     "StepSetupError": "agentkit_harbor._errors",
     "VerifierOutputParseError": "agentkit_harbor._errors",
     "VerifierTimeoutError": "agentkit_harbor._errors",
+    "DEFAULT_REWARD_RANGE": "agentkit_harbor._grading",
+    "check_reward_range": "agentkit_harbor._grading",
     "harbor_reward": "agentkit_harbor._grading",
+    "DEFAULT_ISOLATION": "agentkit_harbor._isolation",
+    "ISOLATION_LEVELS": "agentkit_harbor._isolation",
+    "VerifierPlace": "agentkit_harbor._isolation",
+    "place_verifier": "agentkit_harbor._isolation",
     "harbor_rubric": "agentkit_harbor._grading",
     "NopHarness": "agentkit_harbor._harnesses",
     "OracleHarness": "agentkit_harbor._harnesses",
@@ -103,8 +130,12 @@ _LAZY: dict[str, str] = {
 __version__ = "0.1.0"
 
 __all__ = [
+    "AGENT_BROKE_KINDS",
     "ARTIFACTS_TOTAL_MAX_BYTES",
     "ARTIFACT_FILE_MAX_BYTES",
+    "DEFAULT_ISOLATION",
+    "DEFAULT_REWARD_RANGE",
+    "ISOLATION_LEVELS",
     "MAIN_REWARD_AGGREGATES",
     "REWARD_FILE_MAX_BYTES",
     "SPARSE_SLACK_BYTES",
@@ -125,16 +156,22 @@ __all__ = [
     "RegistryError",
     "RewardFileEmptyError",
     "RewardFileNotFoundError",
+    "RewardFileNotRegularError",
     "RewardFileTooLargeError",
+    "RewardOutOfRangeError",
+    "SandboxDiedError",
     "StepRun",
     "StepSetupError",
     "StepwiseHarness",
     "TaskConfig",
+    "VerifierDirReplacedError",
     "VerifierOutcome",
     "VerifierOutputParseError",
+    "VerifierPlace",
     "VerifierTimeoutError",
     "__version__",
     "aggregate_steps",
+    "check_reward_range",
     "harbor_reward",
     "harbor_rubric",
     "load_registry",
@@ -143,6 +180,7 @@ __all__ = [
     "min_reward_failure",
     "parse_reward_files",
     "parse_task_config",
+    "place_verifier",
     "resolve_dataset",
     "resolve_env",
     "resolve_version",

@@ -152,6 +152,9 @@ class VerifierConfig:
     env: dict[str, str] = attrs.field(factory=dict)
     user: str | int | None = None
     environment_mode: Literal["shared", "separate"] | None = None
+    #: agentkit's own: paths (beside the working directory) whose files a separate
+    #: verifier is given from the agent's sandbox (Harbor ignores the key).
+    carry_paths: list[str] = attrs.field(factory=list)
     environment: EnvironmentConfig | None = None
     network_mode: NetworkMode | None = None
     allowed_hosts: list[str] | None = None
@@ -393,6 +396,15 @@ def _validate(cfg: TaskConfig, source: str) -> None:
             math.isfinite(ver.timeout_sec) and ver.timeout_sec > 0
         ):
             raise ValidationError(f"{path}.timeout_sec", "must be a positive number", source)
+        for j, carried in enumerate(ver.carry_paths):
+            parts = PurePosixPath(carried).parts
+            if not carried.startswith("/") or ".." in parts or len(parts) < 2:
+                raise ValidationError(
+                    f"{path}.carry_paths[{j}]",
+                    f"expected an absolute path below / without '..', like '/opt/tool', "
+                    f"got {carried!r}",
+                    source,
+                )
         if ver.environment_mode == "shared" and ver.environment is not None:
             raise ValidationError(
                 f"{path}.environment_mode",

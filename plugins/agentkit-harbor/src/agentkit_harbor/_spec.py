@@ -385,10 +385,10 @@ def load_task_dir(task_dir: str | Path) -> HarborTaskSpec:
         if not _has_test_script(root / "tests"):
             raise ValidationError("", "missing tests/test.sh", str(root / "tests" / "test.sh"))
     workdir, where, kind, env_notes = _environment(root, cfg)
-    if cfg.verifier.environment_mode == "separate" or cfg.verifier.environment is not None:
+    if cfg.verifier.environment is not None:
         notes.append(
-            "the separate verifier environment is not reproduced: tests run in the rollout's "
-            "sandbox (shared mode)"
+            "[verifier.environment] is not reproduced: a separate verifier runs in a fresh "
+            "sandbox of the task's own environment"
         )
     return HarborTaskSpec(
         task_dir=root,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agentkit import (
     AgentkitError,
@@ -25,7 +25,8 @@ from agentkit import (
     check_no_reserved_keys,
 )
 from agentkit_harbor._errors import HarborTaskError
-from agentkit_harbor._grading import harbor_rubric
+from agentkit_harbor._grading import DEFAULT_REWARD_RANGE, check_reward_range, harbor_rubric
+from agentkit_harbor._isolation import check_isolation
 from agentkit_harbor._registry import (
     default_cache_dir,
     fetch_dataset,
@@ -34,6 +35,7 @@ from agentkit_harbor._registry import (
 )
 from agentkit_harbor._spec import COMPOSE_FILES, HarborTaskSpec, load_task_dir
 from agentkit_harbor._steps import spec_for_task
+from agentkit_harbor._trial import ISOLATION_KEY
 from agentkit_harbor._verify import STEP_VERIFIER_TIMEOUT_SEC, check_main_reward, task_env
 
 __all__ = ["HarborTaskset"]
@@ -60,7 +62,18 @@ class HarborTaskset(Taskset):
     has several keys and no ``reward`` key: ``mean`` (the default), ``min``,
     ``max`` or ``sum`` of them, or ``key:NAME`` for one key (always, even
     beside a ``reward`` key). Every key is recorded as a ``core.<key>``
-    metric either way.
+    metric either way. ``reward_range`` (``"LOW,HIGH"``, ``"0,1"`` by
+    default, or ``none``) bounds the total: one outside it is scored as a
+    failure (``reward_out_of_range``).
+
+    ``verifier_isolation`` says where each task's verifier runs: ``separate``
+    (the default: a fresh sandbox of the task's image given only the agent's
+    working directory and the task's ``[verifier] carry_paths``), ``fork`` (a
+    fork of the agent's sandbox: its files, none of its processes) or
+    ``shared`` (the agent's own sandbox, every process in it ended first). A
+    task whose ``task.toml`` asks for ``environment_mode = "separate"`` is
+    graded ``separate`` whatever is chosen. See ``docs/harbor.md``, "Where the
+    verifier runs".
     """
 
     def __init__(
@@ -73,6 +86,8 @@ class HarborTaskset(Taskset):
         refresh: bool = False,
         taskset_id: str | None = None,
         main_reward: str = "mean",
+        reward_range: str | None = DEFAULT_REWARD_RANGE,
+        verifier_isolation: Literal["shared", "fork", "separate"] = "separate",
     ) -> None:
         self.strict = strict
         self.problems: list[TaskProblem] = []
@@ -82,9 +97,14 @@ class HarborTaskset(Taskset):
         self._registry_info: dict[str, dict[str, Any]] = {}
         try:
             self.main_reward = check_main_reward(main_reward)
+            check_reward_range(reward_range)
+            self.verifier_isolation = check_isolation(verifier_isolation)
         except ValueError as exc:
-            raise HarborTaskError(f"-T main_reward: {exc}") from None
-        self.default_grading_spec = harbor_rubric(main_reward=self.main_reward)
+            raise HarborTaskError(f"-T {exc}") from None
+        self.reward_range = reward_range
+        self.default_grading_spec = harbor_rubric(
+            main_reward=self.main_reward, reward_range=reward_range
+        )
         if not path.strip():
             raise HarborTaskError(
                 "the harbor taskset needs a task directory, a folder of tasks, or a dataset "
@@ -187,6 +207,7 @@ class HarborTaskset(Taskset):
             "steps": [{"name": s.name, "instruction": s.instruction} for s in spec.steps],
             "workdir": spec.workdir,
             "environment": spec.environment_kind,
+            ISOLATION_KEY: self.verifier_isolation,
         }
         if spec.config.task is not None:
             meta["description"] = spec.config.task.description

@@ -25,6 +25,7 @@ import attrs
 from agentkit import (
     EventCallback,
     EventRecorder,
+    GradingUnavailable,
     HarnessResult,
     RunContext,
     Sandbox,
@@ -32,7 +33,9 @@ from agentkit import (
     Task,
     Usage,
 )
+from agentkit.sandbox import SandboxError, reset_dir
 from agentkit_harbor._errors import HarborGradingError, HarborTaskError, StepSetupError
+from agentkit_harbor._isolation import DEFAULT_ISOLATION, check_isolation, protects, strongest
 from agentkit_harbor._sandbox_io import exec_logged, tail, upload_tree
 from agentkit_harbor._spec import HarborStepSpec, HarborTaskSpec
 from agentkit_harbor._steps import (
@@ -45,6 +48,8 @@ from agentkit_harbor._steps import (
     spec_for_task,
 )
 from agentkit_harbor._verify import (
+    TESTS_DIR,
+    VERIFIER_DIR,
     VerifierOutcome,
     aggregate_steps,
     collect_artifacts,
@@ -55,12 +60,14 @@ from agentkit_harbor._verify import (
     verify,
 )
 
-__all__ = ["HarborTrial", "run_harbor_task"]
+__all__ = ["ISOLATION_KEY", "HarborTrial", "isolation_of", "run_harbor_task"]
 
 _KINDS = {
     cls.kind: cls
     for cls in HarborGradingError.__subclasses__()  # one level: all are direct subclasses
 }
+#: The metadata key the taskset sets to the run's ``-T verifier_isolation``.
+ISOLATION_KEY = "verifier_isolation"
 
 
 @attrs.define(kw_only=True)
@@ -81,6 +88,8 @@ class HarborTrial:
     out_dir: Path | None
     env: dict[str, str] = attrs.field(factory=dict)
     harness_name: str = "harbor"
+    #: Where the verifier runs: ``shared``, ``fork`` or ``separate`` (see ``_isolation``).
+    isolation: str = DEFAULT_ISOLATION
     # -- what the agent side produced ----------------------------------------
     status: Status = "completed"
     error: str | None = None
@@ -115,6 +124,7 @@ class HarborTrial:
             workdir=str(getattr(sandbox, "workdir", None) or spec.workdir),
             out_dir=harbor_dir(sandbox, context),
             harness_name=harness_name,
+            isolation=isolation_of(task, spec),
             raw={"harbor": {"task_dir": str(spec.task_dir), "mark": RECORD_MARK}},
         )
 
@@ -212,8 +222,12 @@ class HarborTrial:
             # Harbor empties /tests and /logs/verifier after a shared verifier,
             # before the next agent phase can see them.
             try:
-                await reset_verifier_dirs(self.sandbox, recorder=self.recorder, step=step.name)
-            except HarborGradingError as exc:
+                if protects(self.sandbox):
+                    await reset_dir(self.sandbox, VERIFIER_DIR, mode=0o777)
+                    await reset_dir(self.sandbox, TESTS_DIR, mode=0o755)
+                else:
+                    await reset_verifier_dirs(self.sandbox, recorder=self.recorder, step=step.name)
+            except (HarborGradingError, SandboxError, OSError) as exc:
                 return str(exc)
             self._dirty_verifier_dirs = False
         run = self.step_run(step)
@@ -298,8 +312,9 @@ class HarborTrial:
         require_main: bool = False,
         main_reward_strategy: str = "mean",
     ) -> VerifierOutcome:
-        """Run the verifier (of ``step``, or of the task); raise a :class:`HarborGradingError`."""
-        if step is not None:
+        """Run the verifier (of ``step``, or of the task) where :attr:`isolation` says;
+        raise a :class:`HarborGradingError` (or :class:`~agentkit.GradingUnavailable`)."""
+        if step is not None and self.isolation == "shared":
             self._dirty_verifier_dirs = True
         logs = None
         if self.out_dir is not None:
@@ -313,6 +328,7 @@ class HarborTrial:
             recorder=self.recorder,
             require_main=require_main,
             main_reward_strategy=main_reward_strategy,
+            isolation=self.isolation,
         )
 
     async def verify_step(
@@ -323,8 +339,18 @@ class HarborTrial:
         try:
             result = await self.verify(step)
         except HarborGradingError as exc:
-            record["rewards"] = None
             record["grading_error"] = {"kind": exc.kind, "message": str(exc)}
+            if exc.agent_broke:
+                # the state the agent left broke this step's grading: a failed step
+                record["grading_error"]["scored"] = True
+                zero = {"reward": 0.0}
+                record["rewards"] = zero
+                return zero
+            record["rewards"] = None
+            return None
+        except GradingUnavailable as exc:
+            record["rewards"] = None
+            record["grading_error"] = {"kind": exc.kind, "message": str(exc), "unavailable": True}
             return None
         record["rewards"] = dict(result.rewards)
         record["verifier"] = result.to_json()
@@ -334,7 +360,7 @@ class HarborTrial:
     def _stop_reason(step: HarborStepSpec, record: dict[str, Any]) -> str | None:
         """Why no further step runs after this one (Harbor's rule), or None."""
         rewards = record.get("rewards")
-        if rewards is None:
+        if isinstance(record.get("grading_error"), dict):
             # Harbor stops after a step that ends with an exception and no verifier result.
             why = record["grading_error"]["message"].splitlines()[0]
             return f"step {step.name!r} has no verifier result: {why}"
@@ -379,6 +405,7 @@ class HarborTrial:
                 raise HarborGradingError("no step of this multi-step task ran")
             _raise_from_record(failing)
         assert aggregated is not None
+        _raise_unavailable(records)
         metrics = _with_main(aggregated, main_reward_strategy)
         for r in records:
             rewards = r.get("rewards")
@@ -387,7 +414,10 @@ class HarborTrial:
                     metrics[f"step.{r['name']}.reward"] = main_reward(rewards, main_reward_strategy)
                 except HarborGradingError:
                     pass
-        metrics["steps_completed"] = float(sum(1 for r in records if r.get("rewards") is not None))
+        metrics["steps_completed"] = float(
+            sum(1 for r in records if r.get("rewards") is not None and "grading_error" not in r)
+        )
+        _raise_scored(records, metrics)
         return metrics
 
     async def _verify_steps_now(self) -> list[dict[str, Any]]:
@@ -454,6 +484,38 @@ def _keep(result: HarnessResult | None, key: str, value: Any) -> None:
         info = result.raw.setdefault("harbor", {})
         if isinstance(info, dict):
             info[key] = value
+
+
+def _raise_unavailable(records: list[dict[str, Any]]) -> None:
+    """A step whose verifier's own sandbox could not be made: the rollout could not run."""
+    for r in records:
+        err = r.get("grading_error")
+        if isinstance(err, dict) and err.get("unavailable"):
+            raise GradingUnavailable(str(err.get("message")), kind=str(err.get("kind")))
+
+
+def _raise_scored(records: list[dict[str, Any]], metrics: dict[str, float]) -> None:
+    """A step whose grading the agent broke: the task is scored with ``metrics`` (that
+    step counted 0), as a failure of that step's kind."""
+    for r in records:
+        err = r.get("grading_error")
+        if isinstance(err, dict) and err.get("scored"):
+            cls = _KINDS.get(str(err.get("kind")), HarborGradingError)
+            exc = cls(str(err.get("message")))
+            exc.value = dict(metrics)
+            raise exc
+
+
+def isolation_of(task: Task, spec: HarborTaskSpec) -> str:
+    """Where ``task``'s verifier runs: the run's ``-T verifier_isolation`` (kept in its
+    metadata by the taskset; the default otherwise), ``separate`` at least when its
+    ``task.toml`` says ``[verifier] environment_mode = "separate"``."""
+    info = task.metadata.get("harbor") if isinstance(task.metadata, dict) else None
+    chosen = info.get(ISOLATION_KEY) if isinstance(info, dict) else None
+    level = check_isolation(chosen) if isinstance(chosen, str) else DEFAULT_ISOLATION
+    if spec.config.verifier.environment_mode == "separate":
+        level = strongest(level, "separate")
+    return level
 
 
 def _raise_from_record(record: dict[str, Any]) -> None:

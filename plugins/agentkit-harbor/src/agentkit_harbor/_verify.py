@@ -19,15 +19,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
 from agentkit import EventRecorder, Sandbox
+from agentkit.sandbox import SandboxError, SandboxPathError, open_dir, reset_dir
 from agentkit_harbor._config import ArtifactConfig
 from agentkit_harbor._envvars import resolve_env
 from agentkit_harbor._errors import (
@@ -37,16 +39,21 @@ from agentkit_harbor._errors import (
     MainRewardError,
     RewardFileEmptyError,
     RewardFileNotFoundError,
+    RewardFileNotRegularError,
     RewardFileTooLargeError,
+    VerifierDirReplacedError,
     VerifierOutputParseError,
     VerifierTimeoutError,
 )
+from agentkit_harbor._hostread import copy_dir_out, read_file_at
+from agentkit_harbor._isolation import DEFAULT_ISOLATION, check_isolation, place_verifier
 from agentkit_harbor._sandbox_io import (
     ARTIFACT_FILE_MAX_BYTES,
     ARTIFACTS_TOTAL_MAX_BYTES,
     REWARD_FILE_MAX_BYTES,
     VERIFIER_FILE_MAX_BYTES,
     VERIFIER_TOTAL_MAX_BYTES,
+    CappedRead,
     TreeCopy,
     download_tree,
     exec_logged,
@@ -97,6 +104,8 @@ class VerifierOutcome:
     duration_sec: float
     reward_file: str
     notes: list[str] = attrs.field(factory=list)
+    #: Where the verifier ran: ``shared``, ``fork`` or ``separate``.
+    isolation: str = "shared"
 
     def to_json(self) -> dict[str, Any]:
         """A JSON record (stdout cut to its tail)."""
@@ -105,6 +114,7 @@ class VerifierOutcome:
             "exit_code": self.exit_code,
             "duration_sec": self.duration_sec,
             "reward_file": self.reward_file,
+            "isolation": self.isolation,
             "stdout": tail(self.stdout),
             "notes": list(self.notes),
         }
@@ -392,21 +402,80 @@ async def verify(
     timeout_scale: float = 1.0,
     require_main: bool = False,
     main_reward_strategy: str = "mean",
+    isolation: str = DEFAULT_ISOLATION,
+    carry: Sequence[str] | None = None,
 ) -> VerifierOutcome:
     """Run the verifier once and return its rewards, or raise a :class:`HarborGradingError`.
 
-    ``out_dir`` (a host directory) receives a copy of /logs/verifier (within
-    its caps) and ``test-stdout.txt``. ``require_main`` also checks that a
-    total reward can be derived with ``main_reward_strategy`` (see
-    :func:`main_reward`).
+    ``sandbox`` is the agent's. The verifier runs where ``isolation`` says
+    (``shared``, ``fork`` or ``separate``; see :mod:`agentkit_harbor._isolation`),
+    a ``separate`` one given the agent's ``carry`` paths (the working
+    directory and the task's ``[verifier] carry_paths`` by default), always
+    from a clean state: nothing of the agent's running, ``/tests`` and
+    ``/logs/verifier`` made new from the host, the reward files read from the
+    host without following a link. ``out_dir`` (a host directory) receives a
+    copy of /logs/verifier (within its caps) and ``test-stdout.txt``.
+    ``require_main`` also checks that a total reward can be derived with
+    ``main_reward_strategy`` (see :func:`main_reward`). The verifier's own
+    sandbox not starting raises :class:`~agentkit.GradingUnavailable`.
     """
     step_name = step.name if step else None
     try:
         settings = verifier_settings(spec, step)
     except HarborTaskError as exc:  # an unset ${VAR}: this verifier run cannot start
         raise HarborGradingError(str(exc), step=step_name) from None
+    level = check_isolation(isolation)
     cwd = workdir or getattr(sandbox, "workdir", None) or spec.workdir
-    await reset_verifier_dirs(sandbox, recorder=recorder, step=step_name)
+    paths = list(carry) if carry is not None else carried_paths(spec, cwd)
+    async with place_verifier(sandbox, level, paths, recorder=recorder, step=step_name) as place:
+        outcome = await _verify_in(
+            place.sandbox,
+            spec,
+            step=step,
+            settings=settings,
+            cwd=cwd,
+            out_dir=out_dir,
+            recorder=recorder,
+            timeout=settings.timeout_sec * timeout_scale,
+            protected=place.protected,
+            require_main=require_main,
+            main_reward_strategy=main_reward_strategy,
+        )
+    return attrs.evolve(outcome, isolation=place.level, notes=[*place.notes, *outcome.notes])
+
+
+def carried_paths(spec: HarborTaskSpec, workdir: str) -> list[str]:
+    """What a ``separate`` verifier is given of the agent's files: the working directory
+    and the task's ``[verifier] carry_paths``."""
+    return [workdir, *spec.config.verifier.carry_paths]
+
+
+async def _verify_in(
+    sandbox: Sandbox,
+    spec: HarborTaskSpec,
+    *,
+    step: HarborStepSpec | None,
+    settings: VerifierSettings,
+    cwd: str,
+    out_dir: Path | None,
+    recorder: EventRecorder | None,
+    timeout: float,
+    protected: bool,
+    require_main: bool,
+    main_reward_strategy: str,
+) -> VerifierOutcome:
+    """Fresh folders, the tests, test.sh, the rewards: in the verifier's own sandbox."""
+    step_name = step.name if step else None
+    if protected:
+        try:
+            await reset_dir(sandbox, VERIFIER_DIR, mode=0o777)
+            await reset_dir(sandbox, TESTS_DIR, mode=0o755)
+        except (SandboxError, OSError) as exc:
+            raise AddTestsDirError(
+                f"could not make {TESTS_DIR} and {VERIFIER_DIR} new: {exc}", step=step_name
+            ) from None
+    else:
+        await reset_verifier_dirs(sandbox, recorder=recorder, step=step_name)
     sources = [spec.tests_dir] if spec.tests_dir.is_dir() else []
     if step is not None and step.tests_dir.is_dir():
         sources.append(step.tests_dir)
@@ -417,7 +486,6 @@ async def verify(
         raise AddTestsDirError(
             f"could not upload tests/ to {TESTS_DIR}: {type(exc).__name__}: {exc}", step=step_name
         ) from exc
-    timeout = settings.timeout_sec * timeout_scale
     start = time.monotonic()
     result = await exec_logged(
         sandbox,
@@ -437,20 +505,12 @@ async def verify(
         (logs_dir / "test-stdout.txt").write_text(
             tail(stdout, VERIFIER_FILE_MAX_BYTES), encoding="utf-8"
         )
-        try:
-            copied = await download_tree(
-                sandbox,
-                VERIFIER_DIR,
-                logs_dir,
-                max_file_bytes=VERIFIER_FILE_MAX_BYTES,
-                max_total_bytes=VERIFIER_TOTAL_MAX_BYTES,
-            )
-        except Exception as exc:
-            raise HarborGradingError(
-                f"could not read {VERIFIER_DIR} from the sandbox: {type(exc).__name__}: {exc}",
-                stdout=stdout,
-                step=step_name,
-            ) from exc
+        answers: Mapping[str, CappedRead | str | None] | None = None
+        copied: TreeCopy | None
+        if protected:
+            copied, answers = _read_verifier_dir(sandbox, logs_dir, stdout, step_name)
+        else:
+            copied = await _read_in_sandbox(sandbox, logs_dir, stdout, step_name)
         if result.timed_out:
             raise VerifierTimeoutError(
                 f"tests/test.sh ran past the verifier timeout of {timeout:g} s"
@@ -459,8 +519,11 @@ async def verify(
                 step=step_name,
             )
         try:
-            found = _rewards_from_copy(logs_dir, copied)
-            rewards, which, notes = found or await read_reward_files(sandbox)
+            if answers is not None:
+                rewards, which, notes = rewards_from_reads(answers)
+            else:
+                found = _rewards_from_copy(logs_dir, copied)
+                rewards, which, notes = found or await read_reward_files(sandbox)
             if require_main:
                 main_reward(rewards, main_reward_strategy)
         except HarborGradingError as exc:
@@ -479,6 +542,92 @@ async def verify(
         reward_file=which,
         notes=notes,
     )
+
+
+RewardsFound = tuple[dict[str, float], str, list[str]]
+
+
+def _read_verifier_dir(
+    sandbox: Sandbox, logs_dir: Path, stdout: str, step: str | None
+) -> tuple[TreeCopy, dict[str, CappedRead | str | None]]:
+    """Copy /logs/verifier to ``logs_dir`` and read its reward files, from the host.
+
+    The folder is opened without following a link: one test.sh (or a program
+    it ran) replaced by a link or a file is a :class:`VerifierDirReplacedError`.
+    Returns the copy and what was read of each reward file (see
+    :func:`rewards_from_reads`).
+    """
+    try:
+        fd = open_dir(sandbox, VERIFIER_DIR)
+    except (SandboxPathError, FileNotFoundError) as exc:
+        raise VerifierDirReplacedError(
+            f"{VERIFIER_DIR} is no longer a directory after test.sh ran ({exc}); nothing "
+            "is read through it" + _stdout_suffix(stdout),
+            stdout=stdout,
+            step=step,
+        ) from None
+    try:
+        copied = copy_dir_out(
+            fd,
+            logs_dir,
+            max_file_bytes=VERIFIER_FILE_MAX_BYTES,
+            max_total_bytes=VERIFIER_TOTAL_MAX_BYTES,
+        )
+        answers = {name: read_file_at(fd, name, REWARD_FILE_MAX_BYTES) for name in _REWARD_FILES}
+    finally:
+        os.close(fd)
+    return copied, answers
+
+
+_REWARD_FILES = ("reward.json", "reward.txt")
+
+
+def rewards_from_reads(answers: Mapping[str, CappedRead | str | None]) -> RewardsFound:
+    """The rewards from what was read of reward.json and reward.txt (Harbor's order and
+    distinctions): ``(rewards, which file, notes)``. A string answer says what the file
+    is instead of a regular one (:class:`RewardFileNotRegularError`)."""
+    for name in _REWARD_FILES:
+        got = answers.get(name)
+        if got is None:
+            continue  # reward.txt is read only when reward.json does not exist
+        label = f"{VERIFIER_DIR}/{name}"
+        if isinstance(got, str):
+            raise RewardFileNotRegularError(f"{label} is {got}, not a regular file; not read")
+        if got.over_cap:
+            raise RewardFileTooLargeError(
+                f"{label} is larger than the {REWARD_FILE_MAX_BYTES} byte cap; "
+                "it was not read further"
+            )
+        if name == "reward.json":
+            rewards, notes = parse_reward_json(got.data, label)
+            return rewards, name, notes
+        return parse_reward_txt(got.data, label), name, []
+    raise RewardFileNotFoundError(
+        f"no reward file: test.sh wrote neither {VERIFIER_DIR}/reward.json nor "
+        f"{VERIFIER_DIR}/reward.txt"
+    )
+
+
+async def _read_in_sandbox(
+    sandbox: Sandbox, logs_dir: Path, stdout: str, step: str | None
+) -> TreeCopy | None:
+    """A sandbox kind that cannot be read from the host: copy /logs/verifier with the
+    sandbox's own commands (unprotected; see :func:`download_tree`)."""
+    try:
+        copied = await download_tree(
+            sandbox,
+            VERIFIER_DIR,
+            logs_dir,
+            max_file_bytes=VERIFIER_FILE_MAX_BYTES,
+            max_total_bytes=VERIFIER_TOTAL_MAX_BYTES,
+        )
+    except Exception as exc:
+        raise HarborGradingError(
+            f"could not read {VERIFIER_DIR} from the sandbox: {type(exc).__name__}: {exc}",
+            stdout=stdout,
+            step=step,
+        ) from exc
+    return copied
 
 
 def _rewards_from_copy(
