@@ -227,9 +227,7 @@ class CompiledRubric:
                     failure = failure or {"kind": exc.kind, "error": str(exc)}
                 values = _metrics_of(m.function.name, value)
             except GradingUnavailable as exc:
-                errors.append(
-                    {"metric": m.qualified_name, "error": str(exc), "kind": exc.kind}
-                )
+                errors.append({"metric": m.qualified_name, "error": str(exc), "kind": exc.kind})
                 unavailable = unavailable or {"kind": exc.kind, "error": str(exc)}
                 weighted_failed = True
                 continue

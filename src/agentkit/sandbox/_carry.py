@@ -33,7 +33,8 @@ __all__ = ["Carried", "carry", "distinct_paths"]
 @attrs.define
 class Carried:
     """What :func:`carry` copied: entries, bytes of file data, and per path ``copied``
-    or why not (``missing``: not in the source, or behind a link there)."""
+    or why not (``missing``: not in the source, or behind a link there; ``read-only``:
+    on a read-only mount, which no command could change)."""
 
     entries: int = 0
     bytes: int = 0
@@ -62,7 +63,11 @@ def carry(
     out = Carried()
     for path in distinct_paths(paths):
         smount, sparts = src.mount_parts(path)
-        dmount, dparts = dst.mount_parts(path, writable=True)
+        dmount, dparts = dst.mount_parts(path)
+        if not dmount.writable:
+            # read-only in both (the host's /usr on its userland): nothing was changed there
+            out.paths[path] = "read-only"
+            continue
         if not sparts or not dparts:
             raise SandboxPathError(f"{path!r} is a mount point: it cannot be carried")
         name = sparts[-1]
