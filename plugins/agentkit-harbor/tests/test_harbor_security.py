@@ -26,6 +26,7 @@ from agentkit_harbor import (
     OracleHarness,
     RewardFileNotRegularError,
     RewardFileTooLargeError,
+    VerifierDirReplacedError,
     harbor_reward,
     spec_for_task,
 )
@@ -167,6 +168,29 @@ async def _grade(tmp_path: Path, task_dir: Path, harness: Any = None) -> tuple[A
 
 @needs_bwrap
 @pytest.mark.anyio
+@pytest.mark.parametrize("level", ["shared", "fork", "separate"])
+async def test_a_verifier_folder_replaced_by_a_link_is_never_read_through(
+    tmp_path: Path, level: str
+) -> None:
+    # a program the verifier ran (a planted one, under shared or fork) swaps the
+    # folder for a link to one holding a passing reward: nothing is read through it
+    task = write_task(
+        tmp_path / "tasks",
+        "t",
+        BASE,
+        test_sh="mkdir -p /app/fake && echo 1 > /app/fake/reward.txt && "
+        "rm -rf /logs/verifier && ln -s /app/fake /logs/verifier\n",
+    )
+    ts = HarborTaskset(str(task), verifier_isolation=level)  # type: ignore[arg-type]
+    (one,) = list(ts)
+    async with task_sandbox(ts, one, tmp_path / "rollout") as sb:
+        with pytest.raises(VerifierDirReplacedError, match="no longer a directory") as info:
+            await harbor_reward(sb, one, None)
+    assert isinstance(info.value, GradedAsFailure) and info.value.kind == "verifier_dir_replaced"
+
+
+@needs_bwrap
+@pytest.mark.anyio
 async def test_a_sparse_2gib_reward_json_is_a_grading_error_without_gbs_of_memory(
     tmp_path: Path,
 ) -> None:
@@ -187,7 +211,14 @@ async def test_a_sparse_2gib_reward_json_is_a_grading_error_without_gbs_of_memor
 @needs_bwrap
 @pytest.mark.anyio
 @pytest.mark.parametrize(
-    "make", ["mkfifo /logs/verifier/reward.json", "ln -s /dev/zero /logs/verifier/reward.json"]
+    "make",
+    [
+        "mkfifo /logs/verifier/reward.json",
+        "ln -s /dev/zero /logs/verifier/reward.json",
+        # a link to a file with a passing reward: never followed
+        "echo '{\"reward\": 1}' > /app/good.json && "
+        "ln -s /app/good.json /logs/verifier/reward.json",
+    ],
 )
 async def test_a_reward_json_that_is_no_regular_file_is_an_error_not_a_hang(
     tmp_path: Path, make: str
