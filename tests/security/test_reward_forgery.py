@@ -188,11 +188,13 @@ def verdict(rec: Any) -> str:
 def check(rollouts: dict[str, Any], kind: str, level: str) -> list[str]:
     """Every way the outcomes differ from the table (empty: as expected)."""
     wrong = []
-    assert set(rollouts) == set(EXPECTED), sorted(set(EXPECTED) ^ set(rollouts))
+    assert set(rollouts) <= set(EXPECTED), sorted(set(rollouts) - set(EXPECTED))
     for attack, rec in sorted(rollouts.items()):
         want, got = expected(kind, attack, level), verdict(rec)
         if got != want:
-            wrong.append(f"{attack}: expected {want}, got {got} (reward {rec.reward})")
+            seen = rec.raw.get("harbor", {}).get("verifier") or {}
+            detail = {k: seen.get(k) for k in ("stdout", "notes", "error") if seen.get(k)}
+            wrong.append(f"{attack}: expected {want}, got {got} (reward {rec.reward}) {detail}")
             continue
         named = KINDS_NAMED.get(attack, {}).get(level)
         planted = attack not in CANNOT_PLANT.get(kind, ())
@@ -207,6 +209,7 @@ async def test_what_each_level_stops(
     redteam: Path, kind: str, level: str, request: pytest.FixtureRequest
 ) -> None:
     rollouts = await run_redteam(redteam, kind, level, request)
+    assert set(rollouts) == set(EXPECTED), sorted(set(EXPECTED) ^ set(rollouts))
     wrong = check(rollouts, kind, level)
     assert not wrong, f"{kind}, {level}:\n" + "\n".join(wrong)
     if level == DEFAULT_LEVEL:
@@ -225,3 +228,47 @@ def test_the_default_level_is_the_one_no_attack_gets_past() -> None:
 
     assert DEFAULT_ISOLATION == DEFAULT_LEVEL
     assert all(EXPECTED[a][DEFAULT_LEVEL] in (S, P, N) for a in EXPECTED)
+
+
+#: The attacks a rollout under the Ray executor tries (its sandbox is on a worker node).
+RAY_ATTACKS = (
+    "writer-setsid",
+    "writer-double-fork",
+    "rewrite-tests",
+    "plant-reward-json",
+    "honest-service",
+    "honest-failure",
+)
+
+
+@pytest.mark.slow
+async def test_the_ray_executors_sandboxes_are_graded_the_same(
+    redteam: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Under the Ray executor the sandbox and its grading run in a worker process on a
+    node of the cluster (one node, its own, for this test): its processes end there too
+    (``shared``), and the default level stops every attack there as it does here."""
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'agentkit[ray]')")
+    import ray
+    from ray.cluster_utils import Cluster
+
+    # deferred: Ray's executor loads only with Ray
+    from agentkit.executors import RayExecutor
+
+    tasks = tmp_path / "ray-redteam"
+    tasks.mkdir()
+    for attack in RAY_ATTACKS:
+        shutil.copytree(redteam / attack, tasks / attack)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    wrong: list[str] = []
+    try:
+        cluster.add_node(num_cpus=2, labels={"agentkit/bwrap": "true"})
+        for level in ("shared", DEFAULT_LEVEL):
+            executor = RayExecutor(address=cluster.address, node_dir=tmp_path / "nodes")
+            rollouts = await run_redteam(tasks, "local-host", level, request, executor=executor)
+            assert all(r.worker is not None for r in rollouts.values())  # ran on the node
+            wrong += [f"{level}: {w}" for w in check(rollouts, "local-host", level)]
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert not wrong, "\n".join(wrong)

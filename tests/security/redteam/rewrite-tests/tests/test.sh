@@ -5,7 +5,7 @@
 writer_alive() {
   local f args
   for f in /proc/[0-9]*/cmdline; do
-    mapfile -d '' args < "$f" 2>/dev/null || continue
+    mapfile -d '' args 2>/dev/null < "$f" || continue
     [[ " ${args[*]} " == *" redteam-writer "* ]] && return 0
   done
   return 1
