@@ -160,3 +160,67 @@ def v(env, final_answer=None):
     assert outcome.result == 0.5, outcome.stdout
     assert not outside.exists()
     assert canary not in outcome.stdout
+
+
+#: What a process left running in a reused sandbox does: once the verifier runs, it swaps
+#: the current database for one that passes (a table the verifier looks for).
+SWAP_DATABASE = """
+import os, sqlite3, sys, time
+open("/tmp/.writer-ready", "w").close()
+while not os.path.exists("/tmp/.grading"):
+    time.sleep(0.01)
+db = sqlite3.connect("/tmp/forged.sqlite")
+db.execute("create table forged (x)")
+db.commit()
+db.close()
+os.replace("/tmp/forged.sqlite", sys.argv[1] + "/current.sqlite")
+open("/tmp/.writer-done", "w").close()
+"""
+#: The verifier: passes when the current database has the table the writer forges. It
+#: gives a writer still running beside it its turn (an event, never a race).
+CHECKS_FORGED_TABLE = """
+import os, time
+def alive():
+    for p in os.listdir("/proc"):
+        try:
+            if b"fleet-writer" in open(f"/proc/{p}/cmdline", "rb").read().split(b"\\0"):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+def v(env, final_answer=None):
+    open("/tmp/.grading", "w").close()
+    while not os.path.exists("/tmp/.writer-done") and alive():
+        time.sleep(0.01)
+    try:
+        int(env.db("current").table("forged").count())
+    except Exception:
+        return 0
+    return 1
+"""
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_reused_sandbox_is_cleared_before_the_verifier_runs(tmp_path: Path) -> None:
+    from agentkit import ExecutionHints
+    from agentkit.sandbox import open_sandbox
+
+    seed, current = prepare_databases(tmp_path / "db")
+    hints = ExecutionHints(workdir="/verifier")
+    async with open_sandbox("local", hints=hints, root=tmp_path / "sb", image="host") as sb:
+        # left running by whatever used the sandbox before
+        await sb.start(
+            ["setsid", "python3", "-c", SWAP_DATABASE, "/verifier/fleet_verifier", "fleet-writer"]
+        )
+        ready = await sb.exec("until [ -e /tmp/.writer-ready ]; do sleep 0.01; done")
+        assert ready.ok
+        outcome = await run_verifier_in_sandbox(
+            code=CHECKS_FORGED_TABLE,
+            seed_db=seed,
+            current_db=current,
+            final_answer=None,
+            sandbox=sb,
+        )
+    assert outcome.success, outcome.error
+    assert outcome.result == 0  # the database the run left, not the forged one

@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from agentkit import ExecutionHints, Sandbox
+from agentkit.sandbox import end_processes, reset_dir
 
 __all__ = [
     "VerifierOutcome",
@@ -156,6 +157,15 @@ def _parse_runner_output(stdout: str, stderr: str, exit_code: int) -> VerifierOu
 SandboxOpener = Callable[[Path, ExecutionHints], Sandbox]
 
 
+async def _clean_state(sandbox: Sandbox, target: str) -> None:
+    """A reused sandbox: end every process in it, make the verifier's folder new from
+    outside (each where the sandbox's kind can)."""
+    if callable(getattr(sandbox, "end_processes", None)):
+        await end_processes(sandbox)
+    if callable(getattr(sandbox, "reset_dir", None)):
+        await reset_dir(sandbox, target)
+
+
 async def run_verifier_in_sandbox(
     *,
     code: str,
@@ -172,6 +182,16 @@ async def run_verifier_in_sandbox(
     Either ``sandbox`` (an open sandbox to reuse) or ``open_sandbox(root,
     hints)`` (to create a fresh one, closed afterwards) must be given. The
     sandbox gets no environment variables from this process.
+
+    A fresh sandbox is the verifier's alone (as Harbor's ``separate`` level).
+    A reused one may hold what something else left there: before the
+    verifier runs, every process in it is ended and the verifier's folder is
+    made new from outside it (:func:`agentkit.sandbox.end_processes`,
+    :func:`agentkit.sandbox.reset_dir`), so nothing running or planted there
+    reaches the databases, the runner or its result (as Harbor's ``shared``
+    level: the sandbox's own programs, ``python3`` included, are whatever
+    its files hold; a sandbox kind without those capabilities is used as it
+    is).
     """
     staging = Path(tempfile.mkdtemp(prefix="fleet-verifier-"))
     try:
@@ -194,6 +214,8 @@ async def run_verifier_in_sandbox(
             await sandbox.__aenter__()
         try:
             target = f"{sandbox.workdir.rstrip('/')}/{VERIFIER_DIR_NAME}"
+            if not owned:
+                await _clean_state(sandbox, target)
             await sandbox.upload(payload, target)
             env = {
                 "PATH": "/usr/local/bin:/usr/bin:/bin",
