@@ -1,0 +1,148 @@
+"""What grading costs at each verifier isolation level, in the same run.
+
+Run: python bench/grading.py [-n 5] [--image debian:bookworm-slim] [--no-image] [--dir DIR]
+
+A Harbor task whose ``tests/test.sh`` writes ``1`` to ``reward.txt`` is
+graded with :func:`agentkit_harbor.verify` in an agent's sandbox that holds
+10 MB in 1,000 files in ``/app/data`` (uploaded once, before the rounds), on
+the local sandbox on the host's userland and on an image root. Each round
+grades once at each level, interleaved (a busy machine slows them alike),
+after a ``sync``:
+
+- ``shared``: every process of the agent's sandbox ended, the verifier's
+  folders made new, test.sh, the rewards read (the floor of any level);
+- ``fork``: the same in a fork of the agent's sandbox (its files copied, a
+  new sandbox started), closed and removed after;
+- ``separate``: the same in a fresh sandbox of the task, given ``/app``
+  (the 10 MB carried), closed and removed after;
+
+beside a fresh start of the same sandbox (``setup()``) and ``cp -a`` of the
+data (what making that many files costs here at all). Medians are printed,
+and the difference of each level from ``shared``. Targets (issue #33): a
+fork adds at most 50 ms over shared; separate at most a fresh start plus the
+copy. Figures, not assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from agentkit_harbor import load_task_dir, verify
+
+from agentkit._sandbox import ExecutionHints, TaskImage
+from agentkit.sandbox import SandboxError
+from agentkit.sandbox.local import LocalSandbox
+
+LEVELS = ("shared", "fork", "separate")
+TARGET_FORK_OVER_SHARED = 0.050
+
+
+def _task(base: Path) -> Path:
+    task = base / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "task.toml").write_text('[environment]\nworkdir = "/app"\n')
+    (task / "instruction.md").write_text("Nothing to do.\n")
+    (task / "tests" / "test.sh").write_text("echo 1 > /logs/verifier/reward.txt\n")
+    return task
+
+
+def _data(base: Path) -> Path:
+    data = base / "data"
+    for i in range(1000):
+        sub = data / f"d{i // 100:03d}"
+        sub.mkdir(parents=True, exist_ok=True)
+        (sub / f"f{i:05d}").write_bytes(os.urandom(10_000))
+    return data
+
+
+async def _measure(label: str, hints: ExecutionHints, options: dict[str, Any], base: Path,
+                   rounds: int) -> dict[str, list[float]]:  # fmt: skip
+    spec = load_task_dir(_task(base / label))
+    series: dict[str, list[float]] = {}
+    agent = LocalSandbox(root=base / f"{label}-agent", hints=hints, rollout_id="agent", **options)
+    await agent.setup()
+    try:
+        await agent.upload(_data(base / label), "/app/data")
+        for i in range(rounds):
+            await asyncio.to_thread(os.sync)
+            start = time.perf_counter()
+            fresh = LocalSandbox(root=base / f"{label}-fresh-{i}", hints=hints, **options)
+            await fresh.setup()
+            series.setdefault("fresh start", []).append(time.perf_counter() - start)
+            await fresh.close(remove=True)
+            for level in LEVELS:
+                start = time.perf_counter()
+                outcome = await verify(agent, spec, isolation=level)
+                series.setdefault(level, []).append(time.perf_counter() - start)
+                assert outcome.rewards == {"reward": 1.0}, outcome
+            copy = base / label / f"cp-{i}"
+            start = time.perf_counter()
+            await asyncio.to_thread(
+                subprocess.run, ["cp", "-a", "--reflink=auto", base / label / "data", copy]
+            )
+            series.setdefault("cp -a", []).append(time.perf_counter() - start)
+    finally:
+        await agent.close(remove=True)
+    return series
+
+
+def _report(title: str, series: dict[str, list[float]]) -> None:
+    med = {k: statistics.median(v) for k, v in series.items()}
+    print(f"{title}: median of {len(series['shared'])} rounds")
+    for name in ("fresh start", "cp -a", *LEVELS):
+        extra = ""
+        if name in ("fork", "separate"):
+            extra = f"   {(med[name] - med['shared']) * 1000:+7.1f} ms over shared"
+        print(f"  {name:12s} {med[name] * 1000:8.1f} ms{extra}")
+    over = med["fork"] - med["shared"]
+    verdict = "met" if over <= TARGET_FORK_OVER_SHARED else "missed"
+    print(f"  fork over shared: {over * 1000:.0f} ms (target at most 50 ms: {verdict})")
+    budget = med["fresh start"] + med["cp -a"]
+    sep = med["separate"] - med["shared"]
+    verdict = "met" if sep <= budget else "missed"
+    print(
+        f"  separate over shared: {sep * 1000:.0f} ms (target at most a fresh start plus the "
+        f"copy, {budget * 1000:.0f} ms: {verdict})"
+    )
+
+
+async def main(args: argparse.Namespace) -> None:
+    base = Path(args.dir or tempfile.mkdtemp(prefix="agentkit-bench-grading-"))
+    try:
+        host = await _measure("host", ExecutionHints(), {"image": "host"}, base, args.n)
+        _report("local, host userland", host)
+        if not args.no_image:
+            hints = ExecutionHints(image=TaskImage(image=args.image))
+            try:
+                image = await _measure("image", hints, {}, base, args.n)
+            except SandboxError as exc:
+                print(f"local, image root: not measured ({exc})")
+            else:
+                _report(f"local, image root ({args.image})", image)
+    finally:
+        if not args.dir:
+            shutil.rmtree(base, ignore_errors=True)
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=5, help="rounds (default 5)")
+    parser.add_argument("--image", default="debian:bookworm-slim")
+    parser.add_argument("--no-image", action="store_true", help="the host userland only")
+    parser.add_argument("--dir", help="where the sandboxes live (default: a temporary dir)")
+    return parser.parse_args(argv)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(_args(sys.argv[1:])))
