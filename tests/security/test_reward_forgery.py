@@ -16,7 +16,7 @@ solutions try:
 - a FIFO and a 2 GiB sparse file as the reward file;
 - a ``grep`` planted first on ``PATH``, the system's ``grep`` replaced, the
   verifier's own ``bash`` replaced, ``/etc/ld.so.preload`` loading a library
-  that makes ``grep`` succeed;
+  that makes ``grep`` succeed; every process killed, the sandbox's own included;
 - a verifier made to run past its timeout; NaN, infinite and huge rewards
   (the task's verifier passes the agent's own score on);
 
@@ -81,6 +81,7 @@ EXPECTED: dict[str, dict[str, str]] = {
     "system-binary": {"shared": F, "fork": F, "separate": S},
     "ld-preload": {"shared": F, "fork": F, "separate": S},
     "replace-bash": {"shared": S, "fork": S, "separate": S},
+    "kill-sandbox": {"shared": S, "fork": S, "separate": S},
     "verifier-timeout": {"shared": S, "fork": S, "separate": S},
     "nan-reward": {"shared": S, "fork": S, "separate": S},
     "inf-reward": {"shared": S, "fork": S, "separate": S},
@@ -97,6 +98,9 @@ CANNOT_PLANT = {"local-host": ("path-tool", "system-binary", "replace-bash")}
 #: (scored 0, never left out), per level; None: any (an honest 0 has none).
 KINDS_NAMED: dict[str, dict[str, str | None]] = {
     "replace-bash": {"shared": "reward_file_not_found", "fork": "reward_file_not_found"},
+    # a dead sandbox is graded on its files where they can be read (a fork's copy, a
+    # container's layer, the host userland's root), else scored as a failure
+    "kill-sandbox": {"shared": "sandbox_died"},
     "verifier-timeout": dict.fromkeys(LEVELS, "verifier_timeout"),
     "nan-reward": dict.fromkeys(LEVELS, "reward_parse_error"),
     "inf-reward": dict.fromkeys(LEVELS, "reward_parse_error"),
@@ -198,8 +202,10 @@ def check(rollouts: dict[str, Any], kind: str, level: str) -> list[str]:
             continue
         named = KINDS_NAMED.get(attack, {}).get(level)
         planted = attack not in CANNOT_PLANT.get(kind, ())
-        if named is not None and planted and rec.error_kind != named:
-            wrong.append(f"{attack}: expected error_kind {named}, got {rec.error_kind}")
+        # the grading failure's kind: the rollout's error_kind, unless its harness named one
+        kinds = {rec.error_kind, *(e.get("kind") for e in rec.scoring_errors)}
+        if named is not None and planted and named not in kinds:
+            wrong.append(f"{attack}: expected the kind {named}, got {kinds}")
     return wrong
 
 

@@ -27,9 +27,11 @@ import tarfile
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, ClassVar
+
+import anyio
 
 from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
 from agentkit.images import (
@@ -536,7 +538,10 @@ class DockerSandbox:
         container = self._container
         assert container is not None
         started = time.monotonic()
-        await container.pause()
+        # a container that stopped (its processes killed from inside) still has its files
+        running = bool((await container.show())["State"].get("Running"))
+        if running:
+            await container.pause()
         try:
             tag = f"{FORK_REPOSITORY}:{uuid.uuid4().hex[:16]}"
             repository, _, name = tag.partition(":")
@@ -545,7 +550,8 @@ class DockerSandbox:
             child._fork_image = tag
             copied = await asyncio.to_thread(copy_tree, self.root / "fs", child.root / "fs")
         finally:
-            await container.unpause()
+            if running:
+                await container.unpause()
         child.fork_stats = ForkStats(
             parent=self.rollout_id or self.container_name,
             paused_sec=time.monotonic() - started,
@@ -870,11 +876,27 @@ class DockerSandbox:
         """Copy ``paths`` of this container over the same paths of ``other``'s, through the
         engine's archive API (no tool of either container is used to read): what stood
         there in ``other`` is removed first (with ``other``'s own ``rm``: a fresh
-        container's). This container must be quiet (its processes ended)."""
-        aiodocker = _aiodocker()
+        container's). This container is paused while its files are read (as a fork
+        pauses it)."""
         if not isinstance(other, DockerSandbox) or other._container is None:
             raise SandboxError("sandbox 'docker' can carry files only to another running one")
         await self._ensure()
+        if self._container is None:
+            raise SandboxError(f"sandbox {self.rollout_id or self.root} is not running")
+        async with self._lock, self._gate.closed():
+            # a container that stopped (its processes killed from inside) still has
+            # its files: they are read as they are
+            running = bool((await self._container.show())["State"].get("Running"))
+            if running:
+                await self._container.pause()
+            try:
+                return await self._carry(other, paths)
+            finally:
+                if running:
+                    await self._container.unpause()
+
+    async def _carry(self, other: DockerSandbox, paths: Sequence[str]) -> Carried:
+        aiodocker = _aiodocker()
         out = Carried()
         for path in distinct_paths(paths):
             parts = split_path(path)
@@ -896,12 +918,13 @@ class DockerSandbox:
                     continue
                 spool.seek(0)
                 with tempfile.TemporaryFile(prefix="agentkit-carry-") as archive:
-                    await asyncio.to_thread(unmap_owners, spool, archive, self._root_ids)
+                    # not abandoned on cancellation: the files stay open until it ends
+                    await anyio.to_thread.run_sync(unmap_owners, spool, archive, self._root_ids)
                     out.bytes += archive.tell()
                     archive.seek(0)
                     try:
                         async with other._gate.passing():
-                            await other._container.put_archive(parent, archive)
+                            await other._container.put_archive(parent, _chunks(archive))
                     except aiodocker.DockerError as exc:
                         raise SandboxError(
                             f"sandbox 'docker': could not carry {path}: {exc.message}"
@@ -956,6 +979,14 @@ def _in_container(pid: int, container_id: str) -> bool:
         return container_id in Path(f"/proc/{pid}/cgroup").read_text()
     except OSError:
         return False
+
+
+async def _chunks(f: IO[bytes]) -> AsyncIterator[bytes]:
+    """``f``'s bytes, read a chunk at a time in a thread that is never abandoned (a file
+    handed to aiohttp is read in its executor, which may still read once the request
+    is over, after the file was closed)."""
+    while chunk := await anyio.to_thread.run_sync(f.read, 1 << 20):
+        yield chunk
 
 
 async def _archive_to(client: Any, container_id: str, path: str, spool: IO[bytes]) -> bool:

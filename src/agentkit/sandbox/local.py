@@ -35,6 +35,7 @@ from agentkit.sandbox._bwrap import (
     host_symlinks,
     ro_bind_sources,
 )
+from agentkit.sandbox._carry import Carried, carry
 from agentkit.sandbox._changes import layer_changes
 from agentkit.sandbox._errors import SandboxDiedError, SandboxError, SandboxForkError
 from agentkit.sandbox._etcfiles import EtcFile, account_files, data_fds, net_files
@@ -774,6 +775,34 @@ class LocalSandbox(BaseSandbox):
         # the links into /usr bubblewrap makes in the root
         return self.fs_root, tuple(host_symlinks())
 
+    async def carry_to(self, other: BaseSandbox, paths: Sequence[str]) -> Carried:
+        """Copy ``paths`` of this sandbox's files over the same paths of ``other``, from the
+        host (see :meth:`BaseSandbox.carry_to`); this sandbox's processes are paused while
+        its files are copied (as a fork pauses them), so the copy is one moment's files.
+        On an image root, a sandbox whose own processes were killed raises
+        :class:`SandboxDiedError` (its files are seen only through its running overlay);
+        on the host's userland its files are copied as they are."""
+        if type(other) is not type(self):
+            raise SandboxError("sandbox 'local' can carry files only to another 'local' sandbox")
+        if other._state != "running":
+            await other.setup()
+        ids = None
+        if self.fs.owner is not None and other.fs.owner not in (None, self.fs.owner):
+            ids = {self.fs.owner: other.fs.owner}
+        async with self._lock, self._gate.closed(), other._gate.passing():
+            if self.image is not None:
+                self._check_alive()
+            roots = [self._holder_pid, *(p.pid for p in self._procs)]
+
+            def copy() -> Carried:
+                paused = pause(roots)
+                try:
+                    return carry(self.fs, other.fs, paths, ids=ids)
+                finally:
+                    paused.resume()
+
+            return await anyio.to_thread.run_sync(copy)
+
     async def changed_paths(self, *, exclude: Sequence[str] = (), limit: int = 50) -> list[str]:
         """In-sandbox paths commands added, changed or deleted since the sandbox started
         (see :meth:`BaseSandbox.changed_paths`); on the host's userland its in-memory
@@ -808,12 +837,14 @@ class LocalSandbox(BaseSandbox):
         the child starts as a fresh sandbox does (its own namespaces, network,
         relay; the image's entrypoint), without copying ``hints.paths`` in
         again. Forks of one parent copy one at a time; their children start
-        side by side. Commands and uploads given meanwhile wait for the copy.
+        side by side. Commands and uploads given meanwhile wait for the copy. A
+        sandbox whose own processes were killed raises :class:`SandboxDiedError`.
         """
         who = self.rollout_id or str(self.root)
         if self._state != "running":
             state = "not started yet" if self._state == "new" else "closed"
             raise cannot_fork(self.name, who, f"it is {state}")
+        self._check_alive()
         child = self._fork_child_of(
             root, rollout_id or fork_id(self.rollout_id, next(self._forks)), who
         )
@@ -859,6 +890,7 @@ class LocalSandbox(BaseSandbox):
         if self._state != "running":
             state = "not started yet" if self._state == "new" else "closed"
             raise cannot_fork(self.name, who, f"it is {state}")
+        self._check_alive()
         ids = list(rollout_ids or [fork_id(self.rollout_id, next(self._forks)) for _ in range(n)])
         children: list[LocalSandbox] = []
         try:

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 import attrs
 
 from agentkit import EventRecorder, Sandbox
@@ -508,7 +509,9 @@ async def _verify_in(
         answers: Mapping[str, CappedRead | str | None] | None = None
         copied: TreeCopy | None
         if protected:
-            copied, answers = _read_verifier_dir(sandbox, logs_dir, stdout, step_name)
+            copied, answers = await anyio.to_thread.run_sync(
+                _read_verifier_dir, sandbox, logs_dir, stdout, step_name
+            )
         else:
             copied = await _read_in_sandbox(sandbox, logs_dir, stdout, step_name)
         if result.timed_out:
