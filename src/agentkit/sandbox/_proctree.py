@@ -177,12 +177,15 @@ def find_namespace(holder: int, keep: Iterable[int] = ()) -> set[int]:
     return find_tree(members) - keep if members else set()
 
 
-def kill_namespace(holder: int, keep: Iterable[int] = ()) -> set[int]:
+def kill_namespace(holder: int, keep: Iterable[int] = (), also: Iterable[int] = ()) -> set[int]:
     """End every process of ``holder``'s pid namespace but ``keep`` (see
-    :func:`find_namespace`): stopped until no new one appears, then killed, then
-    waited for (at most :data:`EXIT_WAIT_SEC`). Returns the pids that were killed."""
+    :func:`find_namespace`), and the processes ``also`` names (the orchestrator's own
+    wrappers of commands running inside, outside the namespace): stopped until no new
+    one appears, then killed, then waited for (at most :data:`EXIT_WAIT_SEC`).
+    Returns the pids that were killed."""
     keep = frozenset(keep)
-    return _stop_then_kill(lambda: find_namespace(holder, keep))
+    wrappers = list(also)
+    return _stop_then_kill(lambda: find_namespace(holder, keep) | alive(wrappers))
 
 
 def alive(pids: Iterable[int]) -> set[int]:

@@ -730,12 +730,12 @@ class LocalSandbox(BaseSandbox):
             raise SandboxError(f"sandbox {who}: cannot end its processes: it is {self._state}")
         async with self._lock, self._gate.closed():
             self._check_alive()
-            killed = await asyncio.to_thread(kill_namespace, self._holder_pid, self._keepers)
-            # The orchestrator's nsenter of each command stopped itself when its
-            # command was stopped (as a shell's job does): end it too.
-            for proc in list(self._procs):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(proc.pid, signal.SIGKILL)
+            # The orchestrator's nsenter of each running command ends too (it would
+            # stop itself when its command is stopped, as a shell's job does).
+            wrappers = [p.pid for p in self._procs]
+            killed = await asyncio.to_thread(
+                kill_namespace, self._holder_pid, self._keepers, wrappers
+            )
             left = await asyncio.to_thread(alive, killed)
             self._check_alive()
         if left:
@@ -744,7 +744,7 @@ class LocalSandbox(BaseSandbox):
                 f"(pids {', '.join(map(str, sorted(left)[:5]))}; an uninterruptible wait?)"
             )
         await self._start_entrypoint()
-        return len(killed)
+        return len(killed.difference(wrappers))
 
     def _check_alive(self) -> None:
         """Raise :class:`SandboxDiedError` unless bubblewrap and every keeper still run."""
