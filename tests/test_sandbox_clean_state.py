@@ -25,6 +25,7 @@ from agentkit.sandbox import (
     fresh_sandbox,
     open_dir,
     reset_dir,
+    restart_sandbox,
 )
 from agentkit.testing.sandbox_fixtures import (
     host_pids_with_arg,
@@ -242,3 +243,28 @@ async def test_a_fresh_sandbox_gets_only_the_paths_carried(
     assert not any(c.startswith(("/app", "/tmp")) for c in changes)
     if kind != "host-userland":
         assert "/srv/www/secret.txt" in changes
+
+
+async def test_a_restart_keeps_the_files_and_nothing_else(box: Make, kind: str) -> None:
+    sb = await box()
+    arg = unique_sleep_arg()
+    etc = "/etc/agentkit-restart"
+    ok(
+        await sb.exec(
+            f"echo kept > /app/kept && echo in-etc > {etc} && rm -f /etc/hostname.bak; "
+            f"setsid sleep {arg} & readlink /proc/self/ns/pid > /tmp/ns"
+        )
+    )
+    assert await wait_present(arg)
+    if kind == "host-userland":
+        # bubblewrap's link /bin -> usr/bin in the root, made a directory by a command
+        ok(await sb.exec(["/usr/bin/bash", "-c", "rm /bin && mkdir /bin"]))
+    await restart_sandbox(sb)
+    assert host_pids_with_arg(arg) == []
+    out = ok(await sb.exec(f"cat /app/kept {etc}; readlink /proc/self/ns/pid; cat /tmp/ns"))
+    kept, in_etc, ns_now, ns_before = out.splitlines()
+    assert (kept, in_etc) == ("kept", "in-etc")
+    if kind != "docker":  # a container keeps its pid namespace's name across a restart
+        assert ns_now != ns_before
+    if kind != "host-userland":
+        assert ok(await sb.exec(ANSWERS)) == "open sesame\n\n"  # the entrypoint again

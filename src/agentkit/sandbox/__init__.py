@@ -14,7 +14,8 @@ For standalone use, :func:`open_sandbox` starts one and cleans it up::
         print((await sb.exec("echo hi")).stdout)
 
 Grading asks a sandbox for a clean state from outside it (:func:`end_processes`,
-:func:`reset_dir`, :func:`open_dir`, :func:`fresh_sandbox`, :func:`carry_paths`,
+:func:`restart_sandbox`, :func:`reset_dir`, :func:`open_dir`, :func:`fresh_sandbox`,
+:func:`carry_paths`,
 :func:`changed_paths`; ``docs/sandboxes.md``, "Grading from a clean state").
 
 :func:`fork_sandbox` branches a running sandbox: the child starts with the
@@ -44,6 +45,7 @@ from agentkit.sandbox._cleanstate import (
     fresh_sandbox,
     open_dir,
     reset_dir,
+    restart_sandbox,
 )
 from agentkit.sandbox._errors import (
     SandboxDiedError,
@@ -75,6 +77,7 @@ __all__ = [
     "open_dir",
     "open_sandbox",
     "reset_dir",
+    "restart_sandbox",
 ]
 
 

@@ -7,7 +7,8 @@ sandboxes have them all; a plugin's sandbox may have none, and then each
 call says so):
 
 - :func:`end_processes`: every process in the sandbox ends, whatever it did
-  to detach; the image's entrypoint starts again;
+  to detach; the image's entrypoint starts again; :func:`restart_sandbox`:
+  its namespaces too (a fork's child, without the copy);
 - :func:`reset_dir`: a directory made new and empty from the host, nothing
   followed on the way; :func:`open_dir`: one opened the same way, to read
   what is inside with ``O_NOFOLLOW``;
@@ -36,6 +37,7 @@ __all__ = [
     "fresh_sandbox",
     "open_dir",
     "reset_dir",
+    "restart_sandbox",
 ]
 
 
@@ -59,6 +61,13 @@ async def end_processes(sandbox: Sandbox) -> int:
     runs, and :class:`~agentkit.sandbox.SandboxError` when its kind cannot do it.
     """
     return int(await _method(sandbox, "end_processes", "end its processes")())
+
+
+async def restart_sandbox(sandbox: Sandbox) -> None:
+    """End everything in ``sandbox``, its namespaces included, and start it again on its
+    own files: what a fork's child would be (its files, none of its processes), without
+    copying them. The same object goes on."""
+    await _method(sandbox, "restart", "restart on its own files")()
 
 
 def open_dir(sandbox: Sandbox, path: str) -> int:

@@ -846,6 +846,11 @@ class DockerSandbox:
                 await self._relay.start()
         return count
 
+    async def restart(self) -> None:
+        """End everything in the container and start it again on its own files (see
+        :meth:`end_processes`, which does exactly this on docker)."""
+        await self.end_processes()
+
     async def fresh(
         self, *, root: str | Path | None = None, rollout_id: str | None = None
     ) -> DockerSandbox:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal, NoReturn
 import anyio
 
 from agentkit._sandbox import ExecutionHints
-from agentkit.sandbox._base import STANDARD_DIRS, BaseSandbox
+from agentkit.sandbox._base import STANDARD_DIRS, BaseSandbox, _rmtree
 from agentkit.sandbox._bwrap import (
     LIFELINE,
     Limits,
@@ -50,6 +50,7 @@ from agentkit.sandbox._forward import (
     recv_fd,
 )
 from agentkit.sandbox._freeze import pause
+from agentkit.sandbox._freshdir import remove_entry
 from agentkit.sandbox._hostid import (
     allocate_id,
     chown_tree,
@@ -745,6 +746,73 @@ class LocalSandbox(BaseSandbox):
             )
         await self._start_entrypoint()
         return len(killed.difference(wrappers))
+
+    async def restart(self) -> None:
+        """End everything in the sandbox, its namespaces included, and start it again on
+        its own files: what a fork's child would be, without the copy.
+
+        Bubblewrap's init is killed, so the kernel ends every process inside, the
+        sandbox's own keepers too; the files stay (on an image root its overlay
+        layer, with a new overlayfs work directory; on the host's userland its root
+        directory and its in-memory ``/etc``, copied aside and back, but the network
+        files, which the sandbox writes again). Then it starts as a fork's child does:
+        new namespaces, network and relay, the image's entrypoint; ``hints.paths`` are
+        not copied in again. Commands and uploads given meanwhile wait. A sandbox whose
+        processes were all killed from inside starts again too (on the host's
+        userland with a new ``/etc``: the old one went with it).
+        """
+        who = self.rollout_id or str(self.root)
+        if self._state != "running":
+            raise SandboxError(f"sandbox {who}: cannot restart: it is {self._state}")
+        async with self._lock, self._gate.closed():
+            etc: Path | None = None
+            if self.image is None:
+                try:
+                    self._check_alive()
+                except SandboxDiedError:
+                    pass  # its /etc went with it
+                else:
+                    etc = self.root / "etc.restart"
+                    shutil.rmtree(etc, ignore_errors=True)
+                    await asyncio.to_thread(
+                        copy_tree,
+                        f"/proc/{self._holder_pid}/root/etc",
+                        etc,
+                        one_file_system=True,
+                        exclude=NET_ETC_FILES,
+                    )
+            procs = list(self._procs)
+            self._procs.clear()
+            await self._stop_backend()
+            for proc in procs:
+                await proc.wait()  # everything inside is gone: read their output to the end
+            self._parent_image_root = self.image_root
+            self._parent_etc = etc
+            was_child, self._fork_child = self._fork_child, True
+            try:
+                if self.image is not None:
+                    await asyncio.to_thread(_rmtree, self.root / "work")
+                else:
+                    # bubblewrap makes its links into /usr (/bin...) in the root again, and
+                    # refuses to when anything stands there (a command may have put it)
+                    await asyncio.to_thread(self._clear_host_links)
+                self._make_dirs()
+                await self._start_backend()
+            except BaseException:
+                self._state = "closed"
+                raise
+            finally:
+                self._fork_child = was_child
+        await self._start_entrypoint()
+
+    def _clear_host_links(self) -> None:
+        fd = os.open(self.fs_root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for link in host_symlinks():
+                with contextlib.suppress(FileNotFoundError):
+                    remove_entry(link.lstrip("/"), fd)
+        finally:
+            os.close(fd)
 
     def _check_alive(self) -> None:
         """Raise :class:`SandboxDiedError` unless bubblewrap and every keeper still run."""

@@ -15,6 +15,9 @@ with the agent:
   (:func:`agentkit.sandbox.fork_sandbox`): the agent's files, none of its
   processes, its own namespaces. Nothing the agent started can reach it,
   even a process ending missed; its programs are still the agent's files.
+  For the last grading of a rollout (the agent's sandbox is not used after
+  it) the agent's sandbox is started again on its own files instead
+  (:func:`agentkit.sandbox.restart_sandbox`): the same, without the copy.
 - ``separate``: the verifier runs in a fresh sandbox of the task's image
   (:func:`agentkit.sandbox.fresh_sandbox`) given only the agent's changes
   under the paths the task declares (its working directory, and
@@ -30,7 +33,9 @@ from __future__ import annotations
 
 import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -45,6 +50,7 @@ from agentkit.sandbox import (
     end_processes,
     fork_sandbox,
     fresh_sandbox,
+    restart_sandbox,
 )
 from agentkit_harbor._errors import HarborGradingError
 from agentkit_harbor._errors import SandboxDiedError as AgentSandboxDied
@@ -143,11 +149,16 @@ async def place_verifier(
     *,
     recorder: EventRecorder | None = None,
     step: str | None = None,
+    final: bool = False,
 ) -> AsyncIterator[VerifierPlace]:
     """The verifier's sandbox at ``level`` for the agent's sandbox ``agent`` (see the module
-    docstring); a fork or fresh sandbox is closed (and removed) on exit.
+    docstring); a fork or fresh sandbox is closed on exit (its files, kept in the agent's
+    sandbox's directory, go with the agent's).
 
-    ``carry`` are the paths a ``separate`` verifier is given. Raises the Harbor
+    ``carry`` are the paths a ``separate`` verifier is given. ``final`` says the agent's
+    sandbox is not used after this verifier (the last grading of its rollout): at
+    ``fork`` it is then started again on its own files (new namespaces, none of its
+    processes: a fork's child without the copy) rather than copied. Raises the Harbor
     plugin's :class:`~agentkit_harbor.SandboxDiedError` when the agent's sandbox
     no longer runs (scored as a failure), :class:`~agentkit.GradingUnavailable`
     when the verifier's own sandbox cannot be made (the rollout could not run),
@@ -176,9 +187,15 @@ async def place_verifier(
         if level == "shared":
             ended = await end_processes(agent)
             notes.append(f"shared: {ended} process(es) of the agent's turn ended before grading")
+        elif level == "fork" and final and callable(getattr(agent, "restart", None)):
+            await restart_sandbox(agent)
+            notes.append(
+                "fork: the agent's turn is over, so its sandbox was started again on its own "
+                "files (new namespaces, none of its processes) instead of copied"
+            )
         elif level == "fork":
             try:
-                child = await fork_sandbox(agent)
+                child = await fork_sandbox(agent, root=_child_root(agent, "fork"))
             except SandboxForkError as exc:
                 if "cannot fork" not in str(exc):
                     raise
@@ -186,18 +203,18 @@ async def place_verifier(
                 notes.append(f"fork: {exc}; graded separate instead")
                 level = "separate"
         if level == "separate":
-            child = await fresh_sandbox(agent)
+            child = await fresh_sandbox(agent, root=_child_root(agent, "separate"))
             carried = await carry_paths(agent, child, carry)
             notes += _left_behind(carried.paths, await _changed(agent, carry))
     except SandboxDiedError as exc:
         if child is not None:
-            await child.close(remove=True)
+            await child.close(remove=not _inside(agent, child))
         raise AgentSandboxDied(
             f"the agent's sandbox no longer runs, so it cannot be graded: {exc}", step=step
         ) from None
     except (SandboxError, OSError) as exc:
         if child is not None:
-            await child.close(remove=True)
+            await child.close(remove=not _inside(agent, child))
         raise GradingUnavailable(
             f"the verifier's {level} sandbox could not be made: {type(exc).__name__}: {exc}"
         ) from None
@@ -214,7 +231,24 @@ async def place_verifier(
         yield place
     finally:
         if child is not None:
-            await child.close(remove=True)
+            # inside the agent's own directory, its files go (or stay) with the agent's
+            await child.close(remove=not _inside(agent, child))
+
+
+def _child_root(agent: Sandbox, level: str) -> Path | None:
+    """Where the verifier's own sandbox keeps its files: in the agent's sandbox's directory
+    (removed, or kept, with it: removing them costs grading nothing), when it has one."""
+    root = getattr(agent, "root", None)
+    if not isinstance(root, (str, Path)) or not Path(root).is_dir():
+        return None
+    return Path(root) / f"verifier-{level}-{uuid.uuid4().hex[:8]}"
+
+
+def _inside(agent: Sandbox, child: Sandbox) -> bool:
+    parent, own = getattr(agent, "root", None), getattr(child, "root", None)
+    if not isinstance(parent, (str, Path)) or not isinstance(own, (str, Path)):
+        return False
+    return Path(own).is_relative_to(Path(parent))
 
 
 async def _changed(agent: Sandbox, carry: Sequence[str]) -> list[str]:

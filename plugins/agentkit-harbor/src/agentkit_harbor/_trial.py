@@ -311,9 +311,11 @@ class HarborTrial:
         *,
         require_main: bool = False,
         main_reward_strategy: str = "mean",
+        final: bool = False,
     ) -> VerifierOutcome:
         """Run the verifier (of ``step``, or of the task) where :attr:`isolation` says;
-        raise a :class:`HarborGradingError` (or :class:`~agentkit.GradingUnavailable`)."""
+        raise a :class:`HarborGradingError` (or :class:`~agentkit.GradingUnavailable`).
+        ``final``: the sandbox is not used after it (see :func:`~agentkit_harbor.verify`)."""
         if step is not None and self.isolation == "shared":
             self._dirty_verifier_dirs = True
         logs = None
@@ -329,6 +331,7 @@ class HarborTrial:
             require_main=require_main,
             main_reward_strategy=main_reward_strategy,
             isolation=self.isolation,
+            final=final,
         )
 
     async def verify_step(
@@ -383,8 +386,9 @@ class HarborTrial:
         if not self.spec.is_multi_step:
             await self.collect_artifacts()
             try:
+                # the rubric's grading is the rollout's last use of its sandbox
                 outcome = await self.verify(
-                    require_main=True, main_reward_strategy=main_reward_strategy
+                    require_main=True, main_reward_strategy=main_reward_strategy, final=True
                 )
             except HarborGradingError as exc:
                 error = {"kind": exc.kind, "message": str(exc)}

@@ -405,6 +405,7 @@ async def verify(
     main_reward_strategy: str = "mean",
     isolation: str = DEFAULT_ISOLATION,
     carry: Sequence[str] | None = None,
+    final: bool = False,
 ) -> VerifierOutcome:
     """Run the verifier once and return its rewards, or raise a :class:`HarborGradingError`.
 
@@ -417,8 +418,10 @@ async def verify(
     host without following a link. ``out_dir`` (a host directory) receives a
     copy of /logs/verifier (within its caps) and ``test-stdout.txt``.
     ``require_main`` also checks that a total reward can be derived with
-    ``main_reward_strategy`` (see :func:`main_reward`). The verifier's own
-    sandbox not starting raises :class:`~agentkit.GradingUnavailable`.
+    ``main_reward_strategy`` (see :func:`main_reward`). ``final`` says the
+    agent's sandbox is not used afterwards (see
+    :func:`~agentkit_harbor.place_verifier`). The verifier's own sandbox not
+    starting raises :class:`~agentkit.GradingUnavailable`.
     """
     step_name = step.name if step else None
     try:
@@ -428,7 +431,9 @@ async def verify(
     level = check_isolation(isolation)
     cwd = workdir or getattr(sandbox, "workdir", None) or spec.workdir
     paths = list(carry) if carry is not None else carried_paths(spec, cwd)
-    async with place_verifier(sandbox, level, paths, recorder=recorder, step=step_name) as place:
+    async with place_verifier(
+        sandbox, level, paths, recorder=recorder, step=step_name, final=final
+    ) as place:
         outcome = await _verify_in(
             place.sandbox,
             spec,
