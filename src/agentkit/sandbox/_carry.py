@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import attrs
 
 from agentkit.sandbox._errors import SandboxPathError
-from agentkit.sandbox._freshdir import make_dirs, open_dir, remove_entry, split_path
+from agentkit.sandbox._freshdir import DIR_FLAGS, make_dirs, open_dir, remove_entry, split_path
 from agentkit.sandbox._layercopy import copy_entry
 from agentkit.sandbox._paths import SandboxFS
 
@@ -56,13 +58,21 @@ def carry(
     paths: Sequence[str],
     *,
     ids: Mapping[int, int] | None = None,
+    changes: Path | None = None,
 ) -> Carried:
     """Copy each of ``paths`` from ``src`` over the same path of ``dst`` (see the module
     docstring). ``ids`` remaps host owners (the source sandbox's host id to the
-    target's). A path of the root itself is refused."""
+    target's). A path of the root itself is refused.
+
+    ``changes``: the host directory holding only what the source's commands changed
+    (an overlay's upper layer, its root the sandbox's ``/``), when the target starts
+    from the same image: then only those changes under each path are copied (an
+    entry deleted there is deleted, a directory replaced is copied whole, a file
+    changed is copied), not all the image's files under it.
+    """
     out = Carried()
     for path in distinct_paths(paths):
-        smount, sparts = src.mount_parts(path)
+        sparts = src.mount_parts(path)[1]
         dmount, dparts = dst.mount_parts(path)
         if not dmount.writable:
             # read-only in both (the host's /usr on its userland): nothing was changed there
@@ -70,32 +80,154 @@ def carry(
             continue
         if not sparts or not dparts:
             raise SandboxPathError(f"{path!r} is a mount point: it cannot be carried")
-        name = sparts[-1]
-        try:
-            sparent: int | None = open_dir(smount.source, sparts[:-1])
-        except (FileNotFoundError, SandboxPathError):
-            sparent = None
-        try:
-            if sparent is not None:
-                try:
-                    os.stat(name, dir_fd=sparent, follow_symlinks=False)
-                except FileNotFoundError:
-                    os.close(sparent)
-                    sparent = None
-            dparent = make_dirs(dmount.source, dparts[:-1], owner=dst.owner)
-            try:
-                with contextlib.suppress(FileNotFoundError):
-                    remove_entry(dparts[-1], dparent)
-                if sparent is None:
-                    out.paths[path] = "missing"
-                    continue
-                copied = copy_entry(sparent, dparent, name, ids=ids)
-                out.entries += copied.entries
-                out.bytes += copied.bytes
-                out.paths[path] = "copied"
-            finally:
-                os.close(dparent)
-        finally:
-            if sparent is not None:
-                os.close(sparent)
+        if changes is not None:
+            state = _layer_state(changes, split_path(path))
+            if state == "unchanged":
+                out.paths[path] = "unchanged"
+                continue
+            if state == "changed":
+                _carry_changes(changes, src, dst, path, ids, out)
+                out.paths[path] = "changes copied"
+                continue
+        _carry_whole(src, dst, path, ids, out)
     return out
+
+
+def _carry_whole(
+    src: SandboxFS, dst: SandboxFS, path: str, ids: Mapping[int, int] | None, out: Carried
+) -> None:
+    smount, sparts = src.mount_parts(path)
+    dmount, dparts = dst.mount_parts(path)
+    name = sparts[-1]
+    try:
+        sparent: int | None = open_dir(smount.source, sparts[:-1])
+    except (FileNotFoundError, SandboxPathError):
+        sparent = None
+    try:
+        if sparent is not None:
+            try:
+                os.stat(name, dir_fd=sparent, follow_symlinks=False)
+            except FileNotFoundError:
+                os.close(sparent)
+                sparent = None
+        dparent = make_dirs(dmount.source, dparts[:-1], owner=dst.owner)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                remove_entry(dparts[-1], dparent)
+            if sparent is None:
+                out.paths[path] = "missing"
+                return
+            copied = copy_entry(sparent, dparent, name, ids=ids)
+            out.entries += copied.entries
+            out.bytes += copied.bytes
+            out.paths[path] = "copied"
+        finally:
+            os.close(dparent)
+    finally:
+        if sparent is not None:
+            os.close(sparent)
+
+
+def _whiteout(st: os.stat_result) -> bool:
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def _opaque(path: str) -> bool:
+    for attr in ("user.overlay.opaque", "trusted.overlay.opaque"):
+        try:
+            if os.getxattr(path, attr, follow_symlinks=False) == b"y":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _layer_state(layer: Path, parts: Sequence[str]) -> str:
+    """What the upper layer says of in-sandbox ``parts``: ``unchanged`` (nothing of it
+    is in the layer), ``changed`` (a directory of the image whose changes are below
+    it), or ``whole`` (replaced, deleted, or made by the commands: copied as it is)."""
+    here = str(layer)
+    for part in parts:
+        here = os.path.join(here, part)
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            return "unchanged"
+        if not stat.S_ISDIR(st.st_mode) or _whiteout(st) or _opaque(here):
+            return "whole"
+    return "changed"
+
+
+def _carry_changes(
+    layer: Path,
+    src: SandboxFS,
+    dst: SandboxFS,
+    path: str,
+    ids: Mapping[int, int] | None,
+    out: Carried,
+) -> None:
+    """Copy what the layer holds under ``path`` (a directory of the image, changed below)
+    from ``src`` over ``dst``, entry by entry (see :func:`carry`)."""
+    smount, sparts = src.mount_parts(path)
+    dmount, dparts = dst.mount_parts(path)
+    upper = open_dir(layer, split_path(path))
+    try:
+        sdir = open_dir(smount.source, sparts)
+        try:
+            ddir = make_dirs(dmount.source, dparts, owner=dst.owner)
+            try:
+                _changes_below(upper, sdir, ddir, ids, out)
+            finally:
+                os.close(ddir)
+        finally:
+            os.close(sdir)
+    finally:
+        os.close(upper)
+
+
+def _changes_below(
+    upper: int, sdir: int, ddir: int, ids: Mapping[int, int] | None, out: Carried
+) -> None:
+    for name in sorted(os.listdir(upper)):
+        st = os.stat(name, dir_fd=upper, follow_symlinks=False)
+        dst_st: os.stat_result | None = None
+        with contextlib.suppress(FileNotFoundError):
+            dst_st = os.stat(name, dir_fd=ddir, follow_symlinks=False)
+        if _whiteout(st):
+            if dst_st is not None:
+                remove_entry(name, ddir)
+            continue
+        try:
+            here = os.stat(name, dir_fd=sdir, follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # changed while copied: the source is paused, so never
+        opaque = stat.S_ISDIR(st.st_mode) and _opaque(f"/proc/self/fd/{upper}/{name}")
+        if stat.S_ISDIR(st.st_mode) and stat.S_ISDIR(here.st_mode) and not opaque:
+            if dst_st is not None and not stat.S_ISDIR(dst_st.st_mode):
+                remove_entry(name, ddir)
+                dst_st = None
+            if dst_st is None:
+                # a directory of the image the target lacks: made with the source's owner
+                # and mode, then filled with what changed below it
+                os.mkdir(name, 0o700, dir_fd=ddir)
+            sub_u = os.open(name, DIR_FLAGS, dir_fd=upper)
+            sub_s = os.open(name, DIR_FLAGS, dir_fd=sdir)
+            sub_d = os.open(name, DIR_FLAGS, dir_fd=ddir)
+            try:
+                _changes_below(sub_u, sub_s, sub_d, ids, out)
+                uid, gid = (
+                    (ids or {}).get(here.st_uid, here.st_uid),
+                    (ids or {}).get(here.st_gid, here.st_gid),
+                )
+                os.fchown(sub_d, uid, gid)
+                os.fchmod(sub_d, stat.S_IMODE(here.st_mode))
+            finally:
+                for fd in (sub_u, sub_s, sub_d):
+                    os.close(fd)
+            out.entries += 1
+            continue
+        if dst_st is not None:
+            remove_entry(name, ddir)
+        copied = copy_entry(sdir, ddir, name, ids=ids)
+        out.entries += copied.entries
+        out.bytes += copied.bytes

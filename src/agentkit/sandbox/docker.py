@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import json
 import os
+import posixpath
 import shutil
 import tarfile
 import tempfile
@@ -79,6 +80,8 @@ LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 #: Directories of the container that are directories of the rollout on the host: the
 #: log directories and ``/tests``, which grading makes fresh from outside.
 HOST_DIRS = (*LOG_DIRS, "/tests")
+#: ``docker diff`` kinds of change.
+_MODIFIED, _ADDED, _DELETED = 0, 1, 2
 #: Runs a shell string ($0) with bash when the image has it, else with sh (same pid).
 _BASH_OR_SH = 'if [ -x /bin/bash ]; then exec /bin/bash -c "$0"; fi; exec /bin/sh -c "$0"'
 
@@ -901,41 +904,69 @@ class DockerSandbox:
                     await self._container.unpause()
 
     async def _carry(self, other: DockerSandbox, paths: Sequence[str]) -> Carried:
-        aiodocker = _aiodocker()
         out = Carried()
+        changes: dict[str, int] = {}
+        if other.image == self.image and self._fork_image is None:
+            # the same image below both: only what this container's commands changed
+            listed = await self._client._query_json(f"containers/{self.container_id}/changes")
+            changes = {str(c["Path"]): int(c["Kind"]) for c in listed or () if c.get("Path")}
         for path in distinct_paths(paths):
-            parts = split_path(path)
-            if not parts:
+            if not split_path(path):
                 raise SandboxPathError("the container's root cannot be carried")
-            parent = "/" + "/".join(parts[:-1])
-            with tempfile.TemporaryFile(prefix="agentkit-carry-") as spool:
-                found = await _archive_to(self._client, self.container_id or "", path, spool)
-                cleared = await other._run(
-                    ["/bin/sh", "-c", 'rm -rf -- "$0" && mkdir -p -- "$1"', path, parent]
-                )
-                if not cleared.ok:
-                    raise SandboxError(
-                        f"sandbox 'docker': could not clear {path} in the verifier's container: "
-                        f"{cleared.stderr.strip()[-300:]}"
-                    )
-                if not found:
-                    out.paths[path] = "missing"
-                    continue
-                spool.seek(0)
-                with tempfile.TemporaryFile(prefix="agentkit-carry-") as archive:
-                    # not abandoned on cancellation: the files stay open until it ends
-                    await anyio.to_thread.run_sync(unmap_owners, spool, archive, self._root_ids)
-                    out.bytes += archive.tell()
-                    archive.seek(0)
-                    try:
-                        async with other._gate.passing():
-                            await other._container.put_archive(parent, _chunks(archive))
-                    except aiodocker.DockerError as exc:
-                        raise SandboxError(
-                            f"sandbox 'docker': could not carry {path}: {exc.message}"
-                        ) from None
-                out.paths[path] = "copied"
+            if not changes:
+                await self._carry_one(other, path, out)
+                out.paths[path] = out.paths.get(path) or "copied"
+                continue
+            below = sorted(p for p in changes if within(p, [path]))
+            gone = any(changes[a] == _DELETED for a in changes if within(path, [a]) and a != path)
+            leaves = [
+                p
+                for i, p in enumerate(below)
+                if not (i + 1 < len(below) and below[i + 1].startswith(p.rstrip("/") + "/"))
+            ]
+            if gone or (path in changes and changes[path] != _MODIFIED) or len(leaves) > 64:
+                await self._carry_one(other, path, out)  # replaced whole, or changed a lot
+                out.paths[path] = out.paths.get(path) or "copied"
+            elif not below:
+                out.paths[path] = "unchanged"
+            else:
+                for leaf in leaves:
+                    await self._carry_one(other, leaf, out)
+                out.paths[path] = "changes copied"
         return out
+
+    async def _carry_one(self, other: DockerSandbox, path: str, out: Carried) -> None:
+        """Copy ``path`` of this container over ``other``'s (removed there when missing here)."""
+        aiodocker = _aiodocker()
+        assert other._container is not None
+        parent = posixpath.dirname(path)
+        with tempfile.TemporaryFile(prefix="agentkit-carry-") as spool:
+            found = await _archive_to(self._client, self.container_id or "", path, spool)
+            cleared = await other._run(
+                ["/bin/sh", "-c", 'rm -rf -- "$0" && mkdir -p -- "$1"', path, parent]
+            )
+            if not cleared.ok:
+                raise SandboxError(
+                    f"sandbox 'docker': could not clear {path} in the verifier's container: "
+                    f"{cleared.stderr.strip()[-300:]}"
+                )
+            if not found:
+                out.paths.setdefault(path, "missing")
+                return
+            spool.seek(0)
+            with tempfile.TemporaryFile(prefix="agentkit-carry-") as archive:
+                # not abandoned on cancellation: the files stay open until it ends
+                await anyio.to_thread.run_sync(unmap_owners, spool, archive, self._root_ids)
+                out.bytes += archive.tell()
+                out.entries += 1
+                archive.seek(0)
+                try:
+                    async with other._gate.passing():
+                        await other._container.put_archive(parent, _chunks(archive))
+                except aiodocker.DockerError as exc:
+                    raise SandboxError(
+                        f"sandbox 'docker': could not carry {path}: {exc.message}"
+                    ) from None
 
     async def changed_paths(self, *, exclude: Sequence[str] = (), limit: int = 50) -> list[str]:
         """In-container paths commands added, changed or deleted since the container was

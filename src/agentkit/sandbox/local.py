@@ -862,10 +862,14 @@ class LocalSandbox(BaseSandbox):
                 self._check_alive()
             roots = [self._holder_pid, *(p.pid for p in self._procs)]
 
+            # the same image below both: only what this sandbox's commands changed
+            same_image = self.image is not None and other.image_root == self.image_root
+            changes = self.fs_root if same_image else None
+
             def copy() -> Carried:
                 paused = pause(roots)
                 try:
-                    return carry(self.fs, other.fs, paths, ids=ids)
+                    return carry(self.fs, other.fs, paths, ids=ids, changes=changes)
                 finally:
                     paused.resume()
 
