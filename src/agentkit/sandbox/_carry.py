@@ -3,15 +3,18 @@
 A separate verifier starts from the task's image and is given only what the
 agent made under the paths the task declares (its working directory by
 default). :func:`carry` copies those paths, as the agent's sandbox holds
-them, over the same paths of the other sandbox: what stood there in the
-other one (the image's own files) is removed first, so a file the agent
-deleted stays deleted. Every entry is copied as :mod:`._layercopy` copies a
-fork's files (owners, modes, links kept as links, FIFOs as FIFOs), never
-following a link in either sandbox; a path whose parent the agent replaced
-with a link is not followed either, and counts as missing.
+them, over the same paths of the other sandbox. When both run on the same
+image and the source's own changes are known (an overlay's upper layer),
+only those changes are copied: a file written or changed, one deleted
+(deleted in the target), a directory replaced (copied whole); otherwise the
+whole path is copied, what stood there in the target removed first. Every
+entry is copied as :mod:`._layercopy` copies a fork's files (owners, modes,
+links kept as links, FIFOs as FIFOs), never following a link in either
+sandbox; a path whose parent the agent replaced with a link is not followed
+either, and counts as missing.
 
-Both sandboxes must be quiet: the source's processes ended, the target's
-not yet running anything of the verifier's.
+Both sandboxes must be quiet: the source's processes paused or ended, the
+target's not yet running anything of the verifier's.
 """
 
 from __future__ import annotations
