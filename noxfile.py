@@ -164,6 +164,8 @@ APT_PACKAGES = {
     "unshare": "util-linux",
     "slirp4netns": "slirp4netns",
     "rg": "ripgrep",
+    # builds the red team's /etc/ld.so.preload library (tests/security/test_reward_forgery.py)
+    "cc": "gcc",
     "node": "nodejs",
     "npm": "npm",
 }

@@ -16,6 +16,9 @@ from agentkit_fleet.verification import (
     score_outcome,
 )
 
+from agentkit import ExecutionHints
+from agentkit.sandbox import open_sandbox
+
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
 
 
@@ -203,9 +206,6 @@ def v(env, final_answer=None):
 @needs_bwrap
 @pytest.mark.anyio
 async def test_a_reused_sandbox_is_cleared_before_the_verifier_runs(tmp_path: Path) -> None:
-    from agentkit import ExecutionHints
-    from agentkit.sandbox import open_sandbox
-
     seed, current = prepare_databases(tmp_path / "db")
     hints = ExecutionHints(workdir="/verifier")
     async with open_sandbox("local", hints=hints, root=tmp_path / "sb", image="host") as sb:
