@@ -127,18 +127,34 @@ async def test_every_process_ends_whatever_it_did_to_detach(box: Make, kind: str
         assert server_after and server_after != server_before
 
 
+@pytest.mark.parametrize("kind", ["host-userland", "image-root"], indirect=True)
 async def test_a_sandbox_killed_from_inside_says_it_died(box: Make, kind: str) -> None:
+    # (a container killed from inside starts again on its files: below)
     sb = await box()
-    # every process the command may signal: the holder (the sandbox's root's), or the
-    # container's keep-alive shell's child (the shell, pid 1, then exits with it)
+    # every process the command may signal: the holder (the sandbox's root's)
     await sb.exec("kill -KILL -1")
     # the death is the kernel's to finish: wait for it (an event, not a delay)
-    if kind == "docker":
-        await sb._container.wait()
-    else:
-        await sb._bwrap_proc.wait()
+    await sb._bwrap_proc.wait()
     with pytest.raises(SandboxDiedError, match="no longer running"):
         await end_processes(sb)
+
+
+@pytest.mark.parametrize("stopped", [True, False], ids=["stopped", "stopping"])
+async def test_a_container_killed_from_inside_starts_again_on_its_files(
+    sandbox_factory: Any, docker_engine: Any, stopped: bool
+) -> None:
+    hints = ExecutionHints(image=SERVICE, workdir="/app")
+    sb = await sandbox_factory("docker", hints=hints)
+    ok(await sb.exec("echo 41 > /app/answer.txt"))
+    # the container's keep-alive shell (pid 1) exits with its child: the container
+    # stops, which the engine learns of a moment later; asked before or after, the
+    # processes end and the container starts again on its files
+    await sb.exec("kill -KILL -1")
+    if stopped:
+        await sb._container.wait()
+    await end_processes(sb)
+    assert ok(await sb.exec("cat /app/answer.txt")) == "41\n"
+    assert ok(await sb.exec(ANSWERS)) == "open sesame\n\n"  # the entrypoint's, again
 
 
 async def test_reset_dir_follows_nothing_and_keeps_nothing(box: Make, kind: str) -> None:

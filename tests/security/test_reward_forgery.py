@@ -99,13 +99,17 @@ CANNOT_PLANT = {"local-host": ("path-tool", "system-binary", "replace-bash")}
 KINDS_NAMED: dict[str, dict[str, str | None]] = {
     "replace-bash": {"shared": "reward_file_not_found", "fork": "reward_file_not_found"},
     # a dead sandbox is graded on its files where they can be read (a fork's copy, a
-    # container's layer, the host userland's root), else scored as a failure
+    # container started again on its layer, the host userland's root), else scored as
+    # a failure: a local sandbox's own processes killed cannot end theirs at shared
     "kill-sandbox": {"shared": "sandbox_died"},
     "verifier-timeout": dict.fromkeys(LEVELS, "verifier_timeout"),
     "nan-reward": dict.fromkeys(LEVELS, "reward_parse_error"),
     "inf-reward": dict.fromkeys(LEVELS, "reward_parse_error"),
     "huge-reward": dict.fromkeys(LEVELS, "reward_out_of_range"),
 }
+#: Where a kind grades what KINDS_NAMED names a failure: a container killed from inside
+#: is started again on its files (at every level) and graded on them.
+GRADED_ON_ITS_FILES = {"docker": ("kill-sandbox",)}
 #: The isolation level no attack gets past (docs/harbor.md says why it is the default).
 DEFAULT_LEVEL = "separate"
 
@@ -201,11 +205,14 @@ def check(rollouts: dict[str, Any], kind: str, level: str) -> list[str]:
             wrong.append(f"{attack}: expected {want}, got {got} (reward {rec.reward}) {detail}")
             continue
         named = KINDS_NAMED.get(attack, {}).get(level)
-        planted = attack not in CANNOT_PLANT.get(kind, ())
+        if attack in (*CANNOT_PLANT.get(kind, ()), *GRADED_ON_ITS_FILES.get(kind, ())):
+            named = None  # an honest 0: nothing broke the grader
         # the grading failure's kind: the rollout's error_kind, unless its harness named one
         kinds = {rec.error_kind, *(e.get("kind") for e in rec.scoring_errors)}
-        if named is not None and planted and named not in kinds:
+        if named is not None and named not in kinds:
             wrong.append(f"{attack}: expected the kind {named}, got {kinds}")
+        if attack in GRADED_ON_ITS_FILES.get(kind, ()) and rec.scoring_errors:
+            wrong.append(f"{attack}: expected it graded on its files, got {rec.scoring_errors}")
     return wrong
 
 

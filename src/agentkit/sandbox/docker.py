@@ -58,12 +58,7 @@ from agentkit.sandbox._docker_engine import (
 )
 from agentkit.sandbox._docker_files import extract_download, unmap_owners, upload_tar
 from agentkit.sandbox._docker_process import DockerProcess
-from agentkit.sandbox._errors import (
-    SandboxDiedError,
-    SandboxError,
-    SandboxForkError,
-    SandboxPathError,
-)
+from agentkit.sandbox._errors import SandboxError, SandboxForkError, SandboxPathError
 from agentkit.sandbox._fork import ForkStats, Gate, cannot_fork, fork_id, fork_root
 from agentkit.sandbox._forward import Endpoint, Relay, loopback_endpoint, parse_endpoint
 from agentkit.sandbox._freshdir import open_dir, reset_dir, split_path
@@ -807,22 +802,25 @@ class DockerSandbox:
         container's layer, the host directories) are kept; its memory
         (``/dev/shm``, tmpfs mounts) is not. Commands running meanwhile end;
         new ones wait until it is done. Returns how many processes ended. A
-        container that stopped by itself raises :class:`SandboxDiedError`.
+        container that stopped by itself (every process killed from inside: its
+        main process exits with its child) is started again the same way: its
+        files are all there, and whether it had stopped yet when this was asked
+        (the engine learns of it a moment later) changes nothing.
         """
         aiodocker = _aiodocker()
         who = self.rollout_id or self.container_name
         if self._state != "running" or self._container is None:
             raise SandboxError(f"sandbox {who}: cannot end its processes: it is {self._state}")
         async with self._lock, self._gate.closed():
-            state = (await self._container.show())["State"]
-            if not state.get("Running"):
-                raise SandboxDiedError(
-                    f"sandbox 'docker' ({who}): the container is no longer running (its main "
-                    f"process exited with {state.get('ExitCode')})"
-                )
-            count = len(_container_pids(self._pid))
+            running = bool((await self._container.show())["State"].get("Running"))
+            count = len(_container_pids(self._pid)) if running else 0
             try:
-                await self._container.kill(signal="SIGKILL")
+                if running:
+                    try:
+                        await self._container.kill(signal="SIGKILL")
+                    except aiodocker.DockerError as exc:
+                        if exc.status != 409:  # 409: it stopped meanwhile
+                            raise
                 await self._container.wait()
                 if self._relay is not None:
                     await self._relay.close()
