@@ -103,8 +103,9 @@ async def test_every_process_ends_whatever_it_did_to_detach(box: Make, kind: str
         await sb.exec(
             f"setsid sleep {args[1]} & (sleep {args[2]} &); "
             f"nohup sh -c 'sleep {args[3]}' >/dev/null 2>&1 & "
-            # stopped once it is sleep (not before its exec)
-            f"sleep {args[4]} & until grep -q {args[4]} /proc/$!/cmdline; do :; done; "
+            # stopped once it is sleep, not before its exec (its command line is then the
+            # shell's, this whole script, which holds the argument too)
+            f"sleep {args[4]} & until grep -qx sleep /proc/$!/comm; do :; done; "
             f"kill -STOP $!; {another_uid} true"
         )
     )
