@@ -168,18 +168,20 @@ async def _grade(tmp_path: Path, task_dir: Path, harness: Any = None) -> tuple[A
 
 @needs_bwrap
 @pytest.mark.anyio
+@pytest.mark.parametrize("target", ["/app/fake", "../app/fake"], ids=["absolute", "relative"])
 @pytest.mark.parametrize("level", ["shared", "fork", "separate"])
 async def test_a_verifier_folder_replaced_by_a_link_is_never_read_through(
-    tmp_path: Path, level: str
+    tmp_path: Path, level: str, target: str
 ) -> None:
     # a program the verifier ran (a planted one, under shared or fork) swaps the
     # folder for a link to one holding a passing reward: nothing is read through it
+    # (a relative link names the same folder from the host too)
     task = write_task(
         tmp_path / "tasks",
         "t",
         BASE,
         test_sh="mkdir -p /app/fake && echo 1 > /app/fake/reward.txt && "
-        "rm -rf /logs/verifier && ln -s /app/fake /logs/verifier\n",
+        f"rm -rf /logs/verifier && ln -s {target} /logs/verifier\n",
     )
     ts = HarborTaskset(str(task), verifier_isolation=level)  # type: ignore[arg-type]
     (one,) = list(ts)
@@ -215,9 +217,12 @@ async def test_a_sparse_2gib_reward_json_is_a_grading_error_without_gbs_of_memor
     [
         "mkfifo /logs/verifier/reward.json",
         "ln -s /dev/zero /logs/verifier/reward.json",
-        # a link to a file with a passing reward: never followed
+        # a link to a file with a passing reward: never followed, whether its target
+        # names a path inside (absolute) or one the host would find too (relative)
         "echo '{\"reward\": 1}' > /app/good.json && "
         "ln -s /app/good.json /logs/verifier/reward.json",
+        "echo '{\"reward\": 1}' > /app/good.json && "
+        "ln -s ../../app/good.json /logs/verifier/reward.json",
     ],
 )
 async def test_a_reward_json_that_is_no_regular_file_is_an_error_not_a_hang(
