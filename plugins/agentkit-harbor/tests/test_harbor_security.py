@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from agentkit_harbor import (
 )
 from harbor_helpers import needs_bwrap, task_sandbox, write_task
 
-from agentkit import GradedAsFailure, RunContext
+from agentkit import GradedAsFailure, GradingUnavailable, RunContext
 
 BASE = '[environment]\nworkdir = "/app"\nnetwork_mode = "no-network"\n'
 SECRET = "TOPSECRET-host-file-content"
@@ -189,6 +190,26 @@ async def test_a_verifier_folder_replaced_by_a_link_is_never_read_through(
         with pytest.raises(VerifierDirReplacedError, match="no longer a directory") as info:
             await harbor_reward(sb, one, None)
     assert isinstance(info.value, GradedAsFailure) and info.value.kind == "verifier_dir_replaced"
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_verifier_sandbox_that_cannot_start_is_no_failure_of_the_agent(
+    tmp_path: Path,
+) -> None:
+    # the task's environment/ (it has no Dockerfile) is copied into every sandbox of
+    # the task; gone from the host once the agent's sandbox started, a separate
+    # verifier's sandbox cannot start: the rollout could not run (it is retried), and
+    # it is not scored as the agent's failure
+    task = write_task(tmp_path / "tasks", "t", BASE, {"environment/data.txt": "x\n"})
+    ts = HarborTaskset(str(task), verifier_isolation="separate")
+    (one,) = list(ts)
+    async with task_sandbox(ts, one, tmp_path / "rollout") as sb:
+        shutil.rmtree(task / "environment")
+        with pytest.raises(GradingUnavailable, match="could not be made") as info:
+            await harbor_reward(sb, one, None)
+    assert info.value.kind == "sandbox_start"
+    assert not isinstance(info.value, GradedAsFailure)
 
 
 @needs_bwrap
