@@ -237,10 +237,13 @@ async def test_what_each_level_stops(
 
 def test_the_default_level_is_the_one_no_attack_gets_past() -> None:
     # deferred: the Harbor plugin is installed beside agentkit for these tests
-    from agentkit_harbor import DEFAULT_ISOLATION
+    from agentkit_harbor import DEFAULT_ISOLATION, HarborTaskset
 
     assert DEFAULT_ISOLATION == DEFAULT_LEVEL
     assert all(EXPECTED[a][DEFAULT_LEVEL] in (S, P, N) for a in EXPECTED)
+    # a taskset given no -T verifier_isolation grades its tasks there
+    levels = {t.metadata["harbor"]["verifier_isolation"] for t in HarborTaskset(str(REDTEAM))}
+    assert levels == {DEFAULT_LEVEL}
 
 
 #: The attacks a rollout under the Ray executor tries (its sandbox is on a worker node).
