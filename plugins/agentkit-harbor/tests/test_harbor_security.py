@@ -14,6 +14,7 @@ import json
 import os
 import resource
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from agentkit_harbor import (
 )
 from harbor_helpers import needs_bwrap, task_sandbox, write_task
 
-from agentkit import GradedAsFailure, GradingUnavailable, RunContext
+from agentkit import ExecResult, GradedAsFailure, GradingUnavailable, RunContext, Sandbox
 
 BASE = '[environment]\nworkdir = "/app"\nnetwork_mode = "no-network"\n'
 SECRET = "TOPSECRET-host-file-content"
@@ -210,6 +211,74 @@ async def test_a_verifier_sandbox_that_cannot_start_is_no_failure_of_the_agent(
             await harbor_reward(sb, one, None)
     assert info.value.kind == "sandbox_start"
     assert not isinstance(info.value, GradedAsFailure)
+
+
+class PluginSandbox:
+    """A plugin's sandbox: commands and files, none of the capabilities grading asks of a
+    sandbox from outside (``end_processes``, ``reset_dir``, ``open_dir``...); a real local
+    sandbox does the work behind it."""
+
+    name = "plugin"
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self.workdir: str = inner.workdir
+
+    async def exec(
+        self,
+        cmd: str | list[str],
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        result: ExecResult = await self._inner.exec(cmd, cwd, env, timeout, user)
+        return result
+
+    async def start(self, cmd: list[str], **kw: Any) -> Any:
+        return await self._inner.start(cmd, **kw)
+
+    async def upload(self, src: str | Path, dst: str) -> None:
+        await self._inner.upload(src, dst)
+
+    async def download(self, src: str, dst: str | Path) -> None:
+        await self._inner.download(src, dst)
+
+    async def close(self, *, remove: bool | None = None) -> None:
+        await self._inner.close(remove=remove)
+
+    async def __aenter__(self) -> PluginSandbox:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+@needs_bwrap
+@pytest.mark.anyio
+async def test_a_sandbox_that_cannot_give_a_clean_state_is_graded_in_place_or_refused(
+    tmp_path: Path,
+) -> None:
+    # shared: graded in place as before, and the rollout says it was unprotected;
+    # fork and separate: refused with one error naming the sandbox and what to choose
+    task = write_task(tmp_path / "tasks", "t", BASE)
+    for level in ("shared", "fork", "separate"):
+        ts = HarborTaskset(str(task), verifier_isolation=level)  # type: ignore[arg-type]
+        (one,) = list(ts)
+        async with task_sandbox(ts, one, tmp_path / f"rollout-{level}") as sb:
+            plugin = PluginSandbox(sb)
+            assert isinstance(plugin, Sandbox)
+            result = await OracleHarness().run(one, RunContext(sandbox=plugin))
+            if level == "shared":
+                assert await harbor_reward(plugin, one, result) == {"reward": 1.0}
+                seen = result.raw["harbor"]["verifier"]
+                assert seen["isolation"] == "shared"
+                assert any("unprotected" in n for n in seen["notes"]), seen
+                continue
+            with pytest.raises(HarborGradingError, match="-T verifier_isolation=shared") as info:
+                await harbor_reward(plugin, one, result)
+            assert "'plugin' sandbox cannot isolate the verifier" in str(info.value)
+            assert not isinstance(info.value, GradedAsFailure)
 
 
 @needs_bwrap

@@ -2,9 +2,9 @@
 
 A verifier's result is only worth having if nothing the agent left could
 have written it. These are the sandbox's optional capabilities that give
-grading that, each asked for by name (the ``local``, ``docker`` and ``host``
-sandboxes have them all; a plugin's sandbox may have none, and then each
-call says so):
+grading that, each asked for by name (the ``local`` and ``docker`` sandboxes
+have them all, the ``host`` sandbox all but :func:`restart_sandbox`; a
+plugin's sandbox may have none, and then each call says so):
 
 - :func:`end_processes`: every process in the sandbox ends, whatever it did
   to detach; the image's entrypoint starts again; :func:`restart_sandbox`:
@@ -49,7 +49,7 @@ def _method(sandbox: Any, name: str, what: str) -> Any:
     who = getattr(sandbox, "rollout_id", None) or getattr(sandbox, "root", None) or sandbox
     raise SandboxError(
         f"sandbox {kind!r} ({who}) cannot {what}: {type(sandbox).__name__} has no {name}() "
-        "(the local, docker and host sandboxes have one)"
+        "(the local and docker sandboxes have every one of these capabilities)"
     )
 
 
