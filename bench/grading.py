@@ -1,11 +1,13 @@
 """What grading costs at each verifier isolation level, in the same run.
 
-Run: python bench/grading.py [-n 5] [--image debian:bookworm-slim] [--no-image] [--dir DIR]
+Run: python bench/grading.py [-n 5] [--image debian:bookworm-slim] [--no-image] [--docker]
+[--dir DIR]
 
 A Harbor task whose ``tests/test.sh`` writes ``1`` to ``reward.txt`` is
 graded with :func:`agentkit_harbor.verify` in an agent's sandbox that holds
 10 MB in 1,000 files in ``/app/data`` (uploaded once, before the rounds), on
-the local sandbox on the host's userland and on an image root. Each round
+the local sandbox on the host's userland and on an image root (and, with
+``--docker``, on the docker sandbox, on the same image). Each round
 grades once at each level, interleaved (a busy machine slows them alike),
 after a ``sync``:
 
@@ -46,6 +48,7 @@ from agentkit_harbor import load_task_dir, verify
 
 from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.sandbox import SandboxError
+from agentkit.sandbox.docker import DockerSandbox
 from agentkit.sandbox.local import LocalSandbox
 
 #: (label, level, the rollout's last grading)
@@ -80,14 +83,15 @@ async def _measure(label: str, hints: ExecutionHints, options: dict[str, Any], b
                    rounds: int) -> dict[str, list[float]]:  # fmt: skip
     spec = load_task_dir(_task(base / label))
     series: dict[str, list[float]] = {}
-    agent = LocalSandbox(root=base / f"{label}-agent", hints=hints, rollout_id="agent", **options)
+    kind = DockerSandbox if label == "docker" else LocalSandbox
+    agent = kind(root=base / f"{label}-agent", hints=hints, rollout_id="agent", **options)
     await agent.setup()
     try:
         await agent.upload(_data(base / label), "/app/data")
         for i in range(rounds):
             await asyncio.to_thread(os.sync)
             start = time.perf_counter()
-            fresh = LocalSandbox(root=base / f"{label}-fresh-{i}", hints=hints, **options)
+            fresh = kind(root=base / f"{label}-fresh-{i}", hints=hints, **options)
             await fresh.setup()
             series.setdefault("fresh start", []).append(time.perf_counter() - start)
             await fresh.close(remove=True)
@@ -142,6 +146,9 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"local, image root: not measured ({exc})")
             else:
                 _report(f"local, image root ({args.image})", image)
+        if args.docker:
+            hints = ExecutionHints(image=TaskImage(image=args.image))
+            _report(f"docker ({args.image})", await _measure("docker", hints, {}, base, args.n))
     finally:
         if not args.dir:
             shutil.rmtree(base, ignore_errors=True)
@@ -153,6 +160,7 @@ def _args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("-n", type=int, default=5, help="rounds (default 5)")
     parser.add_argument("--image", default="debian:bookworm-slim")
     parser.add_argument("--no-image", action="store_true", help="the host userland only")
+    parser.add_argument("--docker", action="store_true", help="the docker sandbox too")
     parser.add_argument("--dir", help="where the sandboxes live (default: a temporary dir)")
     return parser.parse_args(argv)
 
