@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         place_verifier,
     )
     from agentkit_harbor._registry import load_registry, resolve_dataset, resolve_version
+    from agentkit_harbor._rewards import MAIN_REWARD_AGGREGATES, main_reward, parse_reward_files
     from agentkit_harbor._sandbox_io import (
         ARTIFACT_FILE_MAX_BYTES,
         ARTIFACTS_TOTAL_MAX_BYTES,
@@ -57,13 +58,10 @@ if TYPE_CHECKING:
     from agentkit_harbor._taskset import HarborTaskset
     from agentkit_harbor._trial import HarborTrial, run_harbor_task
     from agentkit_harbor._verify import (
-        MAIN_REWARD_AGGREGATES,
         STEP_VERIFIER_TIMEOUT_SEC,
         VerifierOutcome,
         aggregate_steps,
-        main_reward,
         min_reward_failure,
-        parse_reward_files,
         verify,
     )
 
@@ -117,13 +115,13 @@ _LAZY: dict[str, str] = {
     "HarborTaskset": "agentkit_harbor._taskset",
     "HarborTrial": "agentkit_harbor._trial",
     "run_harbor_task": "agentkit_harbor._trial",
-    "MAIN_REWARD_AGGREGATES": "agentkit_harbor._verify",
+    "MAIN_REWARD_AGGREGATES": "agentkit_harbor._rewards",
     "STEP_VERIFIER_TIMEOUT_SEC": "agentkit_harbor._verify",
     "VerifierOutcome": "agentkit_harbor._verify",
     "aggregate_steps": "agentkit_harbor._verify",
-    "main_reward": "agentkit_harbor._verify",
+    "main_reward": "agentkit_harbor._rewards",
     "min_reward_failure": "agentkit_harbor._verify",
-    "parse_reward_files": "agentkit_harbor._verify",
+    "parse_reward_files": "agentkit_harbor._rewards",
     "verify": "agentkit_harbor._verify",
 }
 

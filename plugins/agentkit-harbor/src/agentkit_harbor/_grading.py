@@ -18,8 +18,8 @@ import math
 
 from agentkit import HarnessResult, Rubric, RunContext, Sandbox, Task, reward
 from agentkit_harbor._errors import HarborGradingError, RewardOutOfRangeError
+from agentkit_harbor._rewards import check_main_reward
 from agentkit_harbor._trial import HarborTrial
-from agentkit_harbor._verify import check_main_reward
 
 __all__ = ["DEFAULT_REWARD_RANGE", "check_reward_range", "harbor_reward", "harbor_rubric"]
 

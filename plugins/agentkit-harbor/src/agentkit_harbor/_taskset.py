@@ -33,10 +33,11 @@ from agentkit_harbor._registry import (
     load_registry,
     resolve_dataset,
 )
+from agentkit_harbor._rewards import check_main_reward
 from agentkit_harbor._spec import COMPOSE_FILES, HarborTaskSpec, load_task_dir
 from agentkit_harbor._steps import spec_for_task
 from agentkit_harbor._trial import ISOLATION_KEY
-from agentkit_harbor._verify import STEP_VERIFIER_TIMEOUT_SEC, check_main_reward, task_env
+from agentkit_harbor._verify import STEP_VERIFIER_TIMEOUT_SEC, task_env
 
 __all__ = ["HarborTaskset"]
 

@@ -36,6 +36,7 @@ from agentkit import (
 from agentkit.sandbox import SandboxError, reset_dir
 from agentkit_harbor._errors import HarborGradingError, HarborTaskError, StepSetupError
 from agentkit_harbor._isolation import DEFAULT_ISOLATION, check_isolation, protects, strongest
+from agentkit_harbor._rewards import VERIFIER_DIR, main_reward
 from agentkit_harbor._sandbox_io import exec_logged, tail, upload_tree
 from agentkit_harbor._spec import HarborStepSpec, HarborTaskSpec
 from agentkit_harbor._steps import (
@@ -49,11 +50,9 @@ from agentkit_harbor._steps import (
 )
 from agentkit_harbor._verify import (
     TESTS_DIR,
-    VERIFIER_DIR,
     VerifierOutcome,
     aggregate_steps,
     collect_artifacts,
-    main_reward,
     min_reward_failure,
     reset_verifier_dirs,
     task_env,
