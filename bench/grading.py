@@ -102,9 +102,8 @@ async def _measure(label: str, hints: ExecutionHints, options: dict[str, Any], b
                 assert outcome.rewards == {"reward": 1.0}, outcome
             copy = base / label / f"cp-{i}"
             start = time.perf_counter()
-            await asyncio.to_thread(
-                subprocess.run, ["cp", "-a", "--reflink=auto", base / label / "data", copy]
-            )
+            argv = ["cp", "-a", "--reflink=auto", str(base / label / "data"), str(copy)]
+            await asyncio.to_thread(subprocess.run, argv, check=True)
             series.setdefault("cp -a", []).append(time.perf_counter() - start)
     finally:
         await agent.close(remove=True)
