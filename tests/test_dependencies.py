@@ -133,9 +133,13 @@ def test_the_core_tests_import_only_what_the_core_declares() -> None:
     )
     local = {p.stem for p in files} | {p.name for p in tests.rglob("*") if p.is_dir()}
     local.add("agentkit_only_on_the_driver")  # written by test_executor_ray.py itself
+    # tests/security's red team runs Harbor tasks through the Harbor plugin: the tests
+    # and security sessions install every plugin of this repository beside the core
+    security = tests / "security"
     missing = {
         module: sorted({str(p.relative_to(ROOT)) for p in paths})[:3]
         for module, paths in third_party(files, local).items()
         if normalise(DISTRIBUTION_OF.get(module, module)) not in declared | {name}
+        and not (module == "agentkit_harbor" and all(security in p.parents for p in paths))
     }
     assert not missing, f"pyproject.toml's test extra does not declare {missing}"
