@@ -239,6 +239,8 @@ class ChatHarness:
                 token_ids=self.token_ids,
                 stream=self.stream,
                 request_timeout=self.request_timeout,
+                max_reply_chars=MAX_REPLY_CHARS,
+                max_reply_bytes=MAX_REPLY_BYTES,
                 connections=self._clients,
             )
         return state.client
