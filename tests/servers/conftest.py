@@ -5,8 +5,8 @@ installs vLLM's CPU build in a virtual environment of its own
 (``AGENTKIT_VLLM`` names its ``vllm`` executable) and the trainers' packages
 beside agentkit. The session's one vLLM (:func:`vllm`) serves the tiny model of
 :data:`MODEL` (the scripted model of tests/servers/scripted_model.py, a
-tests/servers/tiny_models.py model trained on the spot), kept under
-``.cache/models`` by the digest of its recipe.
+tests/servers/tiny_models.py model whose weights are set by hand to follow a
+script), kept under ``.cache/models`` by the digest of its recipe.
 """
 
 from __future__ import annotations

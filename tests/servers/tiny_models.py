@@ -11,9 +11,9 @@ same files, and a directory is kept under the digest of its recipe, so a second
 build is a lookup.
 
 Two kinds of weights: random ones (the tokens are nonsense, but every token
-check holds for nonsense as for sense), and weights trained for about a minute
-on the CPU to follow a fixed script (:mod:`scripted_model`), so that real agent
-programs finish a task against the real server.
+check holds for nonsense as for sense), and weights set by hand to follow a
+fixed script (:mod:`scripted_model`), so that real agent programs finish a task
+against the real server.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 from pathlib import Path
 from typing import Any
@@ -137,9 +138,17 @@ class Recipe:
     ``vocab_size`` bounds the tokenizer's vocabulary (its merges are learnt from
     :data:`_LINES` and ``lines``); ``hidden``, ``layers``, ``heads`` (of 64 each
     but for ``hidden // heads``) and ``intermediate`` shape the decoder;
-    ``max_positions`` is the context it accepts; ``added``: more tokens of the
-    tokenizer's own, kept in decoded text (a profile's marker, say). ``trained`` names a training
-    recipe (:mod:`scripted_model`) or is empty for random weights.
+    ``max_positions`` is the context it accepts; ``rope_theta`` the base of its
+    rotary positions; ``words``: words the tokenizer learns whole (it learns its
+    merges from :data:`SENTENCES` seeded sentences of them too: agent programs'
+    prompts then take about half the tokens); ``added``: more tokens of the
+    tokenizer's own, kept in decoded text (a tool's name as the chat template
+    writes it, say); ``greedy``: the model's generation config asks for greedy
+    decoding (``top_k`` 1, which vLLM takes as the default of a request that does
+    not say), so that a script is followed token for token; ``tied``: the head
+    shares the embeddings' weights. ``scripted`` names the version of
+    :mod:`scripted_model`'s script whose weights the model gets (its module's
+    text is in the digest too), or is empty for random weights.
     """
 
     seed: int = 0
@@ -152,18 +161,44 @@ class Recipe:
     max_positions: int = 32768
     rope_theta: float = 1_000_000.0
     lines: tuple[str, ...] = ()
+    words: tuple[str, ...] = ()
     added: tuple[str, ...] = ()
-    trained: str = ""
-    training: tuple[tuple[str, Any], ...] = ()
+    greedy: bool = False
+    tied: bool = True
+    scripted: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
 
 
+#: How many sentences of a recipe's ``words`` the tokenizer learns its merges from.
+SENTENCES = 4000
+
+
+def sentences(words: tuple[str, ...], seed: int, count: int = SENTENCES) -> list[str]:
+    """``count`` lines of 40 of ``words`` each (chosen with a generator seeded by
+    ``seed``, a tenth capitalised, punctuation between some), for the tokenizer."""
+    rng = random.Random(seed)
+    punct = [".", ",", ":", "(", ")", "-", "/", "`", "\n", "\n\n", "\n- ", '"', "'", "_"]
+    out = []
+    for _ in range(count):
+        line = []
+        for _ in range(40):
+            word = rng.choice(words)
+            line.append(word.capitalize() if rng.random() < 0.1 else word)
+            if rng.random() < 0.15:
+                line.append(rng.choice(punct))
+        out.append(" ".join(line))
+    return out
+
+
 def digest(recipe: Recipe) -> str:
-    """The first 16 hex digits of the SHA-256 of the recipe (its JSON, sorted keys) and
-    of what every recipe shares: the chat template, the tokenizer's lines and tokens."""
-    shared = [CHAT_TEMPLATE, _LINES, SPECIAL_TOKENS, TEXT_TOKENS]
+    """The first 16 hex digits of the SHA-256 of the recipe (its JSON, sorted keys), of
+    what every recipe shares (the chat template, the tokenizer's lines and tokens) and,
+    for a scripted model, of :mod:`scripted_model`'s text."""
+    shared = [CHAT_TEMPLATE, _LINES, SPECIAL_TOKENS, TEXT_TOKENS, SENTENCES]
+    if recipe.scripted:
+        shared.append(Path(__file__).with_name("scripted_model.py").read_text())
     text = json.dumps([recipe.as_dict(), shared], sort_keys=True, default=repr)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -180,7 +215,10 @@ def _tokenizer(recipe: Recipe) -> Any:
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator([*_LINES, *recipe.lines], trainer=trainer)
+    corpus = [*_LINES, *recipe.lines]
+    if recipe.words:
+        corpus += sentences(recipe.words, recipe.seed)
+    tok.train_from_iterator(corpus, trainer=trainer)
     from tokenizers import AddedToken  # deferred: heavy
 
     kept = [*TEXT_TOKENS, *recipe.added]
@@ -216,7 +254,7 @@ def _model(recipe: Recipe, vocab: int, eos: int, pad: int) -> Any:
         num_key_value_heads=recipe.kv_heads,
         max_position_embeddings=recipe.max_positions,
         rope_theta=recipe.rope_theta,
-        tie_word_embeddings=True,
+        tie_word_embeddings=recipe.tied,
         eos_token_id=eos,
         pad_token_id=pad,
         bos_token_id=None,
@@ -244,11 +282,14 @@ def build(recipe: Recipe, cache: Path) -> Path:
     eos = fast.convert_tokens_to_ids("<|im_end|>")
     pad = fast.convert_tokens_to_ids("<|endoftext|>")
     model = _model(recipe, vocab, eos, pad)
-    if recipe.trained:
-        import scripted_model  # deferred: the training code, beside this module
+    if recipe.scripted:
+        import scripted_model  # deferred: the script's weights, beside this module
 
-        scripted_model.train(model, fast, recipe)
+        scripted_model.construct(model, fast, recipe)
     model.save_pretrained(work, safe_serialization=True)
+    if recipe.greedy:
+        generation = json.loads((work / "generation_config.json").read_text())
+        (work / "generation_config.json").write_text(json.dumps({**generation, "top_k": 1}))
     (work / "recipe.json").write_text(json.dumps(recipe.as_dict(), sort_keys=True, default=repr))
     (work / "done").write_text("")
     shutil.rmtree(out, ignore_errors=True)
