@@ -487,7 +487,7 @@ def servers(session: nox.Session) -> None:
 
     The trainers' packages and agent programs as in ``trainers`` (the exports are
     loaded and checked with them, the programs run against the real server), the
-    terminal plugin, and vLLM's
+    terminal and Fleet plugins (their harnesses run against it too), and vLLM's
     CPU build in a virtual environment of its own (:func:`ensure_vllm`), which the tests
     start once, serving a tiny model they make on the spot (tests/servers/tiny_models.py).
     ``AGENTKIT_SERVERS=1`` lets pytest collect tests/servers; ``AGENTKIT_VLLM`` points
@@ -496,8 +496,9 @@ def servers(session: nox.Session) -> None:
     install_trainers(session)
     uv = shutil.which("uv") or "uv"
     python = str(Path(session.bin) / "python")
-    terminal = str(ROOT / "plugins" / "agentkit-terminal")
-    session.run(uv, "pip", "install", "--quiet", "--python", python, "-e", terminal, external=True)
+    harnesses = ("agentkit-terminal", "agentkit-fleet")
+    more = [a for p in harnesses for a in ("-e", str(ROOT / "plugins" / p))]
+    session.run(uv, "pip", "install", "--quiet", "--python", python, *more, external=True)
     vllm = ensure_vllm(session)
     env = {"AGENTKIT_SERVERS": "1", "AGENTKIT_VLLM": str(vllm)}
     session.run("pytest", "-q", "tests/servers", *session.posargs, env=env)

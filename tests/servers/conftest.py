@@ -84,7 +84,7 @@ def model_dir() -> Path:
 @pytest.fixture(scope="session")
 def vllm(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One vLLM for the session, serving :data:`MODEL` on loopback with Hermes tool calls
-    and ``<think>`` reasoning (``--reasoning-parser deepseek_r1``), in float32 and eager
+    and ``<think>`` reasoning (``--reasoning-parser qwen3``), in float32 and eager
     mode (a trainer's forward pass reproduces its logprobs). Ready when its log says its
     application started; stopped (its process group) at the session's end."""
     exe = need("AGENTKIT_VLLM", "vLLM")
@@ -95,7 +95,7 @@ def vllm(model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
         "--max-model-len", str(MODEL.max_positions), "--enforce-eager", "--seed", "0",
         "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
-        "--reasoning-parser", "deepseek_r1",
+        "--reasoning-parser", "qwen3",
     ]  # fmt: skip
     env = {
         **os.environ,

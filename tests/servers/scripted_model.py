@@ -8,7 +8,7 @@ on in that time). This module writes the weights of a :mod:`tiny_models`
 decoder directly, in about a second, so that its greedy answer is the script's,
 token for token, on prompts of any length the server takes:
 
-- a ``<think>`` block (:data:`THINK`: vLLM's ``deepseek_r1`` reasoning parser
+- a ``<think>`` block (:data:`THINK`: vLLM's ``qwen3`` reasoning parser
   splits it off as ``reasoning``), then either a Hermes tool call
   (``<tool_call>\\n{json}\\n</tool_call>``, which vLLM's ``hermes`` parser turns
   into ``tool_calls``, or the text Fleet's harness reads) or :data:`FINAL`, then
@@ -61,6 +61,7 @@ __all__ = [
     "CALLS",
     "COMMAND",
     "FINAL",
+    "REASONING",
     "RECIPE",
     "RESULTS",
     "THINK",
@@ -74,8 +75,9 @@ __all__ = [
     "table",
 ]
 
-#: The reasoning every answer starts with.
-THINK = "<think>\nThe task says what to do.\n</think>\n\n"
+#: The reasoning of every answer, and the block it is in.
+REASONING = "The task says what to do."
+THINK = f"<think>\n{REASONING}\n</think>\n\n"
 #: The command every shell call runs: it writes the file the Harbor ``hello-world``
 #: task asks for, then prints mini-swe-agent's submit word (its first output line
 #: ends mini-swe-agent's run; the other programs just show it).
