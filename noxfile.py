@@ -588,7 +588,9 @@ def security(session: nox.Session) -> None:
     python = _python_for_user(setpriv)
     if python is None:
         session.error(f"no Python 3.11+ that user {UNPRIVILEGED_ID} can run was found")
-    base = Path(tempfile.mkdtemp(prefix="agentkit-security-"))
+    # short: Ray keeps its sockets under $TMPDIR (this home's tmp), and a socket's path
+    # holds at most 107 bytes
+    base = Path(tempfile.mkdtemp(prefix="aks-"))
     try:
         base.chmod(0o755)
         tree = base / "agentkit"
