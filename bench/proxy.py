@@ -184,7 +184,7 @@ def large_events() -> None:
     """The event splitter on one large event fed in 64 KiB chunks (the issue #32 case: a
     50 MB event took 13 s of CPU when every chunk rescanned the buffer): a 12 MiB event
     (under the 16 MiB cap) read whole, and a 50 MB one refused at the cap."""
-    from agentkit.proxy._sse import EventSplitter, EventTooLarge
+    from agentkit._sse import EventSplitter, EventTooLarge
 
     chunk = 64 * 1024
     for size in (12 * 1024 * 1024, 50 * 1024 * 1024):

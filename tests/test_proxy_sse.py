@@ -1,5 +1,5 @@
 """Stream events through the model proxy: cut in linear work, one event capped
-(agentkit.proxy._sse), and a server that sends an event over the cap, or a compressed
+(agentkit._sse), and a server that sends an event over the cap, or a compressed
 body that expands past it, fails the call as model_bad_response while the agent's
 stream ends with an error event (no waiting for the server to finish).
 
@@ -22,9 +22,9 @@ from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
+from agentkit._sse import MAX_EVENT_BYTES, EventSizes, EventSplitter, EventTooLarge
 from agentkit.chat import ChatClient, ModelCallError
 from agentkit.proxy import ModelProxy, ProxySettings, shared_proxy
-from agentkit.proxy._sse import MAX_EVENT_BYTES, EventSizes, EventSplitter, EventTooLarge
 
 MB = 1024 * 1024
 
@@ -262,3 +262,22 @@ async def test_the_chat_client_fails_such_a_call_as_model_bad_response(
     if not stream:
         # the server said 200; the agent got the proxy's 502
         assert call.status == 200 and call.response["error"]["code"] == "model_bad_response"
+
+
+@pytest.mark.anyio
+async def test_the_chat_client_without_the_proxy_stops_at_the_same_cap() -> None:
+    """The chat client reads streams with the proxy's splitter (agentkit._sse): straight to
+    a server whose one event never ends, it stops at MAX_EVENT_BYTES with
+    model_bad_response instead of holding the event as it grows."""
+    server = Endless(gzip=False)
+    async with Upstream(server) as upstream:
+        client = ChatClient(upstream.url, model="m", api_key="sk-test", stream=True)
+        try:
+            with anyio.fail_after(60), pytest.raises(ModelCallError) as failed:
+                await client.complete([{"role": "user", "content": "hi"}])
+        finally:
+            await client.aclose()
+        with anyio.fail_after(60):
+            await server.gone.wait()
+    assert failed.value.kind == "model_bad_response"
+    assert "MAX_EVENT_BYTES" in str(failed.value)

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 from agentkit._limits import loads_bounded
+from agentkit._sse import EventSplitter
 from agentkit._version import __version__
 
 __all__ = ["EndpointError", "ModelEndpoint", "retry_after_seconds"]
@@ -363,54 +364,40 @@ class ModelEndpoint:
 
 
 async def _events(chunks: AsyncIterator[bytes]) -> AsyncIterator[dict[str, Any]]:
-    """Server-sent events: ``data:`` lines joined per event, up to ``[DONE]``."""
-    buffer = b""
-    data: list[str] = []
+    """Server-sent events' JSON payloads, up to ``[DONE]`` (the stream is read to its
+    end), cut with :class:`~agentkit._sse.EventSplitter`: one event holds at most
+    :data:`~agentkit._sse.MAX_EVENT_BYTES`, and is UTF-8."""
+    splitter = EventSplitter(errors="strict")
     done = False
-
-    def payload() -> dict[str, Any] | None:
-        text = "\n".join(data)
-        data.clear()
-        if text.startswith("[DONE]"):
-            return None
-        event = loads_bounded(text)
-        if isinstance(event, dict) and event.get("error"):
-            error = event["error"]
-            message = error.get("message") if isinstance(error, dict) else None
-            if not isinstance(message, str) or not message:
-                message = "An error occurred during streaming"
-            # the model proxy ends a stream it had to cut off with code model_bad_response
-            code = error.get("code") if isinstance(error, dict) else None
-            raise EndpointError(
-                "model_bad_response" if code == "model_bad_response" else "model_error", message
-            )
-        return event if isinstance(event, dict) else None
-
     async for chunk in chunks:
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for raw in lines:
-            line = raw.rstrip(b"\r").decode("utf-8")
-            if line:
-                if line.startswith("data:") and not done:
-                    data.append(line[6:] if line.startswith("data: ") else line[5:])
-                continue  # other fields (event:, id:, comments) do not matter here
-            if not data:
-                continue
-            if "\n".join(data).startswith("[DONE]"):
-                data.clear()
-                done = True
-                continue
-            event = payload()
-            if event is not None:
-                yield event
-    tail = buffer.rstrip(b"\r").decode("utf-8")
-    if tail.startswith("data:") and not done:
-        data.append(tail[6:] if tail.startswith("data: ") else tail[5:])
-    if data and not done:  # a last event without its blank line
-        event = payload()
-        if event is not None:
-            yield event
+        for event in splitter.feed(chunk):
+            if not done and event.data is not None:
+                done = event.data.startswith("[DONE]")
+                payload = None if done else _payload(event.data)
+                if payload is not None:
+                    yield payload
+    last = splitter.close()
+    if last is not None and last.data is not None and not done:  # no blank line after it
+        payload = None if last.data.startswith("[DONE]") else _payload(last.data)
+        if payload is not None:
+            yield payload
+
+
+def _payload(text: str) -> dict[str, Any] | None:
+    """One event's JSON object (None: not an object); an ``error`` object raises
+    :class:`EndpointError`."""
+    event = loads_bounded(text)
+    if isinstance(event, dict) and event.get("error"):
+        error = event["error"]
+        message = error.get("message") if isinstance(error, dict) else None
+        if not isinstance(message, str) or not message:
+            message = "An error occurred during streaming"
+        # the model proxy ends a stream it had to cut off with code model_bad_response
+        code = error.get("code") if isinstance(error, dict) else None
+        raise EndpointError(
+            "model_bad_response" if code == "model_bad_response" else "model_error", message
+        )
+    return event if isinstance(event, dict) else None
 
 
 def _transport_error(exc: BaseException) -> EndpointError:

@@ -16,6 +16,7 @@ import attrs
 
 from agentkit._scripted import tokens
 from agentkit._scripted.script import Reply, RequestView, message_text
+from agentkit._sse import sse_event
 
 __all__ = [
     "ENDED",
@@ -247,10 +248,9 @@ def split(text: str, size: int) -> list[str]:
 
 
 def sse(data: Any, event: str | None = None) -> bytes:
-    """One server-sent event: ``event:`` line when named, then the JSON ``data:`` line."""
-    payload = data if isinstance(data, str) else json.dumps(data)
-    head = f"event: {event}\n" if event else ""
-    return f"{head}data: {payload}\n\n".encode()
+    """One server-sent event (:func:`agentkit._sse.sse_event`) of ``data`` as JSON, in
+    Python's default spelling (``", "``, ``": "``, ASCII), as this server writes JSON."""
+    return sse_event(json.dumps(data), event)
 
 
 def prompt_token_ids(view: RequestView, *, tool_calls_as_json: bool = False) -> list[int]:

@@ -24,10 +24,11 @@ from agentkit._scripted.answer import (
     sse,
 )
 from agentkit._scripted.script import Reply, RequestView
+from agentkit._sse import sse_event
 
 __all__ = ["error_body", "events", "render"]
 
-DONE = b"data: [DONE]\n\n"
+DONE = sse_event("[DONE]")
 
 
 class _Tokens:

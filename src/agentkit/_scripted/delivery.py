@@ -17,6 +17,7 @@ from agentkit._scripted.answer import Answer
 from agentkit._scripted.log import RecordedRequest
 from agentkit._scripted.renderers import AnswerRenderer, Engine, sent_tokens
 from agentkit._scripted.script import Reply, RequestView
+from agentkit._sse import sse_event
 
 __all__ = ["Gate", "deliver", "json_response"]
 
@@ -92,8 +93,7 @@ async def deliver(
         text = json.dumps(reply.body) if reply.raw_body is None else reply.raw_body
         if not view.stream:
             return web.Response(body=text.encode(), content_type="application/json")
-        event = f"data: {text}\n\n".encode()
-        return await _stream(request, reply, [event, b"data: [DONE]\n\n"], gate)
+        return await _stream(request, reply, [sse_event(text), sse_event("[DONE]")], gate)
     answer = Answer.build(reply, view, next(ids), int(time.time()))
     entry.sent.update(sent_tokens(answer, reply, body, view, engine))
     if view.stream:

@@ -23,19 +23,20 @@ from agentkit._calls import ModelCall, Protocol
 from agentkit._context import public_headers
 from agentkit._errors import ValidationError
 from agentkit._limits import MAX_NESTING_DEPTH, json_type, loads_bounded
+from agentkit._sse import (
+    EventSizes,
+    EventSplitter,
+    EventTooLarge,
+    SseEvent,
+    event_payloads,
+    last_event_end,
+)
 from agentkit.chat import MAX_REPLY_CHARS
 from agentkit.proxy._chat import ENGINE, ChatWire
 from agentkit.proxy._cuts import cut_texts
 from agentkit.proxy._errors import error_body, protocol_of
 from agentkit.proxy._paths import Checked
 from agentkit.proxy._route import ProxyRoute
-from agentkit.proxy._sse import (
-    EventSizes,
-    EventSplitter,
-    EventTooLarge,
-    SseEvent,
-    event_payloads,
-)
 from agentkit.proxy._wire import Recorded, Wire
 
 if TYPE_CHECKING:
@@ -516,7 +517,7 @@ async def _stream(
     """A stream: each chunk to the agent as it comes. Events the agent gets as they are
     are read once the stream has ended (the agent never waits for the record); events
     the proxy rewrites are read as each one completes. An event larger than
-    :data:`~agentkit.proxy._sse.MAX_EVENT_BYTES` cuts the stream off there: the
+    :data:`~agentkit._sse.MAX_EVENT_BYTES` cuts the stream off there: the
     answer fails as ``model_bad_response``."""
     await response.prepare(request)
     if not wire.rewrites:
@@ -577,23 +578,13 @@ def _read_stream(
     event that is not JSON is the call's error. ``whole``: False when only the stream's
     start was kept (its last event may be cut: it is left out)."""
     if not whole:
-        stream = stream[: _last_event_end(stream)]
+        stream = stream[: last_event_end(stream)]
     payloads = [(n, d) for n, d in event_payloads(stream) if not d.startswith("[DONE]")]
     for (name, data), value in zip(payloads, _parse_all([d for _, d in payloads]), strict=True):
         if value is not _NOT_JSON:
             wire.event(name, value)
         elif recorder is not None:
             recorder.malformed(data)
-
-
-def _last_event_end(stream: bytes) -> int:
-    """Where the last event that ends in ``stream`` ends (0: none does)."""
-    last = 0
-    for boundary in (b"\n\n", b"\r\r", b"\r\n\r\n"):
-        at = stream.rfind(boundary)
-        if at >= 0:
-            last = max(last, at + len(boundary))
-    return last
 
 
 async def _whole(

@@ -10,11 +10,11 @@ a stream, one error event in the same shape.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from agentkit._calls import Protocol
+from agentkit._sse import json_event
 
 __all__ = ["error_body", "protocol_of", "stream_error"]
 
@@ -63,13 +63,8 @@ def stream_error(protocol: Protocol, message: str, code: str) -> bytes:
     completions) a ``data:`` event carrying an ``error`` object, which OpenAI's clients
     raise as an API error."""
     if protocol == "messages":
-        body: dict[str, Any] = error_body("messages", 502, message, code)
-        return b"event: error\ndata: " + _json(body) + b"\n\n"
+        return json_event(error_body("messages", 502, message, code), "error")
     if protocol == "responses":
         body = {"type": "error", "code": code, "message": message, "param": None}
-        return b"event: error\ndata: " + _json(body) + b"\n\n"
-    return b"data: " + _json(error_body("chat", 502, message, code)) + b"\n\n"
-
-
-def _json(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+        return json_event(body, "error")
+    return json_event(error_body("chat", 502, message, code))

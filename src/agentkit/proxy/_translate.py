@@ -27,21 +27,15 @@ from typing import Any, ClassVar
 
 from agentkit._calls import Protocol
 from agentkit._proxy_settings import ProxySettings
+from agentkit._sse import SseEvent
 from agentkit.proxy._chat import ChatWire
 from agentkit.proxy._chat_parts import ChatParts, Step, whole_parts
-from agentkit.proxy._sse import SseEvent
 from agentkit.proxy._wire import Recorded, Wire
 
-__all__ = ["ChatTranslation", "arguments_text", "sse"]
+__all__ = ["ChatTranslation", "arguments_text"]
 
 _MODEL_PATH = re.compile(r"/(messages|responses)$")
 _ARGUMENTS = "tool_arguments"
-
-
-def sse(kind: str, data: dict[str, Any]) -> bytes:
-    """One named server-sent event."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {kind}\ndata: {text}\n\n".encode()
 
 
 def arguments_text(memory: dict[str, Any], call_id: str, arguments: Any) -> str:

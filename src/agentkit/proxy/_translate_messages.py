@@ -38,10 +38,11 @@ import secrets
 from typing import Any, ClassVar
 
 from agentkit._calls import Protocol
+from agentkit._sse import json_event
 from agentkit.chat._reasoning import with_reasoning
 from agentkit.proxy._chat_parts import ChatParts, Part, Step
 from agentkit.proxy._messages import MessagesWire
-from agentkit.proxy._translate import ChatTranslation, arguments_text, chat_usage, sse
+from agentkit.proxy._translate import ChatTranslation, arguments_text, chat_usage
 
 __all__ = ["MessagesFromChat"]
 
@@ -310,8 +311,8 @@ class MessagesFromChat(ChatTranslation):
     def opening(self) -> bytes:
         usage = {**self._usage(ChatParts()), "input_tokens": self.parts.prompt_tokens or 0}
         message = {**self._envelope(self.parts), "usage": usage}
-        return sse("message_start", {"type": "message_start", "message": message}) + sse(
-            "ping", {"type": "ping"}
+        return json_event({"type": "message_start", "message": message}, "message_start") + (
+            json_event({"type": "ping"}, "ping")
         )
 
     def steps(self, steps: list[Step]) -> bytes:
@@ -343,7 +344,7 @@ class MessagesFromChat(ChatTranslation):
         return b"".join(out)
 
     def _event(self, kind: str, **fields: Any) -> bytes:
-        return sse(kind, {"type": kind, "index": self._index, **fields})
+        return json_event({"type": kind, "index": self._index, **fields}, kind)
 
     def closing(self) -> bytes:
         stop, sequence = self._stop(self.parts)
@@ -352,7 +353,9 @@ class MessagesFromChat(ChatTranslation):
             "delta": {"stop_reason": stop or "end_turn", "stop_sequence": sequence},
             "usage": self._usage(self.parts),
         }
-        return sse("message_delta", delta) + sse("message_stop", {"type": "message_stop"})
+        return json_event(delta, "message_delta") + json_event(
+            {"type": "message_stop"}, "message_stop"
+        )
 
     def error_answer(self, status: int, data: Any) -> Any:
         inner = data.get("error", data) if isinstance(data, dict) else None

@@ -39,10 +39,11 @@ import time
 from typing import Any, ClassVar
 
 from agentkit._calls import Protocol
+from agentkit._sse import json_event
 from agentkit.chat._reasoning import with_reasoning
 from agentkit.proxy._chat_parts import ChatParts, Part, Step
 from agentkit.proxy._responses import ResponsesWire
-from agentkit.proxy._translate import ChatTranslation, arguments_text, chat_usage, sse
+from agentkit.proxy._translate import ChatTranslation, arguments_text, chat_usage
 
 __all__ = ["ResponsesFromChat"]
 
@@ -338,7 +339,7 @@ class ResponsesFromChat(ChatTranslation):
 
     # -- the stream ------------------------------------------------------------------
     def _event(self, kind: str, **fields: Any) -> bytes:
-        return sse(kind, {"type": kind, "sequence_number": next(self._numbers), **fields})
+        return json_event({"type": kind, "sequence_number": next(self._numbers), **fields}, kind)
 
     def opening(self) -> bytes:
         started = self._response("in_progress", [])

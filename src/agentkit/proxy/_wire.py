@@ -19,7 +19,6 @@ protocol it serves, and ``wire_for(path, translate=True)`` finds it.
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any, ClassVar
 
 import attrs
@@ -27,9 +26,9 @@ import attrs
 from agentkit._calls import Protocol
 from agentkit._errors import ValidationError
 from agentkit._proxy_settings import ProxySettings
+from agentkit._sse import SseEvent, encode_event
 from agentkit._usage import Usage
 from agentkit.proxy._errors import stream_error
-from agentkit.proxy._sse import SseEvent, encode_event
 
 __all__ = [
     "TRANSLATIONS",
@@ -177,7 +176,7 @@ class Wire:
         view = self.event(event.name, data)
         if view is None:
             return b""
-        return encode_event(event, json.dumps(view, ensure_ascii=False, separators=(",", ":")))
+        return encode_event(event, view)
 
     def stream_other(self, event: SseEvent) -> bytes:
         """The bytes the agent gets for an event that is not JSON (``[DONE]``): as it came."""

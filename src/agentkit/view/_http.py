@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from aiohttp import web
 
 from agentkit._rundir import RunDirError
+from agentkit._sse import sse_event
 from agentkit.view._catalog import Catalog
 from agentkit.view._paths import NotFound, Refused
 
@@ -118,7 +119,7 @@ async def open_stream(request: web.Request) -> web.StreamResponse:
 async def send_event(resp: web.StreamResponse, event: str, data: Any) -> None:
     """One event named ``event`` with ``data`` as JSON."""
     text = json.dumps(data, default=str, separators=(",", ":"))
-    await resp.write(f"event: {event}\ndata: {text}\n\n".encode())
+    await resp.write(sse_event(text, event))
 
 
 async def ping(resp: web.StreamResponse) -> None:

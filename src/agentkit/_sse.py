@@ -1,17 +1,28 @@
-"""Server-sent events cut from a byte stream as it arrives, for the proxy to read or rewrite.
+"""Server-sent events: cut from a byte stream as it arrives, read, and written.
 
-:class:`EventSplitter` takes the upstream body chunk by chunk and returns the
-events completed so far, each with its raw bytes (to pass on unchanged), its
-``event:`` name and its ``data:`` text. An event ends at a blank line
-(``\\n\\n``, ``\\r\\n\\r\\n`` or ``\\r\\r``). Each byte is searched for a boundary
+The one reader and writer of ``text/event-stream`` in agentkit: the model
+proxy reads (and rewrites) the streams it passes on, the chat client reads the
+streams it asks for, and the scripted model server, the proxy's translations
+and the viewer write theirs.
+
+:class:`EventSplitter` takes a body chunk by chunk and returns the events
+completed so far, each with its raw bytes (to pass on unchanged), its
+``event:`` name and its ``data:`` text. An event ends at a blank line (lines
+end in ``\\n``, ``\\r\\n`` or ``\\r``). Each byte is searched for a boundary
 once, however the events are cut into chunks, and one event may hold at most
 :data:`MAX_EVENT_BYTES`: a larger one raises :class:`EventTooLarge`.
-:class:`EventSizes` only watches that cap, for a stream passed on as it comes.
+:class:`EventSizes` only watches that cap, for a stream passed on as it comes;
+:func:`event_payloads` reads a whole stream already in memory. All three read
+an event's lines with one parser. :func:`sse_event` and :func:`json_event` write an
+event, :func:`encode_event` writes one read event again with other data.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -23,6 +34,9 @@ __all__ = [
     "SseEvent",
     "encode_event",
     "event_payloads",
+    "json_event",
+    "last_event_end",
+    "sse_event",
 ]
 
 #: The most bytes one server-sent event may hold (16 MiB). A model server's events are
@@ -31,12 +45,12 @@ __all__ = [
 #: of 1,000,000 characters (``MAX_REPLY_CHARS``, where agentkit's own harnesses cut a
 #: reply) is at most 12 MB as escaped JSON, so this leaves room for its ids and
 #: logprobs. A larger event is a broken or hostile server: the call fails as
-#: ``model_bad_response`` instead of the proxy holding and parsing it.
+#: ``model_bad_response`` instead of the reader holding and parsing it.
 MAX_EVENT_BYTES = 16 * 1024 * 1024
 
 _BOUNDARIES = (b"\r\n\r\n", b"\n\n", b"\r\r")
 _BOUNDARY = re.compile(rb"\r\n\r\n|\n\n|\r\r")
-_LINE = re.compile(rb"\r\n|\n|\r")
+_LINE = re.compile(r"\r\n|\n|\r")
 #: The longest boundary, less one: how far back a boundary cut by a chunk may start.
 _OVERLAP = 3
 
@@ -61,20 +75,22 @@ class SseEvent:
     name: str | None
     data: str | None
     #: Lines other than ``data:`` (``event:``, ``id:``, comments), kept when rewritten.
-    other: tuple[bytes, ...] = ()
+    other: tuple[str, ...] = ()
 
 
 class EventSplitter:
     """Cuts a byte stream into :class:`SseEvent` s; :meth:`tail` is what is left.
 
     ``limit``: the most bytes one event may hold (:data:`MAX_EVENT_BYTES`).
-    :attr:`searched` counts the bytes searched for boundaries, which is the
-    stream's length plus at most three bytes a chunk: the work is linear however
-    large one event is.
+    ``errors``: how bytes that are not UTF-8 are decoded (``"replace"``, or
+    ``"strict"``: :class:`UnicodeDecodeError`). :attr:`searched` counts the bytes
+    searched for boundaries, which is the stream's length plus at most three bytes
+    a chunk: the work is linear however large one event is.
     """
 
-    def __init__(self, limit: int = MAX_EVENT_BYTES) -> None:
+    def __init__(self, limit: int = MAX_EVENT_BYTES, *, errors: str = "replace") -> None:
         self.limit = limit
+        self.errors = errors
         #: Bytes searched for an event boundary so far.
         self.searched = 0
         self._buffer = bytearray()  # an event not yet ended: no boundary in it
@@ -94,12 +110,13 @@ class EventSplitter:
         out: list[SseEvent] = []
         begin = 0
         limit = self.limit
+        errors = self.errors
         for match in _BOUNDARY.finditer(data, start):
             end = match.end()
             if end - begin > limit:
                 raise EventTooLarge(end - begin, limit)
             raw = bytes(data[begin:end])
-            out.append(_parse(raw[: match.start() - begin], raw))
+            out.append(_event(raw[: match.start() - begin].decode("utf-8", errors), raw))
             begin = end
         rest = len(data) - begin
         if rest > limit:
@@ -119,7 +136,7 @@ class EventSplitter:
         rest, self._buffer = bytes(self._buffer), bytearray()
         if not rest.strip():
             return None
-        return _parse(rest, rest)
+        return _event(rest.decode("utf-8", self.errors), rest)
 
 
 class EventSizes:
@@ -136,12 +153,8 @@ class EventSizes:
     def feed(self, chunk: bytes) -> None:
         """Account for ``chunk``; raises :class:`EventTooLarge`."""
         window = self._edge + chunk
-        last = -1  # where the last event that ended in the window ends
-        for boundary in _BOUNDARIES:
-            at = window.rfind(boundary)
-            if at >= 0:
-                last = max(last, at + len(boundary))
-        if last >= 0:
+        last = last_event_end(window)
+        if last > 0:
             self._open = len(window) - last
         else:
             self._open += len(chunk)
@@ -150,29 +163,38 @@ class EventSizes:
             raise EventTooLarge(self._open, self.limit)
 
 
-def _parse(block: bytes, raw: bytes) -> SseEvent:
-    if block.startswith(b"data: ") and b"\n" not in block and b"\r" not in block:
-        return SseEvent(raw, None, block[6:].decode("utf-8", "replace"))  # the common event
+def last_event_end(stream: bytes) -> int:
+    """Where the last event that ends in ``stream`` ends (0: none does)."""
+    last = 0
+    for boundary in _BOUNDARIES:
+        at = stream.rfind(boundary)
+        if at >= 0:
+            last = max(last, at + len(boundary))
+    return last
+
+
+def _fields(block: str) -> tuple[str | None, str | None, tuple[str, ...]]:
+    """An event's ``event:`` name, its ``data:`` lines joined (None: none), and its other
+    lines: the one parser of an event's lines."""
+    if block.startswith("data: ") and "\n" not in block and "\r" not in block:
+        return None, block[6:], ()  # the common event: one data line
     name: str | None = None
     data: list[str] = []
-    other: list[bytes] = []
+    other: list[str] = []
     for line in _LINE.split(block):
-        if line.startswith(b"data:"):
-            value = line[5:]
-            data.append((value[1:] if value.startswith(b" ") else value).decode("utf-8", "replace"))
+        if line.startswith("data:"):
+            data.append(line[6:] if line.startswith("data: ") else line[5:])
             continue
-        if line.startswith(b"event:"):
-            value = line[6:]
-            name = (value[1:] if value.startswith(b" ") else value).decode("utf-8", "replace")
+        if line.startswith("event:"):
+            name = line[7:] if line.startswith("event: ") else line[6:]
         if line:
             other.append(line)
-    return SseEvent(raw, name, "\n".join(data) if data else None, tuple(other))
+    return name, "\n".join(data) if data else None, tuple(other)
 
 
-def encode_event(event: SseEvent, data: str) -> bytes:
-    """``event`` with its data replaced by ``data`` (its other lines kept)."""
-    lines = [*event.other, b"data: " + data.encode("utf-8")]
-    return b"\n".join(lines) + b"\n\n"
+def _event(block: str, raw: bytes) -> SseEvent:
+    name, data, other = _fields(block)
+    return SseEvent(raw, name, data, other)
 
 
 def event_payloads(stream: bytes) -> list[tuple[str | None, str]]:
@@ -183,18 +205,50 @@ def event_payloads(stream: bytes) -> list[tuple[str | None, str]]:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     out: list[tuple[str | None, str]] = []
     for block in text.split("\n\n"):
-        if not block:
-            continue
-        if block.startswith("data: ") and "\n" not in block:  # the common event: one line
-            out.append((None, block[6:]))
-            continue
-        name: str | None = None
-        data: list[str] = []
-        for line in block.split("\n"):
-            if line.startswith("data:"):
-                data.append(line[6:] if line.startswith("data: ") else line[5:])
-            elif line.startswith("event:"):
-                name = line[7:] if line.startswith("event: ") else line[6:]
-        if data:
-            out.append((name, "\n".join(data)))
+        if block.startswith("data: ") and "\n" not in block:
+            out.append((None, block[6:]))  # the common event, read here without a call
+        elif block:
+            name, data, _ = _fields(block)
+            if data is not None:
+                out.append((name, data))
     return out
+
+
+# -- writing ---------------------------------------------------------------------------
+
+
+def sse_event(data: str, name: str | None = None) -> bytes:
+    """One event: an ``event:`` line when ``name`` is given, then the text ``data`` on
+    its ``data:`` lines (one a line of the text)."""
+    return _frame(data, (f"event: {name}",) if name else ())
+
+
+def json_event(value: Any, name: str | None = None) -> bytes:
+    """One event whose data is ``value`` as compact JSON (:func:`sse_event`)."""
+    return _json_frame(value, (f"event: {name}",) if name else ())
+
+
+def encode_event(event: SseEvent, value: Any) -> bytes:
+    """``event`` written again with ``value`` as its data, in compact JSON (its other
+    lines, such as ``event:`` and ``id:``, kept)."""
+    return _json_frame(value, event.other)
+
+
+def _frame(data: str, head: Sequence[str]) -> bytes:
+    if "\n" in data or "\r" in data:
+        lines = [*head, *("data: " + line for line in _LINE.split(data))]
+    else:
+        lines = [*head, "data: " + data]
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def _json_frame(value: Any, head: Sequence[str]) -> bytes:
+    """``value`` as compact JSON in one ``data:`` line (JSON text holds no line break);
+    a text that holds a lone UTF-16 surrogate, which UTF-8 cannot carry, is written with
+    ``\\u`` escapes instead."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        return ("\n".join([*head, "data: " + text]) + "\n\n").encode()
+    except UnicodeEncodeError:
+        text = json.dumps(value, separators=(",", ":"))
+        return ("\n".join([*head, "data: " + text]) + "\n\n").encode()
