@@ -430,7 +430,7 @@ async def test_extra_body_headers_and_query_reach_the_endpoint(
 async def test_connection_pools_reuse_one_pool_sequentially_and_spread_concurrent_calls(
     model_server: ScriptedModelServer,
 ) -> None:
-    from agentkit._endpoint import EndpointError, ModelEndpoint
+    from agentkit.chat._endpoint import EndpointError, ModelEndpoint
 
     model_server.set_script({"default": {"content": "ok"}})
     endpoint = ModelEndpoint(model_server.base_url, max_connections=16, pools=4)
@@ -462,7 +462,7 @@ async def test_connection_pools_reuse_one_pool_sequentially_and_spread_concurren
 
 
 def test_pools_are_sized_from_the_run_concurrency() -> None:
-    from agentkit._endpoint import ModelEndpoint
+    from agentkit.chat._endpoint import ModelEndpoint
 
     assert ModelEndpoint("http://127.0.0.1:1/v1", max_connections=8)._count == 1
     many = ModelEndpoint("http://127.0.0.1:1/v1", max_connections=200)

@@ -38,7 +38,6 @@ See docs/chat-client.md.
 
 from __future__ import annotations
 
-from agentkit._endpoint import retry_after_seconds
 from agentkit.chat._client import (
     DEFAULT_BASE_URL,
     DEFAULT_CONNECTIONS,
@@ -47,6 +46,7 @@ from agentkit.chat._client import (
     ChatClient,
 )
 from agentkit.chat._connections import ConnectionCache
+from agentkit.chat._endpoint import retry_after_seconds
 from agentkit.chat._errors import ModelCallError
 from agentkit.chat._reasoning import REASONING_FIELDS, message_reasoning, with_reasoning
 from agentkit.chat._response import ChatResponse

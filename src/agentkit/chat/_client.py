@@ -10,10 +10,10 @@ from typing import Any
 import anyio
 
 from agentkit._context import RunContext, is_secret_header
-from agentkit._endpoint import EndpointError, ModelEndpoint
 from agentkit._proxy_settings import is_route_key
 from agentkit._redact import MARKER, register_secret
 from agentkit.chat._connections import ConnectionCache
+from agentkit.chat._endpoint import EndpointError, ModelEndpoint
 from agentkit.chat._errors import ModelCallError
 from agentkit.chat._request import RequestShape
 from agentkit.chat._response import Cap, ChatResponse, StreamReader, read_completion

@@ -7,7 +7,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from agentkit._endpoint import ModelEndpoint
+from agentkit.chat._endpoint import ModelEndpoint
 
 __all__ = ["ConnectionCache"]
 
@@ -48,7 +48,7 @@ class ConnectionCache(
     ) -> ModelEndpoint:
         """The pool for this endpoint on the running loop (opened when there is none).
 
-        Raises :class:`agentkit._endpoint.EndpointError` for a base URL that is
+        Raises :class:`agentkit.chat._endpoint.EndpointError` for a base URL that is
         not http(s).
         """
         loop = asyncio.get_running_loop()
