@@ -34,6 +34,7 @@ import orjson
 from agentkit._convert import structure
 from agentkit._errors import AgentkitError
 from agentkit._rundir import RunDirError
+from agentkit._tokens import int_list
 from agentkit._usage import Usage
 
 __all__ = [
@@ -301,17 +302,12 @@ def _rebuild(delta: dict[str, Any], done: dict[int, dict[str, Any]], where: str)
 
 
 def _ids(value: Any, where: str) -> list[int] | None:
-    # sum() is exact and fast in C for lists of ints: a float anywhere makes the
-    # total a float, a string or null raises TypeError; either is a malformed line
     if value is None:
         return None
-    if type(value) is list:
-        try:
-            if type(sum(value)) is int:
-                return value
-        except TypeError:
-            pass
-    raise RunDirError(f"{where}: expected a list of integer token ids or null")
+    ids = int_list(value)
+    if ids is None:
+        raise RunDirError(f"{where}: expected a list of integer token ids or null")
+    return ids
 
 
 def _floats(value: Any, where: str) -> list[float] | None:
@@ -389,10 +385,7 @@ def _fields(value: dict[str, Any], where: str) -> dict[str, Any]:
     else:
         value["prompt_token_ids"] = None
     completion = value.get("completion_token_ids")
-    try:
-        if completion is not None and type(sum(completion)) is not int:
-            raise TypeError
-    except TypeError:  # a float among the ids, a string or null anywhere
+    if completion is not None:
         _ids(completion, f"{where}.completion_token_ids")
     partial = value.get("partial_token_ids")
     if partial is not None:

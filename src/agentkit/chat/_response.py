@@ -17,10 +17,11 @@ import attrs
 
 from agentkit._errors import ValidationError
 from agentkit._limits import json_type
+from agentkit._tokens import ChatTokens, ChoiceTokens
 from agentkit._usage import Usage
 from agentkit.chat._errors import ModelCallError
 from agentkit.chat._reasoning import message_reasoning
-from agentkit.chat._tokens import completion_ids_gap, response_gap, response_tokens
+from agentkit.chat._tokens import completion_tokens
 
 __all__ = ["ChatResponse", "StreamReader", "read_completion"]
 
@@ -109,6 +110,10 @@ def usage_of(usage: Any) -> Usage:
         raise bad(f"the model response is malformed: {exc}") from None
 
 
+def _copy(ids: list[int] | None) -> list[int] | None:
+    return None if ids is None else list(ids)
+
+
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -134,7 +139,8 @@ def read_completion(data: Any, cap: Cap) -> dict[str, Any]:
     if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
         raise bad("the model response has no choices")
     choice: dict[str, Any] = choices[0]
-    prompt_ids, token_ids, logprobs = response_tokens(data)
+    tokens = completion_tokens(data)
+    first = tokens.first()
     raw = choice.get("message")
     if not isinstance(raw, dict):
         raise bad("the model response has no message")
@@ -156,10 +162,10 @@ def read_completion(data: Any, cap: Cap) -> dict[str, Any]:
         "id": _str_or_none(data.get("id")),
         "usage": usage_of(data.get("usage")),
         "reasoning": _str_or_none(reasoning),
-        "prompt_token_ids": prompt_ids,
-        "token_ids": token_ids,
-        "logprobs": logprobs,
-        "token_gap": response_gap(data, token_ids),
+        "prompt_token_ids": _copy(tokens.prompt_ids),
+        "token_ids": None if first is None else _copy(first.token_ids),
+        "logprobs": None if first is None else first.logprobs,
+        "token_gap": None if first is None else tokens.gap(first),
         "cuts": cap.cuts,
         "body": data,
     }
@@ -182,11 +188,7 @@ class StreamReader:
         self.id: str | None = None
         self.model: Any = None
         self.seen = False
-        self.prompt_ids: list[int] | None = None
-        self.token_ids: list[int] = []
-        self.logprobs: list[float] = []
-        self.logprob_entries: list[Any] | None = None  # every chunk's logprobs.content
-        self.choices: set[Any] = set()
+        self.tokens = ChatTokens(ChoiceTokens)
 
     def add(self, chunk: dict[str, Any]) -> None:
         """One chunk (a parsed ``data:`` payload)."""
@@ -196,18 +198,9 @@ class StreamReader:
         if chunk.get("usage") is not None:
             self.usage = usage_of(chunk["usage"])
             self.raw_usage = chunk["usage"]
-        if isinstance(chunk.get("prompt_token_ids"), list):
-            self.prompt_ids = chunk["prompt_token_ids"]
+        self.tokens.chunk(chunk)
         for choice in _typed(chunk.get("choices"), list, "a stream chunk's choices") or ():
             choice = _typed(choice, dict, "a stream chunk's choice")
-            _, ids, lps = response_tokens({"choices": [choice]})
-            self.token_ids += ids or []
-            self.logprobs += lps or []
-            self.choices.add(choice.get("index", 0))
-            block = choice.get("logprobs")
-            entries = block.get("content") if isinstance(block, dict) else None
-            if isinstance(entries, list):
-                self.logprob_entries = (self.logprob_entries or []) + entries
             delta = _typed(choice.get("delta"), dict, "a stream chunk's delta") or {}
             content = _typed(delta.get("content"), str, "a stream chunk's content")
             if content:
@@ -261,9 +254,11 @@ class StreamReader:
             message["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
         elif message["content"] is None:
             message["content"] = ""
-        ids = self.token_ids
-        token_ids = ids if self.prompt_ids is not None or ids else None
-        logprobs = self.logprobs if len(self.logprobs) == len(ids) and self.logprobs else None
+        tokens = self.tokens
+        first = tokens.first()
+        prompt_ids = tokens.prompt_ids
+        token_ids = None if first is None else first.token_ids
+        logprobs = None if first is None else first.sampled_logprobs()
         choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": self.finish}
         if reasoning is not None:
             choice["message"] = {**message, self.reasoning_field: reasoning}
@@ -276,25 +271,18 @@ class StreamReader:
             "choices": [choice],
             "usage": self.raw_usage,
         }
-        if self.prompt_ids is not None:
-            body["prompt_token_ids"] = self.prompt_ids
-        gap = None
-        if token_ids is not None:
-            usage = self.raw_usage if isinstance(self.raw_usage, dict) else {}
-            counted = usage.get("completion_tokens") if len(self.choices) == 1 else None
-            gap = completion_ids_gap(
-                token_ids, completion_tokens=counted, logprobs=self.logprob_entries
-            )
+        if prompt_ids is not None:
+            body["prompt_token_ids"] = prompt_ids
         return {
             "message": message,
             "finish_reason": self.finish,
             "id": self.id,
             "usage": self.usage,
             "reasoning": reasoning,
-            "prompt_token_ids": self.prompt_ids,
+            "prompt_token_ids": prompt_ids,
             "token_ids": token_ids,
             "logprobs": logprobs,
-            "token_gap": gap,
+            "token_gap": None if first is None else tokens.gap(first),
             "cuts": cap.cuts,
             "body": body,
         }

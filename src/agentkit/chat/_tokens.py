@@ -18,117 +18,47 @@ the fields :mod:`agentkit.training` reads from ``HarnessResult.raw``:
 This needs each prompt to extend the previous prompt and response, as chat
 templates do. When one does not (a template that rewrites earlier turns), or
 some responses carried no token ids, or ids that are not all of the
-completion's (:func:`completion_ids_gap`), nothing is recorded but
+completion's (:func:`~agentkit.chat.completion_ids_gap`), nothing is recorded but
 ``token_ids_note`` saying why.
 
-**Gaps.** A server can return fewer completion ids than it sampled: vLLM's
-tool parsers dropped whole streamed chunks, ids and all, before late 2025
-(vllm-project/vllm#29074). :func:`completion_ids_gap` holds a completion's
-ids against what else the answer says about them: ``usage.completion_tokens``
-(the tokens the server sampled, for one choice), the number of
-``logprobs.content`` entries (one per sampled token), and the ids those
-entries name when their ``token`` is vLLM's ``token_id:N`` (a request with
-``return_tokens_as_token_ids``). Ids that disagree are not exact, and are
-never taken as if they were.
+The token fields are read, and a completion's ids held against its usage and
+logprobs (:func:`~agentkit.chat.completion_ids_gap`), by :mod:`agentkit._tokens`, as the
+model proxy reads them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["TokenTrace", "completion_ids_gap", "response_gap", "response_tokens"]
+from agentkit._tokens import ChatTokens, ChoiceTokens
+
+__all__ = ["TokenTrace", "completion_tokens", "response_tokens"]
 
 
-def _ints(value: Any) -> list[int] | None:
-    if isinstance(value, list) and all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    ):
-        return list(value)
-    return None
+def completion_tokens(data: Mapping[str, Any]) -> ChatTokens[ChoiceTokens]:
+    """The token fields of a whole chat completion body (vLLM's or SGLang's names)."""
+    tokens = ChatTokens(ChoiceTokens)
+    if isinstance(data, dict):
+        tokens.whole(data)
+    return tokens
 
 
 def response_tokens(
     data: Mapping[str, Any],
 ) -> tuple[list[int] | None, list[int] | None, list[float] | None]:
-    """``(prompt_token_ids, token_ids, logprobs)`` of a chat completion body (vLLM's fields)."""
-    choices = data.get("choices")
-    choice = choices[0] if isinstance(choices, list) and choices else {}
-    choice = choice if isinstance(choice, Mapping) else {}
-    logprobs: list[float] | None = None
-    block = choice.get("logprobs")
-    content = block.get("content") if isinstance(block, Mapping) else None
-    if isinstance(content, list):
-        values = [
-            float(v)
-            for c in content
-            if isinstance(c, Mapping)
-            and isinstance(v := c.get("logprob"), (int, float))
-            and not isinstance(v, bool)
-        ]
-        if len(values) == len(content):
-            logprobs = values
-    return _ints(data.get("prompt_token_ids")), _ints(choice.get("token_ids")), logprobs
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def completion_ids_gap(
-    ids: Sequence[int], *, completion_tokens: Any = None, logprobs: Sequence[Any] | None = None
-) -> str | None:
-    """Why ``ids`` are not all of a completion's token ids, or None when nothing the
-    answer says disagrees with them.
-
-    ``completion_tokens``: the answer's ``usage.completion_tokens`` (its one choice's;
-    anything but a whole number is not compared); ``logprobs``: its
-    ``logprobs.content`` entries, one per sampled token (None: it had none).
-    """
-    n = len(ids)
-    counted = _count(completion_tokens)
-    if counted is not None and counted != n:
-        return (
-            f"the completion's token ids are not all there: {n} ids, but "
-            f"usage.completion_tokens is {counted} (the server lost some, as vLLM's "
-            "tool parsers did with streamed chunks)"
-        )
-    if logprobs is None:
-        return None
-    if len(logprobs) != n:
-        return (
-            f"the completion's token ids are not all there: {n} ids, but "
-            f"{len(logprobs)} logprobs (one per sampled token)"
-        )
-    named = [e.get("token") if isinstance(e, Mapping) else None for e in logprobs]
-    if named and all(isinstance(t, str) and t.startswith("token_id:") for t in named):
-        try:
-            by_name = [int(str(t)[len("token_id:") :]) for t in named]
-        except ValueError:
-            return None
-        if by_name != list(ids):
-            first = next(i for i, (a, b) in enumerate(zip(by_name, ids, strict=True)) if a != b)
-            return (
-                f"the completion's token ids are not the sampled ones: id {first} is "
-                f"{ids[first]}, but its logprob names token_id:{by_name[first]}"
-            )
-    return None
-
-
-def response_gap(data: Mapping[str, Any], ids: list[int] | None) -> str | None:
-    """:func:`completion_ids_gap` of a chat completion body's first choice."""
-    if ids is None:
-        return None
-    choices = data.get("choices")
-    usage = data.get("usage")
-    counted = usage.get("completion_tokens") if isinstance(usage, Mapping) else None
-    if not isinstance(choices, list) or len(choices) != 1:
-        counted = None  # the usage counts every choice's tokens
-    choice = choices[0] if isinstance(choices, list) and choices else {}
-    block = choice.get("logprobs") if isinstance(choice, Mapping) else None
-    content = block.get("content") if isinstance(block, Mapping) else None
-    return completion_ids_gap(
-        ids, completion_tokens=counted, logprobs=content if isinstance(content, list) else None
+    """``(prompt_token_ids, token_ids, logprobs)`` of a chat completion body: its
+    prompt's ids, its first choice's ids and their logprobs (vLLM's fields, or SGLang's
+    ``prompt_token_ids`` and ``response_token_ids`` on the choice), each a new list."""
+    tokens = completion_tokens(data)
+    first = tokens.first()
+    prompt = tokens.prompt_ids
+    ids = first.token_ids if first is not None else None
+    logprobs = first.logprobs if first is not None else None
+    return (
+        None if prompt is None else list(prompt),
+        None if ids is None else list(ids),
+        logprobs,
     )
 
 
@@ -157,9 +87,13 @@ class TokenTrace:
 
     def add_response(self, data: Mapping[str, Any]) -> None:
         """One model call, read from its chat completion body (its ids held against
-        its usage and logprobs: :func:`completion_ids_gap`)."""
-        prompt, ids, logprobs = response_tokens(data)
-        self.add(prompt, ids, logprobs, gap=response_gap(data, ids))
+        its usage and logprobs: :func:`~agentkit.chat.completion_ids_gap`)."""
+        tokens = completion_tokens(data)
+        first = tokens.first()
+        if first is None:
+            self.add(tokens.prompt_ids, None, None)
+        else:
+            self.add(tokens.prompt_ids, first.token_ids, first.logprobs, gap=tokens.gap(first))
 
     def to_raw(self) -> dict[str, Any]:
         """The fields for ``HarnessResult.raw`` (empty when no response had token ids)."""

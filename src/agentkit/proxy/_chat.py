@@ -14,7 +14,7 @@ Recorded: the completion (streamed: assembled from the chunks), its usage
 and finish reason, ``prompt_token_ids`` and the first choice's ``token_ids``
 and sampled logprobs (``logprobs.content[].logprob``). Ids that are not all
 the completion's (fewer than ``usage.completion_tokens``, or than the
-logprobs: :func:`agentkit.chat.completion_ids_gap`) are not recorded: the
+logprobs: :func:`agentkit._tokens.completion_ids_gap`) are not recorded: the
 call's ``token_note`` says what differs.
 
 SGLang (its ``/v1/models`` says ``owned_by: sglang``, :data:`ENGINE` in the
@@ -32,8 +32,8 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from agentkit._calls import Protocol
-from agentkit.chat._tokens import completion_ids_gap
-from agentkit.proxy._wire import Recorded, Wire, float_list, int_list, openai_usage
+from agentkit._tokens import ChatTokens, ChoiceTokens
+from agentkit.proxy._wire import Recorded, Wire, openai_usage
 
 __all__ = ["ENGINE", "ChatWire"]
 
@@ -41,29 +41,18 @@ __all__ = ["ENGINE", "ChatWire"]
 ENGINE = "engine"
 
 
-class _Choice:
-    """One choice of a stream, assembled from its deltas."""
+class _Choice(ChoiceTokens):
+    """One choice: its token fields (:class:`~agentkit._tokens.ChoiceTokens`) and, of a
+    stream, its message assembled from the deltas."""
 
-    __slots__ = (
-        "broken",
-        "content",
-        "entries",
-        "finish",
-        "logprobs",
-        "reasoning",
-        "token_ids",
-        "tools",
-    )
+    __slots__ = ("content", "finish", "reasoning", "tools")
 
     def __init__(self) -> None:
+        super().__init__()
         self.content: list[str] = []
         self.reasoning: list[str] = []
         self.tools: dict[int, dict[str, Any]] = {}
         self.finish: str | None = None
-        self.token_ids: list[int] | None = None
-        self.logprobs: list[float] | None = None
-        self.broken = False  # a chunk's logprobs could not be read: none are recorded
-        self.entries: list[Any] | None = None  # the logprobs.content entries, one per token
 
     def message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None}
@@ -107,9 +96,7 @@ class ChatWire(Wire):
         self._strip_logprobs = False
         self._strip_usage = False
         self._top: dict[str, Any] = {}
-        self._choices: dict[int, _Choice] = {}
-        self._prompt_ids: list[int] | None = None
-        self._usage: Any = None
+        self._tokens = ChatTokens(_Choice)
         self._whole: Any = None
         super().__init__(request, settings, memory)
 
@@ -148,28 +135,17 @@ class ChatWire(Wire):
         if not isinstance(data, dict):
             self._whole = data
             return data
-        self._prompt_ids = int_list(data.get("prompt_token_ids"))
-        self._usage = data.get("usage")
+        tokens = self._tokens
+        tokens.whole(data)
         choices = data.get("choices")
         if isinstance(choices, list):
             for position, choice in enumerate(choices):
                 if not isinstance(choice, dict):
                     continue
-                index = choice.get("index", position)
-                state = self._choices.setdefault(
-                    index if type(index) is int else position, _Choice()
-                )
-                state.token_ids = int_list(choice.get("token_ids"))
-                if state.token_ids is None:  # SGLang's names, on the choice
-                    state.token_ids = int_list(choice.get("response_token_ids"))
-                    if self._prompt_ids is None:
-                        self._prompt_ids = int_list(choice.get("prompt_token_ids"))
-                block = choice.get("logprobs")
-                entries = block.get("content") if isinstance(block, dict) else None
-                state.logprobs = float_list(entries)
-                state.entries = entries if isinstance(entries, list) else None
                 if isinstance(choice.get("finish_reason"), str):
-                    state.finish = choice["finish_reason"]
+                    tokens.choice(tokens.index_of(choice, position)).finish = choice[
+                        "finish_reason"
+                    ]
                 self._strip_choice(choice)
         if self._strip_ids:
             data.pop("prompt_token_ids", None)
@@ -192,26 +168,11 @@ class ChatWire(Wire):
             for key in ("id", "model", "created", "system_fingerprint"):
                 if key in data and key not in self._top:
                     self._top[key] = data[key]
-        if "prompt_token_ids" in data:
-            ids = int_list(data["prompt_token_ids"])
-            if ids is not None:
-                self._prompt_ids = ids
-        if data.get("usage") is not None:
-            self._usage = data["usage"]
-        sglext = data.get("sglext")
-        if isinstance(sglext, dict):  # SGLang's ids, once, after the choices' chunks
-            ids = int_list(sglext.get("input_ids"))
-            if ids is not None:
-                self._prompt_ids = ids
-            outputs = sglext.get("output_ids")
-            if isinstance(outputs, list):
-                for index, output in enumerate(outputs):
-                    state = self._choices.setdefault(index, _Choice())
-                    state.token_ids = int_list(output)
-            if self._strip_ids:
-                del data["sglext"]
-                if data.get("choices") == [] and data.get("usage") is None:
-                    return None  # the ids chunk the agent did not ask for
+        self._tokens.chunk(data)  # before the fields the agent did not ask for go
+        if self._strip_ids and isinstance(data.get("sglext"), dict):
+            del data["sglext"]
+            if data.get("choices") == [] and data.get("usage") is None:
+                return None  # the ids chunk the agent did not ask for
         choices = data.get("choices")
         if isinstance(choices, list):
             for position, choice in enumerate(choices):
@@ -228,12 +189,8 @@ class ChatWire(Wire):
         return data
 
     def _feed_choice(self, position: int, choice: dict[str, Any]) -> None:
-        index = choice.get("index", position)
-        if type(index) is not int:
-            index = position
-        state = self._choices.get(index)
-        if state is None:
-            state = self._choices[index] = _Choice()
+        """A chunk's choice's message part and finish reason (its tokens are read)."""
+        state = self._tokens.choice(self._tokens.index_of(choice, position))
         delta = choice.get("delta")
         if isinstance(delta, dict):
             content = delta.get("content")
@@ -248,62 +205,40 @@ class ChatWire(Wire):
             if isinstance(tools, list):
                 for part in tools:
                     state.add_tool_part(part)
-        if "token_ids" in choice:
-            ids = int_list(choice["token_ids"])
-            if ids is not None:
-                state.token_ids = (state.token_ids or []) + ids
-        block = choice.get("logprobs")
-        if isinstance(block, dict):
-            entries = block.get("content")
-            if isinstance(entries, list):
-                state.entries = (state.entries or []) + entries
-            values = float_list(entries)
-            if values is None:
-                state.broken = True
-            else:
-                state.logprobs = (state.logprobs or []) + values
         finish = choice.get("finish_reason")
         if finish.__class__ is str:
             state.finish = finish
 
     # -- the record ----------------------------------------------------------------
-    def _gap(self, choice: _Choice, ids: list[int]) -> str | None:
-        """Why ``choice``'s ids are not all its completion's (its usage counts one choice)."""
-        usage = self._usage if isinstance(self._usage, dict) else {}
-        counted = usage.get("completion_tokens") if len(self._choices) == 1 else None
-        return completion_ids_gap(ids, completion_tokens=counted, logprobs=choice.entries)
-
     def recorded(self) -> Recorded:
-        first = self._choices.get(min(self._choices)) if self._choices else None
+        tokens = self._tokens
+        first = tokens.first()
         if self.stream and self._whole is None:
             response: Any = {
                 **self._top,
                 "object": "chat.completion",
                 "choices": [
                     {"index": i, "message": c.message(), "finish_reason": c.finish}
-                    for i, c in sorted(self._choices.items())
+                    for i, c in sorted(tokens.choices.items())
                 ],
-                "usage": self._usage,
+                "usage": tokens.usage,
             }
         else:
             response = self._whole
         out = Recorded(
             response=response,
-            usage=openai_usage(self._usage),
+            usage=openai_usage(tokens.usage),
             finish_reason=None if first is None else first.finish,
-            prompt_token_ids=self._prompt_ids,
+            prompt_token_ids=tokens.prompt_ids,
         )
-        if first is not None and (self._prompt_ids is not None or first.token_ids):
-            ids = first.token_ids
-            gap = None if ids is None else self._gap(first, ids)
+        if first is not None and (tokens.prompt_ids is not None or first.token_ids):
+            gap = tokens.gap(first)
             if gap is not None:  # not all the completion's ids: none are taken for them
                 out.token_note = gap
                 return out
-            out.completion_token_ids = ids
-            logprobs = None if first.broken else first.logprobs
-            if logprobs is not None and ids is not None and len(logprobs) == len(ids):
-                out.completion_logprobs = logprobs
+            out.completion_token_ids = first.token_ids
+            out.completion_logprobs = first.sampled_logprobs()
         out.token_note = self.token_note(out)
-        if out.token_note is None and len(self._choices) > 1:
-            out.token_note = f"{len(self._choices)} choices: the first one's tokens are recorded"
+        if out.token_note is None and len(tokens.choices) > 1:
+            out.token_note = f"{len(tokens.choices)} choices: the first one's tokens are recorded"
         return out

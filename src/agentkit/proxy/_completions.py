@@ -7,7 +7,7 @@ logprob only); the answer loses each choice's ``prompt_token_ids``,
 (streamed: the chunks' text joined), usage, finish reason, and the first
 choice's ``prompt_token_ids``, ``token_ids`` and ``logprobs.token_logprobs``;
 ids that are not all the completion's (fewer than ``usage.completion_tokens``
-or than the logprobs: :func:`agentkit.chat.completion_ids_gap`) are not
+or than the logprobs: :func:`agentkit._tokens.completion_ids_gap`) are not
 recorded, and the ``token_note`` says what differs.
 """
 
@@ -16,18 +16,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from agentkit._calls import Protocol
-from agentkit.chat._tokens import completion_ids_gap
-from agentkit.proxy._wire import Recorded, Wire, int_list, openai_usage
+from agentkit._tokens import completion_ids_gap, int_list, numbers
+from agentkit.proxy._wire import Recorded, Wire, openai_usage
 
 __all__ = ["CompletionsWire"]
-
-
-def _numbers(value: Any) -> list[float] | None:
-    if isinstance(value, list) and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
-    ):
-        return [float(v) for v in value]
-    return None
 
 
 class CompletionsWire(Wire):
@@ -98,7 +90,7 @@ class CompletionsWire(Wire):
                         {"token": names[i] if i < len(names) else None} for i in range(len(counted))
                     ]
                     self._entries = (self._entries or []) + entries
-                values = _numbers(counted)
+                values = numbers(counted)
                 if values is None:
                     self._broken = True
                 else:

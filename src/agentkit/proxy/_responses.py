@@ -24,8 +24,9 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from agentkit._calls import Protocol
+from agentkit._tokens import int_list
 from agentkit._usage import Usage
-from agentkit.proxy._wire import Recorded, Wire, int_list
+from agentkit.proxy._wire import Recorded, Wire
 
 __all__ = ["ResponsesWire"]
 

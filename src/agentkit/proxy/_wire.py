@@ -35,8 +35,6 @@ __all__ = [
     "WIRES",
     "Recorded",
     "Wire",
-    "float_list",
-    "int_list",
     "openai_usage",
     "register_translation",
     "register_wire",
@@ -55,26 +53,6 @@ class Recorded:
     completion_token_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None
     token_note: str | None = None
-
-
-def int_list(value: Any) -> list[int] | None:
-    """``value`` when it is a list of integers (token ids), else None."""
-    if isinstance(value, list) and all(type(v) is int for v in value):
-        return value
-    return None
-
-
-def float_list(entries: Any, key: str = "logprob") -> list[float] | None:
-    """The ``key`` of every entry of a list of objects, when each has a number there."""
-    if not isinstance(entries, list):
-        return None
-    out: list[float] = []
-    for entry in entries:
-        value = entry.get(key) if isinstance(entry, dict) else None
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
-            return None
-        out.append(float(value))
-    return out
 
 
 def openai_usage(value: Any) -> Usage | None:
