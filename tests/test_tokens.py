@@ -1,6 +1,7 @@
 """One definition of a call's token ids (agentkit._tokens), shared by the chat client, the
 model proxy and the training exports: the same list-of-ids check everywhere, the same
-reading of a server's token fields (vLLM's and SGLang's names)."""
+reading of a server's token fields (vLLM's and SGLang's names), the same stitching of
+calls into a sequence."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from typing import Any
 
 import pytest
 from _calls_runs import worked_example, write_calls
+from hypothesis import given
+from hypothesis import strategies as st
 
+from agentkit._calls import ModelCall
 from agentkit._tokens import int_list
-from agentkit.chat import ChatClient, response_tokens
+from agentkit.chat import ChatClient, TokenTrace, response_tokens
 from agentkit.proxy import ProxySettings, shared_proxy
 from agentkit.testing.model_server import ScriptedModelServer
-from agentkit.training import ExportError
+from agentkit.training import ExportError, sequences_of
 
 pytestmark = pytest.mark.anyio
 
@@ -83,3 +87,56 @@ async def test_the_chat_client_reads_sglangs_ids_as_the_proxy_records_them() -> 
         [_, again] = [r.sent for r in server.model_requests]
         assert call.prompt_token_ids == again["prompt_token_ids"] == sent["prompt_token_ids"]
         assert call.completion_token_ids == again["completion_token_ids"] == response.token_ids
+
+
+TURN = st.tuples(
+    st.lists(st.integers(0, 50), max_size=5),  # what the prompt adds (a tool result)
+    st.lists(st.integers(0, 50), max_size=5),  # the sampled tokens
+    st.booleans(),  # whether the server sent their logprobs
+    st.booleans(),  # whether the next prompt rewrites an earlier token (a prefix break)
+)
+
+
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=5), st.lists(TURN, max_size=6))
+def test_a_harness_trace_and_training_export_stitch_the_same_sequence(
+    first: list[int], turns: list[tuple[list[int], list[int], bool, bool]]
+) -> None:
+    """The same calls give the same sequence whether a harness's TokenTrace stitches them
+    (HarnessResult.raw) or training export does (a recorded rollout's calls): one
+    definition of a token sequence. A prompt that does not extend the last one is a note
+    in the trace and a new sequence in the export."""
+    trace = TokenTrace()
+    calls: list[ModelCall] = []
+    prompt = list(first)
+    broke = False
+    for index, (added, sampled, with_logprobs, rewrite) in enumerate(turns):
+        logprobs = [-0.5] * len(sampled) if with_logprobs else None
+        trace.add(list(prompt), list(sampled), logprobs)
+        calls.append(
+            ModelCall(
+                rollout_id="r",
+                index=index,
+                protocol="chat",
+                prompt_token_ids=list(prompt),
+                completion_token_ids=list(sampled),
+                completion_logprobs=logprobs,
+                token_source="server",
+            )
+        )
+        seen = prompt + sampled
+        prompt = seen + added
+        if rewrite and index + 1 < len(turns):  # the next prompt rewrites an earlier token
+            prompt[len(seen) - 1] = 99  # no token the strategies draw
+            broke = True
+    raw = trace.to_raw()
+    sequences = sequences_of(calls).sequences
+    if not calls:
+        assert raw == {} and sequences == ()
+    elif broke:
+        assert "does not extend" in raw["token_ids_note"] and len(sequences) > 1
+    else:
+        [sequence] = sequences
+        assert raw["prompt_token_ids"] == sequence.prompt_token_ids
+        assert raw["completion_token_ids"] == sequence.completion_token_ids
+        assert raw["completion_mask"] == sequence.completion_mask
+        assert raw.get("completion_logprobs") == sequence.completion_logprobs

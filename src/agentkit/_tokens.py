@@ -1,4 +1,4 @@
-"""Token ids of model calls: the server's token fields.
+"""Token ids of model calls: the server's token fields, and the sequences calls stitch into.
 
 One definition, below the chat client, the model proxy and the training
 exports, which all use it:
@@ -10,7 +10,13 @@ exports, which all use it:
   SGLang's (a whole completion's choice's ``prompt_token_ids`` and
   ``response_token_ids``; a stream's ``sglext`` with ``input_ids`` and
   ``output_ids``);
-- :func:`completion_ids_gap`: whether a completion's ids are all of it.
+- :func:`completion_ids_gap`: whether a completion's ids are all of it;
+- :class:`SequenceBuilder`: one token sequence, built call by call: a prompt,
+  then each call's new prompt tokens (the observation, the chat template's
+  markers: mask 0, logprob 0.0) and its sampled tokens (mask 1, their
+  logprobs). :class:`~agentkit.chat.TokenTrace` (a harness's calls, into
+  ``HarnessResult.raw``) and training export (a recorded rollout's calls) both
+  build theirs with it.
 
 **Gaps.** A server can return fewer completion ids than it sampled: vLLM's
 tool parsers dropped whole streamed chunks, ids and all, before late 2025
@@ -32,6 +38,7 @@ from typing import Any, Generic, TypeVar
 __all__ = [
     "ChatTokens",
     "ChoiceTokens",
+    "SequenceBuilder",
     "completion_ids_gap",
     "int_list",
     "logprob_values",
@@ -254,3 +261,59 @@ class ChatTokens(Generic[C]):
         return completion_ids_gap(
             choice.token_ids, completion_tokens=counted, logprobs=choice.entries
         )
+
+
+# -- one token sequence ----------------------------------------------------------------
+
+
+class SequenceBuilder:
+    """One token sequence being built: a prompt, then what each call adds.
+
+    Each call's prompt must extend the tokens so far (:meth:`extends`); what it
+    adds (the observation, the chat template's markers) joins the completion
+    with mask 0 and logprob 0.0, then its sampled tokens with mask 1 and their
+    logprobs. ``logprobs`` becomes None for good once a call has none for each
+    of its sampled tokens. ``full`` is the prompt and the completion so far.
+    """
+
+    __slots__ = ("full", "logprobs", "mask", "prompt_len")
+
+    def __init__(self, prompt: list[int]) -> None:
+        self.full: list[int] = list(prompt)
+        self.prompt_len = len(prompt)
+        self.mask: list[int] = []
+        self.logprobs: list[float] | None = []
+
+    def extends(self, prompt: list[int]) -> bool:
+        """Whether ``prompt`` starts with every token so far."""
+        n = len(self.full)
+        return len(prompt) >= n and prompt[:n] == self.full
+
+    def add(self, prompt: list[int], completion: list[int], logprobs: list[float] | None) -> int:
+        """One call (its prompt extends the tokens so far): what its prompt adds, then
+        its ``completion``; returns where its prompt ends in :attr:`full`."""
+        full = self.full
+        added = len(prompt) - len(full)
+        if added > 0:
+            full.extend(prompt[len(full) :])
+            self.mask.extend([0] * added)
+            if self.logprobs is not None:
+                self.logprobs.extend([0.0] * added)
+        end = len(full)
+        full.extend(completion)
+        self.mask.extend([1] * len(completion))
+        if self.logprobs is not None and logprobs is not None and len(logprobs) == len(completion):
+            self.logprobs.extend(logprobs)
+        else:
+            self.logprobs = None
+        return end
+
+    @property
+    def prompt(self) -> list[int]:
+        """The first call's prompt."""
+        return self.full[: self.prompt_len]
+
+    @property
+    def completion(self) -> list[int]:
+        """Everything after the prompt."""
+        return self.full[self.prompt_len :]

@@ -21,9 +21,11 @@ some responses carried no token ids, or ids that are not all of the
 completion's (:func:`~agentkit.chat.completion_ids_gap`), nothing is recorded but
 ``token_ids_note`` saying why.
 
-The token fields are read, and a completion's ids held against its usage and
-logprobs (:func:`~agentkit.chat.completion_ids_gap`), by :mod:`agentkit._tokens`, as the
-model proxy reads them.
+The token fields are read, a completion's ids held against its usage and
+logprobs (:func:`~agentkit.chat.completion_ids_gap`), and the calls stitched
+into one sequence (``SequenceBuilder``) by :mod:`agentkit._tokens`, as the
+model proxy reads them and training export stitches a recorded rollout's
+calls.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentkit._tokens import ChatTokens, ChoiceTokens
+from agentkit._tokens import ChatTokens, ChoiceTokens, SequenceBuilder
 
 __all__ = ["TokenTrace", "completion_tokens", "response_tokens"]
 
@@ -110,30 +112,20 @@ class TokenTrace:
                     "completion token ids: no token-level data"
                 }
         first_prompt = self._turns[0][0] or []
-        ids: list[int] = []
-        mask: list[int] = []
-        logprobs: list[float] | None = []
-        seen = list(first_prompt)
+        sequence = SequenceBuilder(first_prompt)
         for index, (prompt, completion, lps) in enumerate(self._turns):
             assert prompt is not None and completion is not None
-            if prompt[: len(seen)] != seen:
+            if not sequence.extends(prompt):
                 return {
                     "token_ids_note": f"the prompt of model call {index + 1} does not extend "
                     "the previous prompt and response: no token-level data"
                 }
-            added = prompt[len(seen) :]  # what the prompt adds: observation, markers
-            ids += added + completion
-            mask += [0] * len(added) + [1] * len(completion)
-            if logprobs is not None and lps is not None and len(lps) == len(completion):
-                logprobs += [0.0] * len(added) + lps
-            else:
-                logprobs = None
-            seen = prompt + completion
+            sequence.add(prompt, completion, lps)
         raw: dict[str, Any] = {
-            "prompt_token_ids": list(first_prompt),
-            "completion_token_ids": ids,
-            "completion_mask": mask,
+            "prompt_token_ids": sequence.prompt,
+            "completion_token_ids": sequence.completion,
+            "completion_mask": sequence.mask,
         }
-        if logprobs is not None:
-            raw["completion_logprobs"] = logprobs
+        if sequence.logprobs is not None:
+            raw["completion_logprobs"] = sequence.logprobs
         return raw

@@ -42,6 +42,7 @@ from typing import Literal
 import attrs
 
 from agentkit._calls import ModelCall, TokenSource
+from agentkit._tokens import SequenceBuilder
 
 __all__ = ["CallGap", "RolloutTokens", "SequenceStart", "TokenSequence", "sequences_of"]
 
@@ -108,57 +109,28 @@ class RolloutTokens:
         return f"incomplete ({counts}): {len(self.gaps)} calls not trained ({gaps})"
 
 
-class _Builder:
-    """A sequence being built: its tokens so far (prompt + completion) and masks."""
+class _Builder(SequenceBuilder):
+    """A sequence being built (:class:`~agentkit._tokens.SequenceBuilder`: its tokens so
+    far, prompt + completion, and masks), with the calls merged into it."""
 
-    __slots__ = (
-        "calls",
-        "ends",
-        "full",
-        "logprobs",
-        "mask",
-        "prompt_len",
-        "source",
-        "start",
-        "stop",
-    )
+    __slots__ = ("calls", "ends", "source", "start", "stop")
 
     def __init__(self, call: ModelCall, start: SequenceStart) -> None:
-        prompt = call.prompt_token_ids or []
+        super().__init__(call.prompt_token_ids or [])
         self.start = start
-        self.prompt_len = len(prompt)
-        self.full: list[int] = list(prompt)
-        self.mask: list[int] = []
-        self.logprobs: list[float] | None = []
         self.calls: list[int] = []
         self.ends: list[tuple[int, int]] = []  # (call, where its prompt ends in full)
         self.source: TokenSource = "server"
         self.stop: str | None = None
-        self._add(call)
-
-    def extends(self, prompt: list[int]) -> bool:
-        n = len(self.full)
-        return len(prompt) >= n and prompt[:n] == self.full
+        self.merge(call)
 
     def merge(self, call: ModelCall) -> None:
-        prompt = call.prompt_token_ids or []
-        gap = len(prompt) - len(self.full)
-        self.full.extend(prompt[len(self.full) :])
-        self.mask.extend([0] * gap)
-        if self.logprobs is not None:
-            self.logprobs.extend([0.0] * gap)
-        self._add(call)
-
-    def _add(self, call: ModelCall) -> None:
-        completion = call.completion_token_ids or []
-        self.ends.append((call.index, len(self.full)))
-        self.full.extend(completion)
-        self.mask.extend([1] * len(completion))
-        lps = call.completion_logprobs
-        if self.logprobs is not None and lps is not None and len(lps) == len(completion):
-            self.logprobs.extend(lps)
-        else:
-            self.logprobs = None
+        """A call whose prompt extends the sequence: what the prompt adds, then its
+        sampled tokens."""
+        end = self.add(
+            call.prompt_token_ids or [], call.completion_token_ids or [], call.completion_logprobs
+        )
+        self.ends.append((call.index, end))
         self.calls.append(call.index)
         if call.token_source == "tokenizer":
             self.source = "tokenizer"
@@ -180,8 +152,8 @@ class _Builder:
         return TokenSequence(
             calls=tuple(self.calls),
             start=self.start,
-            prompt_token_ids=self.full[: self.prompt_len],
-            completion_token_ids=self.full[self.prompt_len :],
+            prompt_token_ids=self.prompt,
+            completion_token_ids=self.completion,
             completion_mask=self.mask,
             completion_logprobs=self.logprobs,
             stop_reason=self.stop,
