@@ -40,8 +40,8 @@ from agentkit._usage import Usage
 __all__ = [
     "PROTOCOLS",
     "ModelCall",
-    "Protocol",
     "TokenSource",
+    "WireProtocol",
     "calls_json",
     "foreign_calls",
     "parse_calls",
@@ -49,8 +49,8 @@ __all__ = [
 ]
 
 #: The wire protocol of a call, by the path it was sent to.
-Protocol = Literal["chat", "responses", "messages", "completions", "other"]
-PROTOCOLS: tuple[Protocol, ...] = ("chat", "responses", "messages", "completions", "other")
+WireProtocol = Literal["chat", "responses", "messages", "completions", "other"]
+PROTOCOLS: tuple[WireProtocol, ...] = ("chat", "responses", "messages", "completions", "other")
 
 #: Where a call's token ids came from: the server (exact), a tokenizer the user
 #: asked for as a fallback (marked, never silent), or nowhere.
@@ -105,7 +105,7 @@ class ModelCall:
     rollout_id: str
     index: int
     run_id: str | None = None
-    protocol: Protocol
+    protocol: WireProtocol
     method: str = "POST"
     path: str = ""
     model: str | None = None
@@ -129,7 +129,7 @@ class ModelCall:
     token_note: str | None = None
     session_id: str | None = None
     parent: int | None = None
-    upstream_protocol: Protocol | None = None
+    upstream_protocol: WireProtocol | None = None
     upstream_request: Any = None
     cuts: list[dict[str, Any]] = attrs.field(factory=list)
 
@@ -444,7 +444,7 @@ _VALUE_CHECKED = frozenset(
 )
 
 
-def _protocol_or_null(value: Any, where: str) -> Protocol | None:
+def _protocol_or_null(value: Any, where: str) -> WireProtocol | None:
     if value is None or (type(value) is str and value in PROTOCOLS):
         return value
     raise RunDirError(f"{where}: expected one of {', '.join(PROTOCOLS)} or null, got {value!r}")
@@ -503,13 +503,13 @@ def _field_checks() -> tuple[dict[str, tuple[type[Any], ...]], dict[str, Check]]
         float | None: (float, int, type(None)),
         dict[str, Any]: (dict,),
         Any: (dict, list, str, int, float, bool, type(None)),
-        Protocol: (str,),
+        WireProtocol: (str,),
         TokenSource: (str,),
     }
     special: dict[Any, Check] = {
         dict[str, str]: _headers,
         Usage | None: _usage,
-        Protocol | None: _protocol_or_null,
+        WireProtocol | None: _protocol_or_null,
         list[dict[str, Any]]: _objects,
     }
     types: dict[str, tuple[type[Any], ...]] = {}

@@ -19,7 +19,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from agentkit._calls import ModelCall, Protocol
+from agentkit._calls import ModelCall, WireProtocol
 from agentkit._context import public_headers
 from agentkit._errors import ValidationError
 from agentkit._limits import MAX_NESTING_DEPTH, json_type, loads_bounded
@@ -131,11 +131,11 @@ class _Recorder:
         request: web.BaseRequest,
         wire: Wire | None,
         *,
-        protocol: Protocol | None = None,
+        protocol: WireProtocol | None = None,
     ) -> None:
         self.route = route
         self.wire = wire
-        self.protocol: Protocol = protocol or (wire.protocol if wire is not None else "other")
+        self.protocol: WireProtocol = protocol or (wire.protocol if wire is not None else "other")
         #: The proxy answered the request itself; nothing was sent upstream.
         self.refused = False
         self.method = request.method
@@ -466,7 +466,7 @@ def refuse(
     status: int,
     message: str,
     *,
-    protocol: Protocol | None = None,
+    protocol: WireProtocol | None = None,
 ) -> web.Response:
     """Answer ``request`` with the proxy's own error (``status``, ``message``), nothing
     sent upstream, and record it on the route: as a call of ``protocol`` (a model call

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from agentkit._calls import Protocol
+from agentkit._calls import WireProtocol
 from agentkit._tokens import ChatTokens, ChoiceTokens
 from agentkit.proxy._wire import Recorded, Wire, openai_usage
 
@@ -83,7 +83,7 @@ class _Choice(ChoiceTokens):
 class ChatWire(Wire):
     """``/chat/completions``: OpenAI chat completions, vLLM's token fields."""
 
-    protocol: ClassVar[Protocol] = "chat"
+    protocol: ClassVar[WireProtocol] = "chat"
     endpoints: ClassVar[tuple[str, ...]] = ("/chat/completions",)
     no_ids_note: ClassVar[str] = (
         "the server returned no token ids (vLLM returns them from 0.10.2 on; other servers may not)"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from agentkit._calls import Protocol
+from agentkit._calls import WireProtocol
 from agentkit._tokens import completion_ids_gap, int_list, numbers
 from agentkit.proxy._wire import Recorded, Wire, openai_usage
 
@@ -25,7 +25,7 @@ __all__ = ["CompletionsWire"]
 class CompletionsWire(Wire):
     """``/completions`` (not ``/chat/completions``): text completions, vLLM's token fields."""
 
-    protocol: ClassVar[Protocol] = "completions"
+    protocol: ClassVar[WireProtocol] = "completions"
     endpoints: ClassVar[tuple[str, ...]] = ("/completions",)
     no_ids_note: ClassVar[str] = (
         "the server returned no token ids (vLLM returns them from 0.10.2 on; other servers may not)"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentkit._calls import Protocol
+from agentkit._calls import WireProtocol
 from agentkit._sse import json_event
 
 __all__ = ["error_body", "protocol_of", "stream_error"]
@@ -37,7 +37,7 @@ _OPENAI = {
 }
 
 
-def protocol_of(path: str, headers: Mapping[str, str]) -> Protocol:
+def protocol_of(path: str, headers: Mapping[str, str]) -> WireProtocol:
     """The protocol a request the proxy answers itself most likely speaks: ``messages``
     for Anthropic's paths or an ``anthropic-version`` header, else ``chat`` (OpenAI's
     error shape serves chat, completions and Responses alike)."""
@@ -47,7 +47,7 @@ def protocol_of(path: str, headers: Mapping[str, str]) -> Protocol:
     return "messages" if bare.endswith(("/messages", "/messages/count_tokens")) else "chat"
 
 
-def error_body(protocol: Protocol, status: int, message: str, code: str) -> dict[str, Any]:
+def error_body(protocol: WireProtocol, status: int, message: str, code: str) -> dict[str, Any]:
     """The error body a client of ``protocol`` reads for ``status`` (``code``: OpenAI's
     machine-readable code, such as ``path_not_allowed``)."""
     if protocol == "messages":
@@ -57,7 +57,7 @@ def error_body(protocol: Protocol, status: int, message: str, code: str) -> dict
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
-def stream_error(protocol: Protocol, message: str, code: str) -> bytes:
+def stream_error(protocol: WireProtocol, message: str, code: str) -> bytes:
     """One server-sent event that tells a streaming client of ``protocol`` the answer
     failed: Anthropic's ``event: error``, the Responses API's ``error`` event, or (chat,
     completions) a ``data:`` event carrying an ``error`` object, which OpenAI's clients

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from agentkit._calls import Protocol
+from agentkit._calls import WireProtocol
 from agentkit._usage import Usage
 from agentkit.proxy._wire import Recorded, Wire
 
@@ -50,7 +50,7 @@ _DELTA_FIELDS = {
 class MessagesWire(Wire):
     """``/messages`` (not ``/messages/count_tokens``): Anthropic Messages."""
 
-    protocol: ClassVar[Protocol] = "messages"
+    protocol: ClassVar[WireProtocol] = "messages"
     endpoints: ClassVar[tuple[str, ...]] = ("/messages",)
     no_ids_note: ClassVar[str] = (
         "the Messages protocol returns no token ids (vLLM and SGLang give none on /messages); "

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from agentkit._calls import Protocol
+from agentkit._calls import WireProtocol
 from agentkit._tokens import int_list
 from agentkit._usage import Usage
 from agentkit.proxy._wire import Recorded, Wire
@@ -72,7 +72,7 @@ def _raw_tokens(messages: Any) -> list[int] | None:
 class ResponsesWire(Wire):
     """``/responses``: the OpenAI Responses API, vLLM's ``enable_response_messages``."""
 
-    protocol: ClassVar[Protocol] = "responses"
+    protocol: ClassVar[WireProtocol] = "responses"
     endpoints: ClassVar[tuple[str, ...]] = ("/responses",)
     no_ids_note: ClassVar[str] = (
         "the server returned no token ids (vLLM returns them as raw_message_tokens with "

@@ -25,7 +25,7 @@ import json
 import re
 from typing import Any, ClassVar
 
-from agentkit._calls import Protocol
+from agentkit._calls import WireProtocol
 from agentkit._proxy_settings import ProxySettings
 from agentkit._sse import SseEvent
 from agentkit.proxy._chat import ChatWire
@@ -65,7 +65,7 @@ def _same(kept: str, text: str) -> bool:
 class ChatTranslation(Wire):
     """A call in the agent's protocol, served from the server's chat completions."""
 
-    upstream_protocol: ClassVar[Protocol | None] = "chat"
+    upstream_protocol: ClassVar[WireProtocol | None] = "chat"
 
     def __init__(
         self,

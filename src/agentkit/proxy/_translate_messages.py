@@ -37,7 +37,7 @@ import json
 import secrets
 from typing import Any, ClassVar
 
-from agentkit._calls import Protocol
+from agentkit._calls import WireProtocol
 from agentkit._sse import json_event
 from agentkit.chat._reasoning import with_reasoning
 from agentkit.proxy._chat_parts import ChatParts, Part, Step
@@ -191,7 +191,7 @@ def _tool_choice(choice: Any, body: dict[str, Any]) -> None:
 class MessagesFromChat(ChatTranslation):
     """``/messages`` served from ``/chat/completions`` (translation mode)."""
 
-    protocol: ClassVar[Protocol] = "messages"
+    protocol: ClassVar[WireProtocol] = "messages"
 
     @classmethod
     def matches(cls, path: str) -> bool:

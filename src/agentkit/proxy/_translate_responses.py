@@ -38,7 +38,7 @@ import secrets
 import time
 from typing import Any, ClassVar
 
-from agentkit._calls import Protocol
+from agentkit._calls import WireProtocol
 from agentkit._sse import json_event
 from agentkit.chat._reasoning import with_reasoning
 from agentkit.proxy._chat_parts import ChatParts, Part, Step
@@ -155,7 +155,7 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
 class ResponsesFromChat(ChatTranslation):
     """``/responses`` served from ``/chat/completions`` (translation mode)."""
 
-    protocol: ClassVar[Protocol] = "responses"
+    protocol: ClassVar[WireProtocol] = "responses"
 
     @classmethod
     def matches(cls, path: str) -> bool:

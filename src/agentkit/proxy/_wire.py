@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from agentkit._calls import Protocol
+from agentkit._calls import WireProtocol
 from agentkit._errors import ValidationError
 from agentkit._proxy_settings import ProxySettings
 from agentkit._sse import SseEvent, encode_event
@@ -76,10 +76,10 @@ class Wire:
     arguments text).
     """
 
-    protocol: ClassVar[Protocol] = "other"
+    protocol: ClassVar[WireProtocol] = "other"
     #: The protocol the server is spoken to in, when the handler translates (None: the
     #: agent's own).
-    upstream_protocol: ClassVar[Protocol | None] = None
+    upstream_protocol: ClassVar[WireProtocol | None] = None
     #: What a call of this protocol notes when the server gave no token ids.
     no_ids_note: ClassVar[str] = "the server returned no token ids"
     #: The paths this protocol's calls go to, under the route's base path (a ``/v1`` may
