@@ -165,7 +165,7 @@ async def test_a_stream_longer_than_the_record_keeps_is_no_error(
     """A stream passed on as it came is recorded from its first MAX_BODY bytes (4 KiB
     here): the event cut at that point is left out of the record, not taken for a
     malformed one."""
-    monkeypatch.setattr("agentkit.proxy._call.MAX_BODY", 4096)
+    monkeypatch.setattr("agentkit.proxy._forward.MAX_BODY", 4096)
     model_server.set_script({"default": {"content": "word " * 2000}})
     route = route_to(proxy, model_server.base_url)
     body = {**BODY, "stream": True, "stream_options": {"include_usage": True}}

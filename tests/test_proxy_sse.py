@@ -244,7 +244,7 @@ async def test_the_chat_client_fails_such_a_call_as_model_bad_response(
     """agentkit's own chat client (every built-in harness's) reads the proxy's error as
     model_bad_response: the error event that ends a cut stream, and the 502 that answers a
     whole body past the proxy's cap (64 MiB; 1 MiB here)."""
-    monkeypatch.setattr("agentkit.proxy._call.MAX_BODY", MB)
+    monkeypatch.setattr("agentkit.proxy._forward.MAX_BODY", MB)
     server: Any = Endless(gzip=False) if stream else WholeBomb()
     async with Upstream(server) as upstream:
         route = proxy.open_route(rollout_id="r", upstream=upstream.url, api_key=None)

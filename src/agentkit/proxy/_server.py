@@ -24,8 +24,8 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from agentkit._proxy_settings import ProxySettings
-from agentkit.proxy._call import MAX_BODY, forward, key_of, refuse
 from agentkit.proxy._errors import error_body, protocol_of
+from agentkit.proxy._forward import MAX_BODY, forward, key_of, refuse
 from agentkit.proxy._paths import PathRefused, check_request
 from agentkit.proxy._route import Endpoint, ProxyRoute
 
