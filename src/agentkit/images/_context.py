@@ -34,7 +34,10 @@ _CHUNK = 1 << 20
 
 
 @attrs.frozen
-class _Entry:
+class _ContextFile:
+    """One file, directory or link the build context sends: its path inside the context
+    (``/``-separated), where it is, and its mode."""
+
     rel: str
     path: Path
     mode: int
@@ -48,7 +51,7 @@ class BuildContext:
     dockerfile: Path
     #: The Dockerfile's path inside the sent context (``/``-separated).
     dockerfile_name: str
-    entries: tuple[_Entry, ...]
+    entries: tuple[_ContextFile, ...]
     #: True when the Dockerfile lies outside the context and is sent beside it.
     dockerfile_outside: bool = False
 
@@ -66,7 +69,7 @@ class BuildContext:
     def fingerprint(self) -> tuple[tuple[str, int, int, int], ...]:
         """Paths, modes, sizes and modification times: changes when a file changes."""
         out = []
-        for e in (_Entry("", self.dockerfile, 0), *self.entries):
+        for e in (_ContextFile("", self.dockerfile, 0), *self.entries):
             try:
                 st = os.lstat(e.path)
             except OSError:
@@ -109,7 +112,7 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def _describe(e: _Entry) -> tuple[str, str]:
+def _describe(e: _ContextFile) -> tuple[str, str]:
     if stat.S_ISLNK(e.mode):
         return "l", os.readlink(e.path)
     if stat.S_ISDIR(e.mode):
@@ -119,11 +122,11 @@ def _describe(e: _Entry) -> tuple[str, str]:
     return "o", oct(stat.S_IFMT(e.mode))
 
 
-def _walk(root: Path, rules: IgnoreRules) -> Iterator[_Entry]:
+def _walk(root: Path, rules: IgnoreRules) -> Iterator[_ContextFile]:
     """Every path under ``root`` not excluded, parents before children, sorted."""
     prune = not rules.has_exceptions
 
-    def visit(directory: Path, prefix: str) -> Iterator[_Entry]:
+    def visit(directory: Path, prefix: str) -> Iterator[_ContextFile]:
         try:
             names = sorted(os.listdir(directory))
         except OSError as exc:
@@ -137,10 +140,10 @@ def _walk(root: Path, rules: IgnoreRules) -> Iterator[_Entry]:
                 if excluded and prune:
                     continue  # nothing below can come back
                 if not excluded:
-                    yield _Entry(rel, path, st.st_mode)
+                    yield _ContextFile(rel, path, st.st_mode)
                 yield from visit(path, rel + "/")
             elif not excluded:
-                yield _Entry(rel, path, st.st_mode)
+                yield _ContextFile(rel, path, st.st_mode)
 
     yield from visit(root, "")
 
