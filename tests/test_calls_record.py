@@ -1,4 +1,5 @@
-"""The model-call record round-trips through the strict converter."""
+"""The model-call record round-trips through the strict converter; the calls file keeps
+any protocol's name."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import json
 import pytest
 
 from agentkit import ValidationError
-from agentkit._calls import ModelCall
+from agentkit._calls import ModelCall, parse_calls
 from agentkit._convert import structure, unstructure
+from agentkit._rundir import RunDirError
 from agentkit._usage import Usage
 
 
@@ -35,6 +37,17 @@ def test_a_call_round_trips_through_json() -> None:
     assert call.has_tokens
 
 
-def test_an_unknown_protocol_is_refused_with_its_path() -> None:
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("protocol", "Smoke Signals"), ("protocol", ""), ("upstream_protocol", "x" * 65)],
+)
+def test_a_protocol_no_name_is_refused_with_its_line_and_field(field: str, value: str) -> None:
+    """A calls file keeps a plugin's own protocol (``smoke``: register_wire's); a value
+    that is no protocol's name is refused, naming the line and the field."""
+    line = {"rollout_id": "r", "index": 0, "protocol": "smoke", "upstream_protocol": "chat"}
+    [call] = parse_calls(json.dumps(line).encode(), "calls.jsonl")
+    assert (call.protocol, call.upstream_protocol) == ("smoke", "chat")
+    with pytest.raises(RunDirError, match=rf"calls.jsonl: line 1.{field}: expected a protocol"):
+        parse_calls(json.dumps({**line, field: value}).encode(), "calls.jsonl")
     with pytest.raises(ValidationError, match="protocol"):
-        structure({"rollout_id": "r", "index": 0, "protocol": "smoke"}, ModelCall)
+        structure({"rollout_id": "r", "index": 0, "protocol": 7}, ModelCall)

@@ -23,10 +23,11 @@ conversation's ids again with every call.
 from __future__ import annotations
 
 import functools
+import re
 import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import attrs
 import orjson
@@ -39,18 +40,36 @@ from agentkit._usage import Usage
 
 __all__ = [
     "PROTOCOLS",
+    "PROTOCOL_NAME_FORM",
     "ModelCall",
     "TokenSource",
     "WireProtocol",
     "calls_json",
     "foreign_calls",
+    "is_protocol_name",
     "parse_calls",
     "read_calls_file",
 ]
 
-#: The wire protocol of a call, by the path it was sent to.
-WireProtocol = Literal["chat", "responses", "messages", "completions", "other"]
+#: The wire protocol of a call, by the path it was sent to: one of :data:`PROTOCOLS`, or
+#: the name of one a plugin adds (``Wire.protocol`` of a handler given to
+#: ``agentkit.proxy.register_wire``), which :func:`is_protocol_name` accepts.
+WireProtocol: TypeAlias = str
+#: The protocols agentkit's proxy serves itself (``other``: a request it refused, or a
+#: registered handler's that names no protocol of its own).
 PROTOCOLS: tuple[WireProtocol, ...] = ("chat", "responses", "messages", "completions", "other")
+#: What a protocol's name may be, said in errors.
+PROTOCOL_NAME_FORM = (
+    "a protocol's name (chat, responses, messages, completions, other, or a plugin's own: "
+    "a lowercase letter, then up to 63 lowercase letters, digits, '_', '-' or '.')"
+)
+_PROTOCOL_NAME = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+
+
+def is_protocol_name(value: object) -> bool:
+    """Whether ``value`` can name a wire protocol (:data:`PROTOCOL_NAME_FORM`)."""
+    return type(value) is str and _PROTOCOL_NAME.fullmatch(value) is not None
+
 
 #: Where a call's token ids came from: the server (exact), a tokenizer the user
 #: asked for as a fallback (marked, never silent), or nowhere.
@@ -401,10 +420,10 @@ def _fields(value: dict[str, Any], where: str) -> dict[str, Any]:
             raise RunDirError(f"{where}.{name}: required key is missing")
     if value["index"] < 0:
         raise RunDirError(f"{where}.index: expected a whole number >= 0")
-    if value["protocol"] not in PROTOCOLS:
-        raise RunDirError(
-            f"{where}.protocol: expected one of {', '.join(PROTOCOLS)}, got {value['protocol']!r}"
-        )
+    _protocol(value["protocol"], f"{where}.protocol")
+    upstream = value.get("upstream_protocol")
+    if upstream is not None:
+        _protocol(upstream, f"{where}.upstream_protocol")
     if value.get("token_source", "none") not in _TOKEN_SOURCES:
         raise RunDirError(
             f"{where}.token_source: expected one of {', '.join(_TOKEN_SOURCES)}, "
@@ -417,6 +436,13 @@ def _fields(value: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 _TOKEN_SOURCES: tuple[str, ...] = typing.get_args(TokenSource)
+
+
+def _protocol(value: Any, where: str) -> None:
+    if value in PROTOCOLS or is_protocol_name(value):
+        return
+    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:80] + "..."
+    raise RunDirError(f"{where}: expected {PROTOCOL_NAME_FORM}, got {shown}")
 
 
 def _plan(value: dict[str, Any], where: str) -> _Plan:
@@ -442,12 +468,6 @@ def _plan(value: dict[str, Any], where: str) -> _Plan:
 _VALUE_CHECKED = frozenset(
     {"prompt_token_ids", "completion_token_ids", "completion_logprobs", "partial_token_ids"}
 )
-
-
-def _protocol_or_null(value: Any, where: str) -> WireProtocol | None:
-    if value is None or (type(value) is str and value in PROTOCOLS):
-        return value
-    raise RunDirError(f"{where}: expected one of {', '.join(PROTOCOLS)} or null, got {value!r}")
 
 
 def _headers(value: Any, where: str) -> dict[str, str]:
@@ -503,13 +523,11 @@ def _field_checks() -> tuple[dict[str, tuple[type[Any], ...]], dict[str, Check]]
         float | None: (float, int, type(None)),
         dict[str, Any]: (dict,),
         Any: (dict, list, str, int, float, bool, type(None)),
-        WireProtocol: (str,),
         TokenSource: (str,),
     }
     special: dict[Any, Check] = {
         dict[str, str]: _headers,
         Usage | None: _usage,
-        WireProtocol | None: _protocol_or_null,
         list[dict[str, Any]]: _objects,
     }
     types: dict[str, tuple[type[Any], ...]] = {}

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import attrs
 
-from agentkit._calls import WireProtocol
+from agentkit._calls import PROTOCOL_NAME_FORM, WireProtocol, is_protocol_name
 from agentkit._errors import ValidationError
 from agentkit._proxy_settings import ProxySettings
 from agentkit._sse import SseEvent, encode_event
@@ -76,6 +76,9 @@ class Wire:
     arguments text).
     """
 
+    #: The protocol's name, under which its calls are recorded (``ModelCall.protocol``):
+    #: a built-in one (``chat``, ``responses``, ...) or a new protocol's own (see
+    #: :func:`register_wire`).
     protocol: ClassVar[WireProtocol] = "other"
     #: The protocol the server is spoken to in, when the handler translates (None: the
     #: agent's own).
@@ -198,18 +201,39 @@ TRANSLATIONS: dict[type[Wire], type[Wire]] = {}
 
 def register_translation(wire: type[Wire], translator: type[Wire]) -> None:
     """Serve ``wire``'s calls with ``translator`` when the run translates
-    (``ProxySettings.translate_to_chat``)."""
+    (``ProxySettings.translate_to_chat``). Raises :class:`~agentkit.ValidationError`
+    when the translator's ``protocol`` or ``upstream_protocol`` is no protocol's name."""
+    _check_protocols(translator)
     TRANSLATIONS[wire] = translator
 
 
 def register_wire(wire: type[Wire], *, first: bool = True) -> None:
-    """Serve a protocol with ``wire`` (tried before the others unless ``first=False``)."""
+    """Serve a protocol with ``wire`` (tried before the others unless ``first=False``).
+
+    Its calls are recorded under ``wire.protocol``: a built-in protocol's name, or one of
+    its own (a lowercase letter, then up to 63 lowercase letters, digits, ``_``, ``-``
+    or ``.``), which the run directory's calls files keep and every reader of them
+    (:mod:`agentkit.runs`, ``agentkit show``, training export) reads back, in any
+    process, whether or not the handler is registered there. Raises
+    :class:`~agentkit.ValidationError` for a ``protocol`` (or ``upstream_protocol``)
+    that is no protocol's name.
+    """
+    _check_protocols(wire)
     if wire in WIRES:
         WIRES.remove(wire)
     if first:
         WIRES.insert(0, wire)
     else:
         WIRES.append(wire)
+
+
+def _check_protocols(wire: type[Wire]) -> None:
+    for name in ("protocol", "upstream_protocol"):
+        value = getattr(wire, name)
+        if (value is not None or name == "protocol") and not is_protocol_name(value):
+            raise ValidationError(
+                f"{wire.__qualname__}.{name}", f"expected {PROTOCOL_NAME_FORM}, got {value!r}"
+            )
 
 
 def wire_for(path: str, *, translate: bool = False) -> type[Wire] | None:
