@@ -162,13 +162,19 @@ class ChoiceTokens:
         block = choice.get("logprobs")
         if isinstance(block, dict):
             entries = block.get("content")
-            if isinstance(entries, list):
-                self.entries = (self.entries or []) + entries
-            values = logprob_values(entries)
-            if values is None:
-                self.broken = True
-            else:
-                self.logprobs = (self.logprobs or []) + values
+            self.add_logprobs(
+                entries if isinstance(entries, list) else None, logprob_values(entries)
+            )
+
+    def add_logprobs(self, entries: list[Any] | None, values: list[float] | None) -> None:
+        """A chunk's logprobs: its entries, one per sampled token (None: it has none), and
+        their values (None: they cannot be read, and no logprobs are taken)."""
+        if entries is not None:
+            self.entries = (self.entries or []) + entries
+        if values is None:
+            self.broken = True
+        else:
+            self.logprobs = (self.logprobs or []) + values
 
     def sampled_logprobs(self) -> list[float] | None:
         """The logprobs of the completion's ids, when there is one for each."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from agentkit._calls import WireProtocol
-from agentkit._tokens import completion_ids_gap, int_list, numbers
+from agentkit._tokens import ChoiceTokens, completion_ids_gap, int_list, numbers
 from agentkit.proxy._wire import Recorded, Wire, openai_usage
 
 __all__ = ["CompletionsWire"]
@@ -41,10 +41,7 @@ class CompletionsWire(Wire):
         self._text: list[str] = []
         self._finish: str | None = None
         self._prompt_ids: list[int] | None = None
-        self._ids: list[int] | None = None
-        self._logprobs: list[float] | None = None
-        self._broken = False
-        self._entries: list[Any] | None = None  # the first choice's logprobs, one per token
+        self._tokens = ChoiceTokens()  # the first choice's
         self._indices: set[Any] = set()  # the choices seen (the usage counts them all)
         self._usage: Any = None
         self._whole: Any = None
@@ -77,24 +74,21 @@ class CompletionsWire(Wire):
             ids = int_list(choice.get("prompt_token_ids"))
             if ids is not None:
                 self._prompt_ids = ids
+            tokens = self._tokens
             ids = int_list(choice.get("token_ids"))
             if ids is not None:
-                self._ids = (self._ids or []) + ids
+                tokens.token_ids = (tokens.token_ids or []) + ids
             block = choice.get("logprobs")
             if isinstance(block, dict):
                 named = block.get("tokens")
                 counted = block.get("token_logprobs")
+                entries = None
                 if isinstance(counted, list):
                     names = named if isinstance(named, list) else []
                     entries = [
                         {"token": names[i] if i < len(names) else None} for i in range(len(counted))
                     ]
-                    self._entries = (self._entries or []) + entries
-                values = numbers(counted)
-                if values is None:
-                    self._broken = True
-                else:
-                    self._logprobs = (self._logprobs or []) + values
+                tokens.add_logprobs(entries, numbers(counted))
             if isinstance(choice.get("text"), str):
                 self._text.append(choice["text"])
             if isinstance(choice.get("finish_reason"), str):
@@ -155,18 +149,17 @@ class CompletionsWire(Wire):
             usage=openai_usage(self._usage),
             finish_reason=self._finish,
             prompt_token_ids=self._prompt_ids,
-            completion_token_ids=self._ids,
+            completion_token_ids=self._tokens.token_ids,
         )
-        if self._ids is not None:
+        ids = self._tokens.token_ids
+        if ids is not None:
             usage = self._usage if isinstance(self._usage, dict) else {}
             counted = usage.get("completion_tokens") if len(self._indices) == 1 else None
-            gap = completion_ids_gap(self._ids, completion_tokens=counted, logprobs=self._entries)
+            gap = completion_ids_gap(ids, completion_tokens=counted, logprobs=self._tokens.entries)
             if gap is not None:  # not all the completion's ids: none are taken for them
                 out.completion_token_ids = None
                 out.token_note = gap
                 return out
-        logprobs = None if self._broken else self._logprobs
-        if logprobs is not None and self._ids is not None and len(logprobs) == len(self._ids):
-            out.completion_logprobs = logprobs
+        out.completion_logprobs = self._tokens.sampled_logprobs()
         out.token_note = self.token_note(out)
         return out
