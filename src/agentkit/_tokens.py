@@ -153,18 +153,9 @@ class ChoiceTokens:
         self.entries = entries if isinstance(entries, list) else None
         return sglang
 
-    def chunk(self, choice: dict[str, Any]) -> None:
-        """One stream chunk's choice: its ids and logprobs follow the earlier chunks'."""
-        if "token_ids" in choice:
-            ids = int_list(choice["token_ids"])
-            if ids is not None:
-                self.token_ids = (self.token_ids or []) + ids
-        block = choice.get("logprobs")
-        if isinstance(block, dict):
-            entries = block.get("content")
-            self.add_logprobs(
-                entries if isinstance(entries, list) else None, logprob_values(entries)
-            )
+    def rest(self, choice: dict[str, Any]) -> None:
+        """What else a stream chunk's choice says (its delta, its finish reason), for a
+        subclass that keeps it (the model proxy's assembles the message); nothing here."""
 
     def add_logprobs(self, entries: list[Any] | None, values: list[float] | None) -> None:
         """A chunk's logprobs: its entries, one per sampled token (None: it has none), and
@@ -231,15 +222,18 @@ class ChatTokens(Generic[C]):
                     self.prompt_ids = int_list(choice.get("prompt_token_ids"))
 
     def chunk(self, data: dict[str, Any]) -> None:
-        """One chunk of a stream."""
+        """One chunk of a stream (each choice's other fields go to its record's
+        :meth:`ChoiceTokens.rest`)."""
         if "prompt_token_ids" in data:
             ids = int_list(data["prompt_token_ids"])
             if ids is not None:
                 self.prompt_ids = ids
-        if data.get("usage") is not None:
-            self.usage = data["usage"]
+        usage = data.get("usage")
+        if usage is not None:
+            self.usage = usage
         sglext = data.get("sglext")
-        if isinstance(sglext, dict):  # SGLang's ids, once, after the choices' chunks
+        if sglext is not None and isinstance(sglext, dict):
+            # SGLang's ids, once, after the choices' chunks
             ids = int_list(sglext.get("input_ids"))
             if ids is not None:
                 self.prompt_ids = ids
@@ -249,9 +243,27 @@ class ChatTokens(Generic[C]):
                     self.choice(index).token_ids = int_list(output)
         choices = data.get("choices")
         if isinstance(choices, list):
+            known = self.choices
             for position, choice in enumerate(choices):
                 if isinstance(choice, dict):
-                    self.choice(self.index_of(choice, position)).chunk(choice)
+                    index = choice.get("index", position)
+                    if type(index) is not int:
+                        index = position
+                    state = known.get(index)
+                    if state is None:
+                        state = known[index] = self._new()
+                    # its ids and logprobs follow the earlier chunks'
+                    if "token_ids" in choice:
+                        ids = int_list(choice["token_ids"])
+                        if ids is not None:
+                            state.token_ids = (state.token_ids or []) + ids
+                    block = choice.get("logprobs")
+                    if block is not None and isinstance(block, dict):
+                        entries = block.get("content")
+                        state.add_logprobs(
+                            entries if isinstance(entries, list) else None, logprob_values(entries)
+                        )
+                    state.rest(choice)
 
     def first(self) -> C | None:
         """The first choice (the lowest index), whose tokens a call records."""

@@ -54,6 +54,26 @@ class _Choice(ChoiceTokens):
         self.tools: dict[int, dict[str, Any]] = {}
         self.finish: str | None = None
 
+    def rest(self, choice: dict[str, Any]) -> None:
+        """A stream chunk's choice's message part and finish reason (its tokens are read)."""
+        delta = choice.get("delta")
+        if isinstance(delta, dict):
+            content = delta.get("content")
+            if content.__class__ is str:
+                self.content.append(content)
+            reasoning = delta.get("reasoning_content")
+            if reasoning is None:
+                reasoning = delta.get("reasoning")
+            if reasoning.__class__ is str:
+                self.reasoning.append(reasoning)
+            tools = delta.get("tool_calls")
+            if isinstance(tools, list):
+                for part in tools:
+                    self.add_tool_part(part)
+        finish = choice.get("finish_reason")
+        if finish.__class__ is str:
+            self.finish = finish
+
     def message(self) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None}
         if self.reasoning:
@@ -168,46 +188,24 @@ class ChatWire(Wire):
             for key in ("id", "model", "created", "system_fingerprint"):
                 if key in data and key not in self._top:
                     self._top[key] = data[key]
-        self._tokens.chunk(data)  # before the fields the agent did not ask for go
+        self._tokens.chunk(data)  # read before the fields the agent did not ask for go
         if self._strip_ids and isinstance(data.get("sglext"), dict):
             del data["sglext"]
             if data.get("choices") == [] and data.get("usage") is None:
                 return None  # the ids chunk the agent did not ask for
-        choices = data.get("choices")
-        if isinstance(choices, list):
-            for position, choice in enumerate(choices):
-                if isinstance(choice, dict):
-                    self._feed_choice(position, choice)
-                    if self._strip_ids or self._strip_logprobs:
+        if self._strip_ids or self._strip_logprobs:
+            choices = data.get("choices")
+            if isinstance(choices, list):
+                for choice in choices:
+                    if isinstance(choice, dict):
                         self._strip_choice(choice)
         if self._strip_ids:
             data.pop("prompt_token_ids", None)
         if self._strip_usage:
             data.pop("usage", None)
-            if choices == []:
+            if data.get("choices") == []:
                 return None  # the usage chunk the agent did not ask for
         return data
-
-    def _feed_choice(self, position: int, choice: dict[str, Any]) -> None:
-        """A chunk's choice's message part and finish reason (its tokens are read)."""
-        state = self._tokens.choice(self._tokens.index_of(choice, position))
-        delta = choice.get("delta")
-        if isinstance(delta, dict):
-            content = delta.get("content")
-            if content.__class__ is str:
-                state.content.append(content)
-            reasoning = delta.get("reasoning_content")
-            if reasoning is None:
-                reasoning = delta.get("reasoning")
-            if reasoning.__class__ is str:
-                state.reasoning.append(reasoning)
-            tools = delta.get("tool_calls")
-            if isinstance(tools, list):
-                for part in tools:
-                    state.add_tool_part(part)
-        finish = choice.get("finish_reason")
-        if finish.__class__ is str:
-            state.finish = finish
 
     # -- the record ----------------------------------------------------------------
     def recorded(self) -> Recorded:
