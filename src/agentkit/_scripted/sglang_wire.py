@@ -28,6 +28,7 @@ from typing import Any
 from agentkit._scripted import chat_wire
 from agentkit._scripted.answer import Answer, completion_token_ids, prompt_token_ids, sse
 from agentkit._scripted.script import Reply, RequestView
+from agentkit._sse import event_payloads
 
 __all__ = ["error_body", "events", "refusal", "render", "stream_ids_asked"]
 
@@ -99,7 +100,8 @@ def events(answer: Answer, reply: Reply, body: Mapping[str, Any], view: RequestV
             sglext["input_ids"] = _prompt(reply, view)
         if output:
             sglext["output_ids"] = [completion_token_ids(answer)]
-        first = json.loads(out[0].decode().removeprefix("data: "))
+        [(_, text)] = event_payloads(out[0])
+        first = json.loads(text)
         chunk = {
             "id": first["id"],
             "object": "chat.completion.chunk",
