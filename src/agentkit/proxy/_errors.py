@@ -10,7 +10,7 @@ a stream, one error event in the same shape.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container
 from typing import Any
 
 from agentkit._calls import WireProtocol
@@ -37,7 +37,7 @@ _OPENAI = {
 }
 
 
-def protocol_of(path: str, headers: Mapping[str, str]) -> WireProtocol:
+def protocol_of(path: str, headers: Container[str]) -> WireProtocol:
     """The protocol a request the proxy answers itself most likely speaks: ``messages``
     for Anthropic's paths or an ``anthropic-version`` header, else ``chat`` (OpenAI's
     error shape serves chat, completions and Responses alike)."""

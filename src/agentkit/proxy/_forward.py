@@ -17,7 +17,7 @@ import asyncio
 import json
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from agentkit._calls import ModelCall, WireProtocol
 from agentkit._context import public_headers
@@ -35,12 +35,11 @@ from agentkit.chat import MAX_REPLY_CHARS
 from agentkit.proxy._chat import ENGINE, ChatWire
 from agentkit.proxy._cuts import cut_texts
 from agentkit.proxy._errors import error_body, protocol_of
+from agentkit.proxy._http import Request, Response, StreamResponse
 from agentkit.proxy._paths import Checked
 from agentkit.proxy._route import ProxyRoute
+from agentkit.proxy._upstream import Answer, UpstreamClient, UpstreamError
 from agentkit.proxy._wire import Recorded, Wire
-
-if TYPE_CHECKING:
-    from aiohttp import ClientSession, web
 
 __all__ = ["MAX_BODY", "forward", "key_of", "refuse"]
 
@@ -128,7 +127,7 @@ class _Recorder:
     def __init__(
         self,
         route: ProxyRoute,
-        request: web.BaseRequest,
+        request: Request,
         wire: Wire | None,
         *,
         protocol: WireProtocol | None = None,
@@ -343,18 +342,15 @@ def _error_message(status: int, body: Any) -> str:
 
 
 async def forward(
-    session: ClientSession,
+    client: UpstreamClient,
     route: ProxyRoute,
-    request: web.BaseRequest,
+    request: Request,
     checked: Checked,
     body: bytes,
-) -> web.StreamResponse:
+) -> Response | StreamResponse:
     """Send ``request`` (its ``body`` read; its path ``checked``) on to the route's
     endpoint; return the agent's response, written as the answer arrives. A model call is
     recorded on the route."""
-    from aiohttp import ClientError, web
-    from yarl import URL
-
     wire: Wire | None = None
     kind = checked.wire
     if kind is not None:
@@ -366,7 +362,7 @@ async def forward(
             )
             return refuse(route, request, 400, message, protocol=kind.protocol)
         if kind is ChatWire and route.settings.token_ids and parsed.get("stream") is True:
-            await _know_the_engine(session, route, request)
+            await _know_the_engine(client, route, request)
         wire = kind(parsed, route.settings, route.memory)
         if wire.body is not wire.request:
             body = json.dumps(wire.body, ensure_ascii=False, separators=(",", ":")).encode()
@@ -374,18 +370,17 @@ async def forward(
     if wire is not None and wire.refusal is not None and recorder is not None:
         recorder.refused = True
         return _refuse(route, recorder, *wire.refusal)
+    # the path goes exactly as checked (no dot segments resolved, no percent-encoding
+    # changed on the way)
     path = checked.path if wire is None else wire.upstream_path_for(checked.path)
-    # the path goes exactly as checked (encoded=True: no dot segments resolved, no
-    # percent-encoding changed on the way)
-    url = URL(route.origin + path, encoded=True)
-    response: web.StreamResponse | None = None
+    response: StreamResponse | None = None
     try:
-        async with session.request(
+        async with client.request(
             request.method,
-            url,
-            data=body if body or request.method not in ("GET", "HEAD") else None,
+            route.origin,
+            path,
+            body=body if body or request.method not in ("GET", "HEAD") else None,
             headers=_upstream_headers(request.headers, route),
-            allow_redirects=False,
             proxy=route.http_proxy,
         ) as upstream:
             if recorder is not None:
@@ -393,25 +388,22 @@ async def forward(
             headers = [
                 (k, v) for k, v in upstream.headers.items() if k.lower() not in _NOT_RETURNED
             ]
-            sse = upstream.headers.get("content-type", "").startswith("text/event-stream")
+            sse = (upstream.headers.get("content-type") or "").startswith("text/event-stream")
             if wire is not None and (upstream.status >= 400 or not sse):
                 # read whole, then sent whole (its headers and body in one write)
                 return await _whole(upstream, headers, wire, recorder)
-            response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
-            for name, value in headers:
-                response.headers.add(name, value)
+            response = StreamResponse(status=upstream.status, reason=upstream.reason)
+            response.headers.extend(headers)
             if wire is not None:
                 await _stream(request, response, upstream, wire, recorder)
             else:
                 await _pass(request, response, upstream)
             return response
-    except (TimeoutError, ClientError, OSError) as exc:
+    except (TimeoutError, UpstreamError, OSError) as exc:
         # the server cannot be reached, or broke off: so does the agent's connection
         if recorder is not None:
-            recorder.fail(_why(exc, response), f"{type(exc).__name__}: {exc}")
-        transport = request.transport
-        if transport is not None:
-            transport.abort()
+            recorder.fail(_why(exc, response), _detail(exc))
+        request.abort()
         if response is None or not response.prepared:
             raise asyncio.CancelledError from None  # nothing sent: the client sees a drop
         return response
@@ -426,25 +418,24 @@ async def forward(
             route.finish(recorder.snapshot())
 
 
-async def _know_the_engine(session: ClientSession, route: ProxyRoute, request: Any) -> None:
+async def _know_the_engine(client: UpstreamClient, route: ProxyRoute, request: Request) -> None:
     """Put the serving engine in the route's memory (``ENGINE``), asked once per route
     from the server's ``GET .../models`` (``owned_by``: ``sglang``, ``vllm``): SGLang
     refuses a stream that asks for ids in vLLM's fields, so a streamed chat call with
     token ids needs to know it first. No answer, or another: not SGLang."""
-    from aiohttp import ClientError, ClientTimeout
-
     if ENGINE in route.memory:
         return
     route.memory[ENGINE] = "unknown"
     headers = [(k, v) for k, v in _upstream_headers(request.headers, route)]
     headers = [(k, v) for k, v in headers if k.lower() not in ("content-type", "content-length")]
     try:
-        async with session.get(
-            route.upstream + "/models", headers=headers, proxy=route.http_proxy,
-            timeout=ClientTimeout(total=10), allow_redirects=False,
+        async with asyncio.timeout(10), client.request(
+            "GET", route.origin, route.base_path + "/models", headers=headers, body=None,
+            proxy=route.http_proxy, timeout=10,
         ) as answer:  # fmt: skip
-            data = await answer.json(content_type=None) if answer.status == 200 else None
-    except (TimeoutError, ClientError, OSError, ValueError):
+            raw = await answer.read(MAX_BODY) if answer.status == 200 else None
+        data = None if raw is None else loads_bounded(raw)
+    except (TimeoutError, UpstreamError, OSError, ValueError):
         return
     models = data.get("data") if isinstance(data, dict) else None
     owners = {m.get("owned_by") for m in models or [] if isinstance(m, dict)}
@@ -462,12 +453,12 @@ def _finished(wire: Wire | None) -> bool:
 
 def refuse(
     route: ProxyRoute,
-    request: web.BaseRequest,
+    request: Request,
     status: int,
     message: str,
     *,
     protocol: WireProtocol | None = None,
-) -> web.Response:
+) -> Response:
     """Answer ``request`` with the proxy's own error (``status``, ``message``), nothing
     sent upstream, and record it on the route: as a call of ``protocol`` (a model call
     the proxy could not read), or, when None, as a request of protocol ``other`` (one
@@ -482,35 +473,35 @@ def refuse(
 _CODES = {400: "invalid_body", 403: "path_not_allowed", 413: "request_too_large"}
 
 
-def _refuse(route: ProxyRoute, recorder: _Recorder, status: int, body: Any) -> web.Response:
+def _refuse(route: ProxyRoute, recorder: _Recorder, status: int, body: Any) -> Response:
     """A call the proxy does not send: answered with ``body``, recorded."""
-    from aiohttp import web
-
     recorder.status = status
     recorder.error_body = body
     recorder.fail(_error_message(status, body), "the proxy answered; nothing was sent")
     route.finish(recorder.snapshot())
-    return web.Response(
-        status=status,
-        body=json.dumps(body, ensure_ascii=False).encode(),
-        content_type="application/json",
+    return Response(
+        status, json.dumps(body, ensure_ascii=False).encode(), content_type="application/json"
     )
 
 
-def _why(exc: BaseException, response: web.StreamResponse | None) -> str:
-    from aiohttp import ClientPayloadError
+def _why(exc: BaseException, response: StreamResponse | None) -> str:
+    if isinstance(exc, UpstreamError):
+        broke = exc.answered
+    else:  # the agent's connection failed, or the server's was reset
+        broke = isinstance(exc, ConnectionResetError)
+    return _BROKE_OFF if broke or (response is not None and response.prepared) else _UNREACHED
 
-    if isinstance(exc, (ClientPayloadError, ConnectionResetError)) or (
-        response is not None and response.prepared
-    ):
-        return _BROKE_OFF
-    return _UNREACHED
+
+def _detail(exc: BaseException) -> str:
+    """What failed, as recorded after the call's error (httpcore's exception, or the
+    connection's)."""
+    return str(exc) if isinstance(exc, UpstreamError) else f"{type(exc).__name__}: {exc}"
 
 
 async def _stream(
-    request: web.BaseRequest,
-    response: web.StreamResponse,
-    upstream: Any,
+    request: Request,
+    response: StreamResponse,
+    upstream: Answer,
     wire: Wire,
     recorder: _Recorder | None,
 ) -> None:
@@ -525,7 +516,7 @@ async def _stream(
         kept = 0
         sizes = EventSizes()
         try:
-            async for chunk in upstream.content.iter_any():
+            async for chunk in upstream.chunks():
                 if recorder is not None:
                     recorder.chunk(len(chunk))
                 sizes.feed(chunk)
@@ -542,7 +533,7 @@ async def _stream(
         return
     splitter = EventSplitter()
     try:
-        async for chunk in upstream.content.iter_any():
+        async for chunk in upstream.chunks():
             if recorder is not None:
                 recorder.chunk(len(chunk))
             out = _rewritten(wire, splitter.feed(chunk), recorder)
@@ -588,14 +579,12 @@ def _read_stream(
 
 
 async def _whole(
-    upstream: Any, headers: list[tuple[str, str]], wire: Wire, recorder: _Recorder | None
-) -> web.Response:
+    upstream: Answer, headers: list[tuple[str, str]], wire: Wire, recorder: _Recorder | None
+) -> Response:
     """A whole answer: read, recorded, rewritten if need be; the agent's response."""
-    from aiohttp import web
-
     parts: list[bytes] = []
     size = 0
-    async for chunk in upstream.content.iter_any():
+    async for chunk in upstream.chunks():
         if recorder is not None:
             recorder.chunk(len(chunk))
         size += len(chunk)
@@ -623,14 +612,12 @@ async def _whole(
             view = wire.answer(parsed)
             if wire.rewrites:
                 body = json.dumps(view, ensure_ascii=False, separators=(",", ":")).encode()
-    return web.Response(status=upstream.status, reason=upstream.reason, headers=headers, body=body)
+    return Response(upstream.status, body, reason=upstream.reason, headers=headers)
 
 
-def _too_large(wire: Wire, recorder: _Recorder | None) -> web.Response:
+def _too_large(wire: Wire, recorder: _Recorder | None) -> Response:
     """An answer over :data:`MAX_BODY`: the agent gets a 502 in its protocol's shape, the
     rest is left unread, and the call fails as ``model_bad_response``."""
-    from aiohttp import web
-
     message = f"the model server's answer is larger than {MAX_BODY} bytes (MAX_BODY)"
     body = error_body(
         wire.protocol, 502, f"agentkit model proxy: {message} (model_bad_response)", _BAD
@@ -638,18 +625,16 @@ def _too_large(wire: Wire, recorder: _Recorder | None) -> web.Response:
     if recorder is not None:
         recorder.error_body = body  # what the agent got (the server said 200)
         recorder.fail(f"model_bad_response: {message}", "the proxy answered 502 and read no more")
-    return web.Response(
-        status=502, body=json.dumps(body, ensure_ascii=False).encode(), content_type=_JSON
-    )
+    return Response(502, json.dumps(body, ensure_ascii=False).encode(), content_type=_JSON)
 
 
 _JSON = "application/json"
 _BAD = "model_bad_response"
 
 
-async def _pass(request: web.BaseRequest, response: web.StreamResponse, upstream: Any) -> None:
+async def _pass(request: Request, response: StreamResponse, upstream: Answer) -> None:
     """Not a model call: passed on as it comes, not recorded."""
     await response.prepare(request)
-    async for chunk in upstream.content.iter_any():
+    async for chunk in upstream.chunks():
         await response.write(chunk)
     await response.write_eof()

@@ -7,8 +7,10 @@ chooses, shared by every rollout of that loop. A rollout gets a
 as its API key and the proxy finds the rollout by. Requests without a known
 key get a 401 in their protocol's error format; requests with a route's key
 that are not model calls or start-up requests (``agentkit.proxy._paths``) a
-403, recorded on the route. Built on aiohttp's server
-and client (imported only when a proxy starts).
+403, recorded on the route. Its HTTP is h11 on asyncio streams
+(:mod:`agentkit.proxy._http_server`) towards the agents and httpcore towards the
+servers (:mod:`agentkit.proxy._upstream`): the libraries agentkit's chat client
+loads anyway, so a proxied run imports almost nothing more.
 
 :func:`acquire_proxy` and :func:`release_proxy` share the loop's proxy:
 started by the first user, stopped when the last one lets go.
@@ -21,16 +23,16 @@ import json
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
 
 from agentkit._proxy_settings import ProxySettings
+from agentkit.proxy._encoding import DecodingError
 from agentkit.proxy._errors import error_body, protocol_of
 from agentkit.proxy._forward import MAX_BODY, forward, key_of, refuse
+from agentkit.proxy._http import Request, Response, StreamResponse
+from agentkit.proxy._http_server import HttpServer
 from agentkit.proxy._paths import PathRefused, check_request
 from agentkit.proxy._route import Endpoint, ProxyRoute
-
-if TYPE_CHECKING:
-    from aiohttp import ClientSession, web
+from agentkit.proxy._upstream import UpstreamClient
 
 __all__ = ["ModelProxy", "acquire_proxy", "release_proxy", "shared_proxy"]
 
@@ -50,17 +52,17 @@ class ModelProxy:
         self.port = port
         self._routes: dict[str, ProxyRoute] = {}
         self._endpoints: dict[str, Endpoint] = {}  # by upstream URL, read once
-        self._runner: web.ServerRunner | None = None
-        self._session: ClientSession | None = None
+        self._server: HttpServer | None = None
+        self._client: UpstreamClient | None = None
 
     def __repr__(self) -> str:
-        where = self.url if self._runner is not None else "not running"
+        where = self.url if self._server is not None else "not running"
         return f"ModelProxy({where}, {len(self._routes)} routes)"
 
     @property
     def url(self) -> str:
         """``http://127.0.0.1:PORT``: where the proxy listens."""
-        if self._runner is None:
+        if self._server is None:
             raise RuntimeError("the model proxy is not running; await start() first")
         return f"http://{self.host}:{self.port}"
 
@@ -71,39 +73,25 @@ class ModelProxy:
 
     async def start(self) -> ModelProxy:
         """Listen; returns once the port is bound."""
-        from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
-
-        self._session = ClientSession(
-            connector=TCPConnector(limit=0, ttl_dns_cache=300, keepalive_timeout=30),
-            timeout=ClientTimeout(total=None, sock_connect=60),
-            trust_env=False,  # HTTPS_PROXY and NO_PROXY: read once per route (ProxyRoute)
-            auto_decompress=True,
-        )
-        runner = web.ServerRunner(
-            web.Server(self._handle, access_log=None, handler_cancellation=True),
-            handle_signals=False,
-            shutdown_timeout=0.1,
-        )
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, backlog=4096)
+        server = HttpServer(self._handle, host=self.host, port=self.port, malformed=_malformed)
+        self._client = UpstreamClient()
         try:
-            await site.start()
+            self.port = await server.start()
         except BaseException:
-            await runner.cleanup()
-            await self._session.close()
+            await self._client.close()
+            self._client = None
             raise
-        self.port = runner.addresses[0][1]
-        self._runner = runner
+        self._server = server
         return self
 
     async def close(self) -> None:
         """Stop listening, cut open calls and close the connections to the endpoints."""
-        runner, self._runner = self._runner, None
-        if runner is not None:
-            await runner.cleanup()
-        session, self._session = self._session, None
-        if session is not None:
-            await session.close()
+        server, self._server = self._server, None
+        if server is not None:
+            await server.close()
+        client, self._client = self._client, None
+        if client is not None:
+            await client.close()
         for route in list(self._routes.values()):
             route.close()
 
@@ -139,7 +127,7 @@ class ModelProxy:
     def _forget(self, route: ProxyRoute) -> None:
         self._routes.pop(route.key, None)
 
-    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+    async def _handle(self, request: Request) -> Response | StreamResponse:
         key = key_of(request.headers)
         route = None if key is None else self._routes.get(key)
         if route is None:
@@ -154,26 +142,28 @@ class ModelProxy:
         except PathRefused as exc:
             return refuse(route, request, 403, f"agentkit model proxy: {exc.reason}")
         protocol = None if checked.wire is None else checked.wire.protocol
-        body = await _read_body(request)
+        try:
+            body = await _read_body(request)
+        except DecodingError as exc:
+            message = f"agentkit model proxy: the request body cannot be read: {exc}"
+            return refuse(route, request, 400, message, protocol=protocol or "other")
         if body is None:
             message = f"agentkit model proxy: the request body is larger than {MAX_BODY} bytes"
             return refuse(route, request, 413, message, protocol=protocol or "other")
-        assert self._session is not None
-        return await forward(self._session, route, request, checked, body)
+        assert self._client is not None
+        return await forward(self._client, route, request, checked, body)
 
 
-async def _read_body(request: web.BaseRequest) -> bytes | None:
+async def _read_body(request: Request) -> bytes | None:
     """The request's body, decoded (a ``Content-Encoding`` such as gzip is undone as it
     is read); None when it is larger than :data:`MAX_BODY` once decoded (the rest is left
     unread: a chunked body has no length to check first, and a small compressed one may
     expand to gigabytes)."""
     if (request.content_length or 0) > MAX_BODY:
         return None
-    if not request.body_exists:
-        return b""
     parts: list[bytes] = []
     size = 0
-    async for chunk in request.content.iter_any():
+    async for chunk in request.iter_body():
         size += len(chunk)
         if size > MAX_BODY:
             return None
@@ -181,16 +171,20 @@ async def _read_body(request: web.BaseRequest) -> bytes | None:
     return b"".join(parts)
 
 
-def _unknown_key(request: web.BaseRequest) -> web.Response:
-    from aiohttp import web
-
+def _unknown_key(request: Request) -> Response:
     message = (
         "agentkit model proxy: this key opens no rollout's route (the rollout ended, or the "
         "key is not one the proxy gave)"
     )
     protocol = protocol_of(request.raw_path, request.headers)
     body = error_body(protocol, 401, message, "invalid_api_key")
-    return web.Response(status=401, body=json.dumps(body).encode(), content_type="application/json")
+    return Response(401, json.dumps(body).encode(), content_type="application/json")
+
+
+def _malformed(status: int, message: str) -> Response:
+    """The answer to a request that is not HTTP the proxy reads (no route, no record)."""
+    body = error_body("chat", status, message, "bad_request")
+    return Response(status, json.dumps(body).encode(), content_type="application/json")
 
 
 class _Shared:
