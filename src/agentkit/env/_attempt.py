@@ -131,7 +131,7 @@ class RolloutWork:
     async def model_proxy(self) -> ModelProxy:
         """This process's model proxy on the running loop, started on first use and
         held until :meth:`aclose` (a Ray worker holds it for its life)."""
-        # deferred: the model proxy (aiohttp's server and client) loads only for a proxied run
+        # deferred: the model proxy (its server, routes and protocols) loads only for a proxied run
         from agentkit.proxy import acquire_proxy, release_proxy
 
         loop = asyncio.get_running_loop()

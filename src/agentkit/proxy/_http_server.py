@@ -121,6 +121,8 @@ class HttpServer:
         self._connections.add(task)
         try:
             await _Connection(self._handler, self._malformed, reader, writer).run()
+        except asyncio.CancelledError:
+            pass  # close() cut the connection; asyncio's own callback must not see it
         finally:
             self._connections.discard(task)
 
@@ -287,12 +289,24 @@ class _Connection:
         self, status: int, reason: str | None, headers: list[tuple[str, str]]
     ) -> bytes | None:
         fields = [(field_bytes(name), field_bytes(value)) for name, value in headers]
-        if self._h11.their_state is h11.SEND_BODY:
+        if not self._read_through():
             # answered before its body was read: the connection cannot carry another
             fields.append((b"Connection", b"close"))
         return self._h11.send(
             h11.Response(status_code=status, headers=fields, reason=_reason(status, reason))
         )
+
+    def _read_through(self) -> bool:
+        """Whether the request's body has been read, reading (and dropping) what of it
+        is here already: an empty body, or one the handler did not need."""
+        try:
+            while self._h11.their_state is h11.SEND_BODY:
+                event = self._h11.next_event()
+                if event is h11.NEED_DATA:
+                    return False
+        except h11.RemoteProtocolError:
+            return False
+        return True
 
     async def _send(self, response: Response) -> None:
         """A whole answer, in one write."""
@@ -366,6 +380,9 @@ class _Connection:
                         pass
             except (TimeoutError, OSError):
                 pass
+            except asyncio.CancelledError:
+                self.abort()
+                raise
         writer.close()
 
 

@@ -110,7 +110,7 @@ def _answer(call: ModelCall) -> dict[str, Any] | None:
     """The chat assistant message of a call's answer (a translated call's recorded answer
     is in the agent's protocol: its translation says which chat message it stands for)."""
     if call.upstream_protocol is not None:
-        # deferred: agentkit.proxy loads aiohttp's server, needed for translated calls only
+        # deferred: agentkit.proxy loads its server and protocols, needed for translated calls only
         from agentkit.proxy import translated_answer
 
         return translated_answer(call)

@@ -1,0 +1,345 @@
+"""The model proxy's HTTP on the wire (agentkit.proxy._http_server, _upstream): requests
+written byte by byte on a raw socket, so no client tidies them first, against a proxy
+forwarding to an aiohttp server of the test's own (tests/_upstream.py).
+
+One request at a time per connection (a pipelined one waits its turn), a head that is
+not HTTP/1.1 or too long, a body framed two ways, a client that leaves half-way through
+a chunked body, ``Expect: 100-continue``, a connection idle too long, a server that
+answers garbage or an encoded body; and a proxied ``agentkit run`` that never loads
+aiohttp."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import os
+import subprocess
+import sys
+import zlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from _upstream import Upstream
+from aiohttp import web
+
+import agentkit.runs
+from agentkit.proxy import ModelProxy, ProxyRoute, shared_proxy
+from agentkit.testing.model_server import ScriptedModelServer
+
+pytestmark = pytest.mark.anyio
+
+REAL_KEY = "sk-http-real-key-3f9e10"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[ModelProxy]:
+    async with shared_proxy() as running:
+        yield running
+
+
+def answer(content: str) -> dict[str, Any]:
+    message = {"role": "assistant", "content": content}
+    return {
+        "id": "c1",
+        "object": "chat.completion",
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+    }
+
+
+async def echo_model(request: web.BaseRequest) -> web.StreamResponse:
+    """Answers with the request's ``model`` as the reply's text."""
+    body = json.loads(await request.read())
+    return web.json_response(answer(body["model"]))
+
+
+def open_route(proxy: ModelProxy, upstream: Upstream) -> ProxyRoute:
+    return proxy.open_route(rollout_id="r0", upstream=upstream.url, api_key=REAL_KEY)
+
+
+def chat_request(route: ProxyRoute, model: str, *, close: bool = False) -> bytes:
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "hi"}]})
+    head = [
+        "POST /v1/chat/completions HTTP/1.1",
+        "Host: proxy",
+        f"Authorization: Bearer {route.key}",
+        "Content-Type: application/json",
+        f"Content-Length: {len(body)}",
+    ] + (["Connection: close"] if close else [])
+    return ("\r\n".join(head) + "\r\n\r\n" + body).encode()
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    """One response off the socket: status, headers (lower-case names), body."""
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+    status_line, *lines = head.split("\r\n")
+    headers = {}
+    for line in lines:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    status = int(status_line.split(" ")[1])
+    if "content-length" in headers:
+        body = await reader.readexactly(int(headers["content-length"]))
+    elif headers.get("transfer-encoding") == "chunked":
+        body = b""
+        while size := int((await reader.readuntil(b"\r\n"))[:-2], 16):
+            body += (await reader.readexactly(size + 2))[:-2]
+        await reader.readuntil(b"\r\n")
+    else:
+        body = await reader.read()
+    return status, headers, body
+
+
+def content(body: bytes) -> str:
+    return str(json.loads(body)["choices"][0]["message"]["content"])
+
+
+async def test_pipelined_requests_are_answered_in_turn_on_one_connection(
+    proxy: ModelProxy,
+) -> None:
+    """Two requests written at once, and a third once they are answered, on one kept-alive
+    connection: each gets its own answer, in order, and each is one call upstream."""
+    async with Upstream(echo_model) as upstream:
+        route = open_route(proxy, upstream)
+        with anyio.fail_after(30):  # a hang guard: a lost pipelined request never answers
+            reader, writer = await asyncio.open_connection(proxy.host, proxy.port)
+            writer.write(chat_request(route, "first") + chat_request(route, "second"))
+            first = await read_response(reader)
+            second = await read_response(reader)
+            writer.write(chat_request(route, "third", close=True))
+            third = await read_response(reader)
+            assert await reader.read() == b""  # closed, as the third asked
+            writer.close()
+    assert [r[0] for r in (first, second, third)] == [200, 200, 200]
+    assert [content(r[2]) for r in (first, second, third)] == ["first", "second", "third"]
+    assert first[1].get("connection") != "close" and third[1]["connection"] == "close"
+    assert len(upstream.seen) == 3
+    assert [c.request["model"] for c in route.close()] == ["first", "second", "third"]
+
+
+#: Heads the proxy cannot read as HTTP/1.1, or will not: the status it answers with.
+MALFORMED = {
+    "not-http": (b"GARBAGE\r\n\r\n", 400),
+    "bad-length": (b"Content-Length: ten\r\n\r\n", 400),
+    "length-and-chunked": (
+        b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+        400,
+    ),
+    "other-coding": (b"Transfer-Encoding: gzip, chunked\r\n\r\n", 501),
+    # h11 refuses a head once more than 64 KiB of it wait for their end (one read of up
+    # to 64 KiB may complete a longer one)
+    "head-too-long": (b"X-Padding: " + b"a" * 200_000 + b"\r\n\r\n", 431),
+    "bad-header": (b"Bad Header: x\r\n\r\n", 400),
+}
+
+
+@pytest.mark.parametrize("name", list(MALFORMED))
+async def test_a_request_the_proxy_cannot_read_is_answered_and_the_connection_closed(
+    proxy: ModelProxy, name: str
+) -> None:
+    """Even with a route's key: nothing reaches the server, nothing is recorded (no call
+    was read), and the proxy goes on serving."""
+    tail, status = MALFORMED[name]
+    async with Upstream(echo_model) as upstream:
+        route = open_route(proxy, upstream)
+        head = (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\n"
+            + f"Authorization: Bearer {route.key}\r\n".encode()
+        )
+        data = tail if name == "not-http" else head + tail
+        with anyio.fail_after(30):
+            reader, writer = await asyncio.open_connection(proxy.host, proxy.port)
+            writer.write(data)
+            got, headers, body = await read_response(reader)
+            assert await reader.read() == b""  # and the connection closed
+            writer.close()
+            ok, *_ = await raw_call(proxy, route, "after")
+        assert upstream.seen == [("POST", "/v1/chat/completions", f"Bearer {REAL_KEY}")]
+    assert got == status and headers["connection"] == "close"
+    error = json.loads(body)["error"]
+    assert error["message"].startswith("agentkit model proxy: ")
+    assert ok == 200
+    assert [c.request["model"] for c in route.close()] == ["after"]
+
+
+async def raw_call(
+    proxy: ModelProxy, route: ProxyRoute, model: str
+) -> tuple[int, dict[str, str], bytes]:
+    reader, writer = await asyncio.open_connection(proxy.host, proxy.port)
+    writer.write(chat_request(route, model, close=True))
+    try:
+        return await read_response(reader)
+    finally:
+        writer.close()
+
+
+async def test_a_client_that_leaves_half_way_through_a_chunked_body_sends_nothing(
+    proxy: ModelProxy,
+) -> None:
+    """The agent sends the head and part of a chunked body, then closes its side: the
+    part is never sent upstream nor recorded (it is not the call the agent meant), the
+    connection is dropped, and the proxy goes on serving."""
+    async with Upstream(echo_model) as upstream:
+        route = open_route(proxy, upstream)
+        part = json.dumps({"model": "partial", "messages": []}).encode()
+        with anyio.fail_after(30):
+            reader, writer = await asyncio.open_connection(proxy.host, proxy.port)
+            writer.write(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\n"
+                + f"Authorization: Bearer {route.key}\r\n".encode()
+                + b"Transfer-Encoding: chunked\r\n\r\n"
+                + b"%x\r\n%s\r\n" % (len(part), part)  # a whole JSON body, never ended
+            )
+            await writer.drain()
+            writer.write_eof()  # the agent is gone (its side of the connection closed)
+            try:
+                left = await reader.read()  # the proxy drops the connection
+            except ConnectionResetError:
+                left = b""
+            writer.close()
+            ok, *_ = await raw_call(proxy, route, "after")
+        assert upstream.seen == [("POST", "/v1/chat/completions", f"Bearer {REAL_KEY}")]
+    assert left == b"" and ok == 200
+    assert [c.request["model"] for c in route.close()] == ["after"]
+
+
+async def test_expect_100_continue_gets_its_interim_answer(proxy: ModelProxy) -> None:
+    """An agent that asks ``Expect: 100-continue`` (curl does for large bodies) waits for
+    ``100 Continue`` before it sends its body: the proxy sends it when it reads the body."""
+    async with Upstream(echo_model) as upstream:
+        route = open_route(proxy, upstream)
+        body = json.dumps({"model": "patient", "messages": []}).encode()
+        with anyio.fail_after(30):  # a hang guard: without the 100 both sides wait
+            reader, writer = await asyncio.open_connection(proxy.host, proxy.port)
+            writer.write(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: proxy\r\nConnection: close\r\n"
+                + f"Authorization: Bearer {route.key}\r\nContent-Length: {len(body)}\r\n".encode()
+                + b"Expect: 100-continue\r\n\r\n"
+            )
+            interim = await reader.readuntil(b"\r\n\r\n")
+            writer.write(body)
+            status, _, answered = await read_response(reader)
+            writer.close()
+    assert interim.startswith(b"HTTP/1.1 100 ")
+    assert status == 200 and content(answered) == "patient"
+    [call] = route.close()
+    assert call.request["model"] == "patient" and call.status == 200
+
+
+@pytest.mark.parametrize("sent", [b"", b"POST /v1/chat/completions HTTP/1.1\r\nHost: pro"])
+async def test_a_connection_idle_too_long_is_closed(
+    proxy: ModelProxy, monkeypatch: pytest.MonkeyPatch, sent: bytes
+) -> None:
+    """A connection that sends nothing, or a head it never finishes, is closed once the
+    idle timeout passes (75 s; a fraction of a second here)."""
+    monkeypatch.setattr("agentkit.proxy._http_server.IDLE_TIMEOUT", 0.2)
+    with anyio.fail_after(30):  # a hang guard: without the timeout the proxy waits on
+        reader, writer = await asyncio.open_connection(proxy.host, proxy.port)
+        writer.write(sent)
+        assert await reader.read() == b""
+        writer.close()
+
+
+#: Bodies encoded as a server may send them although the proxy asks for none.
+ENCODED = {
+    "gzip": ("gzip", gzip.compress),
+    "deflate-zlib": ("deflate", zlib.compress),
+    "deflate-raw": ("deflate", lambda data: zlib.compress(data, wbits=-zlib.MAX_WBITS)),
+}
+
+
+@pytest.mark.parametrize("name", list(ENCODED))
+async def test_an_encoded_answer_is_read_decoded(proxy: ModelProxy, name: str) -> None:
+    """The agent gets the answer decoded (without its Content-Encoding) and the record
+    has it parsed."""
+    encoding, encode = ENCODED[name]
+
+    async def encoded(request: web.BaseRequest) -> web.StreamResponse:
+        await request.read()
+        data = encode(json.dumps(answer("squeezed")).encode())
+        headers = {"Content-Encoding": encoding, "Content-Type": "application/json"}
+        return web.Response(body=data, headers=headers)
+
+    async with Upstream(encoded) as upstream:
+        route = open_route(proxy, upstream)
+        status, headers, body = await raw_call(proxy, route, "m")
+    assert status == 200 and "content-encoding" not in headers
+    assert content(body) == "squeezed"
+    [call] = route.close()
+    assert call.error is None and call.response["choices"][0]["message"]["content"] == "squeezed"
+
+
+async def test_a_server_that_answers_garbage_is_a_dropped_connection(proxy: ModelProxy) -> None:
+    """A server that answers what is not HTTP: the agent's connection drops, as if it had
+    called the server itself, and the call is recorded with httpcore's reason."""
+    got = asyncio.Event()
+
+    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        got.set()
+        writer.write(b"SPEAK FRIEND AND ENTER\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(garbage, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        route = proxy.open_route(
+            rollout_id="r", upstream=f"http://127.0.0.1:{port}/v1", api_key=REAL_KEY
+        )
+        with anyio.fail_after(30):
+            async with httpx.AsyncClient(timeout=30) as client:
+                with pytest.raises(httpx.TransportError):
+                    await client.post(
+                        route.base_url + "/chat/completions",
+                        json={"model": "m", "messages": []},
+                        headers={"Authorization": f"Bearer {route.key}"},
+                    )
+        assert got.is_set()
+    finally:
+        server.close()
+    [call] = route.close()
+    assert call.status is None and call.error is not None
+    assert "could not be reached" in call.error and "RemoteProtocolError" in call.error
+
+
+def test_a_proxied_run_never_loads_aiohttp(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    """``agentkit run`` through the model proxy imports nothing of aiohttp: its server
+    and client cost a process 0.2 s of CPU to import, more than the 5% the proxy may add
+    to a run of 200 rollouts (issue #32). The command runs in its own process with
+    ``-X importtime``, which lists every module it imported."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"id": f"q{i}", "input": "hi"}) + "\n" for i in range(3)))
+    run = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "agentkit", "run", f"jsonl:{tasks}", "chat",
+         "--model", "scripted-model", "--base-url", model_server.base_url, "--no-preflight",
+         "--out", str(run)],
+        capture_output=True, text=True, check=False, timeout=120,
+        env={**os.environ, "OPENAI_API_KEY": "sk-test"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    imported = {
+        line.rpartition("|")[2].strip().split(".")[0]
+        for line in proc.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert {"agentkit", "httpcore", "h11"} <= imported  # the list is read right
+    assert "aiohttp" not in imported and "yarl" not in imported
+    reader = agentkit.runs.open(run)
+    calls = [c for r in reader.rollouts(0, 10) for c in reader.calls(r.rollout_id)]
+    assert [c.status for c in calls] == [200, 200, 200]  # the calls went through the proxy
