@@ -109,24 +109,42 @@ def content(body: bytes) -> str:
 async def test_pipelined_requests_are_answered_in_turn_on_one_connection(
     proxy: ModelProxy,
 ) -> None:
-    """Two requests written at once, and a third once they are answered, on one kept-alive
-    connection: each gets its own answer, in order, and each is one call upstream."""
-    async with Upstream(echo_model) as upstream:
+    """Two requests written behind one the server still answers, then a fourth, on one
+    kept-alive connection: they wait their turn (nothing of them reaches the server while
+    the first is answered), then each gets its own answer, in order, one call each."""
+    arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def holds_the_first(request: web.BaseRequest) -> web.StreamResponse:
+        body = json.loads(await request.read())
+        if body["model"] == "first":
+            arrived.set()
+            await release.wait()
+        return web.json_response(answer(body["model"]))
+
+    async with Upstream(holds_the_first) as upstream:
         route = open_route(proxy, upstream)
         with anyio.fail_after(30):  # a hang guard: a lost pipelined request never answers
             reader, writer = await asyncio.open_connection(proxy.host, proxy.port)
-            writer.write(chat_request(route, "first") + chat_request(route, "second"))
-            first = await read_response(reader)
-            second = await read_response(reader)
-            writer.write(chat_request(route, "third", close=True))
-            third = await read_response(reader)
-            assert await reader.read() == b""  # closed, as the third asked
+            writer.write(chat_request(route, "first"))
+            await arrived.wait()
+            writer.write(chat_request(route, "second") + chat_request(route, "third"))
+            await writer.drain()
+            # a round trip on another connection: the proxy has read what was written
+            # before it (the bytes were on its socket), while the first is still answered
+            assert (await raw_call(proxy, route, "aside"))[0] == 200
+            assert [c.request["model"] for c in route.calls] == ["aside"]
+            release.set()
+            answers = [await read_response(reader) for _ in range(3)]
+            writer.write(chat_request(route, "fourth", close=True))
+            answers.append(await read_response(reader))
+            assert await reader.read() == b""  # closed, as the fourth asked
             writer.close()
-    assert [r[0] for r in (first, second, third)] == [200, 200, 200]
-    assert [content(r[2]) for r in (first, second, third)] == ["first", "second", "third"]
-    assert first[1].get("connection") != "close" and third[1]["connection"] == "close"
-    assert len(upstream.seen) == 3
-    assert [c.request["model"] for c in route.close()] == ["first", "second", "third"]
+    assert [a[0] for a in answers] == [200] * 4
+    models = ["first", "second", "third", "fourth"]
+    assert [content(a[2]) for a in answers] == models
+    assert answers[0][1].get("connection") != "close" and answers[3][1]["connection"] == "close"
+    assert len(upstream.seen) == 5
+    assert [c.request["model"] for c in route.close()] == ["first", "aside", *models[1:]]
 
 
 #: Heads the proxy cannot read as HTTP/1.1, or will not: the status it answers with.
