@@ -111,7 +111,8 @@ async def test_pipelined_requests_are_answered_in_turn_on_one_connection(
 ) -> None:
     """Two requests written behind one the server still answers, then a fourth, on one
     kept-alive connection: they wait their turn (nothing of them reaches the server while
-    the first is answered), then each gets its own answer, in order, one call each."""
+    the first is answered, and they are not lost), then each gets its own answer, in
+    order, one call each."""
     arrived, release = asyncio.Event(), asyncio.Event()
 
     async def holds_the_first(request: web.BaseRequest) -> web.StreamResponse:
@@ -129,8 +130,8 @@ async def test_pipelined_requests_are_answered_in_turn_on_one_connection(
             await arrived.wait()
             writer.write(chat_request(route, "second") + chat_request(route, "third"))
             await writer.drain()
-            # a round trip on another connection: the proxy has read what was written
-            # before it (the bytes were on its socket), while the first is still answered
+            # a round trip on another connection, while the first is still answered: the
+            # two pipelined requests were on the proxy's socket before it began
             assert (await raw_call(proxy, route, "aside"))[0] == 200
             assert [c.request["model"] for c in route.calls] == ["aside"]
             release.set()

@@ -5,8 +5,8 @@ built on) reads every request and frames every answer; this module moves the
 bytes and keeps the rules of one connection:
 
 - one request at a time (h11's state machine): a request pipelined behind
-  another waits, unread, until the first is answered (at most
-  :data:`MAX_PIPELINED` bytes are held meanwhile);
+  another waits, unread, until the first is answered (asyncio's stream holds
+  at most twice :data:`READ_LIMIT` bytes of them, then stops reading);
 - a request whose head is not HTTP/1.1 h11 reads, or holds both
   ``Content-Length`` and ``Transfer-Encoding``, gets a 400 (a head longer than
   :data:`MAX_HEAD` bytes a 431, a transfer coding other than chunked a 501)
@@ -16,9 +16,10 @@ bytes and keeps the rules of one connection:
   closed), and a body may pause that long between two reads;
 - an agent that sends ``Expect: 100-continue`` gets its ``100 Continue`` when
   the handler starts to read the body;
-- once the body has been read, the connection is watched while the handler
-  works: when the agent hangs up, the handler is cancelled (the proxy records
-  that the agent left, and drops the server's answer);
+- once the body has been read, the handler runs until it has answered, unless
+  the agent hangs up first (asyncio's protocol tells of the connection's end at
+  once): then the handler is cancelled (the proxy records that the agent left,
+  and drops the server's answer);
 - an answer sent before the request's body was read closes the connection
   (``Connection: close``), without cutting the answer off; a handler that fails
   drops the connection.
@@ -43,15 +44,16 @@ from agentkit.proxy._http import (
     field_bytes,
 )
 
-__all__ = ["IDLE_TIMEOUT", "MAX_HEAD", "MAX_PIPELINED", "HttpServer"]
+__all__ = ["IDLE_TIMEOUT", "MAX_HEAD", "READ_LIMIT", "HttpServer"]
 
 #: The most bytes a request's head (request line and header fields) may hold.
 MAX_HEAD = 64 * 1024
 #: Seconds a connection may wait for a request's whole head, or between two reads of a
 #: body (aiohttp's keep-alive timeout).
 IDLE_TIMEOUT = 75.0
-#: The most bytes of requests pipelined behind the one being answered that are held.
-MAX_PIPELINED = 1024 * 1024
+#: A connection's stream buffer (asyncio's ``limit``): what an agent sends ahead, such as
+#: a request pipelined behind the one being answered, is read up to twice this.
+READ_LIMIT = 64 * 1024
 #: Seconds a connection closed before its request's body was read goes on reading (and
 #: dropping) what the agent still sends, so the agent reads its answer before the close.
 LINGER_SECONDS = 2.0
@@ -95,8 +97,9 @@ class HttpServer:
 
     async def start(self) -> int:
         """Listen; returns the port."""
-        self._server = await asyncio.start_server(
-            self._serve, self.host, self.port, backlog=self._backlog
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Protocol(self._serve), self.host, self.port, backlog=self._backlog
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
@@ -119,12 +122,40 @@ class HttpServer:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        protocol = writer.transport.get_protocol()
+        assert isinstance(protocol, _Protocol)
         try:
-            await _Connection(self._handler, self._malformed, reader, writer).run()
+            await _Connection(self, reader, writer, protocol, task).run()
         except asyncio.CancelledError:
             pass  # close() cut the connection; asyncio's own callback must not see it
         finally:
             self._connections.discard(task)
+
+
+class _Protocol(asyncio.StreamReaderProtocol):
+    """asyncio's stream protocol, which also says at once when the agent's end of the
+    connection closes (:attr:`gone`, and ``on_gone``)."""
+
+    def __init__(
+        self, connected: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]
+    ) -> None:
+        super().__init__(asyncio.StreamReader(limit=READ_LIMIT), connected)
+        self.gone = False
+        self.on_gone: Callable[[], None] | None = None
+
+    def eof_received(self) -> bool | None:
+        keep = super().eof_received()
+        self._went()
+        return keep
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self._went()
+
+    def _went(self) -> None:
+        self.gone = True
+        if self.on_gone is not None:
+            self.on_gone()
 
 
 class _Connection:
@@ -132,22 +163,23 @@ class _Connection:
 
     def __init__(
         self,
-        handler: Handler,
-        malformed: Malformed | None,
+        server: HttpServer,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        protocol: _Protocol,
+        task: asyncio.Task[None],
     ) -> None:
         self._h11 = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
-        self._handler = handler
-        self._malformed = malformed
+        self._handler = server._handler
+        self._malformed = server._malformed
         self._reader = reader
         self._writer = writer
+        self._protocol = protocol
+        self._task = task
         self._method = b""
-        self._handling: asyncio.Task[Response | StreamResponse] | None = None
-        self._watch: asyncio.Task[None] | None = None
-        self._pending: list[bytes] = []  # bytes the watch read past the request
-        self._eof = False  # the agent's end of the connection is closed
+        self._watching = False  # the handler works on a read request: a hang-up stops it
         self._aborted = False
+        protocol.on_gone = self._on_gone
 
     async def run(self) -> None:
         try:
@@ -174,11 +206,7 @@ class _Connection:
         """The next request's head (None: the agent closed, was idle too long, or sent
         what is not HTTP, which is answered here)."""
         try:
-            async with asyncio.timeout(IDLE_TIMEOUT):
-                event = self._h11.next_event()
-                while event is h11.NEED_DATA:
-                    self._h11.receive_data(await self._read())
-                    event = self._h11.next_event()
+            event = await self._event()
         except TimeoutError:
             return None
         except h11.RemoteProtocolError as exc:
@@ -197,24 +225,27 @@ class _Connection:
             return None
         return Request(event.method.decode("ascii"), event.target.decode("latin-1"), headers, self)
 
+    async def _event(self) -> object:
+        """The next event h11 reads; more bytes are read while it needs them, for at most
+        IDLE_TIMEOUT seconds (TimeoutError)."""
+        event = self._h11.next_event()
+        if event is h11.NEED_DATA:
+            async with asyncio.timeout(IDLE_TIMEOUT):
+                while event is h11.NEED_DATA:
+                    self._h11.receive_data(await self._read())
+                    event = self._h11.next_event()
+        return event
+
     async def _answer(self, request: Request) -> bool:
         """Run the handler and send its answer; whether the connection goes on."""
-        handling = asyncio.create_task(self._handler(request))
-        self._handling = handling
         try:
-            await asyncio.wait((handling,))
-        except asyncio.CancelledError:  # the server closes: so does the handler
-            handling.cancel()
-            await asyncio.wait((handling,))
-            raise
-        finally:
-            self._handling = None
-            await self._stop_watching()
-        if self._aborted or handling.cancelled():
+            answer = await self._handler(request)
+        except asyncio.CancelledError:
+            # the agent hung up (or the server closes, or the handler dropped the
+            # connection itself): nothing more goes on this connection
             self.abort()
             return False
-        failure = handling.exception()
-        if failure is not None:
+        except Exception as failure:
             if not isinstance(failure, (ClientGone, OSError)):
                 _log.error("the model proxy failed to answer %r", request, exc_info=failure)
                 if self._h11.our_state is h11.SEND_RESPONSE:
@@ -222,13 +253,21 @@ class _Connection:
                     return False
             self.abort()
             return False
-        answer = handling.result()
+        finally:
+            self._watching = False
+        if self._aborted:
+            return False
         if isinstance(answer, Response):
             await self._send(answer)
         elif not answer.ended:  # a stream the handler left unfinished: cut off
             self.abort()
             return False
         return self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE
+
+    def _on_gone(self) -> None:
+        if self._watching:  # the agent hung up while its request is handled
+            self._watching = False
+            self._task.cancel()
 
     # -- what a Request and its answer use (agentkit.proxy._http.Exchange) --
 
@@ -241,11 +280,7 @@ class _Connection:
             )
         while True:
             try:
-                async with asyncio.timeout(IDLE_TIMEOUT):
-                    event = self._h11.next_event()
-                    while event is h11.NEED_DATA:
-                        self._h11.receive_data(await self._read())
-                        event = self._h11.next_event()
+                event = await self._event()
             except TimeoutError:
                 message = f"the agent sent no more of its body for {IDLE_TIMEOUT:g} s"
                 raise ClientGone(message) from None
@@ -254,7 +289,10 @@ class _Connection:
             if isinstance(event, h11.Data):
                 yield bytes(event.data)
             elif isinstance(event, h11.EndOfMessage) or event is h11.PAUSED:
-                self._watch_for_hang_up()
+                # read: from now on a hang-up stops the handler
+                self._watching = True
+                if self._protocol.gone:
+                    self._on_gone()
                 return
             else:
                 raise ClientGone("the agent closed the connection before its body ended")
@@ -335,36 +373,6 @@ class _Connection:
             await self._send(answer)
         except (OSError, h11.LocalProtocolError):
             self.abort()
-
-    def _watch_for_hang_up(self) -> None:
-        handling = self._handling
-        if handling is not None and self._watch is None and not handling.done():
-            self._watch = asyncio.create_task(self._watch_until_gone(handling))
-
-    async def _watch_until_gone(self, handling: asyncio.Task[Response | StreamResponse]) -> None:
-        """Read what the agent sends while its request is handled: the end of the
-        connection cancels the handler; bytes (a pipelined request) are kept for later,
-        up to MAX_PIPELINED (then reading stops until the answer is sent)."""
-        held = 0
-        while held <= MAX_PIPELINED:
-            data = await self._read()
-            if not data:
-                self._eof = True
-                handling.cancel()
-                return
-            self._pending.append(data)
-            held += len(data)
-
-    async def _stop_watching(self) -> None:
-        watch, self._watch = self._watch, None
-        if watch is not None:
-            watch.cancel()
-            await asyncio.wait((watch,))
-        if self._pending:
-            self._h11.receive_data(b"".join(self._pending))
-            self._pending.clear()
-        if self._eof:
-            self._h11.receive_data(b"")
 
     async def _close(self) -> None:
         if self._aborted:

@@ -7,10 +7,10 @@ chooses, shared by every rollout of that loop. A rollout gets a
 as its API key and the proxy finds the rollout by. Requests without a known
 key get a 401 in their protocol's error format; requests with a route's key
 that are not model calls or start-up requests (``agentkit.proxy._paths``) a
-403, recorded on the route. Its HTTP is h11 on asyncio streams
-(:mod:`agentkit.proxy._http_server`) towards the agents and httpcore towards the
-servers (:mod:`agentkit.proxy._upstream`): the libraries agentkit's chat client
-loads anyway, so a proxied run imports almost nothing more.
+403, recorded on the route. Its HTTP is h11 on asyncio streams, towards the
+agents (:mod:`agentkit.proxy._http_server`) and the servers
+(:mod:`agentkit.proxy._upstream`): the library agentkit's chat client loads anyway
+(httpcore is built on it), so a proxied run imports almost nothing more.
 
 :func:`acquire_proxy` and :func:`release_proxy` share the loop's proxy:
 started by the first user, stopped when the last one lets go.
