@@ -11,15 +11,18 @@ aiohttp."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import gzip
 import json
 import os
+import ssl
 import subprocess
 import sys
 import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx
@@ -362,3 +365,145 @@ def test_a_proxied_run_never_loads_aiohttp(
     reader = agentkit.runs.open(run)
     calls = [c for r in reader.rollouts(0, 10) for c in reader.calls(r.rollout_id)]
     assert [c.status for c in calls] == [200, 200, 200]  # the calls went through the proxy
+
+
+class ForwardProxy:
+    """An HTTP proxy of the test's own: a ``CONNECT`` tunnel to the host it names, or a
+    request with a whole URL passed on to its host as it came. ``seen``: each request's
+    first line and ``Proxy-Authorization``; ``refuse``: answer CONNECT with a 403."""
+
+    def __init__(self, *, refuse: bool = False) -> None:
+        self.refuse = refuse
+        self.seen: list[tuple[str, str | None]] = []
+        self.url = ""
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> ForwardProxy:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://agent:p%40ss@127.0.0.1:{port}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        line, *fields = head.decode("latin-1").split("\r\n")
+        auth = [f.partition(":")[2].strip() for f in fields if f.lower().startswith("proxy-auth")]
+        self.seen.append((line, auth[0] if auth else None))
+        method, target, _ = line.split(" ")
+        if method == "CONNECT":
+            if self.refuse:
+                writer.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+                writer.close()
+                return
+            host, _, port = target.rpartition(":")
+            up_reader, up_writer = await asyncio.open_connection(host, int(port))
+            writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        else:
+            parts = urlsplit(target)
+            up_reader, up_writer = await asyncio.open_connection(parts.hostname, parts.port)
+            up_writer.write(head)
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.close()
+
+
+@pytest.fixture
+def no_proxy_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+async def test_calls_go_through_the_http_proxy_the_environment_names(
+    proxy: ModelProxy, no_proxy_env: pytest.MonkeyPatch
+) -> None:
+    """HTTP_PROXY for an http endpoint: each call goes to the HTTP proxy with the whole
+    URL, and its user and password as Proxy-Authorization."""
+    async with Upstream(echo_model) as upstream, ForwardProxy() as forward:
+        no_proxy_env.setenv("HTTP_PROXY", forward.url)
+        route = open_route(proxy, upstream)
+        assert route.http_proxy == forward.url
+        status, _, body = await raw_call(proxy, route, "proxied")
+        assert len(upstream.seen) == 1
+    assert status == 200 and content(body) == "proxied"
+    basic = "Basic " + base64.b64encode(b"agent:p@ss").decode()
+    assert forward.seen == [(f"POST {upstream.url}/chat/completions HTTP/1.1", basic)]
+    [call] = route.close()
+    assert call.status == 200 and call.error is None
+
+
+async def test_an_https_endpoint_is_reached_through_a_connect_tunnel(
+    tmp_path: Path, proxy: ModelProxy, no_proxy_env: pytest.MonkeyPatch
+) -> None:
+    """HTTPS_PROXY for an https endpoint: a CONNECT tunnel to it, and TLS inside the
+    tunnel with the endpoint's certificate checked against its host."""
+    trustme = pytest.importorskip("trustme")
+    authority = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1").configure_cert(context)
+    bundle = tmp_path / "ca.pem"
+    authority.cert_pem.write_to_path(str(bundle))
+    no_proxy_env.setenv("SSL_CERT_FILE", str(bundle))
+    script = {"default": {"content": "through the tunnel"}}
+    with ScriptedModelServer(script, ssl=context) as server:
+        port = server.base_url.split(":")[2].split("/")[0]
+        async with ForwardProxy() as forward:
+            no_proxy_env.setenv("HTTPS_PROXY", forward.url)
+            route = proxy.open_route(rollout_id="r", upstream=server.base_url, api_key=REAL_KEY)
+            status, _, body = await raw_call(proxy, route, "m")
+        assert len(server.model_requests) == 1
+    assert status == 200 and content(body) == "through the tunnel"
+    assert [line for line, _ in forward.seen] == [f"CONNECT 127.0.0.1:{port} HTTP/1.1"]
+    [call] = route.close()
+    assert call.status == 200
+
+
+async def test_a_tunnel_the_http_proxy_refuses_is_an_unreached_endpoint(
+    proxy: ModelProxy, no_proxy_env: pytest.MonkeyPatch
+) -> None:
+    async with ForwardProxy(refuse=True) as forward:
+        no_proxy_env.setenv("HTTPS_PROXY", forward.url)
+        route = proxy.open_route(
+            rollout_id="r", upstream="https://127.0.0.1:9/v1", api_key=REAL_KEY
+        )
+        with anyio.fail_after(30), pytest.raises(asyncio.IncompleteReadError):
+            await raw_call(proxy, route, "m")  # the connection drops, as the server's would
+    [call] = route.close()
+    assert call.status is None and "could not be reached" in (call.error or "")
+    assert "the HTTP proxy answered HTTP 403 to CONNECT" in (call.error or "")
+
+
+async def test_a_connection_to_the_server_is_kept_while_the_server_keeps_it(
+    proxy: ModelProxy,
+) -> None:
+    """Calls one after another reuse one connection to the server; one the server closes
+    after its answer (Connection: close, or its socket closed) is not reused: the next
+    call opens another and succeeds."""
+    peers: list[int] = []
+
+    async def closes_after_the_second(request: web.BaseRequest) -> web.StreamResponse:
+        assert request.transport is not None
+        peers.append(request.transport.get_extra_info("peername")[1])
+        body = json.loads(await request.read())
+        headers = {"Connection": "close"} if len(peers) == 2 else {}
+        return web.json_response(answer(body["model"]), headers=headers)
+
+    async with Upstream(closes_after_the_second) as upstream:
+        route = open_route(proxy, upstream)
+        statuses = [(await raw_call(proxy, route, f"call{i}"))[0] for i in range(3)]
+    assert statuses == [200, 200, 200]
+    assert peers[0] == peers[1] != peers[2]
+    assert [c.error for c in route.close()] == [None, None, None]
