@@ -507,3 +507,39 @@ async def test_a_connection_to_the_server_is_kept_while_the_server_keeps_it(
     assert statuses == [200, 200, 200]
     assert peers[0] == peers[1] != peers[2]
     assert [c.error for c in route.close()] == [None, None, None]
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_reused(
+    proxy: ModelProxy,
+) -> None:
+    """A server that closes each connection once it has answered, without saying so in
+    its headers (as one whose keep-alive time ran out): the proxy sees the connection's
+    end and opens a new one for the next call, which succeeds."""
+    connections = 0
+    data = json.dumps(answer("fresh")).encode()
+
+    async def answers_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        writer.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            + b"Content-Length: %d\r\n\r\n%s" % (len(data), data)
+        )
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answers_once, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        route = proxy.open_route(
+            rollout_id="r", upstream=f"http://127.0.0.1:{port}/v1", api_key=REAL_KEY
+        )
+        with anyio.fail_after(30):
+            statuses = [(await raw_call(proxy, route, f"call{i}"))[0] for i in range(3)]
+    finally:
+        server.close()
+    assert statuses == [200, 200, 200] and connections == 3
+    assert [c.error for c in route.close()] == [None, None, None]
