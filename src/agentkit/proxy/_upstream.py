@@ -140,25 +140,42 @@ class Answer:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body as it arrives, decoded; raises :class:`UpstreamError` when it
-        breaks off or cannot be decoded."""
+        breaks off or cannot be decoded. What one read of the connection brings comes
+        as one chunk (a stream's events the server wrote at once, written on at once)."""
         decoder = decoder_for(self.headers.get("content-encoding"))
-        connection = self._connection
+        state = self._connection.h11
+        following: object = None  # an event read past the last chunk
         while True:
             try:
-                event = await connection.next_event(self._timeout)
+                event = following or await self._connection.next_event(self._timeout)
+                following = None
+                if isinstance(event, h11.Data):
+                    data = bytes(event.data)
+                    following = state.next_event()
+                    if isinstance(following, h11.Data):  # more of the body, read already
+                        parts = [data]
+                        while isinstance(following, h11.Data):
+                            parts.append(bytes(following.data))
+                            following = state.next_event()
+                        data = b"".join(parts)
+                    if following is h11.NEED_DATA:
+                        following = None
             except h11.RemoteProtocolError as exc:
                 raise UpstreamError(f"RemoteProtocolError: {exc}", answered=True) from None
             except (OSError, TimeoutError) as exc:
                 raise UpstreamError(f"{type(exc).__name__}: {exc}", answered=True) from None
             if isinstance(event, h11.Data):
                 if decoder is None:
-                    yield bytes(event.data)
+                    yield data
                     continue
-                try:
-                    pieces = list(decoder.feed(bytes(event.data)))
-                except DecodingError as exc:
-                    raise UpstreamError(str(exc), answered=True) from None
-                for piece in pieces:
+                pieces = decoder.feed(data)  # a bounded piece at a time: never all at once
+                while True:
+                    try:
+                        piece = next(pieces, None)
+                    except DecodingError as exc:
+                        raise UpstreamError(str(exc), answered=True) from None
+                    if piece is None:
+                        break
                     yield piece
             elif isinstance(event, h11.EndOfMessage):
                 break
@@ -271,7 +288,7 @@ class UpstreamClient:
             https=https,
             host=parts.hostname,
             port=parts.port or (443 if https else 80),
-            netloc=parts.netloc.rpartition("@")[2].encode("idna"),
+            netloc=_host_bytes(parts.netloc.rpartition("@")[2]),
             proxy=None if proxy is None else _proxy(proxy),
         )
         if len(self._origins) < 256:
@@ -354,7 +371,7 @@ async def _tunnel(
 ) -> None:
     """Ask the HTTP proxy for a tunnel to the server (``CONNECT host:port``)."""
     state = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
-    authority = f"{where.host}:{where.port}".encode("idna")
+    authority = _host_bytes(f"{where.host}:{where.port}")
     if ":" in where.host:  # an IPv6 address
         authority = f"[{where.host}]:{where.port}".encode()
     fields = [(b"Host", authority)]
@@ -388,3 +405,9 @@ def _proxy(url: str) -> _Proxy:
         authorization = b"Basic " + base64.b64encode(pair.encode())
     tls = parts.scheme == "https"
     return _Proxy(parts.hostname, parts.port or (443 if tls else 80), tls, authorization)
+
+
+def _host_bytes(host: str) -> bytes:
+    """A host name (with its port) as it goes in a request: ASCII as it is, or IDNA
+    (whose codec loads only for a name that needs it)."""
+    return host.encode("ascii") if host.isascii() else host.encode("idna")
