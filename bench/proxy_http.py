@@ -5,10 +5,10 @@ proxy serves agents and calls servers with h11 on asyncio streams, because
 the 5% a proxied ``agentkit run`` of 200 one-call rollouts may cost (issue
 #32, ``bench/proxy_run.py``) leaves about 60 ms of CPU for the proxy in all.
 
-1. Importing: CPU to import ``aiohttp.web`` (the proxy's server and client
-   before) and ``agentkit.proxy`` (now), each in a fresh interpreter, beyond
-   what agentkit's chat client imports anyway (``agentkit.chat``, httpcore,
-   h11).
+1. Starting: CPU (and modules newly imported) to start and stop a
+   ``ModelProxy`` in a fresh interpreter that has imported what a run without
+   the proxy imports (``agentkit.env``, the chat client: httpcore, h11), and to
+   import ``aiohttp.web`` there (what the proxy's start imported before).
 2. The client side: CPU per call (a JSON body, a whole JSON answer, one call
    at a time on a kept-alive connection) against a bare loopback server in
    this process: httpcore's connection pool (as agentkit's chat client uses
@@ -73,18 +73,31 @@ def _cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def import_cost(code: str, repeat: int) -> float:
-    """Median CPU seconds ``code`` adds to an interpreter that imported the chat client."""
-    base = "import agentkit.chat, httpcore, h11"
+#: What a run without the proxy imports (its HTTP client included), then a mark.
+_BASE = "import sys, asyncio, agentkit.env, agentkit.chat, httpcore, h11; before = set(sys.modules)"
+#: Starting and stopping the loop's model proxy.
+START = (
+    "from agentkit.proxy import ModelProxy\n"
+    "async def main():\n"
+    "    await (await ModelProxy().start()).close()\n"
+    "asyncio.run(main())"
+)
 
-    def run(extra: str) -> float:
+
+def start_cost(code: str, repeat: int) -> tuple[float, int]:
+    """Median CPU seconds ``code`` adds to an interpreter that imported what a run
+    without the proxy does, and how many modules it imports there."""
+
+    def run(extra: str) -> tuple[float, int]:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run([sys.executable, "-c", base + extra], check=True)
+        script = f"{_BASE}\n{extra}\nprint(len(set(sys.modules) - before))"
+        done = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        return cpu, int(done.stdout)
 
-    rounds = [run("; " + code) - run("") for _ in range(repeat)]
-    return statistics.median(rounds)
+    rounds = [(run(code), run("")) for _ in range(repeat)]
+    return statistics.median(a[0] - b[0] for a, b in rounds), rounds[0][0][1]
 
 
 async def bare_server(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -252,9 +265,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}; {os.cpu_count()} CPUs")
-    print("importing, beyond what agentkit's chat client imports (CPU, median):")
-    for code in ("import aiohttp.web", "import agentkit.proxy"):
-        print(f"  {code:24} {import_cost(code, args.repeat) * 1000:6.0f} ms")
+    print("beyond what a run without the proxy imports (CPU, median; modules imported):")
+    for label, code in (
+        ("import aiohttp.web", "import aiohttp.web"),
+        ("start a ModelProxy", START),
+    ):
+        cpu, modules = start_cost(code, args.repeat)
+        print(f"  {label:24} {cpu * 1000:6.0f} ms, {modules} modules")
     clients, whole = asyncio.run(clients_and_proxy(args.calls, args.repeat))
     served = asyncio.run(servers(args.calls, args.repeat))
     print(f"CPU per call, whole JSON answers, one at a time ({args.calls} calls, median):")
