@@ -337,31 +337,38 @@ async def test_a_server_that_answers_garbage_is_a_dropped_connection(proxy: Mode
     assert "could not be reached" in call.error and "RemoteProtocolError" in call.error
 
 
+#: Runs ``agentkit run`` (the arguments after the first) as ``python -m agentkit`` does,
+#: and at the process's exit writes the names in ``sys.modules`` to the first argument.
+_MODULES_AT_EXIT = """
+import atexit, json, runpy, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+sys.argv[0] = "agentkit"
+runpy.run_module("agentkit", run_name="__main__", alter_sys=True)
+"""
+
+
 def test_a_proxied_run_never_loads_aiohttp(
     tmp_path: Path, model_server: ScriptedModelServer
 ) -> None:
     """``agentkit run`` through the model proxy imports nothing of aiohttp: its server
     and client cost a process 0.2 s of CPU to import, more than the 5% the proxy may add
-    to a run of 200 rollouts (issue #32). The command runs in its own process with
-    ``-X importtime``, which lists every module it imported."""
+    to a run of 200 rollouts (issue #32). The command runs in its own process, which
+    writes the modules it has loaded (``sys.modules``) as it exits."""
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("".join(json.dumps({"id": f"q{i}", "input": "hi"}) + "\n" for i in range(3)))
-    run = tmp_path / "run"
+    run, modules = tmp_path / "run", tmp_path / "modules.json"
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "agentkit", "run", f"jsonl:{tasks}", "chat",
+        [sys.executable, "-c", _MODULES_AT_EXIT, str(modules), "run", f"jsonl:{tasks}", "chat",
          "--model", "scripted-model", "--base-url", model_server.base_url, "--no-preflight",
          "--out", str(run)],
         capture_output=True, text=True, check=False, timeout=120,
         env={**os.environ, "OPENAI_API_KEY": "sk-test"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    imported = {
-        line.rpartition("|")[2].strip().split(".")[0]
-        for line in proc.stderr.splitlines()
-        if line.startswith("import time:")
-    }
-    assert {"agentkit", "httpcore", "h11"} <= imported  # the list is read right
-    assert "aiohttp" not in imported and "yarl" not in imported
+    loaded = set(json.loads(modules.read_text()))
+    assert {"agentkit.proxy._http_server", "agentkit.proxy._upstream", "h11"} <= loaded
+    assert sorted(m for m in loaded if m.split(".")[0] in ("aiohttp", "yarl")) == []
     reader = agentkit.runs.open(run)
     calls = [c for r in reader.rollouts(0, 10) for c in reader.calls(r.rollout_id)]
     assert [c.status for c in calls] == [200, 200, 200]  # the calls went through the proxy
