@@ -8,12 +8,15 @@ the 5% a proxied ``agentkit run`` of 200 one-call rollouts may cost (issue
 1. Starting: CPU (and modules newly imported) to start and stop a
    ``ModelProxy`` in a fresh interpreter that has imported what a run without
    the proxy imports (``agentkit.env``, the chat client: httpcore, h11), and to
-   import ``aiohttp.web`` there (what the proxy's start imported before).
+   import there ``aiohttp.web`` (what the proxy's start imported before),
+   httpcore (nothing: the chat client has it) and the proxy's own pool
+   (``agentkit.proxy._upstream``).
 2. The client side: CPU per call (a JSON body, a whole JSON answer, one call
    at a time on a kept-alive connection) against a bare loopback server in
    this process: httpcore's connection pool (as agentkit's chat client uses
    it), the proxy's ``UpstreamClient`` (h11 on asyncio streams) and aiohttp's
-   ``ClientSession``.
+   ``ClientSession``; the ratio of the proxy's pool to httpcore's, and what
+   each costs the 200 calls of issue #32's run.
 3. The server side: CPU per request answered at once by the proxy's
    ``HttpServer`` (h11 on asyncio streams) and by aiohttp's low-level
    ``web.Server``, a bare client in this process.
@@ -66,6 +69,9 @@ ANSWER_BYTES = (
 BODY = json.dumps({"model": "m", "messages": [{"role": "user", "content": "6 times 7?"}]}).encode()
 HEADERS = [("Content-Type", "application/json"), ("Authorization", "Bearer sk-bench")]
 PATH = "/v1/chat/completions"
+UPSTREAM = "UpstreamClient (h11 on asyncio streams)"
+#: The calls of the run issue #32's target is set on (200 one-call rollouts).
+RUN_CALLS = 200
 
 
 def _cpu() -> float:
@@ -233,7 +239,7 @@ async def clients_and_proxy(calls: int, repeat: int) -> tuple[dict[str, float], 
         clients = await measure(
             {
                 "httpcore's pool (the chat client's)": lambda: httpcore_calls(port, calls),
-                "UpstreamClient (h11 on asyncio streams)": lambda: upstream_calls(port, calls),
+                UPSTREAM: lambda: upstream_calls(port, calls),
                 "aiohttp ClientSession": lambda: aiohttp_calls(port, calls),
             },
             calls,
@@ -268,6 +274,8 @@ def main() -> None:
     print("beyond what a run without the proxy imports (CPU, median; modules imported):")
     for label, code in (
         ("import aiohttp.web", "import aiohttp.web"),
+        ("import httpcore", "import httpcore"),
+        ("import the proxy's pool", "import agentkit.proxy._upstream"),
         ("start a ModelProxy", START),
     ):
         cpu, modules = start_cost(code, args.repeat)
@@ -278,6 +286,11 @@ def main() -> None:
     print("  calling a bare server:")
     for way, ms in clients.items():
         print(f"    {way:42} {ms:.3f} ms")
+    pool, ours = clients["httpcore's pool (the chat client's)"], clients[UPSTREAM]
+    print(
+        f"    UpstreamClient / httpcore's pool: {ours / pool:.2f}; over {RUN_CALLS} calls "
+        f"(issue #32's run) {ours * RUN_CALLS:.0f} ms against {pool * RUN_CALLS:.0f} ms"
+    )
     print("  serving a bare client:")
     for way, ms in served.items():
         print(f"    {way:42} {ms:.3f} ms")
