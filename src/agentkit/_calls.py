@@ -119,6 +119,10 @@ class ModelCall:
     ``cuts`` lists the texts of ``response`` the record keeps shorter than
     they came (``{"field", "chars"}``: where, and how long it was), each cut
     to ``MAX_REPLY_CHARS``, the length agentkit's own harnesses cut a reply to.
+
+    ``policy_version`` is the version of the policy the call was sent to, when a
+    trainer announces policy versions (``agentkit.service``: the version current
+    when the call started); None otherwise.
     """
 
     rollout_id: str
@@ -151,6 +155,7 @@ class ModelCall:
     upstream_protocol: WireProtocol | None = None
     upstream_request: Any = None
     cuts: list[dict[str, Any]] = attrs.field(factory=list)
+    policy_version: int | None = None
 
     @property
     def call_id(self) -> str:

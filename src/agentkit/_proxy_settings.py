@@ -57,10 +57,14 @@ class ProxySettings:
     Anthropic Messages and OpenAI Responses calls from the server's chat
     completions (translated both ways), which return token ids where those
     protocols give none; the call is recorded in the protocol the agent spoke,
-    with the upstream protocol and request beside it.
+    with the upstream protocol and request beside it. ``model``: the model name
+    every call is sent upstream with, in place of the agent's (a trainer's new
+    model or LoRA adapter, ``agentkit.service``; None: the agent's own), listed
+    in the call's ``forwarded``.
     """
 
     token_ids: bool = False
     session_header: str | None = attrs.field(default=DEFAULT_SESSION_HEADER, validator=_header_name)
     cache_salt: str | None = attrs.field(default=None, validator=_salt)
     translate_to_chat: bool = False
+    model: str | None = None

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from agentkit._calls import ModelCall
+from agentkit._policy import Policy, PolicyBoard
 from agentkit._proxy_settings import ROUTE_KEY_PREFIX, ProxySettings
 
 __all__ = ["KEY_PREFIX", "Endpoint", "ProxyRoute"]
@@ -51,18 +52,20 @@ class ProxyRoute:
         where = endpoint or Endpoint.of(upstream)
         self.rollout_id = rollout_id
         self.key = KEY_PREFIX + secrets.token_urlsafe(24)
-        self.upstream = where.upstream
-        #: Where calls go: the endpoint's scheme, host and port (a call's path is kept).
-        self.origin = where.origin
+        self._endpoint = where
         #: The endpoint's path (``/v1``, or ``""``): the proxy forwards only requests under it.
         self.base_path = where.path
         #: The base URL the agent is given: the proxy, with the endpoint's path.
         self.base_url = proxy_url + where.path
-        #: The HTTP proxy the environment names for the endpoint (HTTPS_PROXY, NO_PROXY...).
-        self.http_proxy = where.http_proxy
         self.api_key = api_key
         self.headers = dict(headers)
-        self.settings = settings
+        self._settings = settings
+        # a policy board this route follows, and what it made of its current policy
+        self._board: PolicyBoard | None = None
+        self._policy: Policy | None = None
+        self._policy_settings = settings
+        self._policy_endpoint = where
+        self._versions: dict[int, int] = {}  # call index -> the policy version it went to
         self.session_id = f"{rollout_id or 'rollout'}-{secrets.token_hex(4)}"
         self.closed = False
         #: Protocol handlers' scratch space for this attempt's calls (``Wire.memory``).
@@ -75,17 +78,87 @@ class ProxyRoute:
     def __repr__(self) -> str:
         return f"ProxyRoute({self.rollout_id!r}, {self.upstream!r}, calls={len(self._calls)})"
 
+    # -- where calls go: the endpoint's, or the current policy's --------------------
+    def follow(self, board: PolicyBoard) -> None:
+        """Send each call from now on to ``board``'s current policy (its endpoint, when it
+        names one, and its model name) and record its version on the call. A policy's
+        endpoint must have the same path as the route's (``/v1``): the agent's base URL
+        stays what it was given (a ValueError otherwise, when the call is made)."""
+        self._board = board
+
+    def _current(self) -> None:
+        """Take the board's current policy, if it changed since the last call."""
+        board = self._board
+        if board is None or board.current is self._policy:
+            return
+        policy = board.current
+        endpoint = self._endpoint
+        if policy.base_url is not None:
+            endpoint = Endpoint.of(policy.base_url)
+            if endpoint.path != self._endpoint.path:
+                raise ValueError(
+                    f"policy {policy.version}'s endpoint {policy.base_url!r} has the path "
+                    f"{endpoint.path!r}, not the run's {self._endpoint.path!r}"
+                )
+        self._policy_endpoint = endpoint
+        self._policy_settings = (
+            self._settings
+            if policy.model is None
+            else attrs.evolve(self._settings, model=policy.model)
+        )
+        self._policy = policy
+
+    @property
+    def upstream(self) -> str:
+        """The real endpoint's base URL (the current policy's, when the route follows one)."""
+        self._current()
+        return self._policy_endpoint.upstream
+
+    @property
+    def origin(self) -> str:
+        """Where calls go: the endpoint's scheme, host and port (a call's path is kept)."""
+        self._current()
+        return self._policy_endpoint.origin
+
+    @property
+    def http_proxy(self) -> str | None:
+        """The HTTP proxy the environment names for the endpoint (HTTPS_PROXY, NO_PROXY...)."""
+        self._current()
+        return self._policy_endpoint.http_proxy
+
+    @property
+    def settings(self) -> ProxySettings:
+        """How the proxy treats this route's calls (with the current policy's model name)."""
+        self._current()
+        return self._policy_settings
+
+    @property
+    def policy_version(self) -> int | None:
+        """The version of the policy calls go to now (None: the route follows none)."""
+        return None if self._board is None else self._board.version
+
     def begin(self, snapshot: Callable[[str], ModelCall]) -> int:
         """A call starts: its index; ``snapshot(why)`` records it if the route closes first."""
         index = self._next
         self._next += 1
         self._open[index] = snapshot
+        if self._board is not None:
+            self._current()
+            assert self._policy is not None
+            self._versions[index] = self._policy.version
         return index
+
+    def _stamped(self, call: ModelCall) -> ModelCall:
+        """``call`` with the version of the policy it was sent to."""
+        version = self._versions.pop(call.index, None)
+        if version is None or call.policy_version == version:
+            return call
+        return attrs.evolve(call, policy_version=version)
 
     def finish(self, call: ModelCall) -> None:
         """A call ended: keep its record (dropped when the route closed meanwhile)."""
         if self._open.pop(call.index, None) is not None and not self.closed:
-            self._calls.append(call)
+            self._calls.append(self._stamped(call))
 
     @property
     def calls(self) -> list[ModelCall]:
@@ -97,7 +170,7 @@ class ProxyRoute:
         if not self.closed:
             self.closed = True
             for snapshot in self._open.values():
-                self._calls.append(snapshot("the rollout ended before the call did"))
+                self._calls.append(self._stamped(snapshot("the rollout ended before the call did")))
             self._open.clear()
             self._on_close(self)
         return self.calls

@@ -114,6 +114,9 @@ class Wire:
         #: Whether the server was asked for token ids (by the agent or the proxy).
         self.ids_asked = False
         self.prepare()
+        model_name = settings.model
+        if model_name is not None and self.body.get("model", model_name) != model_name:
+            self.ask("model", model_name)  # the policy's model, in place of the agent's
 
     @classmethod
     def matches(cls, path: str) -> bool:

@@ -1,0 +1,71 @@
+"""Policy versions: which policy the model endpoint serves now, announced by a trainer.
+
+A trainer that trains while rollouts run (``agentkit.service``) tells the
+service each time a new policy is being served: a version number that only
+grows, and where the policy is served (a new endpoint's base URL, a new model
+or LoRA adapter name, or neither: the same endpoint with new weights). The
+:class:`PolicyBoard` holds the current :class:`Policy`; the model proxy's
+routes that follow a board (``ProxyRoute.follow``) send each call to the
+current policy's endpoint and model and record its version on the call
+(``ModelCall.policy_version``).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from agentkit._errors import SpecError
+
+__all__ = ["Policy", "PolicyBoard"]
+
+
+def _version(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if type(value) is not int or value < 0:
+        raise SpecError(f"{attribute.name} must be a whole number (0 or more), got {value!r}")
+
+
+def _text(_instance: object, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is not None and (type(value) is not str or not value.strip()):
+        raise SpecError(f"{attribute.name} must be a non-empty string or None, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class Policy:
+    """One policy version as the endpoint serves it.
+
+    ``version``: the trainer's number for it (0 or more; each announcement's
+    is larger than the last). ``base_url``: where it is served (None: the
+    run's endpoint). ``model``: the model name calls are sent with (a new
+    model or LoRA adapter; None: the name the agent sends).
+    """
+
+    version: int = attrs.field(validator=_version)
+    base_url: str | None = attrs.field(default=None, validator=_text)
+    model: str | None = attrs.field(default=None, validator=_text)
+
+
+class PolicyBoard:
+    """The policy served now; the routes that follow it read it at each call."""
+
+    def __init__(self, first: Policy) -> None:
+        self._current = first
+
+    @property
+    def current(self) -> Policy:
+        """The policy served now."""
+        return self._current
+
+    @property
+    def version(self) -> int:
+        """The current policy's version."""
+        return self._current.version
+
+    def announce(self, policy: Policy) -> None:
+        """A new policy is served from now on; its version must be larger than the
+        current one's (a :class:`~agentkit.SpecError` otherwise)."""
+        if policy.version <= self._current.version:
+            raise SpecError(
+                f"policy version must grow: {policy.version} announced after "
+                f"{self._current.version}"
+            )
+        self._current = policy
