@@ -36,7 +36,9 @@ not override), the attempt opens a route of this process's model proxy
 URL and key in place of the endpoint's (and no headers: the proxy adds
 them), the sandbox relays the route's address, and the calls the route
 recorded come back with the attempt (:attr:`Attempt.calls`). Scoring gets
-the run's own context.
+the run's own context. With a ``policy`` board (a trainer that announces
+policy versions, ``agentkit.service``) the route follows it: each call goes
+to the current policy and is recorded with its version.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ import attrs
 from agentkit._context import RunContext
 from agentkit._errors import HarnessError
 from agentkit._executor import Attempt, EventSink, Job, PlannedTask
+from agentkit._policy import PolicyBoard
 from agentkit._result import HarnessResult
 from agentkit._rubric import REWARD_ARGUMENTS, ScoreResult
 from agentkit._sandbox import ExecutionHints
@@ -89,6 +92,7 @@ class RolloutWork:
         sandbox_close_timeout: float = 30.0,
         keep_sandboxes: bool = False,
         proxy: ProxySettings | None = None,
+        policy: PolicyBoard | None = None,
     ) -> None:
         self.harness = harness
         self.keep_sandboxes = keep_sandboxes
@@ -103,6 +107,8 @@ class RolloutWork:
         self.prepare_errors: dict[str, BaseException] = {}
         #: How the model proxy treats the calls (None: the run is not proxied).
         self.proxy = proxy
+        #: The policy versions a trainer announces (None: none): each route follows it.
+        self.policy = policy
         # this process's model proxy, per event loop (held until aclose())
         self._proxies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ModelProxy] = (
             weakref.WeakKeyDictionary()
@@ -160,13 +166,16 @@ class RolloutWork:
         ctx = self.context
         assert self.proxy is not None and ctx.base_url is not None
         proxy = await self.model_proxy()
-        return proxy.open_route(
+        route = proxy.open_route(
             rollout_id=job.rollout_id,
             upstream=ctx.base_url,
             api_key=ctx.resolved_api_key,
             headers=ctx.headers,
             settings=self.proxy,
         )
+        if self.policy is not None:
+            route.follow(self.policy)
+        return route
 
     def _needed_arguments(self) -> frozenset[str]:
         names: set[str] = set()

@@ -87,6 +87,10 @@ class RunnerOptions:
     sandbox_close_timeout: float = 30.0
     run_token_limit: int | None = None
     run_cost_limit: float | None = None
+    #: Keep each rollout's model calls on its record (``model_calls``) also when they
+    #: are written to the run directory (the rollout service builds training records
+    #: from them as the rollout finishes).
+    keep_calls: bool = False
 
 
 class ProgressSink(Protocol):
@@ -319,7 +323,8 @@ class Runner:
             rec.events_file, rec.calls_file = await anyio.to_thread.run_sync(
                 _write_files, self.store, job.rollout_id, stored, outcome.calls
             )
-        elif outcome.calls:  # no run directory (env.generate()): the records stay in memory
+        if outcome.calls and (self.store is None or self.options.keep_calls):
+            # no run directory (env.generate()), or asked for: the records stay in memory
             rec.model_calls = list(outcome.calls)
         return rec
 
