@@ -1,0 +1,37 @@
+"""Train live: a rollout service that keeps rollouts of any harness in flight for a trainer.
+
+A trainer opens a :class:`RolloutService` over an :class:`~agentkit.AgentEnv`
+(a taskset and any harness, agent programs included), asks for groups (a
+task × N rollouts) and takes finished groups as they finish, each with the
+training records ``agentkit export`` writes (exact token ids, logprobs,
+masks, rewards, advantages) in its format (SkyRL, Tinker, verifiers). It
+announces each new policy with :meth:`RolloutService.set_policy`; every model
+call's record names the version that answered it (``ModelCall.policy_version``),
+and ``max_staleness`` keeps groups that are too old from ever reaching it.
+See docs/training-live.md.
+
+>>> service = RolloutService(env, options, group_size=4, max_staleness=2)  # doctest: +SKIP
+>>> async with service:  # doctest: +SKIP
+...     service.request(8)
+...     async for group in service.groups():
+...         ...
+"""
+
+from __future__ import annotations
+
+from agentkit._policy import Policy
+from agentkit.service._formats import TRAINER_FORMATS, RecordOptions, TrainerFormat
+from agentkit.service._group import ServiceGroup, ServiceReport
+from agentkit.service._service import OnStale, RolloutService, ServiceError
+
+__all__ = [
+    "TRAINER_FORMATS",
+    "OnStale",
+    "Policy",
+    "RecordOptions",
+    "RolloutService",
+    "ServiceError",
+    "ServiceGroup",
+    "ServiceReport",
+    "TrainerFormat",
+]
