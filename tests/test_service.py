@@ -214,8 +214,10 @@ async def test_many_groups_each_delivered_once_with_the_exports_own_records(
             env, _options(model_server, tmp_path), group_size=3, format="skyrl"
         ) as service:
             ids = service.request(3)
-            async for group in service.groups():
-                seen.append(group)
+            for _ in ids:
+                seen.append(await service.next_group())
+            with pytest.raises(ServiceError, match="no group is pending"):
+                await service.next_group()
             report = service.report()
     assert sorted(g.group_id for g in seen) == sorted(ids)
     rollout_ids = [r.rollout_id for g in seen for r in g.rollouts]

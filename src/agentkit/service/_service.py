@@ -263,13 +263,27 @@ class RolloutService:
     async def next_group(self) -> ServiceGroup:
         """The next finished group within the staleness bound (groups past it are dropped
         or run again, as ``on_stale`` says, and counted). A :class:`ServiceError` when no
-        group is pending (none requested, or all handed over or dropped)."""
+        group is pending (none requested, or all handed over or dropped) or the service
+        is closed."""
+        group = await self._next()
+        if group is None:
+            raise ServiceError("no group is pending: request() some first")
+        return group
+
+    async def groups(self) -> AsyncIterator[ServiceGroup]:
+        """Finished groups as they finish, until no requested group is pending (request
+        more while iterating to keep it going)."""
+        while (group := await self._next()) is not None:
+            yield group
+
+    async def _next(self) -> ServiceGroup | None:
+        """The next group to hand over; None when no group is pending."""
         while True:
             while not self._done:
-                if self._pending == 0:
-                    raise ServiceError("no group is pending: request() some first")
                 if self._closed:
                     raise ServiceError("the rollout service is closed")
+                if self._pending == 0:
+                    return None
                 event = self._finished
                 await event.wait()
                 if event is self._finished:
@@ -280,17 +294,6 @@ class RolloutService:
             self._overhead += time.perf_counter() - t0
             if group is not None:
                 return group
-
-    async def groups(self) -> AsyncIterator[ServiceGroup]:
-        """Finished groups as they finish, until no requested group is pending (request
-        more while iterating to keep it going)."""
-        while self._pending:
-            try:
-                yield await self.next_group()
-            except ServiceError:
-                if self._closed:
-                    raise
-                return
 
     def report(self) -> ServiceReport:
         """What the service did so far."""
