@@ -97,3 +97,24 @@ def test_the_readme_model_run_with_show_and_resume_works_as_written(tmp_path: Pa
     assert "Shared tasks: 10" in outputs[7], outputs[7]
     assert "Difference A - B: +0.350" in outputs[7], outputs[7]  # (3 + 0.5) / 10
     assert "A higher on 4, B higher on 0, tied on 6" in outputs[7], outputs[7]
+
+
+def test_the_train_live_example_runs_and_its_policy_improves(tmp_path: Path) -> None:
+    """examples/service/train_live.py (docs/training-live.md): every group within the
+    bound, the policy's switch visible in the rewards, the run directory written."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "service" / "train_live.py"), str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    steps, report = lines[:-1], lines[-1]["report"]
+    assert [s["step"] for s in steps] == [0, 1, 2, 3]
+    assert all(x <= 1 for s in steps for x in s["staleness"])
+    assert steps[0]["mean_reward"] == 0.0 and steps[-1]["mean_reward"] == 1.0
+    assert all(s["sequences"] == 8 for s in steps)
+    assert report["delivered"] == 8 and report["policy_version"] == 4
+    assert (tmp_path / "r" / "rollouts.jsonl").exists()
