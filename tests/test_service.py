@@ -91,6 +91,36 @@ async def test_groups_arrive_as_they_finish_and_closing_loses_no_finished_rollou
         service.request()
 
 
+async def test_closing_keeps_the_finished_rollouts_of_a_group_still_running(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    # the first request is answered, every later one hangs: one rollout of the group
+    # finishes, the other never does
+    model_server.set_script(
+        {
+            "rules": [
+                {"match": {"last_user_contains": "2+2"}, "times": 1, "reply": {"content": "4"}}
+            ],
+            "default": {"fail": "hang"},
+        }
+    )
+    tasks = _tasks(tmp_path, [{"id": "a", "input": "2+2?", "target": "4"}])
+    env = AgentEnv.from_names(f"jsonl:{tasks}", "chat")
+    with anyio.fail_after(HANG):
+        async with RolloutService(env, _options(model_server, tmp_path), group_size=2) as service:
+            service.request()
+            await service.wait_for_rollouts(1)
+            await model_server.wait_for_requests(2)
+            before = service.report()
+    after = service.report()
+    assert (before.rollouts_finished, before.in_flight, before.delivered) == (1, 1, 0)
+    assert (after.rollouts_finished, after.in_flight) == (1, 0)
+    [stored] = open_run(tmp_path / "run").rollouts()
+    assert stored.reward == 1.0
+    # the group never completed: no group line
+    assert (tmp_path / "run" / "groups.jsonl").read_text() == ""
+
+
 async def test_every_call_names_the_policy_version_that_answered_it(
     tmp_path: Path,
     model_server: ScriptedModelServer,

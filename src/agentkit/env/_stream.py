@@ -68,7 +68,10 @@ class RolloutStream:
         records nothing."""
         record = await self._runner._run_job(job)
         if self._store is not None:
-            await self._store.commit_rollout(record, None)
+            # finished: its line is written (and made durable) whatever is cancelled now,
+            # so that a restart or a close never runs or loses a finished rollout again
+            with anyio.CancelScope(shield=True):
+                await self._store.commit_rollout(record, None)
         return record
 
     async def complete_group(self, records: Sequence[RolloutRecord]) -> RolloutGroup:

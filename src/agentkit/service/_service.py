@@ -154,6 +154,7 @@ class RolloutService:
         self._running: dict[_Slot, tuple[anyio.CancelScope, int]] = {}
         self._done: collections.deque[_Finished] = collections.deque()
         self._finished = anyio.Event()
+        self._recorded = anyio.Event()  # set (and replaced) as each rollout is recorded
         self._delivered: set[int] = set()
         self._base_path = ""
         # counts
@@ -207,6 +208,7 @@ class RolloutService:
             await stack.__aexit__(None, None, None)
         self._queued.set()
         self._finished.set()
+        self._recorded.set()
 
     # -- the trainer's side ----------------------------------------------------------
     @property
@@ -295,6 +297,15 @@ class RolloutService:
             if group is not None:
                 return group
 
+    async def wait_for_rollouts(self, count: int) -> None:
+        """Wait until at least ``count`` rollouts have been recorded since the service
+        opened (in the run directory, when it has one): a trainer's progress, a test's
+        event. Bound it with ``anyio.fail_after``."""
+        while self._rollouts < count:
+            if self._closed:
+                raise ServiceError("the rollout service is closed")
+            await self._recorded.wait()
+
     def report(self) -> ServiceReport:
         """What the service did so far."""
         return ServiceReport(
@@ -360,6 +371,8 @@ class RolloutService:
             self._wake_workers()
             return
         self._rollouts += 1
+        self._recorded.set()
+        self._recorded = anyio.Event()
         t0 = time.perf_counter()
         group = slot.group
         group.records[slot.index] = record
