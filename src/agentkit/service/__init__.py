@@ -8,6 +8,7 @@ masks, rewards, advantages) in its format (SkyRL, Tinker, verifiers). It
 announces each new policy with :meth:`RolloutService.set_policy`; every model
 call's record names the version that answered it (``ModelCall.policy_version``),
 and ``max_staleness`` keeps groups that are too old from ever reaching it.
+A trainer in another process reaches it over HTTP through a :class:`ServiceFront`.
 See docs/training-live.md.
 
 >>> service = RolloutService(env, options, group_size=4, max_staleness=2)  # doctest: +SKIP
@@ -22,6 +23,7 @@ from __future__ import annotations
 from agentkit._policy import Policy
 from agentkit.service._formats import TRAINER_FORMATS, RecordOptions, TrainerFormat
 from agentkit.service._group import ServiceGroup, ServiceReport
+from agentkit.service._http import ServiceFront, group_json
 from agentkit.service._service import OnStale, RolloutService, ServiceError
 
 __all__ = [
@@ -31,7 +33,9 @@ __all__ = [
     "RecordOptions",
     "RolloutService",
     "ServiceError",
+    "ServiceFront",
     "ServiceGroup",
     "ServiceReport",
     "TrainerFormat",
+    "group_json",
 ]
