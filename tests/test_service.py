@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 import pytest
 
+from agentkit import SpecError
 from agentkit.env import AgentEnv, RunOptions
 from agentkit.runs import open_run
 from agentkit.service import RolloutService, ServiceError, ServiceGroup
@@ -278,14 +280,20 @@ async def test_bad_settings_are_refused_with_the_field_named(
 ) -> None:
     env = AgentEnv.from_names(f"jsonl:{_tasks(tmp_path, [TWO_TURNS])}", "chat")
     options = _options(model_server, tmp_path)
-    with pytest.raises(Exception, match="max_staleness must be"):
+    with pytest.raises(SpecError, match="max_staleness must be"):
         RolloutService(env, options, group_size=1, max_staleness=-1)
-    with pytest.raises(Exception, match="group_size must be"):
+    with pytest.raises(SpecError, match="group_size must be"):
         RolloutService(env, options, group_size=0)
+    with pytest.raises(SpecError, match="needs the model proxy"):
+        async with RolloutService(env, attrs.evolve(options, model_proxy=False), group_size=1):
+            pass
+    with pytest.raises(SpecError, match="local executor, not 'ray'"):
+        async with RolloutService(env, attrs.evolve(options, executor="ray"), group_size=1):
+            pass
     async with RolloutService(env, options, group_size=1) as service:
-        with pytest.raises(Exception, match="policy version must grow"):
+        with pytest.raises(SpecError, match="policy version must grow"):
             await service.set_policy(0)
-        with pytest.raises(Exception, match="endpoint path"):
+        with pytest.raises(SpecError, match="endpoint path"):
             await service.set_policy(1, base_url="http://127.0.0.1:1/v2")
-        with pytest.raises(Exception, match="unknown task"):
+        with pytest.raises(SpecError, match="unknown task"):
             service.request(task_id="nope")
