@@ -46,6 +46,8 @@ class RolloutStream:
         self._session = session
         self._runner = runner
         self._store = store
+        #: Rollouts started and not recorded (running, or stopped by a restart or a close).
+        self._unfinished: set[str] = set()
 
     @property
     def planned(self) -> list[PlannedTask]:
@@ -66,13 +68,38 @@ class RolloutStream:
         is in ``rollouts.jsonl`` when this returns. Its model calls are on the record
         (``model_calls``), each naming its policy version. Cancelling it (a restart)
         records nothing."""
+        self._unfinished.add(job.rollout_id)
         record = await self._runner._run_job(job)
         if self._store is not None:
             # finished: its line is written (and made durable) whatever is cancelled now,
             # so that a restart or a close never runs or loses a finished rollout again
             with anyio.CancelScope(shield=True):
                 await self._store.commit_rollout(record, None)
+                await anyio.to_thread.run_sync(self._tidy, record)
+        self._unfinished.discard(job.rollout_id)
         return record
+
+    def _tidy(self, record: RolloutRecord) -> None:
+        """A recorded rollout's sandbox files, as a run leaves them: removed after a
+        success (unless kept), else scrubbed of secrets."""
+        store = self._store
+        if store is None or self._session.factory is None:
+            return
+        if record.ok and not self._session.runner_options.keep_sandboxes:
+            store.remove_sandbox_dir(record.rollout_id)
+        else:  # kept sandbox files are part of the run directory too
+            store.scrub_files(store.sandbox_root(record.rollout_id))
+
+    def close(self) -> None:
+        """The run is over: the sandbox files of rollouts that never finished (nothing
+        of them is recorded) are removed, and ``rollouts/`` when it is left empty."""
+        store = self._store
+        if store is None or self._session.factory is None:
+            return
+        for rollout_id in self._unfinished:
+            store.remove_sandbox_dir(rollout_id)
+        self._unfinished.clear()
+        store.remove_empty_sandbox_parent()
 
     async def complete_group(self, records: Sequence[RolloutRecord]) -> RolloutGroup:
         """A group's rollouts all finished: its GRPO advantages (set on the records) and
@@ -162,10 +189,12 @@ async def open_rollouts(
         await runner.prepare()
         async with anyio.create_task_group() as callbacks:
             live.attach(callbacks)
+            stream = RolloutStream(session, runner, store)
             try:
-                yield RolloutStream(session, runner, store)
+                yield stream
             finally:
                 callbacks.cancel_scope.cancel()
+                stream.close()
 
 
 def make_job(planned: PlannedTask) -> Job:
