@@ -20,10 +20,15 @@ See docs/training-live.md.
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from agentkit._policy import Policy
 from agentkit.service._formats import TRAINER_FORMATS, RecordOptions, TrainerFormat
 from agentkit.service._group import ServiceGroup, ServiceReport
-from agentkit.service._http import ServiceFront, group_json
+
+if TYPE_CHECKING:
+    from agentkit.service._http import ServiceFront, group_json
 from agentkit.service._service import OnStale, RolloutService, ServiceError
 
 __all__ = [
@@ -39,3 +44,18 @@ __all__ = [
     "TrainerFormat",
     "group_json",
 ]
+
+
+#: Names loaded on first use: the HTTP front's server (aiohttp) loads only for a
+#: trainer that uses it, not for every process that runs the service.
+_LAZY = {"ServiceFront": "agentkit.service._http", "group_json": "agentkit.service._http"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentkit.service' has no attribute {name!r}")
+    # deferred: aiohttp's web server, for the HTTP front only
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
