@@ -34,8 +34,8 @@ from pathlib import Path
 
 from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.sandbox import SandboxError
-from agentkit.sandbox._bwrap import find_tools, holder_argv, host_usr_args
 from agentkit.sandbox.local import LocalSandbox
+from agentkit.sandbox.local._bwrap import find_tools, holder_argv, host_usr_args
 
 
 def _timed_run(argv: list[str]) -> float:

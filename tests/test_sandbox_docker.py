@@ -19,14 +19,14 @@ import pytest
 from agentkit import registry
 from agentkit._sandbox import ExecutionHints, Sandbox, TaskImage
 from agentkit.sandbox import SandboxError, open_sandbox
-from agentkit.sandbox._docker_engine import (
+from agentkit.sandbox.docker import DockerSandbox
+from agentkit.sandbox.docker._engine import (
     HOST_ROOT_WARNING,
     LABEL,
     EngineInfo,
     decide_engine,
     prune,
 )
-from agentkit.sandbox.docker import DockerSandbox
 from agentkit.testing.model_server import ScriptedModelServer
 from agentkit.testing.sandbox_fixtures import requires_docker, wait_gone, wait_present
 from agentkit.testing.sandbox_fixtures import unique_sleep_arg as unique_sleep

@@ -22,8 +22,8 @@ from agentkit import ForkableSandbox, Sandbox
 from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
 from agentkit.sandbox import SandboxForkError, fork_sandbox
 from agentkit.sandbox._base import BaseSandbox
-from agentkit.sandbox._docker_engine import prune
 from agentkit.sandbox.docker import DockerSandbox
+from agentkit.sandbox.docker._engine import prune
 from agentkit.sandbox.local import LocalSandbox
 from agentkit.testing.sandbox_fixtures import (
     host_pids_with_arg,
@@ -392,7 +392,7 @@ async def test_every_process_of_the_parent_is_stopped_while_its_files_are_copied
         assert await wait_present(arg)
     reader = await parent.start(["sh", "-c", "read line; echo got $line"])
 
-    import agentkit.sandbox.local as local_module
+    import agentkit.sandbox.local._sandbox as local_module
 
     seen: dict[int, list[str]] = {}
     copy_tree = local_module.copy_tree

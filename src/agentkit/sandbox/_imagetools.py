@@ -30,9 +30,9 @@ from agentkit._errors import missing_extra
 from agentkit._sandbox import TaskImage
 from agentkit.images import BuildContext, DockerBackend, ImageBackend, ImageError, resolve_image
 from agentkit.sandbox._buildruntime import build_runtime, known_build_runtime
-from agentkit.sandbox._docker_engine import LABEL, owner_labels
 from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
 from agentkit.sandbox._imageroot import ImageConfig, ImageRoot, extract_root, image_root
+from agentkit.sandbox.docker._engine import LABEL, owner_labels
 
 __all__ = [
     "INSTALL_TOOL",

@@ -2,7 +2,7 @@
 
 This module is the sandbox's lifecycle (bubblewrap started, made safe, its
 commands entered, taken down); the task images it runs on are made and held
-in ``_localimage``, and the files it generates in ``/etc`` in ``_etcfiles``.
+in ``_image``, and the files it generates in ``/etc`` in ``_etcfiles``.
 See ``docs/sandboxes.md`` for the layout, the network and model-endpoint
 design, the resource limits and what survives between commands.
 """
@@ -25,20 +25,9 @@ import anyio
 
 from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox._base import STANDARD_DIRS, BaseSandbox, _rmtree
-from agentkit.sandbox._bwrap import (
-    LIFELINE,
-    Limits,
-    Tools,
-    exec_prefix,
-    find_tools,
-    holder_argv,
-    host_symlinks,
-    ro_bind_sources,
-)
 from agentkit.sandbox._carry import Carried, carry
 from agentkit.sandbox._changes import layer_changes
 from agentkit.sandbox._errors import SandboxDiedError, SandboxError, SandboxForkError
-from agentkit.sandbox._etcfiles import EtcFile, account_files, data_fds, net_files
 from agentkit.sandbox._fork import ForkStats, cannot_fork, fork_id, fork_root
 from agentkit.sandbox._forward import (
     HOLDER_SCRIPT,
@@ -49,31 +38,42 @@ from agentkit.sandbox._forward import (
     python_for_holder,
     recv_fd,
 )
-from agentkit.sandbox._freeze import pause
 from agentkit.sandbox._freshdir import remove_entry
-from agentkit.sandbox._hostid import (
+from agentkit.sandbox._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot, hold
+from agentkit.sandbox._layercopy import copy_tree
+from agentkit.sandbox._paths import Mount, SandboxFS
+from agentkit.sandbox._process import read_json_fd
+from agentkit.sandbox._proctree import alive, kill_namespace, kill_tree, namespace_of
+from agentkit.sandbox._reaper import OWNER_ENV, owner_token, reap_orphans_once, reaped
+from agentkit.sandbox.local._bwrap import (
+    LIFELINE,
+    Limits,
+    Tools,
+    exec_prefix,
+    find_tools,
+    holder_argv,
+    host_symlinks,
+    ro_bind_sources,
+)
+from agentkit.sandbox.local._etcfiles import EtcFile, account_files, data_fds, net_files
+from agentkit.sandbox.local._freeze import pause
+from agentkit.sandbox.local._hostid import (
     allocate_id,
     chown_tree,
     make_parents,
     needs_own_id,
     write_id_maps,
 )
-from agentkit.sandbox._hosttools import TOOLS_DIR, host_tools
-from agentkit.sandbox._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot, hold
-from agentkit.sandbox._layercopy import copy_tree
-from agentkit.sandbox._localimage import (
+from agentkit.sandbox.local._hosttools import TOOLS_DIR, host_tools
+from agentkit.sandbox.local._image import (
     check_runnable,
     hold_image_root,
     prepare_images,
     wait_healthy,
 )
-from agentkit.sandbox._paths import Mount, SandboxFS
-from agentkit.sandbox._process import read_json_fd
-from agentkit.sandbox._proctree import alive, kill_namespace, kill_tree, namespace_of
-from agentkit.sandbox._reaper import OWNER_ENV, owner_token, reap_orphans_once, reaped
-from agentkit.sandbox._slirp import Slirp, find_slirp4netns, require_slirp4netns
-from agentkit.sandbox._stage import DOCKER_CAPS, STAGE, StagePlan, stage_argv
-from agentkit.sandbox._users import User, resolve_user
+from agentkit.sandbox.local._slirp import Slirp, find_slirp4netns, require_slirp4netns
+from agentkit.sandbox.local._stage import DOCKER_CAPS, STAGE, StagePlan, stage_argv
+from agentkit.sandbox.local._users import User, resolve_user
 
 __all__ = ["LocalSandbox"]
 
@@ -116,7 +116,7 @@ class LocalSandbox(BaseSandbox):
 
     The sandbox's uid 0 is never the host's root: when agentkit runs as root,
     every sandbox gets a host uid of its own (``host_id``; see
-    ``agentkit.sandbox._hostid``), and image sandboxes a range of them.
+    ``agentkit.sandbox.local._hostid``), and image sandboxes a range of them.
     """
 
     name: ClassVar[str] = "local"
@@ -298,7 +298,7 @@ class LocalSandbox(BaseSandbox):
         At most ``max_builds`` at a time, with a progress line. One entry per
         hints: None when ready (or no image), else the error every rollout of
         that task then fails with (what to install when no tool can make
-        images; a failed build with its log). See ``_localimage``.
+        images; a failed build with its log). See ``_image``.
         """
         if image == "host":
             return [None] * len(hints)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from agentkit.sandbox._slirp import RESOLV_CONF
+from agentkit.sandbox.local._slirp import RESOLV_CONF
 
 __all__ = ["EtcFile", "account_files", "data_fds", "hosts", "net_files"]
 

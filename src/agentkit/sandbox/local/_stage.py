@@ -35,8 +35,8 @@ from pathlib import Path
 
 import attrs
 
-from agentkit.sandbox._bwrap import Tools, host_usr_args
 from agentkit.sandbox._reaper import OWNER_ENV
+from agentkit.sandbox.local._bwrap import Tools, host_usr_args
 
 __all__ = ["DOCKER_CAPS", "STAGE", "STAGE_SCRIPT", "StagePlan", "stage_argv"]
 

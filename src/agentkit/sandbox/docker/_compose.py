@@ -26,8 +26,8 @@ import attrs
 
 from agentkit._sandbox import TaskImage
 from agentkit.images import ImageError, resolve_image
-from agentkit.sandbox._container import ContainerSpec
 from agentkit.sandbox._errors import SandboxError
+from agentkit.sandbox.docker._container import ContainerSpec
 
 __all__ = ["ComposePlan", "ComposeProject", "compose_command", "prepare_compose"]
 

@@ -20,7 +20,6 @@ from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.images import ImageError, PrepareStatus
 from agentkit.sandbox._base import BaseSandbox
 from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
-from agentkit.sandbox._hostid import needs_own_id
 from agentkit.sandbox._imageroot import (
     HEALTH_TIMEOUT_SEC,
     IMAGE_ID_BASE,
@@ -30,6 +29,7 @@ from agentkit.sandbox._imageroot import (
     hold,
 )
 from agentkit.sandbox._imagetools import find_image_tool, task_image_root
+from agentkit.sandbox.local._hostid import needs_own_id
 
 __all__ = ["check_runnable", "describe", "hold_image_root", "prepare_images", "wait_healthy"]
 

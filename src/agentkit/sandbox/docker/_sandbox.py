@@ -46,9 +46,15 @@ from agentkit.images._engine import require_aiodocker
 from agentkit.sandbox._base import _rmtree
 from agentkit.sandbox._carry import Carried, distinct_paths
 from agentkit.sandbox._changes import within
-from agentkit.sandbox._compose import ComposeProject, prepare_compose
-from agentkit.sandbox._container import ContainerSpec
-from agentkit.sandbox._docker_engine import (
+from agentkit.sandbox._errors import SandboxError, SandboxForkError, SandboxPathError
+from agentkit.sandbox._fork import ForkStats, Gate, cannot_fork, fork_id, fork_root
+from agentkit.sandbox._forward import Endpoint, Relay, loopback_endpoint, parse_endpoint
+from agentkit.sandbox._freshdir import open_dir, reset_dir, split_path
+from agentkit.sandbox._imageroot import HEALTH_TIMEOUT_SEC
+from agentkit.sandbox._layercopy import copy_tree
+from agentkit.sandbox.docker._compose import ComposeProject, prepare_compose
+from agentkit.sandbox.docker._container import ContainerSpec
+from agentkit.sandbox.docker._engine import (
     FORK_REPOSITORY,
     check_engine,
     engine_info,
@@ -56,15 +62,9 @@ from agentkit.sandbox._docker_engine import (
     prune_orphans_once,
     remove_project,
 )
-from agentkit.sandbox._docker_files import extract_download, unmap_owners, upload_tar
-from agentkit.sandbox._docker_process import DockerProcess
-from agentkit.sandbox._errors import SandboxError, SandboxForkError, SandboxPathError
-from agentkit.sandbox._fork import ForkStats, Gate, cannot_fork, fork_id, fork_root
-from agentkit.sandbox._forward import Endpoint, Relay, loopback_endpoint, parse_endpoint
-from agentkit.sandbox._freshdir import open_dir, reset_dir, split_path
-from agentkit.sandbox._imageroot import HEALTH_TIMEOUT_SEC
-from agentkit.sandbox._layercopy import copy_tree
-from agentkit.sandbox._netns import listen_in_netns
+from agentkit.sandbox.docker._files import extract_download, unmap_owners, upload_tar
+from agentkit.sandbox.docker._netns import listen_in_netns
+from agentkit.sandbox.docker._process import DockerProcess
 
 __all__ = ["DEFAULT_IMAGE", "HOST_DIRS", "LOG_DIRS", "DockerSandbox"]
 
