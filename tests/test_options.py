@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+import attrs
 import pytest
 
 from agentkit import OptionError
 from agentkit._options import OptionSchema
+from agentkit.sandbox.docker import DockerOptions, DockerSandbox
+from agentkit.sandbox.host import HostOptions, HostSandbox
+from agentkit.sandbox.local import LocalOptions, LocalSandbox
 
 
 class Harnessish:
@@ -200,3 +204,57 @@ def test_unresolvable_annotation_counts_as_any() -> None:
     s = OptionSchema.from_callable("taskset provider 'f'", factory, skip=1)
     assert s.parse_cli(["thing=3"]) == {"thing": 3}
     assert s.validate({"thing": "anything"}) == {"thing": "anything"}
+
+
+@attrs.frozen(kw_only=True)
+class BoxOptions:
+    """A sandbox kind's options written once, as an attrs class."""
+
+    allow_network: bool = False
+    mode: Literal["auto", "host"] = "auto"
+    limit: int | None = None
+    binds: list[str] = attrs.field(factory=list)
+
+
+class Boxish:
+    """A factory taking its options as ``**options``, declared by ``options_type``."""
+
+    options_type = BoxOptions
+
+    def __init__(self, *, root: Path, rollout_id: str = "", **options: Any) -> None:
+        self.options = BoxOptions(**options)
+
+
+def test_options_declared_as_an_attrs_class_are_the_schema() -> None:
+    schema = OptionSchema.from_callable("sandbox 'box'", Boxish)
+    assert schema.describe() == [
+        {"name": "root", "type": "Path", "default": None, "required": True},
+        {"name": "rollout_id", "type": "str", "default": "", "required": False},
+        {"name": "allow_network", "type": "bool", "default": False, "required": False},
+        {"name": "mode", "type": "'auto'|'host'", "default": "auto", "required": False},
+        {"name": "limit", "type": "int | None", "default": None, "required": False},
+        {"name": "binds", "type": "list[str]", "default": [], "required": False},
+    ]
+    assert schema.parse_cli(["mode=host", "binds=/a,/b"], flag="-S") == {
+        "mode": "host",
+        "binds": ["/a", "/b"],
+    }
+    # only the declared options: **options is not open-ended
+    with pytest.raises(OptionError, match=r"unknown option 'modes'.*mode \('auto'\|'host'\)"):
+        schema.parse_cli(["modes=host"], flag="-S")
+    with pytest.raises(OptionError, match="option 'limit' for sandbox 'box': expected int"):
+        schema.validate({"limit": "3"})
+
+
+def test_the_built_in_sandboxes_options_are_their_options_classes() -> None:
+    for factory, options in (
+        (LocalSandbox, LocalOptions),
+        (DockerSandbox, DockerOptions),
+        (HostSandbox, HostOptions),
+    ):
+        schema = OptionSchema.from_callable("sandbox", factory)
+        per_rollout = ["root", "hints", "rollout_id", "model_endpoint"]
+        assert list(schema.options) == per_rollout + [f.name for f in attrs.fields(options)]
+        assert not schema.open_ended
+        for field in attrs.fields(options):
+            assert schema.options[field.name].default == field.default, field.name

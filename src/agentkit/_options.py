@@ -1,7 +1,10 @@
 """Typed plugin options, read from a factory's signature.
 
 A plugin's options are the keyword parameters of what it registers (a class
-``__init__`` or a factory function), with their annotations and defaults.
+``__init__`` or a factory function), with their annotations and defaults. A
+factory that takes its options as ``**options`` and declares them as an attrs
+class (its ``options_type``, as the built-in sandboxes do) has that class's
+fields as its options instead, in their order, with their types and defaults.
 The CLI's ``-H name=value`` / ``-T name=value`` strings are parsed by those
 types; Python keyword arguments are checked against them without coercion.
 """
@@ -91,7 +94,11 @@ class OptionSchema:
         open_ended = False
         for p in params:
             if p.kind is inspect.Parameter.VAR_KEYWORD:
-                open_ended = True
+                declared = _declared_options(fn)
+                if declared is None:
+                    open_ended = True
+                else:
+                    opts += declared
                 continue
             if p.kind is inspect.Parameter.VAR_POSITIONAL or p.name.startswith("_"):
                 continue
@@ -177,6 +184,29 @@ class OptionSchema:
         if missing:
             raise OptionError(f"{self.owner} needs option(s): {', '.join(missing)}")
         return dict(values)
+
+
+def _declared_options(fn: Callable[..., Any]) -> list[Option] | None:
+    """The options ``fn`` takes as ``**options`` when it declares them as an attrs class
+    (``fn.options_type``): its fields, in order; None when it declares none."""
+    declared = getattr(fn, "options_type", None)
+    if not (inspect.isclass(declared) and attrs.has(declared)):
+        return None
+    hints = _resolve_hints(declared, declared)
+    out = []
+    for field in attrs.fields(declared):
+        default = field.default
+        if default is not attrs.NOTHING and callable(getattr(default, "factory", None)):
+            default = None if default.takes_self else default.factory()  # an attrs.Factory
+        out.append(
+            Option(
+                name=field.alias or field.name,
+                annotation=hints.get(field.name, Any),
+                default=None if default is attrs.NOTHING else default,
+                required=default is attrs.NOTHING,
+            )
+        )
+    return out
 
 
 def _resolve_hints(fn: Callable[..., Any], target: Callable[..., Any]) -> dict[str, Any]:

@@ -8,7 +8,9 @@ import shutil
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Protocol, Self
+
+import attrs
 
 from agentkit._errors import OptionError
 from agentkit._sandbox import ExecResult, ExecutionHints
@@ -45,12 +47,25 @@ def _rmtree(path: str | Path) -> None:
     shutil.rmtree(path, onerror=retry)
 
 
+class _Options(attrs.AttrsInstance, Protocol):
+    """What every sandbox's options hold (the rest is each kind's own)."""
+
+    @property
+    def keep(self) -> bool: ...
+
+    @property
+    def max_output_mb(self) -> int: ...
+
+
 class BaseSandbox:
     """A sandbox whose files live under ``root/fs``; subclasses say how commands run."""
 
     name: ClassVar[str] = "base"
+    #: The attrs class of the kind's options: the one place they are written (their
+    #: types, defaults and docs), read by the constructor and by ``-S`` parsing.
+    options_type: ClassVar[type[_Options]]
     #: The options the sandbox was made with (a fresh sibling is made with the same).
-    _options: dict[str, Any]
+    options: _Options
     #: Printed by the runner and recorded in manifest.json when not None.
     warning: ClassVar[str | None] = None
     #: Options that, when given, must be numbers above 0 (see :meth:`check_options`).
@@ -77,12 +92,12 @@ class BaseSandbox:
         self,
         *,
         root: Path,
-        hints: ExecutionHints | None,
-        rollout_id: str,
-        model_endpoint: str | None,
-        keep: bool,
-        max_output_mb: int,
+        hints: ExecutionHints | None = None,
+        rollout_id: str = "",
+        model_endpoint: str | None = None,
+        **options: Any,
     ) -> None:
+        self.options = self.options_type(**options)
         self.root = Path(root).absolute()
         self.hints = hints or ExecutionHints()
         self.rollout_id = rollout_id
@@ -90,9 +105,9 @@ class BaseSandbox:
         if not self.workdir.startswith("/"):
             raise SandboxError(f"execution hints: workdir {self.workdir!r} must be absolute")
         self.model_endpoint = model_endpoint
-        self.keep = keep
+        self.keep = self.options.keep
         self.owns_root = False
-        self._max_output = max_output_mb * 1024 * 1024
+        self._max_output = self.options.max_output_mb * 1024 * 1024
         self._procs: set[SandboxProcess] = set()
         self._state = "new"
         self._lock = asyncio.Lock()
@@ -102,6 +117,10 @@ class BaseSandbox:
         #: included), which it neither makes nor copies in again.
         self._fork_child = False
         self.fs: SandboxFS = SandboxFS(mounts=(), workdir=self.workdir)
+
+    def option_values(self) -> dict[str, Any]:
+        """The options the sandbox was made with, as keywords of its constructor."""
+        return attrs.asdict(self.options, recurse=False)
 
     @property
     def fs_root(self) -> Path:
@@ -378,7 +397,7 @@ class BaseSandbox:
                 hints=self.hints,
                 rollout_id=rollout_id or f"{self.rollout_id or 'sandbox'}.fresh",
                 model_endpoint=self.model_endpoint,
-                **self._options,
+                **self.option_values(),
             )
         except BaseException:
             _rmtree(child_root)

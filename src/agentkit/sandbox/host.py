@@ -15,12 +15,14 @@ import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
+import attrs
+
 from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox._base import STANDARD_DIRS, BaseSandbox
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._proctree import kill_tree
 
-__all__ = ["HOST_WARNING", "HostSandbox"]
+__all__ = ["HOST_WARNING", "HostOptions", "HostSandbox"]
 
 HOST_WARNING = (
     "sandbox 'host' runs task and agent commands directly on this machine, without "
@@ -31,15 +33,34 @@ HOST_WARNING = (
 _MARKER = "AGENTKIT_SANDBOX_ID"
 
 
+@attrs.frozen(kw_only=True)
+class HostOptions:
+    """The options of the host mode (:class:`HostSandbox`): ``-S name=value`` on the
+    command line, ``sandbox_options`` in Python, or keywords of ``HostSandbox``."""
+
+    allow_network: bool = False
+    """Recorded only: the host's network is always there."""
+
+    keep: bool = False
+    """Never delete the rollout's files on close."""
+
+    max_output_mb: int = 64
+    """How much of its stdout and of its stderr each command keeps, in MB."""
+
+
 class HostSandbox(BaseSandbox):
     """Unisolated: runs commands on the host, in ``<root>/fs`` (see :data:`HOST_WARNING`).
 
     The environment is still cleared (only ``PATH`` comes from the host), and
-    every process a command starts is killed on timeout and on close.
+    every process a command starts is killed on timeout and on close. Its
+    options are :class:`HostOptions`'.
     """
 
     name: ClassVar[str] = "host"
     warning: ClassVar[str | None] = HOST_WARNING
+    options_type: ClassVar[type[HostOptions]] = HostOptions
+    #: The options the sandbox was made with.
+    options: HostOptions
 
     def __init__(
         self,
@@ -48,26 +69,16 @@ class HostSandbox(BaseSandbox):
         hints: ExecutionHints | None = None,
         rollout_id: str = "",
         model_endpoint: str | None = None,
-        allow_network: bool = False,
-        keep: bool = False,
-        max_output_mb: int = 64,
+        **options: Any,
     ) -> None:
+        """A sandbox for one rollout, not started yet; ``options`` are
+        :class:`HostOptions`' (their types are checked where they are parsed)."""
         super().__init__(
-            root=root,
-            hints=hints,
-            rollout_id=rollout_id,
-            model_endpoint=model_endpoint,
-            keep=keep,
-            max_output_mb=max_output_mb,
+            root=root, hints=hints, rollout_id=rollout_id, model_endpoint=model_endpoint, **options
         )
-        self._options = {
-            "allow_network": allow_network,
-            "keep": keep,
-            "max_output_mb": max_output_mb,
-        }
         # The host's network is always there; recorded so the runner can report it.
         self.network = True
-        self.allow_network = allow_network
+        self.allow_network = self.options.allow_network
         self.fs = SandboxFS(
             mounts=[Mount("/", self.fs_root, True)], workdir=self.workdir, virtual=()
         )

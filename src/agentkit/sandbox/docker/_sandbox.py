@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any, ClassVar
 
 import anyio
+import attrs
 
 from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
 from agentkit.images import (
@@ -64,12 +65,11 @@ from agentkit.sandbox.docker._engine import (
 )
 from agentkit.sandbox.docker._files import extract_download, unmap_owners, upload_tar
 from agentkit.sandbox.docker._netns import listen_in_netns
+from agentkit.sandbox.docker._options import DockerOptions
 from agentkit.sandbox.docker._process import DockerProcess
 
-__all__ = ["DEFAULT_IMAGE", "HOST_DIRS", "LOG_DIRS", "DockerSandbox"]
+__all__ = ["HOST_DIRS", "LOG_DIRS", "DockerSandbox"]
 
-#: The image of tasks that name none (``-S default_image=...`` to change it).
-DEFAULT_IMAGE = "debian:bookworm-slim"
 #: The rollout's log directories, kept on the host (as Harbor mounts them).
 LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
 #: Directories of the container that are directories of the rollout on the host: the
@@ -84,23 +84,14 @@ _BASH_OR_SH = 'if [ -x /bin/bash ]; then exec /bin/bash -c "$0"; fi; exec /bin/s
 class DockerSandbox:
     """A container per rollout (see the module docstring and ``docs/sandboxes.md``).
 
-    Options (``-S name=value``):
-
-    - ``allow_network``: give network to tasks whose hints ask for it.
-    - ``allow_host_root``: run even on an engine whose container root is this
-      machine's root (no userns-remap, not rootless); recorded as a warning.
-    - ``default_image``: the image of tasks that name none.
-    - ``max_builds``: image builds running at once before the rollouts.
-    - ``no_new_privileges``: forbid setuid elevation inside (default true;
-      false for images whose non-root user needs ``sudo``).
-    - ``keep``: never delete the rollout's host directory.
-    - ``max_output_mb``: how much stdout/stderr each command keeps.
+    Its options are :class:`DockerOptions`' (``-S name=value`` on the command line).
     """
 
     name: ClassVar[str] = "docker"
     #: The Ray node label (value ``true``) of nodes that have a Docker engine: the Ray
     #: executor runs this sandbox's rollouts only there (docs/distributed.md).
     node_label: ClassVar[str] = "agentkit/docker"
+    options_type: ClassVar[type[DockerOptions]] = DockerOptions
     #: Printed by the runner and recorded in manifest.json when not None.
     warning: ClassVar[str | None] = None
 
@@ -111,40 +102,28 @@ class DockerSandbox:
         hints: ExecutionHints | None = None,
         rollout_id: str = "",
         model_endpoint: str | None = None,
-        allow_network: bool = False,
-        allow_host_root: bool = False,
-        default_image: str = DEFAULT_IMAGE,
-        max_builds: int = 2,
-        no_new_privileges: bool = True,
-        keep: bool = False,
-        max_output_mb: int = 64,
+        **options: Any,
     ) -> None:
+        """A sandbox for one rollout, not started yet; ``options`` are
+        :class:`DockerOptions`' (their types are checked where they are parsed)."""
         #: The options, as given: a fork's child is made with the same.
-        self._options: dict[str, Any] = {
-            "allow_network": allow_network,
-            "allow_host_root": allow_host_root,
-            "default_image": default_image,
-            "max_builds": max_builds,
-            "no_new_privileges": no_new_privileges,
-            "keep": keep,
-            "max_output_mb": max_output_mb,
-        }
+        self.options = opts = DockerOptions(**options)
         self.root = Path(root).absolute()
         self.hints = hints or ExecutionHints()
         self.rollout_id = rollout_id
         self.workdir = self.hints.workdir or "/app"
         if not self.workdir.startswith("/"):
             raise SandboxError(f"execution hints: workdir {self.workdir!r} must be absolute")
-        if max_builds < 1:
-            raise SandboxError(f"max_builds must be at least 1, got {max_builds}")
+        if opts.max_builds < 1:
+            raise SandboxError(f"max_builds must be at least 1, got {opts.max_builds}")
         self.model_endpoint = model_endpoint
-        self.network = bool(self.hints.network and allow_network)
-        self.allow_host_root = allow_host_root
-        self.default_image = default_image
-        self.no_new_privileges = no_new_privileges
-        self.keep = keep
+        self.network = bool(self.hints.network and opts.allow_network)
+        self.allow_host_root = opts.allow_host_root
+        self.default_image = opts.default_image
+        self.no_new_privileges = opts.no_new_privileges
+        self.keep = opts.keep
         self.owns_root = False
-        self._max_output = max_output_mb * 1024 * 1024
+        self._max_output = opts.max_output_mb * 1024 * 1024
         for path in self.hints.ro_binds:
             if not path.startswith("/") or not os.path.exists(path):
                 raise SandboxError(f"ro_binds: {path!r} must be an existing absolute host path")
@@ -185,9 +164,9 @@ class DockerSandbox:
     # -- run-level hooks (see agentkit.SandboxFactory) ------------------------
 
     @classmethod
-    async def preflight(cls, *, allow_host_root: bool = False, **_options: Any) -> str | None:
+    async def preflight(cls, **options: Any) -> str | None:
         """Check the engine once per run (host root refused unless allowed); prune leftovers."""
-        warning = await check_engine(allow_host_root=allow_host_root)
+        warning = await check_engine(allow_host_root=DockerOptions(**options).allow_host_root)
         await prune_orphans_once()
         return warning
 
@@ -198,12 +177,12 @@ class DockerSandbox:
         *,
         log_dir: Path | None = None,
         on_progress: Any = None,
-        default_image: str = DEFAULT_IMAGE,
-        max_builds: int = 2,
-        **_options: Any,
+        **options: Any,
     ) -> list[Any]:
         """Build or pull every task's image before the rollouts (bounded, with progress)."""
-        images = [h.image or TaskImage(image=default_image) for h in hints]
+        opts = DockerOptions(**options)
+        max_builds = opts.max_builds
+        images = [h.image or TaskImage(image=opts.default_image) for h in hints]
         plain = [i for i in images if i.compose_file is None]
         report = None if on_progress is None else (lambda status: on_progress(status.line()))
         results = await prepare_images(
@@ -505,7 +484,7 @@ class DockerSandbox:
                 hints=self.hints,
                 rollout_id=rollout_id or fork_id(self.rollout_id, next(self._forks)),
                 model_endpoint=self.model_endpoint,
-                **self._options,
+                **attrs.asdict(self.options, recurse=False),
             )
         except BaseException:
             shutil.rmtree(child_root, ignore_errors=True)
@@ -865,7 +844,7 @@ class DockerSandbox:
                 hints=self.hints,
                 rollout_id=rollout_id or f"{self.rollout_id or 'sandbox'}.fresh",
                 model_endpoint=self.model_endpoint,
-                **self._options,
+                **attrs.asdict(self.options, recurse=False),
             )
         except BaseException:
             shutil.rmtree(child_root, ignore_errors=True)

@@ -1,16 +1,17 @@
 """The local sandbox: bubblewrap namespaces around a per-rollout root.
 
 :class:`LocalSandbox` is the sandbox (its lifecycle, commands, forks and
-grading); the modules beside it are its private parts: the bubblewrap
-command lines (``_bwrap``, ``_stage``), the network (``_slirp``), the files it
-writes in ``/etc`` (``_etcfiles``), users and host ids (``_users``,
-``_hostid``), the host's tools (``_hosttools``), pausing for a fork
-(``_freeze``) and the task images it runs on (``_image``). See
-``docs/sandboxes.md``.
+grading), :class:`LocalOptions` its options; the modules beside them are its
+private parts: the bubblewrap command lines (``_bwrap``, ``_stage``), the
+network (``_slirp``), the files it writes in ``/etc`` (``_etcfiles``), users
+and host ids (``_users``, ``_hostid``), the host's tools (``_hosttools``),
+pausing for a fork (``_freeze``) and the task images it runs on (``_image``).
+See ``docs/sandboxes.md``.
 """
 
 from __future__ import annotations
 
+from agentkit.sandbox.local._options import LocalOptions
 from agentkit.sandbox.local._sandbox import LocalSandbox
 
-__all__ = ["LocalSandbox"]
+__all__ = ["LocalOptions", "LocalSandbox"]

@@ -19,7 +19,7 @@ import socket
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import anyio
 
@@ -71,6 +71,7 @@ from agentkit.sandbox.local._image import (
     prepare_images,
     wait_healthy,
 )
+from agentkit.sandbox.local._options import LocalOptions
 from agentkit.sandbox.local._slirp import Slirp, find_slirp4netns, require_slirp4netns
 from agentkit.sandbox.local._stage import DOCKER_CAPS, STAGE, StagePlan, stage_argv
 from agentkit.sandbox.local._users import User, resolve_user
@@ -89,30 +90,7 @@ class LocalSandbox(BaseSandbox):
     """A bubblewrap sandbox: the task's image root (or the host's ``/usr``) read-only,
     the rollout's own writable layer above it.
 
-    Options (``-S name=value`` on the command line):
-
-    - ``allow_network``: give network to tasks whose hints ask for it.
-    - ``network_mode``: how such a task gets it: ``private`` (its own network
-      namespace, as a Docker container has, with outbound traffic carried by
-      slirp4netns; the host's loopback is out of reach), ``host`` (the host's
-      network namespace, shared), or ``auto`` (default: ``private`` when
-      slirp4netns is installed, else ``host``).
-    - ``keep``: never delete the rollout's files on close.
-    - ``ro_binds``: extra host paths visible read-only at the same path.
-    - ``max_processes``, ``max_memory_mb`` (address space), ``max_file_size_mb``,
-      ``max_cpu_seconds``, ``max_open_files``: setrlimit limits on every command.
-    - ``max_output_mb``: how much stdout/stderr each command keeps.
-    - ``image``: ``auto`` (default) runs a task that has an image
-      (``hints.image``) on that image's root file system; ``host`` runs every
-      task on the host's userland (``/usr``) on purpose.
-    - ``image_tool``: what builds or pulls images and exports their root once:
-      ``auto`` (Docker, else Podman, else Buildah), ``docker``, ``podman`` or
-      ``buildah``. ``image_cache``: where exported roots are kept
-      (``~/.cache/agentkit/image-roots``).
-    - ``entrypoint``: start the image's ``ENTRYPOINT`` in the background, as a
-      container would (default true).
-    - ``max_builds``: how many images are built (or pulled and exported) at
-      once before a run (:meth:`prepare`).
+    Its options are :class:`LocalOptions`' (``-S name=value`` on the command line).
 
     The sandbox's uid 0 is never the host's root: when agentkit runs as root,
     every sandbox gets a host uid of its own (``host_id``; see
@@ -131,6 +109,9 @@ class LocalSandbox(BaseSandbox):
     #: The Ray node label (value ``true``) of nodes that have bubblewrap: the Ray
     #: executor runs this sandbox's rollouts only there (docs/distributed.md).
     node_label: ClassVar[str] = "agentkit/bwrap"
+    options_type: ClassVar[type[LocalOptions]] = LocalOptions
+    #: The options the sandbox was made with (a fork's child is made with the same).
+    options: LocalOptions
 
     def __init__(
         self,
@@ -139,75 +120,37 @@ class LocalSandbox(BaseSandbox):
         hints: ExecutionHints | None = None,
         rollout_id: str = "",
         model_endpoint: str | None = None,
-        allow_network: bool = False,
-        network_mode: Literal["auto", "private", "host"] = "auto",
-        keep: bool = False,
-        ro_binds: list[str] | None = None,
-        max_processes: int | None = None,
-        max_memory_mb: int | None = None,
-        max_file_size_mb: int | None = None,
-        max_cpu_seconds: int | None = None,
-        max_open_files: int | None = None,
-        max_output_mb: int = 64,
-        bwrap: str | None = None,
-        image: Literal["auto", "host"] = "auto",
-        image_tool: Literal["auto", "docker", "podman", "buildah"] = "auto",
-        image_cache: str | None = None,
-        entrypoint: bool = True,
-        max_builds: int = 2,
+        **options: Any,
     ) -> None:
-        #: The options, as given: a fork's child is made with the same.
-        self._options: dict[str, Any] = {
-            "allow_network": allow_network,
-            "network_mode": network_mode,
-            "keep": keep,
-            "ro_binds": ro_binds,
-            "max_processes": max_processes,
-            "max_memory_mb": max_memory_mb,
-            "max_file_size_mb": max_file_size_mb,
-            "max_cpu_seconds": max_cpu_seconds,
-            "max_open_files": max_open_files,
-            "max_output_mb": max_output_mb,
-            "bwrap": bwrap,
-            "image": image,
-            "image_tool": image_tool,
-            "image_cache": image_cache,
-            "entrypoint": entrypoint,
-            "max_builds": max_builds,
-        }
+        """A sandbox for one rollout, not started yet; ``options`` are
+        :class:`LocalOptions`' (their types are checked where they are parsed)."""
         super().__init__(
-            root=root,
-            hints=hints,
-            rollout_id=rollout_id,
-            model_endpoint=model_endpoint,
-            keep=keep,
-            max_output_mb=max_output_mb,
+            root=root, hints=hints, rollout_id=rollout_id, model_endpoint=model_endpoint, **options
         )
-        self._tools: Tools = find_tools(bwrap)
-        self.network = bool(self.hints.network and allow_network)
-        if network_mode not in ("auto", "private", "host"):
+        opts = self.options
+        self._tools: Tools = find_tools(opts.bwrap)
+        self.network = bool(self.hints.network and opts.allow_network)
+        if opts.network_mode not in ("auto", "private", "host"):
             raise SandboxError(
-                f"option network_mode={network_mode!r}: expected auto, private or host"
+                f"option network_mode={opts.network_mode!r}: expected auto, private or host"
             )
         #: slirp4netns, when the sandbox has network in a namespace of its own.
         self._slirp_program: str | None = None
-        if self.network and network_mode == "private":
+        if self.network and opts.network_mode == "private":
             self._slirp_program = require_slirp4netns()
-        elif self.network and network_mode == "auto":
+        elif self.network and opts.network_mode == "auto":
             self._slirp_program = find_slirp4netns()
         #: True when the sandbox shares the host's network namespace.
         self.host_network = self.network and self._slirp_program is None
-        if image not in ("auto", "host"):
-            raise SandboxError(f"option image={image!r}: expected auto or host")
+        if opts.image not in ("auto", "host"):
+            raise SandboxError(f"option image={opts.image!r}: expected auto or host")
         #: The task's image this sandbox runs on (None: the host's userland).
-        self.image = self.hints.image if image == "auto" else None
+        self.image = self.hints.image if opts.image == "auto" else None
         if self.image is not None:
             check_runnable(self.image)
-        self._image_tool = image_tool
-        self._image_cache = Path(image_cache) if image_cache else None
-        self._run_entrypoint = entrypoint
-        if max_builds < 1:
-            raise SandboxError(f"max_builds must be at least 1, got {max_builds}")
+        self._image_cache = Path(opts.image_cache) if opts.image_cache else None
+        if opts.max_builds < 1:
+            raise SandboxError(f"max_builds must be at least 1, got {opts.max_builds}")
         self.image_root: ImageRoot | None = None
         #: The host uid/gid the sandbox's uid 0 maps to, when not the caller's own
         #: (always, when the caller is root; image sandboxes map 0..65535 from
@@ -219,35 +162,17 @@ class LocalSandbox(BaseSandbox):
         elif needs_own_id():
             self.host_id = allocate_id()
         self.limits = Limits(
-            max_processes=max_processes,
-            max_memory_mb=max_memory_mb,
-            max_file_size_mb=max_file_size_mb,
-            max_cpu_seconds=max_cpu_seconds,
-            max_open_files=max_open_files,
+            max_processes=opts.max_processes,
+            max_memory_mb=opts.max_memory_mb,
+            max_file_size_mb=opts.max_file_size_mb,
+            max_cpu_seconds=opts.max_cpu_seconds,
+            max_open_files=opts.max_open_files,
         )
-        binds: list[str] = []
-        for path in [*self.hints.ro_binds, *(ro_binds or [])]:
-            if not path.startswith("/") or not os.path.exists(path):
-                raise SandboxError(f"ro_binds: {path!r} must be an existing absolute host path")
-            binds.append(os.path.normpath(path))
         self._endpoint: Endpoint | None = None
         self._python, self._python_prefix = "", ""
-        if self.image is not None:
-            # The holder on an image root is the orchestrator's Python (on the stage only).
-            self._python, self._python_prefix = python_for_holder()
-        if model_endpoint and not self.host_network:
-            # In its own network namespace: relayed in; with network, only a
-            # loopback endpoint (a hostname is reachable over it, as from a container).
-            relayed = loopback_endpoint if self.network else parse_endpoint
-            self._endpoint = relayed(model_endpoint)
-        if self._endpoint is not None:
-            exe, prefix = python_for_holder()
-            self._python = exe
-            if self.image is None and prefix and prefix not in binds:
-                binds.append(prefix)
-        self.ro_binds = binds
+        self.ro_binds = self._read_only_binds(model_endpoint)
         mounts = [Mount("/", self.fs_root, True)]
-        mounts += [Mount(p, Path(p), False) for p in [*ro_bind_sources(), *binds]]
+        mounts += [Mount(p, Path(p), False) for p in [*ro_bind_sources(), *self.ro_binds]]
         self.fs = SandboxFS(
             mounts=mounts,
             workdir=self.workdir,
@@ -278,6 +203,30 @@ class LocalSandbox(BaseSandbox):
         #: A fork's child on the host's userland: the parent's /etc, copied into its own.
         self._parent_etc: Path | None = None
 
+    def _read_only_binds(self, model_endpoint: str | None) -> list[str]:
+        """The host paths bound read-only at the same paths (the hints' and the option's,
+        and the holder's Python for a relayed endpoint); the endpoint and the holder's
+        Python are set on the way."""
+        binds: list[str] = []
+        for path in [*self.hints.ro_binds, *(self.options.ro_binds or [])]:
+            if not path.startswith("/") or not os.path.exists(path):
+                raise SandboxError(f"ro_binds: {path!r} must be an existing absolute host path")
+            binds.append(os.path.normpath(path))
+        if self.image is not None:
+            # The holder on an image root is the orchestrator's Python (on the stage only).
+            self._python, self._python_prefix = python_for_holder()
+        if model_endpoint and not self.host_network:
+            # In its own network namespace: relayed in; with network, only a
+            # loopback endpoint (a hostname is reachable over it, as from a container).
+            relayed = loopback_endpoint if self.network else parse_endpoint
+            self._endpoint = relayed(model_endpoint)
+        if self._endpoint is not None:
+            exe, prefix = python_for_holder()
+            self._python = exe
+            if self.image is None and prefix and prefix not in binds:
+                binds.append(prefix)
+        return binds
+
     # -- run-level hook (see agentkit.SandboxFactory) --------------------------
 
     @classmethod
@@ -287,28 +236,25 @@ class LocalSandbox(BaseSandbox):
         *,
         log_dir: Path | None = None,
         on_progress: Callable[[str], None] | None = None,
-        image: Literal["auto", "host"] = "auto",
-        image_tool: Literal["auto", "docker", "podman", "buildah"] = "auto",
-        image_cache: str | None = None,
-        max_builds: int = 2,
-        **_options: Any,
+        **options: Any,
     ) -> list[BaseException | None]:
         """Before a run: build or pull every task's image and export its root, once each.
 
-        At most ``max_builds`` at a time, with a progress line. One entry per
-        hints: None when ready (or no image), else the error every rollout of
-        that task then fails with (what to install when no tool can make
-        images; a failed build with its log). See ``_image``.
+        At most ``max_builds`` (:class:`LocalOptions`) at a time, with a progress
+        line. One entry per hints: None when ready (or no image), else the error
+        every rollout of that task then fails with (what to install when no tool
+        can make images; a failed build with its log). See ``_image``.
         """
-        if image == "host":
+        opts = LocalOptions(**options)
+        if opts.image == "host":
             return [None] * len(hints)
         return await prepare_images(
             hints,
             log_dir=log_dir,
             on_progress=on_progress,
-            image_tool=image_tool,
-            image_cache=image_cache,
-            max_builds=max_builds,
+            image_tool=opts.image_tool,
+            image_cache=opts.image_cache,
+            max_builds=opts.max_builds,
         )
 
     # -- lifecycle ------------------------------------------------------------
@@ -531,7 +477,7 @@ class LocalSandbox(BaseSandbox):
         """Start the image's ``ENTRYPOINT`` (when it has one and the option asks for it)
         and wait for its ``HEALTHCHECK``, as a container's start does."""
         root = self.image_root
-        if root is None or not self._run_entrypoint:
+        if root is None or not self.options.entrypoint:
             return
         if root.config.entrypoint:
             # As a container would start it, with Harbor's keep-alive command as its
@@ -558,7 +504,10 @@ class LocalSandbox(BaseSandbox):
                 self.image_root, self._root_lock = self._parent_image_root, fd
                 return
         self.image_root, self._root_lock = await hold_image_root(
-            image, image_tool=self._image_tool, image_cache=self._image_cache, id_base=self.host_id
+            image,
+            image_tool=self.options.image_tool,
+            image_cache=self._image_cache,
+            id_base=self.host_id,
         )
 
     def _release_image_root(self) -> None:
@@ -1000,7 +949,7 @@ class LocalSandbox(BaseSandbox):
                 hints=self.hints,
                 rollout_id=rollout_id,
                 model_endpoint=self.model_endpoint,
-                **self._options,
+                **self.option_values(),
             )
         except BaseException:
             shutil.rmtree(child_root, ignore_errors=True)
