@@ -215,6 +215,8 @@ def _resolve_hints(fn: Callable[..., Any], target: Callable[..., Any]) -> dict[s
 
     module = sys.modules.get(getattr(fn, "__module__", "") or "")
     namespace = dict(vars(module)) if module is not None else {}
+    # an inherited __init__ is written in its own module's names
+    namespace.update(getattr(target, "__globals__", None) or {})
     try:
         return typing.get_type_hints(target, globalns=namespace)
     except Exception:

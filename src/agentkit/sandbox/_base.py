@@ -1,8 +1,19 @@
-"""What the local and host sandboxes share: lifecycle, env, exec/start, copies."""
+"""What the sandboxes share: their options, lifecycle, commands' frame, fresh siblings, forks.
+
+:class:`BaseSandbox` is what every built-in kind (local, docker, host) shares:
+the options, ``setup`` and ``close`` around the kind's own start and stop,
+``exec`` and ``start`` around its own way of running a command, a fresh
+sibling, and the frame of a fork (the gate closed while the kind copies its
+files, the child started, everything undone on a failure).
+:class:`HostFSSandbox` adds what the local and host sandboxes share beyond
+it: their files are reached through mounts on the host (``fs``), and their
+commands are processes spawned on the host.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import shutil
 import stat
@@ -16,13 +27,13 @@ from agentkit._errors import OptionError
 from agentkit._sandbox import ExecResult, ExecutionHints
 from agentkit.sandbox._carry import Carried, carry
 from agentkit.sandbox._changes import layer_changes
-from agentkit.sandbox._errors import SandboxError
-from agentkit.sandbox._fork import Gate, fork_root
+from agentkit.sandbox._errors import SandboxError, SandboxForkError
+from agentkit.sandbox._fork import ForkStats, Gate, cannot_fork, fork_id, fork_root
 from agentkit.sandbox._freshdir import open_dir, reset_dir
 from agentkit.sandbox._paths import SandboxFS
-from agentkit.sandbox._process import SandboxProcess, spawn
+from agentkit.sandbox._process import CommandProcess, SandboxProcess, spawn
 
-__all__ = ["STANDARD_DIRS", "BaseSandbox"]
+__all__ = ["STANDARD_DIRS", "BaseSandbox", "Command", "HostFSSandbox"]
 
 #: Writable directories every rollout gets (beside its workdir), as tasks expect them.
 STANDARD_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts", "/tests", "/solution")
@@ -47,6 +58,34 @@ def _rmtree(path: str | Path) -> None:
     shutil.rmtree(path, onerror=retry)
 
 
+def checked_env(env: dict[str, str]) -> dict[str, str]:
+    """``env``, once every name and value is a string without NUL (and no name has ``=``)."""
+    for k, v in env.items():
+        if not isinstance(k, str) or not isinstance(v, str) or "\0" in k + v or "=" in k:
+            raise SandboxError(f"environment variable {k!r}: expected str name and value")
+    return env
+
+
+def argv_of(cmd: list[str]) -> list[str]:
+    """A command given as an argv list, as strings (an empty one refused)."""
+    if not cmd:
+        raise SandboxError("empty command")
+    return [str(c) for c in cmd]
+
+
+@attrs.frozen
+class Command:
+    """A command to start in a sandbox, as :meth:`BaseSandbox.exec` or
+    :meth:`BaseSandbox.start` was given it."""
+
+    cmd: str | list[str]
+    cwd: str | None
+    env: Mapping[str, str] | None
+    user: str | None
+    #: True for :meth:`BaseSandbox.start` (its stdin a pipe), False for ``exec``.
+    stdin: bool
+
+
 class _Options(attrs.AttrsInstance, Protocol):
     """What every sandbox's options hold (the rest is each kind's own)."""
 
@@ -58,7 +97,8 @@ class _Options(attrs.AttrsInstance, Protocol):
 
 
 class BaseSandbox:
-    """A sandbox whose files live under ``root/fs``; subclasses say how commands run."""
+    """What every built-in sandbox shares; each kind says how it starts, stops, runs a
+    command and copies its files (see the module's docstring)."""
 
     name: ClassVar[str] = "base"
     #: The attrs class of the kind's options: the one place they are written (their
@@ -97,6 +137,8 @@ class BaseSandbox:
         model_endpoint: str | None = None,
         **options: Any,
     ) -> None:
+        """A sandbox for one rollout, not started yet; ``options`` are the kind's
+        (:attr:`options_type`: their types are checked where they are parsed)."""
         self.options = self.options_type(**options)
         self.root = Path(root).absolute()
         self.hints = hints or ExecutionHints()
@@ -108,7 +150,7 @@ class BaseSandbox:
         self.keep = self.options.keep
         self.owns_root = False
         self._max_output = self.options.max_output_mb * 1024 * 1024
-        self._procs: set[SandboxProcess] = set()
+        self._procs: set[CommandProcess] = set()
         self._state = "new"
         self._lock = asyncio.Lock()
         #: Closed while a fork copies the files: commands and uploads wait.
@@ -116,7 +158,13 @@ class BaseSandbox:
         #: True for a fork's child: it starts with the parent's files (``hints.paths``
         #: included), which it neither makes nor copies in again.
         self._fork_child = False
-        self.fs: SandboxFS = SandboxFS(mounts=(), workdir=self.workdir)
+        self._forks = itertools.count(1)
+        #: What the fork that made this sandbox cost (None: not a fork's child).
+        self.fork_stats: ForkStats | None = None
+        self._init_kind()
+
+    def _init_kind(self) -> None:
+        """The kind's own state and checks, once the shared state above is set."""
 
     def option_values(self) -> dict[str, Any]:
         """The options the sandbox was made with, as keywords of its constructor."""
@@ -124,15 +172,20 @@ class BaseSandbox:
 
     @property
     def fs_root(self) -> Path:
-        """The host directory that is the sandbox's ``/``."""
+        """The host directory that is the sandbox's ``/`` (the docker sandbox's host
+        directories: its ``/logs`` and ``/tests``)."""
         return self.root / "fs"
+
+    def _who(self) -> str:
+        """The sandbox, as its errors name it."""
+        return self.rollout_id or str(self.root)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.rollout_id or '-'} root={self.root} {self._state}>"
 
     # -- lifecycle ------------------------------------------------------------
 
-    async def __aenter__(self) -> BaseSandbox:
+    async def __aenter__(self) -> Self:
         await self.setup()
         return self
 
@@ -140,7 +193,8 @@ class BaseSandbox:
         await self.close()
 
     async def setup(self) -> None:
-        """Create the writable directories, start the sandbox, copy ``hints.paths`` in.
+        """Start the sandbox (its writable directories made, its image built or pulled if
+        needed), then copy ``hints.paths`` in.
 
         Called by ``async with``; commands call it on first use too.
         """
@@ -149,19 +203,213 @@ class BaseSandbox:
                 return
             if self._state == "closed":
                 raise SandboxError(f"sandbox {self.rollout_id or self.root} is closed")
-            self._make_dirs()
-            await self._start_backend()
+            await self._bring_up()
             self._state = "running"
         try:
             for dst, src in () if self._fork_child else self.hints.paths.items():
-                await asyncio.to_thread(self.fs.copy_in, Path(src), dst)
+                await self._copy_in(Path(src), dst)
             await self._after_start()
         except BaseException:
             await self.close()
             raise
 
+    async def _bring_up(self) -> None:
+        """Start the sandbox (under the lock; :meth:`setup` marks it running after)."""
+        raise NotImplementedError
+
+    async def _copy_in(self, src: Path, dst: str) -> None:
+        """Copy one of ``hints.paths`` in, as the sandbox starts."""
+        raise NotImplementedError
+
     async def _after_start(self) -> None:
         """Called once the sandbox runs and ``hints.paths`` are in."""
+
+    async def _ensure(self) -> None:
+        """Start the sandbox unless it runs."""
+        if self._state != "running":
+            await self.setup()
+
+    async def close(self, *, remove: bool | None = None) -> None:
+        """Kill every process the sandbox runs (the docker sandbox: its container, with
+        no stop grace, removed with its network and compose project); then remove
+        ``root`` if asked.
+
+        ``remove=None`` removes only a root the sandbox created itself
+        (:func:`agentkit.sandbox.open_sandbox` without ``root``); ``keep=True``
+        never removes.
+        """
+        async with self._lock:
+            if self._state != "closed":
+                self._state = "closed"
+                await self._take_down()
+        if remove is None:
+            remove = self.owns_root
+        if remove and not self.keep and self.root.exists():
+            await asyncio.to_thread(_rmtree, self.root)
+
+    async def _take_down(self) -> None:
+        """Kill everything the sandbox runs and stop it (under the lock, once)."""
+        raise NotImplementedError
+
+    # -- commands -------------------------------------------------------------
+
+    async def _spawn(self, command: Command) -> CommandProcess:
+        """Start ``command`` in the sandbox (started first if need be)."""
+        raise NotImplementedError
+
+    async def exec(
+        self,
+        cmd: str | list[str],
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        user: str | None = None,
+    ) -> ExecResult:
+        """Run ``cmd`` (a shell string for bash, or an argv list) to completion.
+
+        On timeout the command's whole process tree is killed and the result
+        has ``timed_out=True``. ``user``: on the docker sandbox any user of the
+        image (``docker exec -u``; None is the image's ``USER``); on the local
+        one on an image, a user of the image; else root.
+        """
+        proc = await self._spawn(Command(cmd, cwd, env, user, stdin=False))
+        return await proc.wait(timeout)
+
+    async def start(
+        self,
+        cmd: str | list[str],
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+    ) -> CommandProcess:
+        """Start a long-running command: read ``stdout_lines()`` live, write its stdin."""
+        return await self._spawn(Command(cmd, cwd, env, user, stdin=True))
+
+    # -- files ----------------------------------------------------------------
+
+    async def upload(self, src: str | Path, dst: str) -> None:
+        """Copy host ``src`` to ``dst`` inside: a file, or a directory's contents."""
+        raise NotImplementedError
+
+    async def download(self, src: str, dst: str | Path) -> None:
+        """Copy ``src`` from inside to host ``dst``: a file, or a directory's contents."""
+        raise NotImplementedError
+
+    def host_path(self, path: str) -> Path:
+        """The host file behind in-sandbox ``path``."""
+        raise NotImplementedError
+
+    # -- a fresh sibling, and forks ---------------------------------------------
+
+    async def fresh(self, *, root: str | Path | None = None, rollout_id: str | None = None) -> Self:
+        """A new, started sandbox of this one's kind, hints and options, with none of its files.
+
+        It starts as a rollout's sandbox does (``hints.paths`` copied in, the
+        image's entrypoint started; a compose task: a new project): what a
+        separate verifier runs in. Its root is ``root`` (a directory that does
+        not exist yet, or is empty; kept at close) or a new directory beside
+        this one's (removed at close). The caller closes it.
+        """
+        child = self._sibling(root, rollout_id or f"{self.rollout_id or 'sandbox'}.fresh")
+        self._fresh_child(child)
+        try:
+            await child.setup()
+        except BaseException:
+            await child.close(remove=True)
+            raise
+        return child
+
+    def _sibling(self, root: str | Path | None, rollout_id: str) -> Self:
+        """A sandbox of this one's kind, hints, endpoint and options, not started: its root
+        ``root``, or a new one beside this one's that it owns (removed if it cannot be
+        made)."""
+        child_root = fork_root(self.root, root, kind=self.name, who=self._who())
+        try:
+            child = type(self)(
+                root=child_root,
+                hints=self.hints,
+                rollout_id=rollout_id,
+                model_endpoint=self.model_endpoint,
+                **self.option_values(),
+            )
+        except BaseException:
+            shutil.rmtree(child_root, ignore_errors=True)
+            raise
+        child.owns_root = root is None
+        return child
+
+    def _fresh_child(self, child: Self) -> None:
+        """Set up what a sibling (a fresh one or a fork's child, not started yet) takes
+        from this sandbox."""
+
+    def _fork_child_of(self, root: str | Path | None, rollout_id: str) -> Self:
+        """A fork's child, not started yet (see :meth:`_sibling`)."""
+        child = self._sibling(root, rollout_id)
+        child._fork_child = True
+        self._fresh_child(child)
+        return child
+
+    async def _fork(self, root: str | Path | None, rollout_id: str | None) -> Self:
+        """The frame of a kind's ``fork``: checked, a child made, this sandbox's files
+        copied to it with the gate closed (:meth:`_copy_for_fork`), the child started;
+        on a failure the child is closed and removed, and this sandbox left as it was."""
+        who = self._who()
+        if self._state != "running":
+            state = "not started yet" if self._state == "new" else "closed"
+            raise cannot_fork(self.name, who, f"it is {state}")
+        self._check_forkable(who)
+        child = self._fork_child_of(root, rollout_id or fork_id(self.rollout_id, next(self._forks)))
+        try:
+            async with self._lock, self._gate.closed():
+                if self._state != "running":
+                    raise cannot_fork(self.name, who, "it was closed as the fork began")
+                await self._copy_for_fork(child)
+            await child.setup()
+        except BaseException as exc:
+            await child.close(remove=True)
+            if (failed := self._fork_failed(exc, who)) is not None:
+                raise failed from None
+            raise
+        return child
+
+    def _check_forkable(self, who: str) -> None:
+        """Raise when this running sandbox cannot fork now."""
+
+    async def _copy_for_fork(self, child: Self) -> None:
+        """Copy this sandbox's files to ``child`` (the gate closed; the cost in
+        ``child.fork_stats``)."""
+        raise NotImplementedError
+
+    def _fork_errors(self) -> tuple[type[BaseException], ...]:
+        """The errors of a failed copy that a fork reports as :class:`SandboxForkError`."""
+        return (OSError,)
+
+    def _fork_failed(self, exc: BaseException, who: str) -> SandboxForkError | None:
+        """The one error naming the sandbox that a fork failing with one of
+        :meth:`_fork_errors` raises instead; None for any other exception (raised as it is)."""
+        if isinstance(exc, self._fork_errors()) and not isinstance(exc, SandboxError):
+            detail = getattr(exc, "message", None) or str(exc)
+            return SandboxForkError(f"sandbox {self.name!r} ({who}): the fork failed: {detail}")
+        return None
+
+
+class HostFSSandbox(BaseSandbox):
+    """A sandbox whose files the host reaches through mounts (:attr:`fs`) and whose
+    commands are processes spawned on the host: the local and host sandboxes."""
+
+    _procs: set[SandboxProcess]  # type: ignore[assignment]
+
+    def _init_kind(self) -> None:
+        self.fs: SandboxFS = SandboxFS(mounts=(), workdir=self.workdir)
+
+    # -- lifecycle ------------------------------------------------------------
+
+    async def _bring_up(self) -> None:
+        self._make_dirs()
+        await self._start_backend()
+
+    async def _copy_in(self, src: Path, dst: str) -> None:
+        await asyncio.to_thread(self.fs.copy_in, src, dst)
 
     def _make_dirs(self) -> None:
         """Create the writable directories every rollout gets, under ``fs_root``."""
@@ -181,29 +429,16 @@ class BaseSandbox:
     async def _stop_backend(self) -> None:
         raise NotImplementedError
 
-    async def close(self, *, remove: bool | None = None) -> None:
-        """Kill every process the sandbox runs; then remove ``root`` if asked.
-
-        ``remove=None`` removes only a root the sandbox created itself
-        (:func:`agentkit.sandbox.open_sandbox` without ``root``); ``keep=True``
-        never removes.
-        """
-        async with self._lock:
-            if self._state != "closed":
-                self._state = "closed"
-                procs = list(self._procs)
-                for proc in procs:
-                    await proc.kill()
-                self._procs.clear()
-                await self._stop_backend()
-                for proc in procs:
-                    # Everything inside is gone: read their output to the end and
-                    # close their pipes in this event loop.
-                    await proc.wait()
-        if remove is None:
-            remove = self.owns_root
-        if remove and not self.keep and self.root.exists():
-            await asyncio.to_thread(_rmtree, self.root)
+    async def _take_down(self) -> None:
+        procs = list(self._procs)
+        for proc in procs:
+            await proc.kill()
+        self._procs.clear()
+        await self._stop_backend()
+        for proc in procs:
+            # Everything inside is gone: read their output to the end and
+            # close their pipes in this event loop.
+            await proc.wait()
 
     # -- commands -------------------------------------------------------------
 
@@ -241,18 +476,13 @@ class BaseSandbox:
         out.update(self.hints.env)
         if env:
             out.update(env)
-        for k, v in out.items():
-            if not isinstance(k, str) or not isinstance(v, str) or "\0" in k + v or "=" in k:
-                raise SandboxError(f"environment variable {k!r}: expected str name and value")
-        return out
+        return checked_env(out)
 
     def _argv(self, cmd: str | list[str]) -> list[str]:
         if isinstance(cmd, str):
             shell = "/bin/bash" if os.path.exists("/usr/bin/bash") else "/bin/sh"
             return [shell, "-c", cmd]
-        if not cmd:
-            raise SandboxError("empty command")
-        return [str(c) for c in cmd]
+        return argv_of(cmd)
 
     def _spawn_args(
         self, argv: list[str], cwd: str, env: dict[str, str], who: Any = None
@@ -271,28 +501,19 @@ class BaseSandbox:
     def _on_spawn(self, pid: int) -> None:
         """Called with the host pid of every command started (its session id too)."""
 
-    async def _spawn(
-        self,
-        cmd: str | list[str],
-        cwd: str | None,
-        env: Mapping[str, str] | None,
-        user: str | None,
-        *,
-        stdin: bool,
-    ) -> SandboxProcess:
-        self._check_user(user)
-        if self._state != "running":
-            await self.setup()
-        who = self._resolve_user(user)
-        wd = self.fs.absolute(cwd) if cwd else self.workdir
+    async def _spawn(self, command: Command) -> SandboxProcess:
+        self._check_user(command.user)
+        await self._ensure()
+        who = self._resolve_user(command.user)
+        wd = self.fs.absolute(command.cwd) if command.cwd else self.workdir
         async with self._gate.passing():
             # Started and registered while no fork copies the files (a fork
             # pauses the processes it finds registered).
             argv, host_env, host_cwd = self._spawn_args(
-                self._argv(cmd), wd, self._env(env, who), who
+                self._argv(command.cmd), wd, self._env(command.env, who), who
             )
             proc, exited, transport = await spawn(
-                argv, stdin=stdin, env=host_env, cwd=host_cwd, pass_fds=self._spawn_fds()
+                argv, stdin=command.stdin, env=host_env, cwd=host_cwd, pass_fds=self._spawn_fds()
             )
             pid = proc.pid
             self._on_spawn(pid)
@@ -307,45 +528,17 @@ class BaseSandbox:
             self._procs.add(sp)
         return sp
 
-    async def exec(
-        self,
-        cmd: str | list[str],
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        user: str | None = None,
-    ) -> ExecResult:
-        """Run ``cmd`` (a shell string for bash, or an argv list) to completion.
-
-        On timeout the command's whole process tree is killed and the result
-        has ``timed_out=True``.
-        """
-        proc = await self._spawn(cmd, cwd, env, user, stdin=False)
-        return await proc.wait(timeout)
-
-    async def start(
-        self,
-        cmd: str | list[str],
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        user: str | None = None,
-    ) -> SandboxProcess:
-        """Start a long-running command: read ``stdout_lines()`` live, write its stdin."""
-        return await self._spawn(cmd, cwd, env, user, stdin=True)
-
     # -- files ----------------------------------------------------------------
 
     async def upload(self, src: str | Path, dst: str) -> None:
         """Copy host ``src`` to ``dst`` inside: a file, or a directory's contents."""
-        if self._state != "running":
-            await self.setup()
+        await self._ensure()
         async with self._gate.passing():
             await asyncio.to_thread(self.fs.copy_in, Path(src), dst)
 
     async def download(self, src: str, dst: str | Path) -> None:
         """Copy ``src`` from inside to host ``dst``: a file, or a directory's contents."""
-        if self._state != "running":
-            await self.setup()
+        await self._ensure()
         await asyncio.to_thread(self.fs.copy_out, src, Path(dst))
 
     def host_path(self, path: str) -> Path:
@@ -374,45 +567,10 @@ class BaseSandbox:
         followed; the directory gets ``mode``. See ``docs/sandboxes.md``,
         "Grading from a clean state".
         """
-        if self._state != "running":
-            await self.setup()
+        await self._ensure()
         mount, parts = self.fs.mount_parts(path, writable=True)
         async with self._gate.passing():
             await asyncio.to_thread(reset_dir, mount.source, parts, owner=self.fs.owner, mode=mode)
-
-    async def fresh(self, *, root: str | Path | None = None, rollout_id: str | None = None) -> Self:
-        """A new, started sandbox of this one's kind, hints and options, with none of its files.
-
-        It starts as a rollout's sandbox does (``hints.paths`` copied in, the
-        image's entrypoint started): what a separate verifier runs in. Its
-        root is ``root`` (a directory that does not exist yet, or is empty;
-        kept at close) or a new directory beside this one's (removed at
-        close). The caller closes it.
-        """
-        who = self.rollout_id or str(self.root)
-        child_root = fork_root(self.root, root, kind=self.name, who=who)
-        try:
-            child = type(self)(
-                root=child_root,
-                hints=self.hints,
-                rollout_id=rollout_id or f"{self.rollout_id or 'sandbox'}.fresh",
-                model_endpoint=self.model_endpoint,
-                **self.option_values(),
-            )
-        except BaseException:
-            _rmtree(child_root)
-            raise
-        child.owns_root = root is None
-        self._fresh_child(child)
-        try:
-            await child.setup()
-        except BaseException:
-            await child.close(remove=True)
-            raise
-        return child
-
-    def _fresh_child(self, child: Any) -> None:
-        """Set up what a fresh sibling (not started yet) takes from this sandbox."""
 
     async def carry_to(self, other: BaseSandbox, paths: Sequence[str]) -> Carried:
         """Copy ``paths`` of this sandbox's files over the same paths of ``other`` (a
@@ -423,8 +581,8 @@ class BaseSandbox:
             raise SandboxError(
                 f"sandbox {self.name!r} can carry files only to another {self.name!r} sandbox"
             )
-        if other._state != "running":
-            await other.setup()
+        assert isinstance(other, HostFSSandbox)
+        await other._ensure()
         ids = None
         mine, theirs = self.fs.owner, other.fs.owner
         if mine is not None and theirs is not None and mine != theirs:

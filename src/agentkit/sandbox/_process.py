@@ -12,7 +12,7 @@ from typing import Any
 
 from agentkit._sandbox import ExecResult
 
-__all__ = ["SandboxProcess", "read_json_fd", "spawn", "wait_readable"]
+__all__ = ["CommandProcess", "SandboxProcess", "read_json_fd", "spawn", "wait_readable"]
 
 #: After the command exits, how long to keep reading output that background
 #: children (``server &``) may still hold open.
@@ -142,51 +142,21 @@ class _Stream:
         return out + ("\n[agentkit: output truncated]\n" if self.truncated else "")
 
 
-class SandboxProcess:
-    """A command started in a sandbox (see :meth:`agentkit.Sandbox.start`).
+class CommandProcess:
+    """What a command running in any sandbox shares (see :meth:`agentkit.Sandbox.start`).
 
     Output is read as it comes and kept (up to ``max_output`` bytes per
-    stream) for the final :class:`~agentkit.ExecResult`. ``kill_tree`` kills
-    the command and everything it started.
+    stream) for the final :class:`~agentkit.ExecResult`; its lines are read
+    live; a timeout kills the command and everything it started. Each kind
+    says how the command ends, is killed and gives its result.
     """
 
-    def __init__(
-        self,
-        proc: asyncio.subprocess.Process,
-        exited: asyncio.Event,
-        kill_tree: Callable[[], None],
-        *,
-        max_output: int,
-        on_exit: Callable[[SandboxProcess], None] | None = None,
-        transport: asyncio.SubprocessTransport | None = None,
-    ) -> None:
-        self._proc = proc
-        self._transport = transport
-        self._exited = exited
-        self._kill_tree = kill_tree
+    def __init__(self, *, max_output: int, on_exit: Callable[[Any], None] | None) -> None:
         self._on_exit = on_exit
         self._stdout = _Stream(max_output)
         self._stderr = _Stream(max_output)
-        self._readers = [
-            asyncio.ensure_future(self._pump(proc.stdout, self._stdout)),
-            asyncio.ensure_future(self._pump(proc.stderr, self._stderr)),
-        ]
         self._result: ExecResult | None = None
         self._timed_out = False
-
-    @property
-    def pid(self) -> int:
-        """The host pid of the process agentkit spawned for this command."""
-        return self._proc.pid
-
-    @staticmethod
-    async def _pump(reader: asyncio.StreamReader | None, stream: _Stream) -> None:
-        try:
-            if reader is not None:
-                while chunk := await reader.read(_CHUNK):
-                    stream.feed(chunk)
-        finally:
-            stream.finish()
 
     async def stdout_lines(self) -> AsyncIterator[str]:
         """Lines of standard output as they come (without the newline)."""
@@ -205,6 +175,81 @@ class SandboxProcess:
 
     async def write_stdin(self, data: bytes, *, close: bool = True) -> None:
         """Send ``data`` to standard input (and close it, by default)."""
+        raise NotImplementedError
+
+    async def wait(self, timeout: float | None = None) -> ExecResult:
+        """Wait for the exit; on timeout kill the tree and set ``timed_out``."""
+        if self._result is not None:
+            return self._result
+        try:
+            await asyncio.wait_for(self._until_exit(), timeout)
+        except TimeoutError:
+            self._timed_out = True
+            await self.kill()
+        except BaseException:
+            await self.kill()
+            raise
+        self._result = await self._finish()
+        if self._on_exit is not None:
+            self._on_exit(self)
+        return self._result
+
+    async def _until_exit(self) -> None:
+        """Return once the command has exited."""
+        raise NotImplementedError
+
+    async def _finish(self) -> ExecResult:
+        """The result of the command that exited (or was killed): its output read to
+        the end, its connections closed."""
+        raise NotImplementedError
+
+    async def kill(self) -> None:
+        """Kill the command and everything it started."""
+        raise NotImplementedError
+
+
+class SandboxProcess(CommandProcess):
+    """A command started on the host for a sandbox (the local and host sandboxes).
+
+    ``kill_tree`` kills the command and everything it started.
+    """
+
+    def __init__(
+        self,
+        proc: asyncio.subprocess.Process,
+        exited: asyncio.Event,
+        kill_tree: Callable[[], None],
+        *,
+        max_output: int,
+        on_exit: Callable[[SandboxProcess], None] | None = None,
+        transport: asyncio.SubprocessTransport | None = None,
+    ) -> None:
+        super().__init__(max_output=max_output, on_exit=on_exit)
+        self._proc = proc
+        self._transport = transport
+        self._exited = exited
+        self._kill_tree = kill_tree
+        self._readers = [
+            asyncio.ensure_future(self._pump(proc.stdout, self._stdout)),
+            asyncio.ensure_future(self._pump(proc.stderr, self._stderr)),
+        ]
+
+    @property
+    def pid(self) -> int:
+        """The host pid of the process agentkit spawned for this command."""
+        return self._proc.pid
+
+    @staticmethod
+    async def _pump(reader: asyncio.StreamReader | None, stream: _Stream) -> None:
+        try:
+            if reader is not None:
+                while chunk := await reader.read(_CHUNK):
+                    stream.feed(chunk)
+        finally:
+            stream.finish()
+
+    async def write_stdin(self, data: bytes, *, close: bool = True) -> None:
+        """Send ``data`` to standard input (and close it, by default)."""
         stdin = self._proc.stdin
         if stdin is None:
             raise RuntimeError("this process was started without a stdin pipe")
@@ -216,18 +261,10 @@ class SandboxProcess:
         except (BrokenPipeError, ConnectionResetError):
             pass
 
-    async def wait(self, timeout: float | None = None) -> ExecResult:
-        """Wait for the exit; on timeout kill the tree and set ``timed_out``."""
-        if self._result is not None:
-            return self._result
-        try:
-            await asyncio.wait_for(self._exited.wait(), timeout)
-        except TimeoutError:
-            self._timed_out = True
-            await self.kill()
-        except BaseException:
-            await self.kill()
-            raise
+    async def _until_exit(self) -> None:
+        await self._exited.wait()
+
+    async def _finish(self) -> ExecResult:
         # Background children may hold the pipes open: read what is there, briefly.
         _, pending = await asyncio.wait(self._readers, timeout=DRAIN_GRACE_SEC)
         for task in pending:
@@ -242,15 +279,12 @@ class SandboxProcess:
             # loop: left to the garbage collector, they would be closed after it.
             self._transport.close()
         code = self._proc.returncode
-        self._result = ExecResult(
+        return ExecResult(
             exit_code=code if code is not None else -1,
             stdout=self._stdout.text(),
             stderr=self._stderr.text(),
             timed_out=self._timed_out,
         )
-        if self._on_exit is not None:
-            self._on_exit(self)
-        return self._result
 
     async def kill(self) -> None:
         """Kill the process and everything it started."""

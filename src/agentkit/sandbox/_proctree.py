@@ -29,6 +29,7 @@ __all__ = [
     "kill_namespace",
     "kill_tree",
     "namespace_of",
+    "start_time",
 ]
 
 #: The longest :func:`kill_tree` waits for the killed processes to exit (stopped,
@@ -36,19 +37,32 @@ __all__ = [
 EXIT_WAIT_SEC = 5.0
 
 
-def _read_stat(pid: int) -> tuple[int, int] | None:
-    """(ppid, session id) of ``pid``, or None once it is gone."""
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/PID/stat`` after the command name (the state first), or
+    None once the process is gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
     except OSError:
         return None
     # The command name may contain spaces and parentheses: split after the last ')'.
-    fields = data[data.rfind(b")") + 2 :].split()
+    return data[data.rfind(b")") + 2 :].split()
+
+
+def _read_stat(pid: int) -> tuple[int, int] | None:
+    """(ppid, session id) of ``pid``, or None once it is gone."""
+    fields = _stat_fields(pid)
     try:
-        return int(fields[1]), int(fields[3])
+        return (int(fields[1]), int(fields[3])) if fields is not None else None
     except (IndexError, ValueError):
         return None
+
+
+def start_time(pid: int) -> str | None:
+    """The process's start time (clock ticks since boot), or None once it is gone: with
+    its pid, it names the process even when pids are reused."""
+    fields = _stat_fields(pid)
+    return fields[19].decode() if fields is not None and len(fields) > 19 else None
 
 
 def _has_marker(pid: int, marker: bytes) -> bool:

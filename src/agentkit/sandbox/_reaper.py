@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 
-from agentkit.sandbox._proctree import kill_tree
+from agentkit.sandbox._proctree import kill_tree, start_time
 
 __all__ = ["OWNER_ENV", "owner_token", "reap_orphans", "reap_orphans_once", "reaped"]
 
@@ -28,27 +28,16 @@ _reaped = False
 _lock = threading.Lock()
 
 
-def _start_time(pid: int) -> str | None:
-    """The process's start time (clock ticks since boot), or None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    fields = data[data.rfind(b")") + 2 :].split()
-    return fields[19].decode() if len(fields) > 19 else None
-
-
 def owner_token(pid: int | None = None) -> str:
     """``<pid>:<start time>`` of this process (or ``pid``): unique even when pids are reused."""
     pid = os.getpid() if pid is None else pid
-    return f"{pid}:{_start_time(pid) or 0}"
+    return f"{pid}:{start_time(pid) or 0}"
 
 
 def _alive(token: str) -> bool:
     pid, _, start = token.partition(":")
     try:
-        return _start_time(int(pid)) == start
+        return start_time(int(pid)) == start
     except ValueError:
         return False
 

@@ -12,13 +12,11 @@ import asyncio
 import os
 import re
 import uuid
-from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
 
-from agentkit._sandbox import ExecutionHints
-from agentkit.sandbox._base import STANDARD_DIRS, BaseSandbox
+from agentkit.sandbox._base import STANDARD_DIRS, HostFSSandbox
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._proctree import kill_tree
 
@@ -48,7 +46,7 @@ class HostOptions:
     """How much of its stdout and of its stderr each command keeps, in MB."""
 
 
-class HostSandbox(BaseSandbox):
+class HostSandbox(HostFSSandbox):
     """Unisolated: runs commands on the host, in ``<root>/fs`` (see :data:`HOST_WARNING`).
 
     The environment is still cleared (only ``PATH`` comes from the host), and
@@ -62,20 +60,8 @@ class HostSandbox(BaseSandbox):
     #: The options the sandbox was made with.
     options: HostOptions
 
-    def __init__(
-        self,
-        *,
-        root: Path,
-        hints: ExecutionHints | None = None,
-        rollout_id: str = "",
-        model_endpoint: str | None = None,
-        **options: Any,
-    ) -> None:
-        """A sandbox for one rollout, not started yet; ``options`` are
-        :class:`HostOptions`' (their types are checked where they are parsed)."""
-        super().__init__(
-            root=root, hints=hints, rollout_id=rollout_id, model_endpoint=model_endpoint, **options
-        )
+    def _init_kind(self) -> None:
+        super()._init_kind()
         # The host's network is always there; recorded so the runner can report it.
         self.network = True
         self.allow_network = self.options.allow_network

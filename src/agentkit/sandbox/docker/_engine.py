@@ -27,6 +27,7 @@ from agentkit.images import REPOSITORY
 from agentkit.images._engine import docker_client, engine_error, require_aiodocker
 from agentkit.images._errors import ImageUnavailableError
 from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
+from agentkit.sandbox._proctree import start_time
 
 __all__ = [
     "FORK_REPOSITORY",
@@ -140,22 +141,12 @@ async def check_engine(*, allow_host_root: bool) -> str | None:
     return decide_engine(await engine_info(), allow_host_root=allow_host_root)
 
 
-def _process_start(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    fields = data[data.rfind(b")") + 2 :].split()
-    return fields[19].decode() if len(fields) > 19 else None
-
-
 def owner_labels(rollout_id: str) -> dict[str, str]:
     """The labels of a sandbox this process makes: who owns it, for which rollout."""
     pid = os.getpid()
     return {
         LABEL: "docker",
-        OWNER_LABEL: f"{socket.gethostname()}:{pid}:{_process_start(pid) or '?'}",
+        OWNER_LABEL: f"{socket.gethostname()}:{pid}:{start_time(pid) or '?'}",
         ROLLOUT_LABEL: rollout_id,
     }
 
@@ -170,7 +161,7 @@ def _owner_alive(owner: str) -> bool:
         pid = int(pid_text)
     except ValueError:
         return False
-    current = _process_start(pid)
+    current = start_time(pid)
     return current is not None and (start in ("", "?") or current == start)
 
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from agentkit._sandbox import ExecResult
 from agentkit.sandbox._errors import SandboxError
-from agentkit.sandbox._process import _Stream
+from agentkit.sandbox._process import CommandProcess
 from agentkit.sandbox._proctree import kill_tree
 
 __all__ = ["DockerProcess"]
@@ -27,7 +27,7 @@ __all__ = ["DockerProcess"]
 _KILL_DRAIN_SEC = 5.0
 
 
-class DockerProcess:
+class DockerProcess(CommandProcess):
     """A command started with :meth:`DockerSandbox.exec` or :meth:`DockerSandbox.start`."""
 
     def __init__(
@@ -40,19 +40,15 @@ class DockerProcess:
         exit_note: Callable[[int], Awaitable[str | None]] | None = None,
         on_exit: Callable[[DockerProcess], None] | None = None,
     ) -> None:
+        super().__init__(max_output=max_output, on_exit=on_exit)
         self._exec = execution
         self._stream = stream
         self._find_pid = find_pid
         #: The command's host pid, once known (found when it must be killed).
         self.pid = 0
         self._exit_note = exit_note
-        self._on_exit = on_exit
-        self._stdout = _Stream(max_output)
-        self._stderr = _Stream(max_output)
         self._done = asyncio.Event()
         self._reader = asyncio.ensure_future(self._pump())
-        self._result: ExecResult | None = None
-        self._timed_out = False
         self._stdin_closed = False
 
     async def _pump(self) -> None:
@@ -68,21 +64,6 @@ class DockerProcess:
             self._stdout.finish()
             self._stderr.finish()
             self._done.set()
-
-    async def stdout_lines(self) -> AsyncIterator[str]:
-        """Lines of standard output as they come (without the newline)."""
-        i = 0
-        stream = self._stdout
-        while True:
-            while i < len(stream.lines):
-                yield stream.lines[i].rstrip(b"\n").decode("utf-8", errors="replace")
-                i += 1
-            if stream.done:
-                return
-            stream.changed.clear()
-            if i < len(stream.lines) or stream.done:
-                continue
-            await stream.changed.wait()
 
     async def write_stdin(self, data: bytes, *, close: bool = True) -> None:
         """Send ``data`` to standard input (and close it, by default)."""
@@ -104,18 +85,10 @@ class DockerProcess:
             raise SandboxError("cannot close the command's stdin on this connection")
         transport.write_eof()
 
-    async def wait(self, timeout: float | None = None) -> ExecResult:
-        """Wait for the exit; on timeout kill the tree and set ``timed_out``."""
-        if self._result is not None:
-            return self._result
-        try:
-            await asyncio.wait_for(self._done.wait(), timeout)
-        except TimeoutError:
-            self._timed_out = True
-            await self.kill()
-        except BaseException:
-            await self.kill()
-            raise
+    async def _until_exit(self) -> None:
+        await self._done.wait()
+
+    async def _finish(self) -> ExecResult:
         code = -1
         with contextlib.suppress(Exception):
             info = await self._exec.inspect()
@@ -127,15 +100,12 @@ class DockerProcess:
             note = await self._exit_note(code)
             if note:
                 stderr += f"\n[agentkit: {note}]\n"
-        self._result = ExecResult(
+        return ExecResult(
             exit_code=code,
             stdout=self._stdout.text(),
             stderr=stderr,
             timed_out=self._timed_out,
         )
-        if self._on_exit is not None:
-            self._on_exit(self)
-        return self._result
 
     async def kill(self) -> None:
         """Kill the command and everything it started (its descendants and session)."""

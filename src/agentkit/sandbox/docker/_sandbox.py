@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import os
 import posixpath
-import shutil
 import tarfile
 import tempfile
 import time
@@ -33,7 +31,6 @@ from pathlib import Path
 from typing import IO, Any, ClassVar
 
 import anyio
-import attrs
 
 from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
 from agentkit.images import (
@@ -44,11 +41,11 @@ from agentkit.images import (
     resolve_image,
 )
 from agentkit.images._engine import require_aiodocker
-from agentkit.sandbox._base import _rmtree
+from agentkit.sandbox._base import BaseSandbox, Command, argv_of, checked_env
 from agentkit.sandbox._carry import Carried, distinct_paths
 from agentkit.sandbox._changes import within
-from agentkit.sandbox._errors import SandboxError, SandboxForkError, SandboxPathError
-from agentkit.sandbox._fork import ForkStats, Gate, cannot_fork, fork_id, fork_root
+from agentkit.sandbox._errors import SandboxError, SandboxPathError
+from agentkit.sandbox._fork import ForkStats, cannot_fork
 from agentkit.sandbox._forward import Endpoint, Relay, loopback_endpoint, parse_endpoint
 from agentkit.sandbox._freshdir import open_dir, reset_dir, split_path
 from agentkit.sandbox._imageroot import HEALTH_TIMEOUT_SEC
@@ -81,7 +78,7 @@ _MODIFIED, _ADDED, _DELETED = 0, 1, 2
 _BASH_OR_SH = 'if [ -x /bin/bash ]; then exec /bin/bash -c "$0"; fi; exec /bin/sh -c "$0"'
 
 
-class DockerSandbox:
+class DockerSandbox(BaseSandbox):
     """A container per rollout (see the module docstring and ``docs/sandboxes.md``).
 
     Its options are :class:`DockerOptions`' (``-S name=value`` on the command line).
@@ -92,52 +89,35 @@ class DockerSandbox:
     #: executor runs this sandbox's rollouts only there (docs/distributed.md).
     node_label: ClassVar[str] = "agentkit/docker"
     options_type: ClassVar[type[DockerOptions]] = DockerOptions
-    #: Printed by the runner and recorded in manifest.json when not None.
-    warning: ClassVar[str | None] = None
+    #: The options the sandbox was made with (a fork's child is made with the same).
+    options: DockerOptions
+    #: No option is checked up front (``max_output_mb`` is taken as given).
+    positive_options: ClassVar[tuple[str, ...]] = ()
+    _procs: set[DockerProcess]  # type: ignore[assignment]
 
-    def __init__(
-        self,
-        *,
-        root: Path,
-        hints: ExecutionHints | None = None,
-        rollout_id: str = "",
-        model_endpoint: str | None = None,
-        **options: Any,
-    ) -> None:
-        """A sandbox for one rollout, not started yet; ``options`` are
-        :class:`DockerOptions`' (their types are checked where they are parsed)."""
-        #: The options, as given: a fork's child is made with the same.
-        self.options = opts = DockerOptions(**options)
-        self.root = Path(root).absolute()
-        self.hints = hints or ExecutionHints()
-        self.rollout_id = rollout_id
-        self.workdir = self.hints.workdir or "/app"
-        if not self.workdir.startswith("/"):
-            raise SandboxError(f"execution hints: workdir {self.workdir!r} must be absolute")
+    def _init_kind(self) -> None:
+        super()._init_kind()
+        opts = self.options
         if opts.max_builds < 1:
             raise SandboxError(f"max_builds must be at least 1, got {opts.max_builds}")
-        self.model_endpoint = model_endpoint
         self.network = bool(self.hints.network and opts.allow_network)
         self.allow_host_root = opts.allow_host_root
         self.default_image = opts.default_image
         self.no_new_privileges = opts.no_new_privileges
-        self.keep = opts.keep
-        self.owns_root = False
-        self._max_output = opts.max_output_mb * 1024 * 1024
         for path in self.hints.ro_binds:
             if not path.startswith("/") or not os.path.exists(path):
                 raise SandboxError(f"ro_binds: {path!r} must be an existing absolute host path")
         # The relay: always for a loopback endpoint (the container's loopback is its
         # own); without network also for a hostname (mapped to 127.0.0.1 inside).
         self._endpoint: Endpoint | None = None
-        if model_endpoint:
+        if self.model_endpoint:
             if self.network:
-                self._endpoint = loopback_endpoint(model_endpoint)
+                self._endpoint = loopback_endpoint(self.model_endpoint)
             else:
-                self._endpoint = parse_endpoint(model_endpoint)
+                self._endpoint = parse_endpoint(self.model_endpoint)
         self.image: str | None = None
         self.container_id: str | None = None
-        self.container_name = _container_name(rollout_id)
+        self.container_name = _container_name(self.rollout_id)
         self._client: Any = None
         self._container: Any = None
         self._network_id: str | None = None
@@ -149,17 +129,8 @@ class DockerSandbox:
         self._workdir_ready = False
         #: The host uid and gid of the container's root (an engine with userns-remap).
         self._root_ids: tuple[int, int] | None = None
-        self._procs: set[DockerProcess] = set()
-        self._state = "new"
-        self._lock = asyncio.Lock()
-        #: Closed while a fork commits the container: commands and uploads wait.
-        self._gate = Gate()
-        self._forks = itertools.count(1)
-        #: A fork's child: the image committed from its parent (removed at close),
-        #: and no ``hints.paths`` copied in (the parent's files have them).
+        #: A fork's child: the image committed from its parent (removed at close).
         self._fork_image: str | None = None
-        #: What the fork that made this sandbox cost (None: not a fork's child).
-        self.fork_stats: ForkStats | None = None
 
     # -- run-level hooks (see agentkit.SandboxFactory) ------------------------
 
@@ -202,37 +173,24 @@ class DockerSandbox:
     def __repr__(self) -> str:
         return f"<DockerSandbox {self.rollout_id or '-'} {self.container_name} {self._state}>"
 
-    async def __aenter__(self) -> DockerSandbox:
-        await self.setup()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
+    def _who(self) -> str:
+        return self.rollout_id or self.container_name
 
     @property
     def host_logs(self) -> Path:
         """The host directory holding the rollout's ``/logs`` (``<root>/fs/logs``)."""
-        return self.root / "fs" / "logs"
+        return self.fs_root / "logs"
 
-    async def setup(self) -> None:
-        """Start the container (building or pulling its image first if needed)."""
-        async with self._lock:
-            if self._state == "running":
-                return
-            if self._state == "closed":
-                raise SandboxError(f"sandbox {self.rollout_id or self.root} is closed")
-            try:
-                await self._start()
-            except BaseException:
-                await self._stop()
-                raise
-            self._state = "running"
+    async def _bring_up(self) -> None:
+        # the container, its image built or pulled first if needed
         try:
-            for dst, src in self.hints.paths.items() if self._fork_image is None else ():
-                await self.upload(src, dst)
+            await self._start()
         except BaseException:
-            await self.close()
+            await self._stop()
             raise
+
+    async def _copy_in(self, src: Path, dst: str) -> None:
+        await self.upload(src, dst)
 
     async def _start(self) -> None:
         await check_engine(allow_host_root=self.allow_host_root)
@@ -380,20 +338,8 @@ class DockerSandbox:
                 raise SandboxError("sandbox 'docker': the container did not become healthy in time")
             await asyncio.sleep(0.2)
 
-    async def close(self, *, remove: bool | None = None) -> None:
-        """Kill the container (no stop grace) and remove it, its network and compose project.
-
-        ``remove=True`` also deletes the rollout's host directory (its
-        ``/logs``); ``None`` removes it only when the sandbox made ``root``.
-        """
-        async with self._lock:
-            if self._state != "closed":
-                self._state = "closed"
-                await self._stop()
-        if remove is None:
-            remove = self.owns_root
-        if remove and not self.keep and self.root.exists():
-            await asyncio.to_thread(_rmtree, self.root)
+    async def _take_down(self) -> None:
+        await self._stop()
 
     async def _stop(self) -> None:
         aiodocker = _aiodocker()
@@ -466,10 +412,11 @@ class DockerSandbox:
         does not hold, start empty). The image is removed when the child
         closes. A compose project cannot fork.
         """
-        who = self.rollout_id or self.container_name
-        if self._state != "running" or self._container is None:
-            state = "not started yet" if self._state == "new" else "closed"
-            raise cannot_fork(self.name, who, f"it is {state}")
+        return await self._fork(root, rollout_id)
+
+    def _check_forkable(self, who: str) -> None:
+        if self._container is None:
+            raise cannot_fork(self.name, who, "it is closed")
         if self._compose is not None:
             raise cannot_fork(
                 self.name,
@@ -477,37 +424,12 @@ class DockerSandbox:
                 "it runs a compose project, whose sidecar services a commit would not "
                 "carry; only a task with a single container can fork",
             )
-        child_root = fork_root(self.root, root, kind=self.name, who=who)
-        try:
-            child = DockerSandbox(
-                root=child_root,
-                hints=self.hints,
-                rollout_id=rollout_id or fork_id(self.rollout_id, next(self._forks)),
-                model_endpoint=self.model_endpoint,
-                **attrs.asdict(self.options, recurse=False),
-            )
-        except BaseException:
-            shutil.rmtree(child_root, ignore_errors=True)
-            raise
-        child.owns_root = root is None
-        try:
-            async with self._lock, self._gate.closed():
-                if self._state != "running":
-                    raise cannot_fork(self.name, who, "it was closed as the fork began")
-                await self._commit_to(child)
-            await child.setup()
-        except BaseException as exc:
-            await child.close(remove=True)
-            aiodocker = _aiodocker()
-            if isinstance(exc, (OSError, aiodocker.DockerError)) and not isinstance(
-                exc, SandboxError
-            ):
-                detail = getattr(exc, "message", None) or str(exc)
-                raise SandboxForkError(
-                    f"sandbox {self.name!r} ({who}): the fork failed: {detail}"
-                ) from None
-            raise
-        return child
+
+    async def _copy_for_fork(self, child: DockerSandbox) -> None:
+        await self._commit_to(child)
+
+    def _fork_errors(self) -> tuple[type[BaseException], ...]:
+        return (OSError, _aiodocker().DockerError)
 
     async def _commit_to(self, child: DockerSandbox) -> None:
         """Pause the container, commit it to the child's image, copy the host log
@@ -554,25 +476,27 @@ class DockerSandbox:
         merged = dict(self.hints.env)
         if env:
             merged.update(env)
-        for k, v in merged.items():
-            if not isinstance(k, str) or not isinstance(v, str) or "\0" in k + v or "=" in k:
-                raise SandboxError(f"environment variable {k!r}: expected str name and value")
-        return [f"{k}={v}" for k, v in merged.items()]
+        return [f"{k}={v}" for k, v in checked_env(merged).items()]
 
     def _absolute(self, path: str) -> str:
         if "\0" in path or not path:
             raise SandboxPathError(f"invalid path {path!r}")
         return path if path.startswith("/") else f"{self.workdir.rstrip('/')}/{path}"
 
-    async def _argv(self, cmd: str | list[str]) -> list[str]:
+    def _argv(self, cmd: str | list[str]) -> list[str]:
         if isinstance(cmd, str):
             # bash where the image has it (as Harbor runs commands), else sh
             return ["/bin/sh", "-c", _BASH_OR_SH, cmd]
-        if not cmd:
-            raise SandboxError("empty command")
-        return [str(c) for c in cmd]
+        return argv_of(cmd)
 
-    async def _spawn(
+    async def _spawn(self, command: Command) -> DockerProcess:
+        await self._ensure()
+        argv = self._argv(command.cmd)
+        return await self._exec_argv(
+            argv, command.cwd, command.env, command.user, stdin=command.stdin
+        )
+
+    async def _exec_argv(
         self,
         argv: list[str],
         cwd: str | None,
@@ -656,41 +580,8 @@ class DockerSandbox:
         return f"killed by the out-of-memory killer: the task's memory limit{limit} was reached"
 
     async def _run(self, argv: list[str], *, user: str | None = None) -> ExecResult:
-        proc = await self._spawn(argv, "/", None, user, stdin=False)
+        proc = await self._exec_argv(argv, "/", None, user, stdin=False)
         return await proc.wait(60)
-
-    async def _ensure(self) -> None:
-        if self._state != "running":
-            await self.setup()
-
-    async def exec(
-        self,
-        cmd: str | list[str],
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        user: str | None = None,
-    ) -> ExecResult:
-        """Run ``cmd`` (a shell string for bash, or an argv list) to completion.
-
-        ``user`` is any user of the image (``docker exec -u``); None is the
-        image's ``USER``. On timeout the command's process tree is killed and
-        the result has ``timed_out=True``.
-        """
-        await self._ensure()
-        proc = await self._spawn(await self._argv(cmd), cwd, env, user, stdin=False)
-        return await proc.wait(timeout)
-
-    async def start(
-        self,
-        cmd: str | list[str],
-        cwd: str | None = None,
-        env: Mapping[str, str] | None = None,
-        user: str | None = None,
-    ) -> DockerProcess:
-        """Start a long-running command: read ``stdout_lines()`` live, write its stdin."""
-        await self._ensure()
-        return await self._spawn(await self._argv(cmd), cwd, env, user, stdin=True)
 
     # -- files ----------------------------------------------------------------
 
@@ -830,32 +721,6 @@ class DockerSandbox:
         """End everything in the container and start it again on its own files (see
         :meth:`end_processes`, which does exactly this on docker)."""
         await self.end_processes()
-
-    async def fresh(
-        self, *, root: str | Path | None = None, rollout_id: str | None = None
-    ) -> DockerSandbox:
-        """A new, started container of the task's image, with this one's hints and options
-        and none of its files (a compose task: a new project). See ``LocalSandbox.fresh``."""
-        who = self.rollout_id or self.container_name
-        child_root = fork_root(self.root, root, kind=self.name, who=who)
-        try:
-            child = DockerSandbox(
-                root=child_root,
-                hints=self.hints,
-                rollout_id=rollout_id or f"{self.rollout_id or 'sandbox'}.fresh",
-                model_endpoint=self.model_endpoint,
-                **attrs.asdict(self.options, recurse=False),
-            )
-        except BaseException:
-            shutil.rmtree(child_root, ignore_errors=True)
-            raise
-        child.owns_root = root is None
-        try:
-            await child.setup()
-        except BaseException:
-            await child.close(remove=True)
-            raise
-        return child
 
     async def carry_to(self, other: DockerSandbox, paths: Sequence[str]) -> Carried:
         """Copy ``paths`` of this container over the same paths of ``other``'s, through the

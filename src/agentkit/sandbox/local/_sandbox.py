@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import os
 import shutil
 import signal
@@ -24,11 +23,11 @@ from typing import Any, ClassVar, NoReturn
 import anyio
 
 from agentkit._sandbox import ExecutionHints
-from agentkit.sandbox._base import STANDARD_DIRS, BaseSandbox, _rmtree
+from agentkit.sandbox._base import STANDARD_DIRS, BaseSandbox, HostFSSandbox, _rmtree
 from agentkit.sandbox._carry import Carried, carry
 from agentkit.sandbox._changes import layer_changes
-from agentkit.sandbox._errors import SandboxDiedError, SandboxError, SandboxForkError
-from agentkit.sandbox._fork import ForkStats, cannot_fork, fork_id, fork_root
+from agentkit.sandbox._errors import SandboxDiedError, SandboxError
+from agentkit.sandbox._fork import ForkStats, cannot_fork, fork_id
 from agentkit.sandbox._forward import (
     HOLDER_SCRIPT,
     Endpoint,
@@ -86,7 +85,7 @@ NET_ETC_FILES = ("hosts", "hostname", "resolv.conf")
 USERLAND_DIRS = ("/var/log", "/var/tmp", "/home", "/opt", "/run", "/srv", "/mnt")
 
 
-class LocalSandbox(BaseSandbox):
+class LocalSandbox(HostFSSandbox):
     """A bubblewrap sandbox: the task's image root (or the host's ``/usr``) read-only,
     the rollout's own writable layer above it.
 
@@ -113,20 +112,8 @@ class LocalSandbox(BaseSandbox):
     #: The options the sandbox was made with (a fork's child is made with the same).
     options: LocalOptions
 
-    def __init__(
-        self,
-        *,
-        root: Path,
-        hints: ExecutionHints | None = None,
-        rollout_id: str = "",
-        model_endpoint: str | None = None,
-        **options: Any,
-    ) -> None:
-        """A sandbox for one rollout, not started yet; ``options`` are
-        :class:`LocalOptions`' (their types are checked where they are parsed)."""
-        super().__init__(
-            root=root, hints=hints, rollout_id=rollout_id, model_endpoint=model_endpoint, **options
-        )
+    def _init_kind(self) -> None:
+        super()._init_kind()
         opts = self.options
         self._tools: Tools = find_tools(opts.bwrap)
         self.network = bool(self.hints.network and opts.allow_network)
@@ -170,7 +157,7 @@ class LocalSandbox(BaseSandbox):
         )
         self._endpoint: Endpoint | None = None
         self._python, self._python_prefix = "", ""
-        self.ro_binds = self._read_only_binds(model_endpoint)
+        self.ro_binds = self._read_only_binds()
         mounts = [Mount("/", self.fs_root, True)]
         mounts += [Mount(p, Path(p), False) for p in [*ro_bind_sources(), *self.ro_binds]]
         self.fs = SandboxFS(
@@ -195,15 +182,12 @@ class LocalSandbox(BaseSandbox):
         self._root_lock: int | None = None
         self._userns_fd: int | None = None
         self._shell = ""
-        self._forks = itertools.count(1)
-        #: What the fork that made this sandbox cost (None: not a fork's child).
-        self.fork_stats: ForkStats | None = None
         #: A fork's child: the parent's image root, held again rather than looked up.
         self._parent_image_root: ImageRoot | None = None
         #: A fork's child on the host's userland: the parent's /etc, copied into its own.
         self._parent_etc: Path | None = None
 
-    def _read_only_binds(self, model_endpoint: str | None) -> list[str]:
+    def _read_only_binds(self) -> list[str]:
         """The host paths bound read-only at the same paths (the hints' and the option's,
         and the holder's Python for a relayed endpoint); the endpoint and the holder's
         Python are set on the way."""
@@ -215,11 +199,11 @@ class LocalSandbox(BaseSandbox):
         if self.image is not None:
             # The holder on an image root is the orchestrator's Python (on the stage only).
             self._python, self._python_prefix = python_for_holder()
-        if model_endpoint and not self.host_network:
+        if self.model_endpoint and not self.host_network:
             # In its own network namespace: relayed in; with network, only a
             # loopback endpoint (a hostname is reachable over it, as from a container).
             relayed = loopback_endpoint if self.network else parse_endpoint
-            self._endpoint = relayed(model_endpoint)
+            self._endpoint = relayed(self.model_endpoint)
         if self._endpoint is not None:
             exe, prefix = python_for_holder()
             self._python = exe
@@ -675,7 +659,7 @@ class LocalSandbox(BaseSandbox):
         longer runs (its keepers were killed), and :class:`SandboxError`
         when a process did not end (stuck in an uninterruptible wait).
         """
-        who = self.rollout_id or str(self.root)
+        who = self._who()
         if self._state != "running":
             raise SandboxError(f"sandbox {who}: cannot end its processes: it is {self._state}")
         async with self._lock, self._gate.closed():
@@ -710,7 +694,7 @@ class LocalSandbox(BaseSandbox):
         processes were all killed from inside starts again too (on the host's
         userland with a new ``/etc``: the old one went with it).
         """
-        who = self.rollout_id or str(self.root)
+        who = self._who()
         if self._state != "running":
             raise SandboxError(f"sandbox {who}: cannot restart: it is {self._state}")
         async with self._lock, self._gate.closed():
@@ -780,7 +764,7 @@ class LocalSandbox(BaseSandbox):
 
     # -- a fresh sibling, and what commands changed ----------------------------
 
-    def _fresh_child(self, child: Any) -> None:
+    def _fresh_child(self, child: LocalSandbox) -> None:
         # the same image root, held again rather than looked up
         child._parent_image_root = self.image_root
 
@@ -794,15 +778,15 @@ class LocalSandbox(BaseSandbox):
 
     async def carry_to(self, other: BaseSandbox, paths: Sequence[str]) -> Carried:
         """Copy ``paths`` of this sandbox's files over the same paths of ``other``, from the
-        host (see :meth:`BaseSandbox.carry_to`); this sandbox's processes are paused while
+        host (see :meth:`HostFSSandbox.carry_to`); this sandbox's processes are paused while
         its files are copied (as a fork pauses them), so the copy is one moment's files.
         On an image root, a sandbox whose own processes were killed raises
         :class:`SandboxDiedError` (its files are seen only through its running overlay);
         on the host's userland its files are copied as they are."""
         if type(other) is not type(self):
             raise SandboxError("sandbox 'local' can carry files only to another 'local' sandbox")
-        if other._state != "running":
-            await other.setup()
+        assert isinstance(other, LocalSandbox)
+        await other._ensure()
         ids = None
         if self.fs.owner is not None and other.fs.owner not in (None, self.fs.owner):
             ids = {self.fs.owner: other.fs.owner}
@@ -826,7 +810,7 @@ class LocalSandbox(BaseSandbox):
 
     async def changed_paths(self, *, exclude: Sequence[str] = (), limit: int = 50) -> list[str]:
         """In-sandbox paths commands added, changed or deleted since the sandbox started
-        (see :meth:`BaseSandbox.changed_paths`); on the host's userland its in-memory
+        (see :meth:`HostFSSandbox.changed_paths`); on the host's userland its in-memory
         ``/etc`` too (but the files the sandbox writes there itself)."""
         paths = await super().changed_paths(exclude=exclude, limit=limit)
         if self.image is not None or not self._holder_pid or len(paths) >= limit:
@@ -861,29 +845,16 @@ class LocalSandbox(BaseSandbox):
         side by side. Commands and uploads given meanwhile wait for the copy. A
         sandbox whose own processes were killed raises :class:`SandboxDiedError`.
         """
-        who = self.rollout_id or str(self.root)
-        if self._state != "running":
-            state = "not started yet" if self._state == "new" else "closed"
-            raise cannot_fork(self.name, who, f"it is {state}")
+        return await self._fork(root, rollout_id)
+
+    def _check_forkable(self, who: str) -> None:
         self._check_alive()
-        child = self._fork_child_of(
-            root, rollout_id or fork_id(self.rollout_id, next(self._forks)), who
-        )
-        try:
-            async with self._lock, self._gate.closed():
-                if self._state != "running":
-                    raise cannot_fork(self.name, who, "it was closed as the fork began")
-                # Everything the copy pauses: the namespace's init (and all
-                # inside), and the wrappers of running commands (nsenter).
-                roots = [self._holder_pid, *(p.pid for p in self._procs)]
-                await asyncio.to_thread(self._copy_to, child, roots)
-            await child.setup()
-        except BaseException as exc:
-            await child.close(remove=True)
-            if (failed := self._fork_failed(exc, who)) is not None:
-                raise failed from None
-            raise
-        return child
+
+    async def _copy_for_fork(self, child: LocalSandbox) -> None:
+        # Everything the copy pauses: the namespace's init (and all inside), and the
+        # wrappers of running commands (nsenter).
+        roots = [self._holder_pid, *(p.pid for p in self._procs)]
+        await asyncio.to_thread(self._copy_to, child, roots)
 
     async def fork_many(
         self, n: int, *, rollout_ids: Sequence[str] | None = None
@@ -901,7 +872,7 @@ class LocalSandbox(BaseSandbox):
         every child made so far is closed and removed, and the parent left
         running as it was.
         """
-        who = self.rollout_id or str(self.root)
+        who = self._who()
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise cannot_fork(self.name, who, f"n must be a positive integer, got {n!r}")
         if rollout_ids is not None and len(rollout_ids) != n:
@@ -916,13 +887,12 @@ class LocalSandbox(BaseSandbox):
         children: list[LocalSandbox] = []
         try:
             for rid in ids:
-                children.append(self._fork_child_of(None, rid, who))
+                children.append(self._fork_child_of(None, rid))
             first = children[0]
             async with self._lock, self._gate.closed():
                 if self._state != "running":
                     raise cannot_fork(self.name, who, "it was closed as the fork began")
-                roots = [self._holder_pid, *(p.pid for p in self._procs)]
-                await asyncio.to_thread(self._copy_to, first, roots)
+                await self._copy_for_fork(first)
             # the parent runs again: the others are copies of the first one's copy
             await asyncio.to_thread(_copy_siblings, first, children[1:])
             started = await asyncio.gather(
@@ -938,33 +908,6 @@ class LocalSandbox(BaseSandbox):
                 raise failed from None
             raise
         return children
-
-    def _fork_child_of(self, root: Path | str | None, rollout_id: str, who: str) -> LocalSandbox:
-        """A child not started yet: its root (made beside this one's unless ``root``),
-        this one's hints, endpoint and options (its root removed if it cannot be made)."""
-        child_root = fork_root(self.root, root, kind=self.name, who=who)
-        try:
-            child = type(self)(
-                root=child_root,
-                hints=self.hints,
-                rollout_id=rollout_id,
-                model_endpoint=self.model_endpoint,
-                **self.option_values(),
-            )
-        except BaseException:
-            shutil.rmtree(child_root, ignore_errors=True)
-            raise
-        child.owns_root = root is None
-        child._fork_child = True
-        child._parent_image_root = self.image_root
-        return child
-
-    def _fork_failed(self, exc: BaseException, who: str) -> SandboxForkError | None:
-        """The one error naming the sandbox that a fork failing with an OS error raises
-        instead; None for any other exception (raised as it is)."""
-        if isinstance(exc, OSError) and not isinstance(exc, SandboxError):
-            return SandboxForkError(f"sandbox {self.name!r} ({who}): the fork failed: {exc}")
-        return None
 
     def _copy_to(self, child: LocalSandbox, roots: list[int]) -> None:
         """Pause this sandbox, copy its writable files to ``child``'s root, resume it
