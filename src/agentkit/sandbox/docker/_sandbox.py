@@ -18,67 +18,47 @@ resources and the security checks (``allow_host_root``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import os
 import posixpath
-import tarfile
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import IO, Any, ClassVar
 
 import anyio
 
-from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
+from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.images import (
-    ImageError,
-    ImageUnavailableError,
-    docker_client,
     prepare_images,
-    resolve_image,
 )
-from agentkit.images._engine import require_aiodocker
-from agentkit.sandbox._base import BaseSandbox, Command, argv_of, checked_env
 from agentkit.sandbox._carry import Carried, distinct_paths
 from agentkit.sandbox._changes import within
 from agentkit.sandbox._errors import SandboxError, SandboxPathError
 from agentkit.sandbox._fork import ForkStats, cannot_fork
-from agentkit.sandbox._forward import Endpoint, Relay, loopback_endpoint, parse_endpoint
+from agentkit.sandbox._forward import Relay
 from agentkit.sandbox._freshdir import open_dir, reset_dir, split_path
-from agentkit.sandbox._imageroot import HEALTH_TIMEOUT_SEC
 from agentkit.sandbox._layercopy import copy_tree
-from agentkit.sandbox.docker._compose import ComposeProject, prepare_compose
-from agentkit.sandbox.docker._container import ContainerSpec
+from agentkit.sandbox.docker._cgroup import container_pids, oom_counter, read_oom
+from agentkit.sandbox.docker._compose import prepare_compose
+from agentkit.sandbox.docker._core import HOST_DIRS, DockerCore, _aiodocker
 from agentkit.sandbox.docker._engine import (
     FORK_REPOSITORY,
     check_engine,
-    engine_info,
-    owner_labels,
     prune_orphans_once,
-    remove_project,
 )
-from agentkit.sandbox.docker._files import extract_download, unmap_owners, upload_tar
+from agentkit.sandbox.docker._files import unmap_owners
 from agentkit.sandbox.docker._netns import listen_in_netns
 from agentkit.sandbox.docker._options import DockerOptions
-from agentkit.sandbox.docker._process import DockerProcess
 
-__all__ = ["HOST_DIRS", "LOG_DIRS", "DockerSandbox"]
+__all__ = ["DockerSandbox"]
 
-#: The rollout's log directories, kept on the host (as Harbor mounts them).
-LOG_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts")
-#: Directories of the container that are directories of the rollout on the host: the
-#: log directories and ``/tests``, which grading makes fresh from outside.
-HOST_DIRS = (*LOG_DIRS, "/tests")
 #: ``docker diff`` kinds of change.
 _MODIFIED, _ADDED, _DELETED = 0, 1, 2
-#: Runs a shell string ($0) with bash when the image has it, else with sh (same pid).
-_BASH_OR_SH = 'if [ -x /bin/bash ]; then exec /bin/bash -c "$0"; fi; exec /bin/sh -c "$0"'
 
 
-class DockerSandbox(BaseSandbox):
+class DockerSandbox(DockerCore):
     """A container per rollout (see the module docstring and ``docs/sandboxes.md``).
 
     Its options are :class:`DockerOptions`' (``-S name=value`` on the command line).
@@ -88,49 +68,6 @@ class DockerSandbox(BaseSandbox):
     #: The Ray node label (value ``true``) of nodes that have a Docker engine: the Ray
     #: executor runs this sandbox's rollouts only there (docs/distributed.md).
     node_label: ClassVar[str] = "agentkit/docker"
-    options_type: ClassVar[type[DockerOptions]] = DockerOptions
-    #: The options the sandbox was made with (a fork's child is made with the same).
-    options: DockerOptions
-    #: No option is checked up front (``max_output_mb`` is taken as given).
-    positive_options: ClassVar[tuple[str, ...]] = ()
-    _procs: set[DockerProcess]  # type: ignore[assignment]
-
-    def _init_kind(self) -> None:
-        super()._init_kind()
-        opts = self.options
-        if opts.max_builds < 1:
-            raise SandboxError(f"max_builds must be at least 1, got {opts.max_builds}")
-        self.network = bool(self.hints.network and opts.allow_network)
-        self.allow_host_root = opts.allow_host_root
-        self.default_image = opts.default_image
-        self.no_new_privileges = opts.no_new_privileges
-        for path in self.hints.ro_binds:
-            if not path.startswith("/") or not os.path.exists(path):
-                raise SandboxError(f"ro_binds: {path!r} must be an existing absolute host path")
-        # The relay: always for a loopback endpoint (the container's loopback is its
-        # own); without network also for a hostname (mapped to 127.0.0.1 inside).
-        self._endpoint: Endpoint | None = None
-        if self.model_endpoint:
-            if self.network:
-                self._endpoint = loopback_endpoint(self.model_endpoint)
-            else:
-                self._endpoint = parse_endpoint(self.model_endpoint)
-        self.image: str | None = None
-        self.container_id: str | None = None
-        self.container_name = _container_name(self.rollout_id)
-        self._client: Any = None
-        self._container: Any = None
-        self._network_id: str | None = None
-        self._compose: ComposeProject | None = None
-        self._relay: Relay | None = None
-        self._pid = 0
-        self._oom_file: Path | None = None
-        self._oom_base = 0
-        self._workdir_ready = False
-        #: The host uid and gid of the container's root (an engine with userns-remap).
-        self._root_ids: tuple[int, int] | None = None
-        #: A fork's child: the image committed from its parent (removed at close).
-        self._fork_image: str | None = None
 
     # -- run-level hooks (see agentkit.SandboxFactory) ------------------------
 
@@ -167,236 +104,6 @@ class DockerSandbox(BaseSandbox):
             else:
                 out.append(await prepare_compose(image, log_dir=log_dir, max_builds=max_builds))
         return out
-
-    # -- lifecycle ------------------------------------------------------------
-
-    def __repr__(self) -> str:
-        return f"<DockerSandbox {self.rollout_id or '-'} {self.container_name} {self._state}>"
-
-    def _who(self) -> str:
-        return self.rollout_id or self.container_name
-
-    @property
-    def host_logs(self) -> Path:
-        """The host directory holding the rollout's ``/logs`` (``<root>/fs/logs``)."""
-        return self.fs_root / "logs"
-
-    async def _bring_up(self) -> None:
-        # the container, its image built or pulled first if needed
-        try:
-            await self._start()
-        except BaseException:
-            await self._stop()
-            raise
-
-    async def _copy_in(self, src: Path, dst: str) -> None:
-        await self.upload(src, dst)
-
-    async def _start(self) -> None:
-        await check_engine(allow_host_root=self.allow_host_root)
-        self.root.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.root, 0o700)
-        remapped = (await engine_info()).remapped_root if os.geteuid() == 0 else None
-        self._root_ids = remapped
-        for d in HOST_DIRS:
-            path = self.root / "fs" / d.lstrip("/")
-            path.mkdir(parents=True, exist_ok=True)
-            # the log directories writable by the container's root, a remapped uid
-            os.chmod(path, 0o777 if d in LOG_DIRS else 0o755)
-            if remapped is not None:
-                # ...and its own, as Harbor's are the container root's (entrypoints chmod them)
-                os.chown(path, *remapped)
-        self._client = docker_client()
-        image = self.hints.image or TaskImage(image=self.default_image)
-        try:
-            if image.compose_file is not None:
-                self._compose = ComposeProject(
-                    self.container_spec(), image, root=self.root, env=self.hints.env
-                )
-                container_id = await self._compose.up()
-                self._container = await self._client.containers.get(container_id)
-            else:
-                if self._fork_image is not None:
-                    self.image = self._fork_image
-                else:
-                    self.image = (await resolve_image(image)).reference
-                self._container = await self._create(self.image)
-                try:
-                    await self._container.start()
-                except _aiodocker().DockerError as exc:
-                    raise SandboxError(
-                        f"sandbox 'docker': starting the container failed: {exc.message}"
-                    ) from None
-        except ImageError as exc:
-            raise SandboxError(f"sandbox 'docker': {exc}") from None
-        self.container_id = self._container.id
-        info = await self._container.show()
-        self._pid = int(info["State"].get("Pid") or 0)
-        if not info["State"].get("Running"):
-            raise SandboxError(await self._exited_at_start(info))
-        if not self._pid or not os.path.exists(f"/proc/{self._pid}"):
-            raise SandboxError(
-                "sandbox 'docker': the container's processes are not visible on this machine "
-                f"(pid {self._pid}); the docker sandbox needs the engine to run here "
-                "(DOCKER_HOST pointing at another machine is not supported)"
-            )
-        self._oom_file = _oom_counter(self._pid)
-        self._oom_base = _read_oom(self._oom_file)
-        if self._compose is None:
-            await self._wait_healthy(info)
-        if self._endpoint is not None:
-            ep = self._endpoint
-            listener = await asyncio.to_thread(listen_in_netns, self._pid, ep.bind_host, ep.port)
-            self._relay = Relay(listener, ep)
-            await self._relay.start()
-        # The image's WORKDIR exists; another working directory is made by the first
-        # command that runs there (no extra round trip per rollout).
-        image_workdir = (info.get("Config") or {}).get("WorkingDir") or "/"
-        self._workdir_ready = os.path.normpath(image_workdir) == os.path.normpath(self.workdir)
-
-    async def _exited_at_start(self, info: dict[str, Any]) -> str:
-        state = info["State"]
-        logs = ""
-        with contextlib.suppress(Exception):
-            lines = await self._container.log(stdout=True, stderr=True, tail=20)
-            logs = "".join(lines).strip()[-1500:]
-        entrypoint = (info.get("Config") or {}).get("Entrypoint")
-        return (
-            f"sandbox 'docker': the container exited as it started (status "
-            f"{state.get('ExitCode')}{', out of memory' if state.get('OOMKilled') else ''}"
-            f"{'; its entrypoint ' + json.dumps(entrypoint) + ' ended' if entrypoint else ''})"
-            + (f": {logs}" if logs else "")
-        )
-
-    def log_binds(self) -> list[str]:
-        """``host:container`` binds of the rollout's host directories (logs and ``/tests``)."""
-        return [f"{self.root / 'fs' / d.lstrip('/')}:{d}" for d in HOST_DIRS]
-
-    def ro_bind_specs(self) -> list[str]:
-        """Read-only binds of ``hints.ro_binds`` (a harness's binary), at the same paths."""
-        paths = dict.fromkeys(os.path.normpath(b) for b in self.hints.ro_binds)
-        return [f"{p}:{p}:ro" for p in paths]
-
-    def extra_hosts(self) -> list[str]:
-        """``/etc/hosts`` entries: a hostname model endpoint is the relay on 127.0.0.1."""
-        if self._endpoint is not None and self._endpoint.hosts_entry:
-            return [f"{self._endpoint.hosts_entry}:127.0.0.1"]
-        return []
-
-    def container_spec(self) -> ContainerSpec:
-        """The rollout's container, for the engine (:meth:`_create`) or compose alike."""
-        hints = self.hints
-        return ContainerSpec(
-            labels=owner_labels(self.rollout_id),
-            binds=(*self.log_binds(), *self.ro_bind_specs()),
-            no_new_privileges=self.no_new_privileges,
-            cpus=hints.cpus,
-            memory_mb=hints.memory_mb,
-            gpus=hints.gpus,
-            extra_hosts=tuple(self.extra_hosts()),
-            network=self.network,
-        )
-
-    async def _create(self, image: str) -> Any:
-        aiodocker = _aiodocker()
-        if self.network:
-            net = await self._client.networks.create(
-                {
-                    "Name": f"{self.container_name}-net",
-                    "Driver": "bridge",
-                    "Labels": owner_labels(self.rollout_id),
-                }
-            )
-            self._network_id = net.id
-        try:
-            config = self.container_spec().engine_config(
-                image, network_mode=self._network_id or "none"
-            )
-            return await self._client.containers.create(config, name=self.container_name)
-        except aiodocker.DockerError as exc:
-            raise SandboxError(
-                f"sandbox 'docker': creating the container failed: {exc.message}"
-            ) from None
-
-    async def _wait_healthy(self, info: dict[str, Any]) -> None:
-        """When the image has a HEALTHCHECK, wait until it passes (as compose up --wait)."""
-        if not (info.get("Config") or {}).get("Healthcheck"):
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + HEALTH_TIMEOUT_SEC
-        while True:
-            state = (await self._container.show())["State"]
-            health = (state.get("Health") or {}).get("Status")
-            if health == "healthy":
-                return
-            if health == "unhealthy" or not state.get("Running"):
-                raise SandboxError(
-                    f"sandbox 'docker': the container's healthcheck failed ({health or 'exited'})"
-                    + _last_check(state)
-                )
-            if loop.time() > deadline:
-                raise SandboxError("sandbox 'docker': the container did not become healthy in time")
-            await asyncio.sleep(0.2)
-
-    async def _take_down(self) -> None:
-        await self._stop()
-
-    async def _stop(self) -> None:
-        aiodocker = _aiodocker()
-        for proc in list(self._procs):
-            with contextlib.suppress(Exception):
-                await proc._close()
-        self._procs.clear()
-        if self._relay is not None:
-            await self._relay.close()
-            self._relay = None
-        left_behind = None
-        if self._compose is not None:
-            left_behind = await self._down(self._compose)
-        elif self._container is not None:
-            try:
-                await self._container.delete(force=True, v=True)
-            except aiodocker.DockerError as exc:
-                if exc.status != 404:
-                    raise SandboxError(
-                        f"removing container {self.container_name}: {exc.message}"
-                    ) from None
-        self._container = None
-        if self._fork_image is not None:
-            await self._remove_fork_image(self._fork_image)
-            self._fork_image = None
-        if self._network_id is not None:
-            with contextlib.suppress(aiodocker.DockerError):
-                await (await self._client.networks.get(self._network_id)).delete()
-            self._network_id = None
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
-        if left_behind:
-            raise SandboxError(left_behind)
-
-    async def _down(self, compose: ComposeProject) -> str | None:
-        """Take the rollout's compose project down; then remove by its label whatever
-        ``docker compose down`` left (it can fail part way, e.g. a network still
-        detaching from a container under load), so no rollout leaves a service behind.
-        What could still not be removed, as one message (None when all went)."""
-        aiodocker = _aiodocker()
-        problems: list[str] = []
-        try:
-            await compose.down()
-        except (SandboxError, OSError, TimeoutError) as exc:
-            problems.append(str(exc))
-        if self._client is None:
-            return None
-        try:
-            left = await remove_project(self._client, compose.name)
-        except (aiodocker.DockerError, OSError) as exc:
-            left = [f"listing compose project {compose.name}: {exc}"]
-        if not left:
-            return None
-        return f"sandbox 'docker': could not remove compose project {compose.name}: " + "; ".join(
-            [*problems, *left]
-        )
 
     # -- forking ----------------------------------------------------------------
 
@@ -458,178 +165,6 @@ class DockerSandbox(BaseSandbox):
             bytes=copied.bytes,
         )
 
-    async def _remove_fork_image(self, image: str) -> None:
-        """Untag and remove a fork's image; one that has forks of its own is only
-        untagged, and goes with the last of them (the engine prunes untagged parents)."""
-        aiodocker = _aiodocker()
-        client = self._client if self._client is not None else docker_client()
-        try:
-            with contextlib.suppress(aiodocker.DockerError):
-                await client.images.delete(image, force=False, noprune=False)
-        finally:
-            if client is not self._client:
-                await client.close()
-
-    # -- commands -------------------------------------------------------------
-
-    def _env(self, env: Mapping[str, str] | None) -> list[str]:
-        merged = dict(self.hints.env)
-        if env:
-            merged.update(env)
-        return [f"{k}={v}" for k, v in checked_env(merged).items()]
-
-    def _absolute(self, path: str) -> str:
-        if "\0" in path or not path:
-            raise SandboxPathError(f"invalid path {path!r}")
-        return path if path.startswith("/") else f"{self.workdir.rstrip('/')}/{path}"
-
-    def _argv(self, cmd: str | list[str]) -> list[str]:
-        if isinstance(cmd, str):
-            # bash where the image has it (as Harbor runs commands), else sh
-            return ["/bin/sh", "-c", _BASH_OR_SH, cmd]
-        return argv_of(cmd)
-
-    async def _spawn(self, command: Command) -> DockerProcess:
-        await self._ensure()
-        argv = self._argv(command.cmd)
-        return await self._exec_argv(
-            argv, command.cwd, command.env, command.user, stdin=command.stdin
-        )
-
-    async def _exec_argv(
-        self,
-        argv: list[str],
-        cwd: str | None,
-        env: Mapping[str, str] | None,
-        user: str | None,
-        *,
-        stdin: bool,
-    ) -> DockerProcess:
-        aiodocker = _aiodocker()
-        if self._container is None:
-            raise SandboxError(f"sandbox {self.rollout_id or self.root} is not running")
-        workdir = self._absolute(cwd) if cwd else self.workdir
-        if not self._workdir_ready and workdir == self.workdir:
-            # Make the working directory (as root) and run the command there; exec keeps
-            # the command's own process (and pid).
-            user = user or ""
-            argv = [
-                "/bin/sh", "-c",
-                'mkdir -p "$0" 2>/dev/null || [ -d "$0" ]; cd "$0" && exec "$@"',
-                workdir, *argv,
-            ]  # fmt: skip
-            self._workdir_ready = True
-            workdir = "/"
-        try:
-            async with self._gate.passing():  # not while a fork pauses the container
-                execution = await self._container.exec(
-                    argv,
-                    stdin=stdin,
-                    user=user or "",
-                    environment=self._env(env),
-                    workdir=workdir,
-                )
-                stream = execution.start(detach=False)
-                await stream.__aenter__()
-        except aiodocker.DockerError as exc:
-            raise SandboxError(await self._exec_failure(exc)) from None
-        proc = DockerProcess(
-            execution,
-            stream,
-            self._exec_pid,
-            max_output=self._max_output,
-            exit_note=self._exit_note,
-            on_exit=self._procs.discard,
-        )
-        self._procs.add(proc)
-        return proc
-
-    async def _exec_pid(self, execution: Any) -> int:
-        """The host pid of a running exec, checked to be in this container (0: none)."""
-        for _ in range(100):
-            with contextlib.suppress(Exception):
-                info = await execution.inspect()
-                if not info.get("Running") and info.get("ExitCode") is not None:
-                    return 0
-                pid = int(info.get("Pid") or 0)
-                if pid > 1:
-                    return pid if _in_container(pid, self.container_id or "") else 0
-            await asyncio.sleep(0.02)  # started, but not yet reported by the engine
-        return 0
-
-    async def _exec_failure(self, exc: Any) -> str:
-        detail = str(getattr(exc, "message", exc))
-        with contextlib.suppress(Exception):
-            state = (await self._container.show())["State"]
-            if not state.get("Running"):
-                why = " (killed by the out-of-memory killer)" if state.get("OOMKilled") else ""
-                return (
-                    f"sandbox 'docker': the container {self.container_name} is no longer running: "
-                    f"its main process exited with {state.get('ExitCode')}{why}"
-                )
-        return f"sandbox 'docker': cannot run the command: {detail}"
-
-    async def _exit_note(self, code: int) -> str | None:
-        if code != 137 or self._oom_file is None:
-            return None
-        count = await asyncio.to_thread(_read_oom, self._oom_file)
-        if count <= self._oom_base:
-            return None
-        self._oom_base = count
-        limit = f" of {self.hints.memory_mb} MB" if self.hints.memory_mb else ""
-        return f"killed by the out-of-memory killer: the task's memory limit{limit} was reached"
-
-    async def _run(self, argv: list[str], *, user: str | None = None) -> ExecResult:
-        proc = await self._exec_argv(argv, "/", None, user, stdin=False)
-        return await proc.wait(60)
-
-    # -- files ----------------------------------------------------------------
-
-    async def upload(self, src: str | Path, dst: str) -> None:
-        """Copy host ``src`` to ``dst`` inside: a file, or a directory's contents."""
-        await self._ensure()
-        aiodocker = _aiodocker()
-        data = await asyncio.to_thread(upload_tar, Path(src), self._absolute(dst))
-        try:
-            async with self._gate.passing():  # not while a fork commits the container
-                await self._container.put_archive("/", data)
-        except aiodocker.DockerError as exc:
-            raise SandboxPathError(f"uploading {src} to {dst}: {exc.message}") from None
-
-    async def download(self, src: str, dst: str | Path) -> None:
-        """Copy ``src`` from inside to host ``dst``: a file, or a directory's contents."""
-        await self._ensure()
-        aiodocker = _aiodocker()
-        path = self._absolute(src)
-        for _ in range(2):
-            try:
-                archive: tarfile.TarFile = await self._container.get_archive(path)
-            except aiodocker.DockerError as exc:
-                raise SandboxPathError(f"downloading {src}: {exc.message}") from None
-            top = archive.getmembers()[0] if archive.getmembers() else None
-            if top is not None and top.issym():
-                # Follow the link inside the container, once.
-                r = await self._run(["readlink", "-f", path])
-                if not r.ok or not r.stdout.strip():
-                    raise SandboxPathError(f"{src!r} is a dangling symbolic link")
-                path = r.stdout.strip()
-                continue
-            await asyncio.to_thread(extract_download, archive, path, Path(dst))
-            return
-        raise SandboxPathError(f"{src!r}: too many levels of symbolic links")
-
-    def host_path(self, path: str) -> Path:
-        """The host file behind a path under the host directories (``/logs/agent``,
-        ``/tests``, ...)."""
-        full = os.path.normpath(self._absolute(path))
-        for d in HOST_DIRS:
-            if full == d or full.startswith(d + "/"):
-                return self.root / "fs" / full.lstrip("/")
-        raise SandboxPathError(
-            f"{path!r} is inside the container: only {', '.join(HOST_DIRS)} are on the host "
-            "(use download)"
-        )
-
     # -- grading: processes ended, files read and made from outside -------------
 
     def _host_parts(self, path: str) -> list[str]:
@@ -683,7 +218,7 @@ class DockerSandbox(BaseSandbox):
             raise SandboxError(f"sandbox {who}: cannot end its processes: it is {self._state}")
         async with self._lock, self._gate.closed():
             running = bool((await self._container.show())["State"].get("Running"))
-            count = len(_container_pids(self._pid)) if running else 0
+            count = len(container_pids(self._pid)) if running else 0
             try:
                 if running:
                     try:
@@ -704,8 +239,8 @@ class DockerSandbox(BaseSandbox):
             self._pid = int(info["State"].get("Pid") or 0)
             if not info["State"].get("Running"):
                 raise SandboxError(await self._exited_at_start(info))
-            self._oom_file = _oom_counter(self._pid)
-            self._oom_base = _read_oom(self._oom_file)
+            self._oom_file = oom_counter(self._pid)
+            self._oom_base = read_oom(self._oom_file)
             if self._compose is None:
                 await self._wait_healthy(info)
             if self._endpoint is not None:
@@ -825,40 +360,6 @@ class DockerSandbox(BaseSandbox):
         return [p for p in leaves if not within(p, exclude)][:limit]
 
 
-def _aiodocker() -> Any:
-    try:
-        return require_aiodocker()
-    except ImageUnavailableError as exc:
-        raise SandboxError(f"sandbox 'docker': {exc}") from None
-
-
-def _container_name(rollout_id: str) -> str:
-    import re
-
-    slug = re.sub(r"[^a-zA-Z0-9_.-]+", "-", rollout_id or "sandbox").strip("-._")[:48] or "sandbox"
-    return f"agentkit-{slug}-{uuid.uuid4().hex[:6]}"
-
-
-def _last_check(state: dict[str, Any]) -> str:
-    """The last healthcheck's exit code and output, for an error message."""
-    log = (state.get("Health") or {}).get("Log") or []
-    if not log:
-        return ""
-    last = log[-1]
-    output = " ".join(str(last.get("Output") or "").split())[:300]
-    return f": its last check exited {last.get('ExitCode')}" + (f" ({output})" if output else "")
-
-
-def _in_container(pid: int, container_id: str) -> bool:
-    """True when host ``pid`` runs in the container (its cgroup names the container)."""
-    if not container_id:
-        return False
-    try:
-        return container_id in Path(f"/proc/{pid}/cgroup").read_text()
-    except OSError:
-        return False
-
-
 async def _chunks(f: IO[bytes]) -> AsyncIterator[bytes]:
     """``f``'s bytes, read a chunk at a time in a thread that is never abandoned (a file
     handed to aiohttp is read in its executor, which may still read once the request
@@ -883,57 +384,3 @@ async def _archive_to(client: Any, container_id: str, path: str, spool: IO[bytes
             return False
         raise SandboxError(f"sandbox 'docker': could not read {path}: {exc.message}") from None
     return True
-
-
-def _container_pids(pid: int) -> list[int]:
-    """Host pids of every process in the container whose main process is ``pid`` (its
-    cgroup's ``cgroup.procs``: cgroup v2, or v1's pids controller)."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":
-            procs = Path("/sys/fs/cgroup") / path.lstrip("/") / "cgroup.procs"
-        elif "pids" in controllers.split(","):
-            procs = Path("/sys/fs/cgroup/pids") / path.lstrip("/") / "cgroup.procs"
-        else:
-            continue
-        try:
-            return [int(p) for p in procs.read_text().split()]
-        except (OSError, ValueError):
-            continue
-    return []
-
-
-def _oom_counter(pid: int) -> Path | None:
-    """The cgroup file counting the container's OOM kills (cgroup v1 or v2), if readable."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "":
-            candidate = Path("/sys/fs/cgroup") / path.lstrip("/") / "memory.events"
-        elif "memory" in controllers.split(","):
-            candidate = Path("/sys/fs/cgroup/memory") / path.lstrip("/") / "memory.oom_control"
-        else:
-            continue
-        if candidate.exists():
-            return candidate
-    return None
-
-
-def _read_oom(path: Path | None) -> int:
-    if path is None:
-        return 0
-    try:
-        for line in path.read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-    except (OSError, ValueError):
-        pass
-    return 0

@@ -1,12 +1,12 @@
 """The local sandbox: bubblewrap namespaces around a per-rollout root.
 
-:class:`LocalSandbox` is the sandbox (its lifecycle, commands, forks and
-grading), :class:`LocalOptions` its options; the modules beside them are its
-private parts: the bubblewrap command lines (``_bwrap``, ``_stage``), the
-network (``_slirp``), the files it writes in ``/etc`` (``_etcfiles``), users
-and host ids (``_users``, ``_hostid``), the host's tools (``_hosttools``),
-pausing for a fork (``_freeze``) and the task images it runs on (``_image``).
-See ``docs/sandboxes.md``.
+:class:`LocalSandbox` is the sandbox, :class:`LocalOptions` its options; the
+modules beside them are its private parts: its state and commands
+(``_core``), its start (``_lifecycle``), the bubblewrap command lines
+(``_bwrap``, ``_stage``), the network (``_slirp``), the files it writes in
+``/etc`` (``_etcfiles``), users and host ids (``_users``, ``_hostid``), the
+host's tools (``_hosttools``), pausing for a fork (``_freeze``) and the task
+images it runs on (``_image``). See ``docs/sandboxes.md``.
 """
 
 from __future__ import annotations
