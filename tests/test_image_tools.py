@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import stat
 import subprocess
 import uuid
@@ -20,8 +21,8 @@ import pytest
 
 from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.images import ImageError
+from agentkit.images._tools import TOOLS, find_image_tool
 from agentkit.sandbox import SandboxError
-from agentkit.sandbox._imagetools import TOOLS, find_image_tool
 from agentkit.sandbox.local import LocalSandbox
 
 pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("image-roots")]
@@ -234,3 +235,39 @@ def test_an_export_that_yields_no_archive_is_a_clear_error(tmp_path: Path) -> No
     tool = TOOLS["podman"](str(fake))
     with pytest.raises(SandboxError, match="exporting the image with podman gave no readable"):
         tool.export("some-image", tmp_path / "root", None)
+
+
+@pytest.mark.parametrize("tool", ["docker", "podman"])
+async def test_the_container_an_image_is_exported_through_names_its_owner(
+    tool: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Docker's and Podman's export goes through a container made for it: labelled as the
+    docker sandbox's are (its owner, this process), so that one left behind by an
+    orchestrator killed mid-export is found by ``agentkit sandbox prune``."""
+    need(tool)
+    real = shutil.which(tool)
+    calls = tmp_path / "calls.log"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / tool
+    shim.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {calls}\nexec {real} "$@"\n')
+    shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    box = LocalSandbox(
+        root=tmp_path / "rollout",
+        hints=ExecutionHints(image=TaskImage(image="debian:bookworm-slim")),
+        rollout_id=f"{tool}-export",
+        image_tool=tool,
+        image_cache=str(tmp_path / "cache"),  # a cache of its own: exported now
+    )
+    try:
+        await box.setup()
+        assert (await box.exec("test -f /etc/debian_version")).ok
+    finally:
+        await box.close()
+    made = [line for line in calls.read_text().splitlines() if line.startswith("create ")]
+    assert len(made) == 1, calls.read_text()
+    owner = f"{socket.gethostname()}:{os.getpid()}:"
+    assert "--label org.agentkit.sandbox=local-image-export" in made[0]
+    assert f"--label org.agentkit.owner={owner}" in made[0]
+    assert "--label org.agentkit.rollout=image-export" in made[0]

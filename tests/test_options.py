@@ -256,5 +256,8 @@ def test_the_built_in_sandboxes_options_are_their_options_classes() -> None:
         per_rollout = ["root", "hints", "rollout_id", "model_endpoint"]
         assert list(schema.options) == per_rollout + [f.name for f in attrs.fields(options)]
         assert not schema.open_ended
+        # the constructor is BaseSandbox's, its annotations read in its own module's names
+        assert schema.options["root"].type_name == "Path"
+        assert schema.options["hints"].type_name == "ExecutionHints | None"
         for field in attrs.fields(options):
             assert schema.options[field.name].default == field.default, field.name

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from agentkit._sandbox import ExecutionHints, TaskImage
+from agentkit.images._imageroot import prune_image_roots
 from agentkit.sandbox import SandboxError
-from agentkit.sandbox._imageroot import prune_image_roots
 from agentkit.sandbox.local import LocalSandbox
 from agentkit.testing.sandbox_fixtures import (
     host_pids_with_arg,

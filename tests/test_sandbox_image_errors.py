@@ -89,7 +89,7 @@ def test_without_an_image_tool_each_task_says_what_to_install(tmp_path: Path) ->
 def test_a_named_tool_that_is_missing_is_one_clear_error(
     missing: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agentkit.sandbox._imagetools import find_image_tool
+    from agentkit.images._tools import find_image_tool
 
     monkeypatch.setenv("PATH", str(tmp_path))  # a PATH where neither tool is
     with pytest.raises(SandboxError, match=f"{missing} is not installed.*apt-get install"):

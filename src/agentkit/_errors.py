@@ -12,6 +12,11 @@ __all__ = [
     "HarnessError",
     "OptionError",
     "PluginError",
+    "SandboxDiedError",
+    "SandboxError",
+    "SandboxForkError",
+    "SandboxPathError",
+    "SandboxUnavailableError",
     "SpecError",
     "TaskReferenceError",
     "UnknownNameError",
@@ -81,6 +86,34 @@ class TaskReferenceError(AgentkitError):
 
 class HarnessError(AgentkitError):
     """A harness could not run (missing binary, bad configuration)."""
+
+
+# The sandboxes' errors (public from agentkit.sandbox): beside the contract, so that
+# the task images the local sandbox runs on (agentkit.images, below the sandboxes)
+# raise them too.
+
+
+class SandboxError(AgentkitError):
+    """A sandbox could not start, or a command could not be run in it."""
+
+
+class SandboxUnavailableError(SandboxError):
+    """The sandbox's isolation tool (bubblewrap) is missing or does not work here."""
+
+
+class SandboxPathError(SandboxError, ValueError):
+    """A path given for the sandbox escapes it, or names a read-only location."""
+
+
+class SandboxForkError(SandboxError):
+    """A sandbox cannot fork (its kind has no ``fork``, or not in its present state),
+    or a fork failed; the message names the sandbox. The parent is left as it was."""
+
+
+class SandboxDiedError(SandboxError):
+    """The sandbox stopped running while in use: every process in it, its own keepers
+    included, was killed (by a command inside, or by the system), so nothing can run
+    in it any more. Its files may still be on disk."""
 
 
 def missing_extra(

@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from agentkit.cli._numbers import finite_range
+from agentkit.images._imageroot import default_cache_dir, prune_image_roots
 from agentkit.sandbox import SandboxUnavailableError
-from agentkit.sandbox._imageroot import default_cache_dir, prune_image_roots
 from agentkit.sandbox.docker._engine import prune
 
 __all__ = ["prune_cmd", "sandbox_group"]

@@ -56,7 +56,7 @@ import anyio
 import attrs
 
 from agentkit._context import RunContext
-from agentkit._errors import HarnessError
+from agentkit._errors import HarnessError, SandboxUnavailableError
 from agentkit._executor import Attempt, EventSink, Job, PlannedTask
 from agentkit._policy import PolicyBoard
 from agentkit._result import HarnessResult
@@ -65,7 +65,6 @@ from agentkit._sandbox import ExecutionHints
 from agentkit._task import Task
 from agentkit.env._rubric_compile import CompiledRubric
 from agentkit.proxy import ProxySettings
-from agentkit.sandbox._errors import SandboxUnavailableError
 
 if TYPE_CHECKING:
     from agentkit.proxy import ModelProxy, ProxyRoute

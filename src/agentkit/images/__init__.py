@@ -16,6 +16,12 @@ One small layer, shared by every sandbox that runs tasks in their images::
 
 The engine is Docker through aiodocker (``pip install 'agentkit[docker]'``);
 :class:`ImageBackend` is the seam for others. See ``docs/sandboxes.md``.
+
+The local sandbox runs a task on its image's root file system, without an
+engine at run time: ``_tools`` makes the image with Docker, Podman or Buildah
+(whichever is there; their build steps run with a runtime that works on this
+host, ``_buildruntime``) and exports its root, which ``_imageroot`` keeps in a
+cache on disk, once per image.
 """
 
 from __future__ import annotations

@@ -36,6 +36,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentkit import registry
+from agentkit._errors import (
+    SandboxDiedError,
+    SandboxError,
+    SandboxForkError,
+    SandboxPathError,
+    SandboxUnavailableError,
+)
 from agentkit._sandbox import ForkableSandbox, Sandbox
 from agentkit.sandbox._carry import Carried
 from agentkit.sandbox._cleanstate import (
@@ -46,13 +53,6 @@ from agentkit.sandbox._cleanstate import (
     open_dir,
     reset_dir,
     restart_sandbox,
-)
-from agentkit.sandbox._errors import (
-    SandboxDiedError,
-    SandboxError,
-    SandboxForkError,
-    SandboxPathError,
-    SandboxUnavailableError,
 )
 from agentkit.sandbox._fork import ForkStats, cannot_fork
 

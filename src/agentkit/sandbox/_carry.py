@@ -27,7 +27,7 @@ from pathlib import Path
 
 import attrs
 
-from agentkit.sandbox._errors import SandboxPathError
+from agentkit._errors import SandboxPathError
 from agentkit.sandbox._freshdir import DIR_FLAGS, make_dirs, open_dir, remove_entry, split_path
 from agentkit.sandbox._layercopy import copy_entry
 from agentkit.sandbox._paths import SandboxFS

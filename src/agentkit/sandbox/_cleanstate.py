@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentkit._errors import SandboxError
 from agentkit._sandbox import Sandbox
 from agentkit.sandbox._carry import Carried
-from agentkit.sandbox._errors import SandboxError
 
 __all__ = [
     "carry_paths",

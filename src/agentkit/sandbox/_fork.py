@@ -16,7 +16,7 @@ from pathlib import Path
 
 import attrs
 
-from agentkit.sandbox._errors import SandboxForkError
+from agentkit._errors import SandboxForkError
 
 __all__ = ["ForkStats", "Gate", "cannot_fork", "fork_id", "fork_root"]
 

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from agentkit.sandbox._errors import SandboxError
+from agentkit._errors import SandboxError
 
 __all__ = [
     "HOLDER_SCRIPT",

@@ -30,7 +30,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
-from agentkit.sandbox._errors import SandboxPathError
+from agentkit._errors import SandboxPathError
 
 __all__ = [
     "DIR_FLAGS",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import attrs
 
-from agentkit.sandbox._errors import SandboxPathError
+from agentkit._errors import SandboxPathError
 from agentkit.sandbox._freshdir import split_path
 
 __all__ = ["Mount", "SandboxFS"]

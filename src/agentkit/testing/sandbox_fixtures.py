@@ -37,9 +37,9 @@ import pytest
 from agentkit import registry
 from agentkit._errors import missing_extra
 from agentkit._sandbox import ExecutionHints
+from agentkit.images._tools import find_image_tool
 from agentkit.sandbox import SandboxError
 from agentkit.sandbox._base import BaseSandbox
-from agentkit.sandbox._imagetools import find_image_tool
 
 __all__ = [
     "ROOT_ONLY",

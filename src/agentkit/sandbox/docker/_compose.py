@@ -24,9 +24,9 @@ from typing import Any
 
 import attrs
 
+from agentkit._errors import SandboxError
 from agentkit._sandbox import TaskImage
 from agentkit.images import ImageError, resolve_image
-from agentkit.sandbox._errors import SandboxError
 from agentkit.sandbox.docker._container import ContainerSpec
 
 __all__ = ["ComposePlan", "ComposeProject", "compose_command", "prepare_compose"]

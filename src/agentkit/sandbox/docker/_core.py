@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agentkit._errors import SandboxError, SandboxPathError
 from agentkit._sandbox import ExecResult, TaskImage
 from agentkit.images import (
     ImageError,
@@ -28,10 +29,9 @@ from agentkit.images import (
     resolve_image,
 )
 from agentkit.images._engine import require_aiodocker
+from agentkit.images._imageroot import HEALTH_TIMEOUT_SEC
 from agentkit.sandbox._base import BaseSandbox, Command, argv_of, checked_env
-from agentkit.sandbox._errors import SandboxError, SandboxPathError
 from agentkit.sandbox._forward import Endpoint, Relay, loopback_endpoint, parse_endpoint
-from agentkit.sandbox._imageroot import HEALTH_TIMEOUT_SEC
 from agentkit.sandbox.docker._cgroup import in_container, oom_counter, read_oom
 from agentkit.sandbox.docker._compose import ComposeProject
 from agentkit.sandbox.docker._container import ContainerSpec

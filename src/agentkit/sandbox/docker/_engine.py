@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 from typing import Any
 
 import attrs
 
+from agentkit._errors import SandboxError, SandboxUnavailableError
 from agentkit.images import REPOSITORY
 from agentkit.images._engine import docker_client, engine_error, require_aiodocker
 from agentkit.images._errors import ImageUnavailableError
-from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
-from agentkit.sandbox._proctree import start_time
+from agentkit.sandbox._reaper import LABEL, OWNER_LABEL, owner_alive, owner_labels
 
 __all__ = [
     "FORK_REPOSITORY",
@@ -42,10 +41,6 @@ __all__ = [
     "prune",
 ]
 
-#: Set on every container, network and compose service the docker sandbox makes.
-LABEL = "org.agentkit.sandbox"
-OWNER_LABEL = "org.agentkit.owner"
-ROLLOUT_LABEL = "org.agentkit.rollout"
 COMPOSE_PROJECT_LABEL = "com.docker.compose.project"
 #: Where a fork's commit of its parent container goes (``agentkit/fork:<id>``); the
 #: image carries the parent's labels, so leftovers are found like containers.
@@ -141,30 +136,6 @@ async def check_engine(*, allow_host_root: bool) -> str | None:
     return decide_engine(await engine_info(), allow_host_root=allow_host_root)
 
 
-def owner_labels(rollout_id: str) -> dict[str, str]:
-    """The labels of a sandbox this process makes: who owns it, for which rollout."""
-    pid = os.getpid()
-    return {
-        LABEL: "docker",
-        OWNER_LABEL: f"{socket.gethostname()}:{pid}:{start_time(pid) or '?'}",
-        ROLLOUT_LABEL: rollout_id,
-    }
-
-
-def _owner_alive(owner: str) -> bool:
-    """True when the process named by an owner label still runs (or is on another host)."""
-    host, _, rest = owner.partition(":")
-    pid_text, _, start = rest.partition(":")
-    if host != socket.gethostname():
-        return True  # not ours to judge
-    try:
-        pid = int(pid_text)
-    except ValueError:
-        return False
-    current = start_time(pid)
-    return current is not None and (start in ("", "?") or current == start)
-
-
 @attrs.define
 class PruneReport:
     """What :func:`prune` removed (names) and what it could not."""
@@ -204,7 +175,7 @@ async def prune(*, everything: bool = False, images: bool = False) -> PruneRepor
         doomed_projects: set[str] = set()
         for container in found:
             labels = container["Labels"] or {}
-            if not everything and _owner_alive(str(labels.get(OWNER_LABEL, ""))):
+            if not everything and owner_alive(str(labels.get(OWNER_LABEL, ""))):
                 continue
             name = str((container["Names"] or [container.id])[0]).lstrip("/")
             try:
@@ -221,7 +192,7 @@ async def prune(*, everything: bool = False, images: bool = False) -> PruneRepor
         for net in networks:
             labels = net.get("Labels") or {}
             project = labels.get(COMPOSE_PROJECT_LABEL)
-            alive = _owner_alive(str(labels.get(OWNER_LABEL, "")))
+            alive = owner_alive(str(labels.get(OWNER_LABEL, "")))
             if not everything and project not in doomed_projects and alive:
                 continue
             try:
@@ -235,7 +206,7 @@ async def prune(*, everything: bool = False, images: bool = False) -> PruneRepor
         )
         for image in forks:
             labels = image.get("Labels") or {}
-            if everything or not _owner_alive(str(labels.get(OWNER_LABEL, ""))):
+            if everything or not owner_alive(str(labels.get(OWNER_LABEL, ""))):
                 await _delete_tags(client, image, report)
         if images:
             for image in await client.images.list(filters={"reference": [f"{REPOSITORY}:*"]}):

@@ -18,7 +18,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-from agentkit.sandbox._errors import SandboxPathError
+from agentkit._errors import SandboxPathError
 
 __all__ = ["extract_download", "unmap_owners", "upload_tar"]
 

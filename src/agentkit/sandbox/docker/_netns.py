@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 
-from agentkit.sandbox._errors import SandboxError
+from agentkit._errors import SandboxError
 from agentkit.sandbox._forward import recv_fd
 
 __all__ = ["listen_in_netns"]

@@ -16,8 +16,8 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from agentkit._errors import SandboxError
 from agentkit._sandbox import ExecResult
-from agentkit.sandbox._errors import SandboxError
 from agentkit.sandbox._process import CommandProcess
 from agentkit.sandbox._proctree import kill_tree
 

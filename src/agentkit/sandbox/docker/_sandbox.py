@@ -29,13 +29,13 @@ from typing import IO, Any, ClassVar
 
 import anyio
 
+from agentkit._errors import SandboxError, SandboxPathError
 from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.images import (
     prepare_images,
 )
 from agentkit.sandbox._carry import Carried, distinct_paths
 from agentkit.sandbox._changes import within
-from agentkit.sandbox._errors import SandboxError, SandboxPathError
 from agentkit.sandbox._fork import ForkStats, cannot_fork
 from agentkit.sandbox._forward import Relay
 from agentkit.sandbox._freshdir import open_dir, reset_dir, split_path

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import attrs
 
-from agentkit.sandbox._errors import SandboxUnavailableError
+from agentkit._errors import SandboxUnavailableError
 
 __all__ = [
     "INSTALL_HINT",

@@ -17,8 +17,9 @@ import signal
 from pathlib import Path
 from typing import ClassVar
 
+from agentkit._errors import SandboxDiedError, SandboxError
+from agentkit.images._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot
 from agentkit.sandbox._base import HostFSSandbox
-from agentkit.sandbox._errors import SandboxDiedError, SandboxError
 from agentkit.sandbox._forward import (
     Endpoint,
     Relay,
@@ -26,7 +27,6 @@ from agentkit.sandbox._forward import (
     parse_endpoint,
     python_for_holder,
 )
-from agentkit.sandbox._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._proctree import alive, kill_tree, namespace_of
 from agentkit.sandbox.local._bwrap import (
@@ -132,7 +132,7 @@ class LocalCore(HostFSSandbox):
         self._cwd_pid = 0
         self._relay: Relay | None = None
         self._slirp: Slirp | None = None
-        #: The shared lock on the image root's cache entry (see ``_imageroot.hold``).
+        #: The shared lock on the image root's cache entry (``images/_imageroot.hold``).
         self._root_lock: int | None = None
         self._userns_fd: int | None = None
         self._shell = ""

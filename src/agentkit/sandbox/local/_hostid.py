@@ -29,7 +29,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from agentkit.sandbox._errors import SandboxUnavailableError
+from agentkit._errors import SandboxUnavailableError
 
 __all__ = [
     "BASE_ID",

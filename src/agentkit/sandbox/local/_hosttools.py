@@ -19,7 +19,7 @@ import subprocess
 
 import attrs
 
-from agentkit.sandbox._errors import SandboxUnavailableError
+from agentkit._errors import SandboxUnavailableError
 
 __all__ = ["TOOLS_DIR", "HostTools", "host_tools"]
 

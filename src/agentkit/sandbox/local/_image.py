@@ -1,7 +1,7 @@
 """The local sandbox's image roots: made before a run, held while a sandbox runs.
 
 A task with an image runs on that image's exported root file system (see
-``_imageroot``). Before a run, :func:`prepare_images` builds or pulls every
+``agentkit.images._imageroot``). Before a run, :func:`prepare_images` builds or pulls every
 task's image and exports its root, once each; a starting sandbox then gets
 its root and holds it (:func:`hold_image_root`) so that no prune removes it
 while the sandbox runs, and once started waits for the image's
@@ -16,11 +16,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
+from agentkit._errors import SandboxError, SandboxUnavailableError
 from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.images import ImageError, PrepareStatus
-from agentkit.sandbox._base import BaseSandbox
-from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
-from agentkit.sandbox._imageroot import (
+from agentkit.images._imageroot import (
     HEALTH_TIMEOUT_SEC,
     IMAGE_ID_BASE,
     IMAGE_ID_COUNT,
@@ -28,12 +27,28 @@ from agentkit.sandbox._imageroot import (
     ImageRoot,
     hold,
 )
-from agentkit.sandbox._imagetools import find_image_tool, task_image_root
+from agentkit.images._tools import find_image_tool, task_image_root
+from agentkit.sandbox._base import BaseSandbox
+from agentkit.sandbox._reaper import LABEL, owner_labels
 from agentkit.sandbox.local._hostid import needs_own_id
 
-__all__ = ["check_runnable", "describe", "hold_image_root", "prepare_images", "wait_healthy"]
+__all__ = [
+    "check_runnable",
+    "describe",
+    "export_labels",
+    "hold_image_root",
+    "prepare_images",
+    "wait_healthy",
+]
 
 ImageTool = Literal["auto", "docker", "podman", "buildah"]
+
+
+def export_labels() -> dict[str, str]:
+    """The labels of a container an image's root is exported through: as the docker
+    sandbox's containers, so that one an orchestrator killed mid-export leaves is removed
+    by ``agentkit sandbox prune``."""
+    return {**owner_labels("image-export"), LABEL: "local-image-export"}
 
 
 def check_runnable(image: TaskImage) -> None:
@@ -77,7 +92,7 @@ async def prepare_images(
     wanted = list(dict.fromkeys(h.image for h in hints if h.image))
     results: dict[TaskImage, BaseException | None] = {}
     try:
-        tool = find_image_tool(image_tool)
+        tool = find_image_tool(image_tool, labels=export_labels())
     except SandboxError as exc:
         results = dict.fromkeys(wanted, exc)
         wanted = []
@@ -121,7 +136,7 @@ async def hold_image_root(
     image: TaskImage, *, image_tool: ImageTool, image_cache: Path | None, id_base: int | None
 ) -> tuple[ImageRoot, int]:
     """The task's image root, and the shared lock that keeps a prune from removing it."""
-    tool = find_image_tool(image_tool)
+    tool = find_image_tool(image_tool, labels=export_labels())
     for _ in range(3):
         root = await task_image_root(image, tool=tool, cache_dir=image_cache, id_base=id_base)
         fd = await asyncio.to_thread(hold, root)

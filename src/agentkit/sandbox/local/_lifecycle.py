@@ -21,14 +21,14 @@ from typing import NoReturn
 
 import anyio
 
+from agentkit._errors import SandboxError
+from agentkit.images._imageroot import IMAGE_ID_COUNT, ImageRoot, hold
 from agentkit.sandbox._base import STANDARD_DIRS
-from agentkit.sandbox._errors import SandboxError
 from agentkit.sandbox._forward import (
     HOLDER_SCRIPT,
     Relay,
     recv_fd,
 )
-from agentkit.sandbox._imageroot import IMAGE_ID_COUNT, ImageRoot, hold
 from agentkit.sandbox._layercopy import copy_tree
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._process import read_json_fd

@@ -24,11 +24,11 @@ from typing import Any, ClassVar
 
 import anyio
 
+from agentkit._errors import SandboxDiedError, SandboxError
 from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox._base import BaseSandbox, _rmtree
 from agentkit.sandbox._carry import Carried, carry
 from agentkit.sandbox._changes import layer_changes
-from agentkit.sandbox._errors import SandboxDiedError, SandboxError
 from agentkit.sandbox._fork import ForkStats, cannot_fork, fork_id
 from agentkit.sandbox._freshdir import remove_entry
 from agentkit.sandbox._layercopy import copy_tree

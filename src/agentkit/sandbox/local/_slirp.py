@@ -37,7 +37,7 @@ import contextlib
 import os
 import shutil
 
-from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
+from agentkit._errors import SandboxError, SandboxUnavailableError
 from agentkit.sandbox._process import wait_readable
 
 __all__ = ["RESOLV_CONF", "SLIRP_HINT", "Slirp", "find_slirp4netns", "require_slirp4netns"]

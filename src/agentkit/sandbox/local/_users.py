@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import attrs
 
-from agentkit.sandbox._errors import SandboxError
+from agentkit._errors import SandboxError
 
 __all__ = ["User", "resolve_user"]
 

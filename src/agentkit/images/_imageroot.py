@@ -2,7 +2,7 @@
 
 The local sandbox runs a task in its image without a container engine at run
 time: the image's root file system is exported once (a ``tar`` stream from
-Docker, Podman or Buildah; see :mod:`agentkit.sandbox._imagetools`) into a
+Docker, Podman or Buildah; see :mod:`agentkit.images._tools`) into a
 cache directory keyed by the image's id, and every rollout mounts it read-only
 as the lower layer of its own overlay.
 
@@ -42,7 +42,7 @@ from typing import IO, Any
 
 import attrs
 
-from agentkit.sandbox._errors import SandboxError
+from agentkit._errors import SandboxError
 
 __all__ = [
     "HEALTH_TIMEOUT_SEC",

@@ -9,7 +9,7 @@ that order, or the one named by the ``image_tool`` option; a Docker passed
 over (its daemon not answering, aiodocker missing) is named, with why, in the
 errors of images the next tool cannot make. Podman's and Buildah's builds run
 their steps with a runtime that works on this host
-(:mod:`agentkit.sandbox._buildruntime`).
+(:mod:`agentkit.images._buildruntime`).
 """
 
 from __future__ import annotations
@@ -23,16 +23,15 @@ import shlex
 import shutil
 import subprocess
 import tarfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, ClassVar
 
-from agentkit._errors import missing_extra
+from agentkit._errors import SandboxError, SandboxUnavailableError, missing_extra
 from agentkit._sandbox import TaskImage
 from agentkit.images import BuildContext, DockerBackend, ImageBackend, ImageError, resolve_image
-from agentkit.sandbox._buildruntime import build_runtime, known_build_runtime
-from agentkit.sandbox._errors import SandboxError, SandboxUnavailableError
-from agentkit.sandbox._imageroot import ImageConfig, ImageRoot, extract_root, image_root
-from agentkit.sandbox.docker._engine import LABEL, owner_labels
+from agentkit.images._buildruntime import build_runtime, known_build_runtime
+from agentkit.images._imageroot import ImageConfig, ImageRoot, extract_root, image_root
 
 __all__ = [
     "INSTALL_TOOL",
@@ -82,11 +81,19 @@ class ImageTool:
 
     name: ClassVar[str] = ""
 
-    def __init__(self, binary: str, passed_over: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        binary: str,
+        passed_over: tuple[str, ...] = (),
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
         self.binary = binary
         #: The tools tried before this one and why each was passed over
         #: (``docker: ...``), for the errors of images this tool cannot make.
         self.passed_over = passed_over
+        #: The labels of a container made to export an image (whose owner they name,
+        #: so that one an orchestrator killed mid-export leaves is found and removed).
+        self.labels = dict(labels or {})
 
     def backend(self) -> ImageBackend:
         """What :func:`agentkit.images.resolve_image` builds and pulls with."""
@@ -186,7 +193,7 @@ class CliBackend:
         """Build ``context`` as ``tag`` (output to ``log``); its id.
 
         When the build fails, whether the tool's build steps can run here at all
-        is found out (once per process, :mod:`agentkit.sandbox._buildruntime`):
+        is found out (once per process, :mod:`agentkit.images._buildruntime`):
         with another runtime (or chroot isolation) that works, the build is made
         again with it, as every later one is; when none works, the error says so.
         """
@@ -244,11 +251,10 @@ class DockerTool(ImageTool):
         return _image_id(str(data["Id"])), ImageConfig.from_engine(config)
 
     def export(self, reference: str, dest: Path, id_base: int | None) -> None:
-        # Labelled as the docker sandbox's containers: one an orchestrator killed
-        # mid-export leaves is removed by `agentkit sandbox prune`.
-        labels = {**owner_labels("image-export"), LABEL: "local-image-export"}
+        # Labelled as the caller says (the local sandbox: as the docker sandbox's
+        # containers, so that `agentkit sandbox prune` removes one left behind).
         argv = [self.binary, "create"]
-        for key, value in labels.items():
+        for key, value in self.labels.items():
             argv += ["--label", f"{key}={value}"]
         created = _run([*argv, reference, "/agentkit"])
         if created.returncode != 0:
@@ -355,8 +361,9 @@ def _docker_unusable(binary: str) -> str | None:
     return None
 
 
-def find_image_tool(choice: str = "auto") -> ImageTool:
-    """The tool to obtain images with: ``choice`` by name, or the first one usable."""
+def find_image_tool(choice: str = "auto", *, labels: Mapping[str, str] | None = None) -> ImageTool:
+    """The tool to obtain images with: ``choice`` by name, or the first one usable
+    (``labels``: those of the containers it exports images through)."""
     if choice != "auto" and choice not in TOOLS:
         raise SandboxError(f"option image_tool={choice!r}: expected auto, {', '.join(TOOLS)}")
     names = list(TOOLS) if choice == "auto" else [choice]
@@ -372,7 +379,7 @@ def find_image_tool(choice: str = "auto") -> ImageTool:
             notes.append(f"docker is installed but {why}")
             passed_over.append(f"docker: installed, but {why}")
             continue
-        return TOOLS[name](binary, tuple(passed_over))
+        return TOOLS[name](binary, tuple(passed_over), labels)
     note = f" ({'; '.join(notes)})" if notes else ""
     raise SandboxUnavailableError(
         f"no container tool can produce the task's image{note}: {INSTALL_TOOL}; "
