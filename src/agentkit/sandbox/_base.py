@@ -25,11 +25,9 @@ import attrs
 
 from agentkit._errors import OptionError, SandboxError, SandboxForkError
 from agentkit._sandbox import ExecResult, ExecutionHints
-from agentkit.sandbox._carry import Carried, carry
-from agentkit.sandbox._changes import layer_changes
+from agentkit.sandbox._carry import Carried, carry, layer_changes
 from agentkit.sandbox._fork import ForkStats, Gate, cannot_fork, fork_id, fork_root
-from agentkit.sandbox._freshdir import open_dir, reset_dir
-from agentkit.sandbox._paths import SandboxFS
+from agentkit.sandbox._paths import SandboxFS, open_dir, reset_dir
 from agentkit.sandbox._process import CommandProcess, SandboxProcess, spawn
 
 __all__ = ["STANDARD_DIRS", "BaseSandbox", "Command", "HostFSSandbox"]

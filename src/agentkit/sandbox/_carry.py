@@ -1,11 +1,19 @@
-"""Carrying chosen paths of one sandbox's files into another, from the host.
+"""What a sandbox's commands changed in its files, and carrying chosen paths into another.
 
-A separate verifier starts from the task's image and is given only what the
-agent made under the paths the task declares (its working directory by
-default). :func:`carry` copies those paths, as the agent's sandbox holds
-them, over the same paths of the other sandbox. When both run on the same
-image and the source's own changes are known (an overlay's upper layer),
-only those changes are copied: a file written or changed, one deleted
+**What changed.** A local sandbox keeps every write in a layer of its own (on
+an image root, the overlay's upper layer: new and changed files, and
+whiteouts for deletions; on the host's userland, its root directory), so the
+changes are that layer's files. :func:`layer_changes` lists them as
+in-sandbox paths, never following a link, skipping whole subtrees the caller
+is not interested in, and stopping at a limit: what a separate verifier was
+not given can then be named on the rollout.
+
+**Carrying.** A separate verifier starts from the task's image and is given
+only what the agent made under the paths the task declares (its working
+directory by default). :func:`carry` copies those paths, as the agent's
+sandbox holds them, over the same paths of the other sandbox. When both run
+on the same image and the source's own changes are known (an overlay's upper
+layer), only those changes are copied: a file written or changed, one deleted
 (deleted in the target), a directory replaced (copied whole); otherwise the
 whole path is copied, what stood there in the target removed first. Every
 entry is copied as :mod:`._layercopy` copies a fork's files (owners, modes,
@@ -22,17 +30,86 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
 
 from agentkit._errors import SandboxPathError
-from agentkit.sandbox._freshdir import DIR_FLAGS, make_dirs, open_dir, remove_entry, split_path
 from agentkit.sandbox._layercopy import copy_entry
-from agentkit.sandbox._paths import SandboxFS
+from agentkit.sandbox._paths import (
+    DIR_FLAGS,
+    SandboxFS,
+    make_dirs,
+    open_dir,
+    remove_entry,
+    split_path,
+)
 
-__all__ = ["Carried", "carry", "distinct_paths"]
+__all__ = ["Carried", "carry", "distinct_paths", "layer_changes", "within"]
+
+#: overlayfs marks a directory that hides the image's one with this attribute (value ``y``).
+_OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
+
+
+def within(path: str, prefixes: Collection[str]) -> bool:
+    """True when in-sandbox ``path`` is one of ``prefixes`` or inside one."""
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in prefixes)
+
+
+def _opaque(path: str) -> bool:
+    for name in _OPAQUE:
+        try:
+            if os.getxattr(path, name, follow_symlinks=False) == b"y":
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _walk(host: str, path: str, exclude: Collection[str], dev: int | None) -> Iterator[str]:
+    try:
+        entries = sorted(os.scandir(host), key=lambda e: e.name)
+    except OSError:
+        return
+    for entry in entries:
+        child = f"{path.rstrip('/')}/{entry.name}"
+        if within(child, exclude):
+            continue
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if dev is not None and st.st_dev != dev:
+            continue  # a mount point (a read-only piece of the host)
+        if stat.S_ISDIR(st.st_mode):
+            if _opaque(entry.path):
+                yield child  # replaced whole: what is inside is new
+                continue
+            yield from _walk(entry.path, child, exclude, dev)
+        else:
+            yield child
+
+
+def layer_changes(
+    layer: Path,
+    *,
+    prefix: str = "/",
+    exclude: Collection[str] = (),
+    limit: int = 50,
+    one_file_system: bool = False,
+) -> list[str]:
+    """In-sandbox paths of the non-directory entries of ``layer`` (files, links, whiteouts
+    of deleted files, FIFOs) and of directories that replaced the image's, in order;
+    ``layer`` is seen at ``prefix`` inside. Subtrees in ``exclude`` are skipped, and
+    with ``one_file_system`` entries on another device; at most ``limit`` paths."""
+    dev = os.stat(layer).st_dev if one_file_system else None
+    out: list[str] = []
+    for path in _walk(str(layer), prefix, exclude, dev):
+        out.append(path)
+        if len(out) >= limit:
+            break
+    return out
 
 
 @attrs.define
@@ -50,7 +127,7 @@ def distinct_paths(paths: Sequence[str]) -> list[str]:
     """``paths`` normalised, without duplicates or paths inside another one, shortest first."""
     out: list[str] = []
     for path in sorted({"/" + "/".join(split_path(p)) for p in paths}, key=len):
-        if not any(path == kept or path.startswith(kept.rstrip("/") + "/") for kept in out):
+        if not within(path, out):
             out.append(path)
     return out
 
@@ -133,16 +210,6 @@ def _carry_whole(
 
 def _whiteout(st: os.stat_result) -> bool:
     return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
-
-
-def _opaque(path: str) -> bool:
-    for attr in ("user.overlay.opaque", "trusted.overlay.opaque"):
-        try:
-            if os.getxattr(path, attr, follow_symlinks=False) == b"y":
-                return True
-        except OSError:
-            continue
-    return False
 
 
 def _layer_state(layer: Path, parts: Sequence[str]) -> str:

@@ -34,12 +34,11 @@ from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.images import (
     prepare_images,
 )
-from agentkit.sandbox._carry import Carried, distinct_paths
-from agentkit.sandbox._changes import within
+from agentkit.sandbox._carry import Carried, distinct_paths, within
 from agentkit.sandbox._fork import ForkStats, cannot_fork
 from agentkit.sandbox._forward import Relay
-from agentkit.sandbox._freshdir import open_dir, reset_dir, split_path
 from agentkit.sandbox._layercopy import copy_tree
+from agentkit.sandbox._paths import open_dir, reset_dir, split_path
 from agentkit.sandbox.docker._cgroup import container_pids, oom_counter, read_oom
 from agentkit.sandbox.docker._compose import prepare_compose
 from agentkit.sandbox.docker._core import HOST_DIRS, DockerCore, _aiodocker

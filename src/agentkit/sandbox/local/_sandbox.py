@@ -27,11 +27,10 @@ import anyio
 from agentkit._errors import SandboxDiedError, SandboxError
 from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox._base import BaseSandbox, _rmtree
-from agentkit.sandbox._carry import Carried, carry
-from agentkit.sandbox._changes import layer_changes
+from agentkit.sandbox._carry import Carried, carry, layer_changes
 from agentkit.sandbox._fork import ForkStats, cannot_fork, fork_id
-from agentkit.sandbox._freshdir import remove_entry
 from agentkit.sandbox._layercopy import copy_tree
+from agentkit.sandbox._paths import remove_entry
 from agentkit.sandbox._proctree import alive, kill_namespace
 from agentkit.sandbox.local._bwrap import (
     host_symlinks,
