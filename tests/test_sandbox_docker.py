@@ -18,7 +18,7 @@ import pytest
 
 from agentkit import registry
 from agentkit._sandbox import ExecutionHints, Sandbox, TaskImage
-from agentkit.sandbox import SandboxError, open_sandbox
+from agentkit.sandbox import SandboxError, end_processes, open_sandbox
 from agentkit.sandbox.docker import DockerSandbox
 from agentkit.sandbox.docker._engine import (
     HOST_ROOT_WARNING,
@@ -210,6 +210,22 @@ async def test_no_network_yet_the_model_endpoint_works(sandbox_factory) -> None:
         assert r.stdout.strip() == "unreachable"
         r = await sb.exec("cat /proc/net/dev | grep -c ':' ")
         assert r.stdout.strip() == "1"  # the loopback only
+
+
+async def test_ending_every_process_relays_the_model_endpoint_again(sandbox_factory) -> None:
+    """end_processes kills the container and starts it again: its relay to the model
+    endpoint (a listener in the container's network namespace) is made again."""
+    with ScriptedModelServer("hi") as server:
+        sb = await sandbox_factory(
+            "docker",
+            hints=ExecutionHints(image=TaskImage(image="python:3.11-slim")),
+            model_endpoint=server.base_url,
+        )
+        r = await sb.exec(["python3", "-c", _PROBE, server.base_url])
+        assert r.stdout.strip() == "200", r.stderr
+        await end_processes(sb)
+        r = await sb.exec(["python3", "-c", _PROBE, server.base_url])
+        assert r.stdout.strip() == "200", r.stderr
 
 
 async def test_network_only_when_the_task_asks_and_the_user_allows(sandbox_factory) -> None:

@@ -166,16 +166,31 @@ class DockerCore(BaseSandbox):
         except ImageError as exc:
             raise SandboxError(f"sandbox 'docker': {exc}") from None
         self.container_id = self._container.id
-        info = await self._container.show()
-        self._pid = int(info["State"].get("Pid") or 0)
-        if not info["State"].get("Running"):
-            raise SandboxError(await self._exited_at_start(info))
+        info = await self._started()
         if not self._pid or not os.path.exists(f"/proc/{self._pid}"):
             raise SandboxError(
                 "sandbox 'docker': the container's processes are not visible on this machine "
                 f"(pid {self._pid}); the docker sandbox needs the engine to run here "
                 "(DOCKER_HOST pointing at another machine is not supported)"
             )
+        await self._serve(info)
+        # The image's WORKDIR exists; another working directory is made by the first
+        # command that runs there (no extra round trip per rollout).
+        image_workdir = (info.get("Config") or {}).get("WorkingDir") or "/"
+        self._workdir_ready = os.path.normpath(image_workdir) == os.path.normpath(self.workdir)
+
+    async def _started(self) -> dict[str, Any]:
+        """The container's state once it was (re)started, its main process's pid kept;
+        a container that exited as it started is an error saying why."""
+        info: dict[str, Any] = await self._container.show()
+        self._pid = int(info["State"].get("Pid") or 0)
+        if not info["State"].get("Running"):
+            raise SandboxError(await self._exited_at_start(info))
+        return info
+
+    async def _serve(self, info: dict[str, Any]) -> None:
+        """What a (re)started container needs beside it: its OOM counter read, its
+        ``HEALTHCHECK`` waited for, the relay to the model endpoint in its network."""
         self._oom_file = oom_counter(self._pid)
         self._oom_base = read_oom(self._oom_file)
         if self._compose is None:
@@ -185,10 +200,6 @@ class DockerCore(BaseSandbox):
             listener = await asyncio.to_thread(listen_in_netns, self._pid, ep.bind_host, ep.port)
             self._relay = Relay(listener, ep)
             await self._relay.start()
-        # The image's WORKDIR exists; another working directory is made by the first
-        # command that runs there (no extra round trip per rollout).
-        image_workdir = (info.get("Config") or {}).get("WorkingDir") or "/"
-        self._workdir_ready = os.path.normpath(image_workdir) == os.path.normpath(self.workdir)
 
     async def _exited_at_start(self, info: dict[str, Any]) -> str:
         state = info["State"]

@@ -36,10 +36,9 @@ from agentkit.images import (
 )
 from agentkit.sandbox._carry import Carried, distinct_paths, within
 from agentkit.sandbox._fork import ForkStats, cannot_fork
-from agentkit.sandbox._forward import Relay
 from agentkit.sandbox._layercopy import copy_tree
 from agentkit.sandbox._paths import open_dir, reset_dir, split_path
-from agentkit.sandbox.docker._cgroup import container_pids, oom_counter, read_oom
+from agentkit.sandbox.docker._cgroup import container_pids
 from agentkit.sandbox.docker._compose import prepare_compose
 from agentkit.sandbox.docker._core import HOST_DIRS, DockerCore, _aiodocker
 from agentkit.sandbox.docker._engine import (
@@ -48,7 +47,6 @@ from agentkit.sandbox.docker._engine import (
     prune_orphans_once,
 )
 from agentkit.sandbox.docker._files import unmap_owners
-from agentkit.sandbox.docker._netns import listen_in_netns
 from agentkit.sandbox.docker._options import DockerOptions
 
 __all__ = ["DockerSandbox"]
@@ -234,21 +232,7 @@ class DockerSandbox(DockerCore):
                 raise SandboxError(
                     f"sandbox 'docker' ({who}): restarting the container failed: {exc.message}"
                 ) from None
-            info = await self._container.show()
-            self._pid = int(info["State"].get("Pid") or 0)
-            if not info["State"].get("Running"):
-                raise SandboxError(await self._exited_at_start(info))
-            self._oom_file = oom_counter(self._pid)
-            self._oom_base = read_oom(self._oom_file)
-            if self._compose is None:
-                await self._wait_healthy(info)
-            if self._endpoint is not None:
-                ep = self._endpoint
-                listener = await asyncio.to_thread(
-                    listen_in_netns, self._pid, ep.bind_host, ep.port
-                )
-                self._relay = Relay(listener, ep)
-                await self._relay.start()
+            await self._serve(await self._started())
         return count
 
     async def restart(self) -> None:
