@@ -1,7 +1,10 @@
-"""No function over 100 lines and no module over 700 lines in agentkit and its plugins.
+"""No function over 100 lines and no module over 700 lines in agentkit and its plugins,
+and no package with more modules of its own than its limit.
 
 A long function or module holds more than one concept (docs/architecture.md: small
-modules named after one concept); split it by what it does. The allowlist names only
+modules named after one concept); split it by what it does. A package with too many
+modules beside each other holds rooms of its own: give them subpackages (as
+``sandbox/`` has one a backend). The allowlist names only
 files other work is changing now, each until that work lands; an entry that no longer
 needs to be there is an error too, so the list only shrinks.
 """
@@ -17,6 +20,13 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_FUNCTION_LINES = 100
 #: The longest a module may be.
 MAX_MODULE_LINES = 700
+
+#: Packages (from the repository's root) and the most modules each may hold of its own:
+#: the ``.py`` files directly in it, its ``__init__`` included, its subpackages' not.
+MAX_OWN_MODULES: dict[str, int] = {
+    # the sandboxes' shared parts beside the backends (local/, docker/, host) (#35)
+    "src/agentkit/sandbox": 12,
+}
 
 #: Files (from the repository's root) let through for now, and what they wait for.
 ALLOWED: dict[str, str] = {
@@ -57,6 +67,15 @@ def too_long(path: Path, root: Path = ROOT) -> list[str]:
     return found
 
 
+def too_full(package: Path, limit: int, root: Path = ROOT) -> list[str]:
+    """``package: what`` when ``package`` holds more than ``limit`` modules of its own."""
+    own = sorted(p.name for p in package.glob("*.py"))
+    if len(own) <= limit:
+        return []
+    name = package.relative_to(root).as_posix()
+    return [f"{name}: {len(own)} modules of its own (at most {limit}): {', '.join(own)}"]
+
+
 def test_no_function_or_module_is_too_long() -> None:
     sources = _sources()
     assert len(sources) > 100  # the tree was found
@@ -70,6 +89,14 @@ def test_no_function_or_module_is_too_long() -> None:
         "split these by what they do (one concept a module, a function doing one thing):\n"
         + "\n".join(found)
     )
+
+
+def test_no_package_holds_too_many_modules_of_its_own() -> None:
+    found = [
+        line for name, limit in MAX_OWN_MODULES.items() for line in too_full(ROOT / name, limit)
+    ]
+    assert all((ROOT / name / "__init__.py").is_file() for name in MAX_OWN_MODULES)
+    assert found == [], "give the rooms inside these packages subpackages:\n" + "\n".join(found)
 
 
 def test_the_allowlist_names_only_files_still_too_long() -> None:
@@ -91,4 +118,17 @@ def test_the_check_finds_a_long_function_and_a_long_module(tmp_path: Path) -> No
     module.write_text("x = 1\n" * (MAX_MODULE_LINES + 1))
     assert too_long(module, tmp_path) == [
         f"probe.py: the module has {MAX_MODULE_LINES + 1} lines (at most {MAX_MODULE_LINES})"
+    ]
+
+
+def test_the_check_finds_a_package_with_too_many_modules(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    for name in ("__init__", "_a", "b"):
+        (package / f"{name}.py").write_text("")
+    (package / "sub" / "_c.py").write_text("")  # a subpackage's module is not its own
+    (package / "notes.md").write_text("")
+    assert too_full(package, 3, tmp_path) == []
+    assert too_full(package, 2, tmp_path) == [
+        "pkg: 3 modules of its own (at most 2): __init__.py, _a.py, b.py"
     ]
