@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -10,9 +11,9 @@ import pytest
 
 from agentkit import OptionError
 from agentkit._options import OptionSchema
-from agentkit.sandbox.docker import DockerOptions, DockerSandbox
-from agentkit.sandbox.host import HostOptions, HostSandbox
-from agentkit.sandbox.local import LocalOptions, LocalSandbox
+from agentkit.sandbox.docker import DockerKeywords, DockerOptions, DockerSandbox
+from agentkit.sandbox.host import HostKeywords, HostOptions, HostSandbox
+from agentkit.sandbox.local import LocalKeywords, LocalOptions, LocalSandbox
 
 
 class Harnessish:
@@ -256,8 +257,25 @@ def test_the_built_in_sandboxes_options_are_their_options_classes() -> None:
         per_rollout = ["root", "hints", "rollout_id", "model_endpoint"]
         assert list(schema.options) == per_rollout + [f.name for f in attrs.fields(options)]
         assert not schema.open_ended
-        # the constructor is BaseSandbox's, its annotations read in its own module's names
+        # the constructor's annotations are read in its own module's names
         assert schema.options["root"].type_name == "Path"
         assert schema.options["hints"].type_name == "ExecutionHints | None"
         for field in attrs.fields(options):
             assert schema.options[field.name].default == field.default, field.name
+
+
+@pytest.mark.parametrize(
+    ("options", "keywords"),
+    [(LocalOptions, LocalKeywords), (DockerOptions, DockerKeywords), (HostOptions, HostKeywords)],
+)
+def test_the_constructors_keywords_are_the_options_classes_fields(
+    options: type[Any], keywords: type[Any]
+) -> None:
+    # mypy reads a constructor's options from the keywords (**options: Unpack[...]),
+    # everything else from the class: the two say the same, name for name, type for type
+    fields = typing.get_type_hints(attrs.resolve_types(options))
+    typed = typing.get_type_hints(keywords)
+    rollout = ["hints", "rollout_id", "model_endpoint"]  # every kind's, before its own
+    assert list(typed)[:3] == rollout
+    assert [(k, v) for k, v in typed.items() if k not in rollout] == list(fields.items())
+    assert not keywords.__required_keys__

@@ -19,7 +19,7 @@ import shutil
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self, TypedDict
 
 import attrs
 
@@ -30,7 +30,7 @@ from agentkit.sandbox._fork import ForkStats, Gate, cannot_fork, fork_id, fork_r
 from agentkit.sandbox._paths import SandboxFS, open_dir, reset_dir
 from agentkit.sandbox._process import CommandProcess, SandboxProcess, spawn
 
-__all__ = ["STANDARD_DIRS", "BaseSandbox", "Command", "HostFSSandbox"]
+__all__ = ["STANDARD_DIRS", "BaseSandbox", "Command", "HostFSSandbox", "RolloutKeywords"]
 
 #: Writable directories every rollout gets (beside its workdir), as tasks expect them.
 STANDARD_DIRS = ("/logs/agent", "/logs/verifier", "/logs/artifacts", "/tests", "/solution")
@@ -81,6 +81,23 @@ class Command:
     user: str | None
     #: True for :meth:`BaseSandbox.start` (its stdin a pipe), False for ``exec``.
     stdin: bool
+
+
+class RolloutKeywords(TypedDict, total=False):
+    """The keywords of a sandbox's constructor that name its rollout (beside ``root``).
+
+    Each built-in kind's keywords for mypy (``LocalKeywords``, ``DockerKeywords``,
+    ``HostKeywords``) add its options class's fields to them: mypy sees
+    ``LocalSandbox`` as ``(*, root, **options: Unpack[LocalKeywords])`` and so refuses
+    an option the kind has not or a value of another type (the constructor itself is
+    :class:`BaseSandbox`'s, which the options class checks at run time).
+    ``tests/test_options.py`` checks that a kind's keywords are its options class's
+    fields, name for name and type for type.
+    """
+
+    hints: ExecutionHints | None
+    rollout_id: str
+    model_endpoint: str | None
 
 
 class _Options(attrs.AttrsInstance, Protocol):

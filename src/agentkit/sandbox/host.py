@@ -12,15 +12,16 @@ import asyncio
 import os
 import re
 import uuid
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
 import attrs
 
-from agentkit.sandbox._base import STANDARD_DIRS, HostFSSandbox
+from agentkit.sandbox._base import STANDARD_DIRS, HostFSSandbox, RolloutKeywords
 from agentkit.sandbox._paths import Mount, SandboxFS
 from agentkit.sandbox._proctree import kill_tree
 
-__all__ = ["HOST_WARNING", "HostOptions", "HostSandbox"]
+__all__ = ["HOST_WARNING", "HostKeywords", "HostOptions", "HostSandbox"]
 
 HOST_WARNING = (
     "sandbox 'host' runs task and agent commands directly on this machine, without "
@@ -46,6 +47,15 @@ class HostOptions:
     """How much of its stdout and of its stderr each command keeps, in MB."""
 
 
+class HostKeywords(RolloutKeywords, total=False):
+    """mypy's keywords of ``HostSandbox(...)``: the rollout's and the :class:`HostOptions`
+    (see ``RolloutKeywords``)."""
+
+    allow_network: bool
+    keep: bool
+    max_output_mb: int
+
+
 class HostSandbox(HostFSSandbox):
     """Unisolated: runs commands on the host, in ``<root>/fs`` (see :data:`HOST_WARNING`).
 
@@ -59,6 +69,10 @@ class HostSandbox(HostFSSandbox):
     options_type: ClassVar[type[HostOptions]] = HostOptions
     #: The options the sandbox was made with.
     options: HostOptions
+
+    if TYPE_CHECKING:  # the constructor is BaseSandbox's; mypy reads the options' types
+
+        def __init__(self, *, root: Path, **options: Unpack[HostKeywords]) -> None: ...
 
     def _init_kind(self) -> None:
         super()._init_kind()

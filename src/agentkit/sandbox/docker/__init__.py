@@ -13,7 +13,14 @@ network (``_netns``). See ``docs/sandboxes.md``.
 from __future__ import annotations
 
 from agentkit.sandbox.docker._core import HOST_DIRS, LOG_DIRS
-from agentkit.sandbox.docker._options import DEFAULT_IMAGE, DockerOptions
+from agentkit.sandbox.docker._options import DEFAULT_IMAGE, DockerKeywords, DockerOptions
 from agentkit.sandbox.docker._sandbox import DockerSandbox
 
-__all__ = ["DEFAULT_IMAGE", "HOST_DIRS", "LOG_DIRS", "DockerOptions", "DockerSandbox"]
+__all__ = [
+    "DEFAULT_IMAGE",
+    "HOST_DIRS",
+    "LOG_DIRS",
+    "DockerKeywords",
+    "DockerOptions",
+    "DockerSandbox",
+]

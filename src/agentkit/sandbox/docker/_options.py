@@ -4,10 +4,25 @@ from __future__ import annotations
 
 import attrs
 
-__all__ = ["DEFAULT_IMAGE", "DockerOptions"]
+from agentkit.sandbox._base import RolloutKeywords
+
+__all__ = ["DEFAULT_IMAGE", "DockerKeywords", "DockerOptions"]
 
 #: The image of tasks that name none (``-S default_image=...`` to change it).
 DEFAULT_IMAGE = "debian:bookworm-slim"
+
+
+class DockerKeywords(RolloutKeywords, total=False):
+    """mypy's keywords of ``DockerSandbox(...)``: the rollout's and the :class:`DockerOptions`
+    (see ``RolloutKeywords``)."""
+
+    allow_network: bool
+    allow_host_root: bool
+    default_image: str
+    max_builds: int
+    no_new_privileges: bool
+    keep: bool
+    max_output_mb: int
 
 
 @attrs.frozen(kw_only=True)

@@ -25,7 +25,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import IO, Any, ClassVar
+from typing import IO, TYPE_CHECKING, Any, ClassVar, Unpack
 
 import anyio
 
@@ -47,7 +47,7 @@ from agentkit.sandbox.docker._engine import (
     prune_orphans_once,
 )
 from agentkit.sandbox.docker._files import unmap_owners
-from agentkit.sandbox.docker._options import DockerOptions
+from agentkit.sandbox.docker._options import DockerKeywords, DockerOptions
 
 __all__ = ["DockerSandbox"]
 
@@ -65,6 +65,10 @@ class DockerSandbox(DockerCore):
     #: The Ray node label (value ``true``) of nodes that have a Docker engine: the Ray
     #: executor runs this sandbox's rollouts only there (docs/distributed.md).
     node_label: ClassVar[str] = "agentkit/docker"
+
+    if TYPE_CHECKING:  # the constructor is BaseSandbox's; mypy reads the options' types
+
+        def __init__(self, *, root: Path, **options: Unpack[DockerKeywords]) -> None: ...
 
     # -- run-level hooks (see agentkit.SandboxFactory) ------------------------
 

@@ -11,7 +11,7 @@ images it runs on (``_image``). See ``docs/sandboxes.md``.
 
 from __future__ import annotations
 
-from agentkit.sandbox.local._options import LocalOptions
+from agentkit.sandbox.local._options import LocalKeywords, LocalOptions
 from agentkit.sandbox.local._sandbox import LocalSandbox
 
-__all__ = ["LocalOptions", "LocalSandbox"]
+__all__ = ["LocalKeywords", "LocalOptions", "LocalSandbox"]

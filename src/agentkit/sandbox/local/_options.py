@@ -6,7 +6,9 @@ from typing import Literal
 
 import attrs
 
-__all__ = ["LocalOptions"]
+from agentkit.sandbox._base import RolloutKeywords
+
+__all__ = ["LocalKeywords", "LocalOptions"]
 
 
 @attrs.frozen(kw_only=True)
@@ -73,3 +75,25 @@ class LocalOptions:
     max_builds: int = 2
     """How many images are built (or pulled and exported) at once before a run
     (:meth:`LocalSandbox.prepare`)."""
+
+
+class LocalKeywords(RolloutKeywords, total=False):
+    """mypy's keywords of ``LocalSandbox(...)``: the rollout's and the :class:`LocalOptions`
+    (see ``RolloutKeywords``)."""
+
+    allow_network: bool
+    network_mode: Literal["auto", "private", "host"]
+    keep: bool
+    ro_binds: list[str] | None
+    max_processes: int | None
+    max_memory_mb: int | None
+    max_file_size_mb: int | None
+    max_cpu_seconds: int | None
+    max_open_files: int | None
+    max_output_mb: int
+    bwrap: str | None
+    image: Literal["auto", "host"]
+    image_tool: Literal["auto", "docker", "podman", "buildah"]
+    image_cache: str | None
+    entrypoint: bool
+    max_builds: int

@@ -20,7 +20,7 @@ import shutil
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
 import anyio
 
@@ -41,7 +41,7 @@ from agentkit.sandbox.local._image import (
     prepare_images,
 )
 from agentkit.sandbox.local._lifecycle import LocalLifecycle
-from agentkit.sandbox.local._options import LocalOptions
+from agentkit.sandbox.local._options import LocalKeywords, LocalOptions
 
 __all__ = ["LocalSandbox"]
 
@@ -69,6 +69,10 @@ class LocalSandbox(LocalLifecycle):
     #: The Ray node label (value ``true``) of nodes that have bubblewrap: the Ray
     #: executor runs this sandbox's rollouts only there (docs/distributed.md).
     node_label: ClassVar[str] = "agentkit/bwrap"
+
+    if TYPE_CHECKING:  # the constructor is BaseSandbox's; mypy reads the options' types
+
+        def __init__(self, *, root: Path, **options: Unpack[LocalKeywords]) -> None: ...
 
     # -- run-level hook (see agentkit.SandboxFactory) --------------------------
 
