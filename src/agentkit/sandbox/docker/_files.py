@@ -78,12 +78,7 @@ def extract_download(data: tarfile.TarFile, src: str, dst: Path) -> None:
     top_name = _safe_parts(top.name)[0]
     if top.isreg() and len(members) == 1:
         dst.parent.mkdir(parents=True, exist_ok=True)
-        source = data.extractfile(top)
-        assert source is not None
-        with open(dst, "wb") as out:
-            while chunk := source.read(1 << 20):
-                out.write(chunk)
-        os.chmod(dst, top.mode & 0o755)
+        _write_file(data, top, dst)
         return
     if not top.isdir():
         raise SandboxPathError(f"{src!r} is not a regular file or a directory")
@@ -99,13 +94,19 @@ def extract_download(data: tarfile.TarFile, src: str, dst: Path) -> None:
             out_path.parent.mkdir(parents=True, exist_ok=True)
             if out_path.is_symlink():
                 out_path.unlink()
-            source = data.extractfile(member)
-            assert source is not None
-            with open(out_path, "wb") as out:
-                while chunk := source.read(1 << 20):
-                    out.write(chunk)
-            os.chmod(out_path, member.mode & 0o755)
+            _write_file(data, member, out_path)
         # symlinks, devices, FIFOs: skipped
+
+
+def _write_file(data: tarfile.TarFile, member: tarfile.TarInfo, path: Path) -> None:
+    """Write the archive's regular file ``member`` at host ``path``, a MiB at a time, with
+    its mode's permission bits (at most ``0o755``)."""
+    source = data.extractfile(member)
+    assert source is not None
+    with open(path, "wb") as out:
+        while chunk := source.read(1 << 20):
+            out.write(chunk)
+    os.chmod(path, member.mode & 0o755)
 
 
 def unmap_owners(src: IO[bytes], dst: IO[bytes], root_ids: tuple[int, int] | None) -> None:
