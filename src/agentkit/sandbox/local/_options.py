@@ -18,7 +18,7 @@ class LocalOptions:
     Given as ``-S name=value`` on the command line, as ``sandbox_options`` in
     Python (``AgentEnv(..., sandbox_options={"allow_network": True})``), or as
     keywords of ``LocalSandbox(root=..., allow_network=True)``; each is checked
-    against the type written here (``agentkit plugins list sandbox --json``
+    against the type written here (``agentkit list sandboxes --json``
     lists them).
     """
 
