@@ -386,7 +386,8 @@ TORCH = "torch==2.13.0"
 
 def install_trainers(session: nox.Session) -> None:
     """torch first, through pip (the CPU wheel); then through uv, which keeps that torch,
-    the trainers' packages, the core, :data:`TRAINER_PLUGINS` and pytest; the agent
+    the trainers' packages, the core, :data:`TRAINER_PLUGINS`, the contrib bridges (the
+    trainer adapters) and pytest; the agent
     programs (npm's three, :func:`ensure_npm_programs`; mini-swe-agent's virtual
     environment)."""
     ensure_system_tools(session, docker=False, browser=False)
@@ -404,6 +405,9 @@ def install_trainers(session: nox.Session) -> None:
         "-e",
         ".[parquet]",
         *[a for p in TRAINER_PLUGINS for a in ("-e", str(ROOT / "plugins" / p))],
+        # the trainer adapters (a SkyRL generator, tinker-cookbook's groups and the
+        # sampler front, verifiers' traces) live in the contrib bridges
+        *[a for d in contrib_dirs() for a in ("-e", d)],
         "pytest>=8.0",
         "pytest-timeout>=2.2",
         "hypothesis>=6.90",
