@@ -1,0 +1,206 @@
+"""The chat-completions front over a token-in/token-out sampler (agentkit_tinker.SamplerFront).
+
+The tokenizer is a real one, made on the spot offline: the tiny Qwen2-style
+model directory of tests/servers (a byte-level BPE tokenizer with a ChatML
+template and Hermes tool calls), loaded by ``transformers``. The sampler is
+deterministic and in-process: it answers scripted texts as token ids of that
+tokenizer, with logprobs, and keeps every prompt it was given. Three checks:
+
+- the OpenAI client (a real one, over loopback) gets a tool call parsed from the
+  ``<tool_call>`` block, then, with the tool's result in the conversation, a
+  plain answer; the sampler's prompts are the chat template's rendering of each
+  conversation, exactly;
+- a rollout of the rollout service through the front (the chat harness, the
+  model proxy, token ids on) records the sampler's ids and logprobs exactly, by
+  construction, and the prompt ids the template rendered;
+- :class:`agentkit_tinker.TinkerSampler` speaks Tinker's own types: the request is
+  a ``tinker.ModelInput`` with ``tinker.SamplingParams``, the answer a
+  ``tinker.SampleResponse`` of ``SampledSequence``s (no call to Tinker's service).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import pytest
+
+from agentkit.env import AgentEnv, RunOptions
+from agentkit.service import RolloutService
+from agentkit_tinker import Sampled, SamplerFront, SamplingRequest, TinkerSampler
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "servers"))
+
+pytestmark = pytest.mark.anyio
+
+HANG = 120
+
+CALC = {
+    "type": "function",
+    "function": {
+        "name": "calc",
+        "description": "Evaluate an arithmetic expression.",
+        "parameters": {"type": "object", "properties": {"expr": {"type": "string"}}},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    import tiny_models  # tests/servers: the tiny model maker
+    from transformers import AutoTokenizer
+
+    directory = tiny_models.build(tiny_models.RANDOM, tmp_path_factory.mktemp("models"))
+    return AutoTokenizer.from_pretrained(directory)
+
+
+@attrs.define
+class ScriptedSampler:
+    """Answers ``texts`` in turn, as the tokenizer's ids and the end of turn; logprobs
+    -1/(n+2) of each n-th token; keeps every request."""
+
+    tokenizer: Any
+    texts: list[str]
+    requests: list[SamplingRequest] = attrs.field(factory=list)
+    answers: list[Sampled] = attrs.field(factory=list)
+
+    async def sample(self, request: SamplingRequest) -> Sampled:
+        self.requests.append(request)
+        text = self.texts[min(len(self.requests), len(self.texts)) - 1]
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + request.stop_token_ids
+        answer = Sampled(
+            token_ids=ids,
+            logprobs=[-1.0 / (n + 2) for n in range(len(ids))],
+            finish_reason="stop",
+        )
+        self.answers.append(answer)
+        return answer
+
+
+def rendered(tokenizer: Any, messages: list[dict[str, Any]], tools: Any = None) -> list[int]:
+    ids = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True)
+    return list(ids["input_ids"] if isinstance(ids, Mapping) else ids)  # a BatchEncoding
+
+
+async def test_openai_client_gets_tool_calls_and_the_sampler_the_rendered_prompts(
+    tokenizer: Any,
+) -> None:
+    import openai
+
+    call = '<tool_call>\n{"name": "calc", "arguments": {"expr": "2+2"}}\n</tool_call>'
+    sampler = ScriptedSampler(tokenizer, [f"<think>\nadd them\n</think>\n\n{call}", "It is 4."])
+    async with SamplerFront(sampler, tokenizer, model="policy") as front:
+        client = openai.AsyncOpenAI(base_url=front.url, api_key="unused", max_retries=0)
+        messages: list[dict[str, Any]] = [{"role": "user", "content": "What is 2+2?"}]
+        with anyio.fail_after(HANG):
+            first = await client.chat.completions.create(
+                model="policy", messages=messages, tools=[CALC]  # type: ignore[arg-type,list-item]
+            )
+        choice = first.choices[0]
+        assert choice.finish_reason == "tool_calls"
+        (tool_call,) = choice.message.tool_calls or []
+        assert tool_call.function.name == "calc"
+        assert json.loads(tool_call.function.arguments) == {"expr": "2+2"}
+        assert choice.message.content is None
+        assert choice.message.model_extra["reasoning_content"] == "add them"
+        # the ids, exactly as sampled, and the prompt the template rendered
+        assert sampler.requests[0].prompt_ids == rendered(tokenizer, messages, [CALC])
+        assert first.model_extra["prompt_token_ids"] == sampler.requests[0].prompt_ids
+        assert choice.model_extra["token_ids"] == sampler.answers[0].token_ids
+        assert [e.logprob for e in choice.logprobs.content] == sampler.answers[0].logprobs
+
+        messages += [
+            choice.message.model_dump(exclude_none=True, exclude={"reasoning_content"}),
+            {"role": "tool", "tool_call_id": tool_call.id, "content": "4"},
+        ]
+        with anyio.fail_after(HANG):
+            second = await client.chat.completions.create(
+                model="policy", messages=messages, tools=[CALC]  # type: ignore[arg-type]
+            )
+        assert second.choices[0].finish_reason == "stop"
+        assert second.choices[0].message.content == "It is 4."
+        prompt = sampler.requests[1].prompt_ids
+        assert prompt == rendered(tokenizer, messages, [CALC])
+        assert "<tool_response>\n4\n</tool_response>" in tokenizer.decode(prompt)
+
+        # bad requests: a clear 400 naming the field
+        with pytest.raises(openai.BadRequestError, match="max_tokens: expected a whole number"):
+            await client.chat.completions.create(
+                model="policy", messages=messages, max_tokens=0  # type: ignore[arg-type]
+            )
+        with pytest.raises(openai.BadRequestError, match="stream: this front serves whole"):
+            await client.chat.completions.create(
+                model="policy", messages=messages, stream=True  # type: ignore[arg-type]
+            )
+
+
+async def test_a_rollout_through_the_front_records_the_sampled_ids_exactly(
+    tmp_path: Path, tokenizer: Any
+) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"id": "add", "input": "2+2?", "target": "4"}) + "\n")
+    sampler = ScriptedSampler(tokenizer, ["4"])
+    async with SamplerFront(sampler, tokenizer, model="policy") as front:
+        options = RunOptions(
+            model="policy", base_url=front.url, concurrency=2, token_ids=True,
+            out=tmp_path / "run", preflight=False,
+        )  # fmt: skip
+        env = AgentEnv.from_names(f"jsonl:{tasks}", "chat")
+        async with RolloutService(env, options, group_size=2, format="tinker") as service:
+            service.request()
+            with anyio.fail_after(HANG):
+                group = await service.next_group()
+    assert group.rewards == [1.0, 1.0]
+    calls = [c for r in group.rollouts for c in r.model_calls]
+    assert len(calls) == len(sampler.requests) == 2
+    by_prompt = {tuple(r.prompt_ids): a for r, a in zip(sampler.requests, sampler.answers,
+                 strict=True)}  # fmt: skip
+    for call in calls:
+        assert call.prompt_token_ids is not None
+        answer = by_prompt[tuple(call.prompt_token_ids)]
+        assert call.completion_token_ids == answer.token_ids
+        assert call.completion_logprobs == answer.logprobs
+        assert call.prompt_token_ids == rendered(tokenizer, [{"role": "user", "content": "2+2?"}])
+    # the Tinker datums the service built carry them too
+    (datum, _) = group.data
+    assert datum["loss_fn_inputs"]["target_tokens"]["data"][-len(answer.token_ids):] == (
+        answer.token_ids
+    )
+
+
+async def test_tinker_sampler_speaks_tinkers_own_types() -> None:
+    import numpy as np
+    import tinker
+    from tinker.types import SampledSequence, SampleResponse
+
+    seen: list[tuple[Any, int, Any]] = []
+
+    class SamplingClient:  # Tinker's sampling client's ``sample``, without its service
+        async def sample(
+            self, prompt: tinker.ModelInput, num_samples: int,
+            sampling_params: tinker.SamplingParams,
+        ) -> SampleResponse:  # fmt: skip
+            seen.append((prompt, num_samples, sampling_params))
+            sequence = SampledSequence(
+                stop_reason="length",
+                sequence_id="s-0",
+                tokens_np=np.array([7, 8, 9], dtype=np.int32),
+                logprobs_np=np.array([-0.5, -0.25, -2.0], dtype=np.float32),
+            )
+            return SampleResponse(sequences=[sequence])
+
+    sampler = TinkerSampler(SamplingClient())
+    sampled = await sampler.sample(
+        SamplingRequest(prompt_ids=[1, 2, 3], max_tokens=3, temperature=0.7, stop_token_ids=[5])
+    )
+    assert sampled == Sampled(token_ids=[7, 8, 9], logprobs=[-0.5, -0.25, -2.0],
+                              finish_reason="length")  # fmt: skip
+    ((prompt, n, params),) = seen
+    assert isinstance(prompt, tinker.ModelInput) and prompt.to_ints() == [1, 2, 3] and n == 1
+    assert isinstance(params, tinker.SamplingParams)
+    assert (params.max_tokens, params.temperature, params.stop) == (3, 0.7, [5])
