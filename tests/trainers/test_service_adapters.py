@@ -58,10 +58,14 @@ def _options(server: ScriptedModelServer, tmp_path: Path) -> RunOptions:
 
 @pytest.fixture
 def script(model_server: ScriptedModelServer) -> ScriptedModelServer:
-    # right on "add", wrong on "mul": the group rewards differ, so do the advantages
+    # always right on "add"; on "mul" right the first time only: a "mul" group's rewards
+    # differ, and so do its advantages
     model_server.set_script(
         {
-            "rules": [{"match": {"last_user_contains": "2+2"}, "reply": {"content": "4"}}],
+            "rules": [
+                {"match": {"last_user_contains": "2+2"}, "reply": {"content": "4"}},
+                {"match": {"last_user_contains": "3*3"}, "times": 1, "reply": {"content": "9"}},
+            ],
             "default": {"content": "I do not know"},
         }
     )
@@ -101,7 +105,7 @@ async def test_skyrl_generator_answers_skyrls_batch_and_passes_its_validation(
                 ("u-mul", 0), ("u-mul", 1), ("u-next", 0), ("u-next", 1)
             ]  # fmt: skip
             mul, other = generator.last_groups
-            assert mul.task_id == "tasks:mul" and mul.rewards == [0.0, 0.0]
+            assert mul.task_id == "tasks:mul" and sorted(mul.rewards) == [0.0, 1.0]
             # global_step 1 was announced before any rollout ran: every call names it
             assert service.policy.version == 1
             versions = {c.policy_version for g in generator.last_groups for r in g.rollouts
@@ -162,13 +166,16 @@ async def test_cookbook_assembles_the_groups_into_the_services_own_datums(
     advantages = compute_advantages(cookbook_groups)
     datums, _meta = assemble_training_data(cookbook_groups, advantages, include_provenance=False)
     # the cookbook's advantages: reward minus the group mean, as the service's records
+    assert sorted(r for g in groups for r in g.rewards) == [0.0, 0.0, 1.0, 1.0, 1.0, 1.0]
+    assert any(a != 0 for adv in advantages for a in adv.tolist())
     for group, adv in zip(groups, advantages, strict=True):
         mean = sum(r or 0.0 for r in group.rewards) / len(group.rewards)
         assert adv.tolist() == pytest.approx([(r or 0.0) - mean for r in group.rewards])
 
     def key(d: Any) -> tuple[Any, ...]:
-        inputs = d.loss_fn_inputs
-        return (d.model_input.to_ints(), sorted((k, v.tolist()) for k, v in inputs.items()))
+        inputs = {k: v.tolist() for k, v in d.loss_fn_inputs.items()}
+        advantages = inputs.pop("advantages")
+        return (d.model_input.to_ints(), sorted(inputs.items()), advantages)
 
     # what the cookbook's train step sends forward_backward is the service's tinker data
     ours = [
@@ -180,7 +187,11 @@ async def test_cookbook_assembles_the_groups_into_the_services_own_datums(
         for d in g.data
     ]
     assert len(datums) == len(ours) == 6
-    assert sorted(map(key, map(_remove_mask, datums))) == sorted(map(key, ours))
+    theirs = sorted(map(key, map(_remove_mask, datums)))
+    for mine, cookbook in zip(sorted(map(key, ours)), theirs, strict=True):
+        assert mine[:2] == cookbook[:2]  # the ids, logprobs and targets: exactly
+        # the advantages: the cookbook computes them in float32 (2/3 differs in the last bit)
+        assert mine[2] == pytest.approx(cookbook[2], rel=1e-6)
 
 
 async def test_verifiers_loads_the_groups_as_traces(
