@@ -29,10 +29,10 @@ from typing import Any
 import anyio
 import attrs
 import pytest
+from agentkit_tinker import Sampled, SamplerFront, SamplingRequest, TinkerSampler
 
 from agentkit.env import AgentEnv, RunOptions
 from agentkit.service import RolloutService
-from agentkit_tinker import Sampled, SamplerFront, SamplingRequest, TinkerSampler
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "servers"))
 
@@ -99,7 +99,9 @@ async def test_openai_client_gets_tool_calls_and_the_sampler_the_rendered_prompt
         messages: list[dict[str, Any]] = [{"role": "user", "content": "What is 2+2?"}]
         with anyio.fail_after(HANG):
             first = await client.chat.completions.create(
-                model="policy", messages=messages, tools=[CALC]  # type: ignore[arg-type,list-item]
+                model="policy",
+                messages=messages,
+                tools=[CALC],  # type: ignore[arg-type,list-item]
             )
         choice = first.choices[0]
         assert choice.finish_reason == "tool_calls"
@@ -120,7 +122,9 @@ async def test_openai_client_gets_tool_calls_and_the_sampler_the_rendered_prompt
         ]
         with anyio.fail_after(HANG):
             second = await client.chat.completions.create(
-                model="policy", messages=messages, tools=[CALC]  # type: ignore[arg-type]
+                model="policy",
+                messages=messages,
+                tools=[CALC],  # type: ignore[arg-type]
             )
         assert second.choices[0].finish_reason == "stop"
         assert second.choices[0].message.content == "It is 4."
@@ -131,11 +135,15 @@ async def test_openai_client_gets_tool_calls_and_the_sampler_the_rendered_prompt
         # bad requests: a clear 400 naming the field
         with pytest.raises(openai.BadRequestError, match="max_tokens: expected a whole number"):
             await client.chat.completions.create(
-                model="policy", messages=messages, max_tokens=0  # type: ignore[arg-type]
+                model="policy",
+                messages=messages,
+                max_tokens=0,  # type: ignore[arg-type]
             )
         with pytest.raises(openai.BadRequestError, match="stream: this front serves whole"):
             await client.chat.completions.create(
-                model="policy", messages=messages, stream=True  # type: ignore[arg-type]
+                model="policy",
+                messages=messages,
+                stream=True,  # type: ignore[arg-type]
             )
 
 
@@ -168,7 +176,7 @@ async def test_a_rollout_through_the_front_records_the_sampled_ids_exactly(
         assert call.prompt_token_ids == rendered(tokenizer, [{"role": "user", "content": "2+2?"}])
     # the Tinker datums the service built carry them too
     (datum, _) = group.data
-    assert datum["loss_fn_inputs"]["target_tokens"]["data"][-len(answer.token_ids):] == (
+    assert datum["loss_fn_inputs"]["target_tokens"]["data"][-len(answer.token_ids) :] == (
         answer.token_ids
     )
 

@@ -75,14 +75,16 @@ def script(model_server: ScriptedModelServer) -> ScriptedModelServer:
 async def test_skyrl_generator_answers_skyrls_batch_and_passes_its_validation(
     tmp_path: Path, script: ScriptedModelServer
 ) -> None:
+    from agentkit_skyrl.generator import AgentkitGenerator, GeneratorMismatch
     from skyrl.train.dataset.preprocess import convert_prompts_responses_to_batch_tensors
     from skyrl.train.generators.utils import prepare_generator_input
     from skyrl.train.utils.trainer_utils import validate_generator_output
 
-    from agentkit_skyrl.generator import AgentkitGenerator, GeneratorMismatch
-
     service = RolloutService(
-        _env(tmp_path), _options(script, tmp_path), group_size=2, max_staleness=0,
+        _env(tmp_path),
+        _options(script, tmp_path),
+        group_size=2,
+        max_staleness=0,
         on_stale="rerun",
     )
     generator = AgentkitGenerator(service, ahead=1)
@@ -150,10 +152,9 @@ async def test_cookbook_assembles_the_groups_into_the_services_own_datums(
     tmp_path: Path, script: ScriptedModelServer
 ) -> None:
     import tinker
+    from agentkit_tinker import trajectory_group
     from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
     from tinker_cookbook.rl.train import _remove_mask
-
-    from agentkit_tinker import trajectory_group
 
     async with RolloutService(
         _env(tmp_path), _options(script, tmp_path), group_size=3, format="tinker"

@@ -15,7 +15,8 @@ The policy version is SkyRL's step: a batch whose ``batch_metadata.global_step``
 is ahead of the service's policy announces it (``set_policy``) before any group
 is taken, so ``max_staleness`` counts trainer steps.
 
->>> generator = AgentkitGenerator(RolloutService(env, options, group_size=4, max_staleness=1))  # doctest: +SKIP
+>>> service = RolloutService(env, options, group_size=4, max_staleness=1)  # doctest: +SKIP
+>>> generator = AgentkitGenerator(service)  # doctest: +SKIP
 >>> output = await generator.generate(input_batch)  # doctest: +SKIP
 """
 
@@ -25,7 +26,12 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from skyrl.train.generators.base import GeneratorInput, GeneratorInterface, GeneratorOutput, TrajectoryID
+from skyrl.train.generators.base import (
+    GeneratorInput,
+    GeneratorInterface,
+    GeneratorOutput,
+    TrajectoryID,
+)
 
 from agentkit.service import RolloutService, ServiceError, ServiceGroup
 
@@ -54,12 +60,16 @@ class AgentkitGenerator(GeneratorInterface):  # type: ignore[misc]
 
     ``service``: a service not yet opened; the generator opens it on its first
     ``generate`` (in a task of its own on the trainer's event loop, where it stays)
-    and closes it in :meth:`aclose`. SkyRL runs its trainer on asyncio: so does this. ``ahead``: groups asked for beyond each batch, so that they
-    run while the trainer trains (0: only what each batch needs). A batch's
+    and closes it in :meth:`aclose`. SkyRL runs its trainer on asyncio: so does this.
+    ``ahead``: groups asked for beyond each batch, so that they run while the
+    trainer trains (0: only what each batch needs). A batch's
     ``env_extras`` may name each prompt's agentkit task (``{"task_id": ...}``);
     otherwise each prompt gets the next group to finish, of the taskset's tasks in
     turn. Every prompt must be repeated ``group_size`` times (SkyRL's
-    ``n_samples_per_prompt``).
+    ``n_samples_per_prompt``). A group past the service's staleness bound is
+    replaced: a dropped one by a new request, a re-run one by its re-run; a batch that
+    names tasks needs ``on_stale="rerun"`` when the service has a bound.
+    ``last_groups``: the groups of the last batch (their records and rollouts).
     """
 
     def __init__(self, service: RolloutService, *, ahead: int = 0) -> None:

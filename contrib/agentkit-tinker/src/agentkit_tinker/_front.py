@@ -42,7 +42,8 @@ class SamplerFront:
     free port, :attr:`url` once entered). Streaming (``"stream": true``) is answered
     with a 400: the front serves whole completions only. One choice per request.
 
-    >>> async with SamplerFront(TinkerSampler(client), tokenizer, model="policy") as front:  # doctest: +SKIP
+    >>> front = SamplerFront(TinkerSampler(client), tokenizer, model="policy")  # doctest: +SKIP
+    >>> async with front:  # doctest: +SKIP
     ...     options = RunOptions(model="policy", base_url=front.url, token_ids=True)
     """
 
@@ -113,7 +114,10 @@ class SamplerFront:
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response(
-            {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "agentkit"}]}
+            {
+                "object": "list",
+                "data": [{"id": self.model, "object": "model", "owned_by": "agentkit"}],
+            }
         )
 
     async def _chat(self, request: web.Request) -> web.Response:
@@ -152,7 +156,9 @@ class SamplerFront:
         )
         text = self.tokenizer.decode(sampled.token_ids, skip_special_tokens=True)
         message, calls = assistant_message(text)
-        finish = "length" if sampled.finish_reason == "length" else ("tool_calls" if calls else "stop")
+        finish = (
+            "length" if sampled.finish_reason == "length" else ("tool_calls" if calls else "stop")
+        )
         as_ids = body.get("return_tokens_as_token_ids") is True
         content = [
             {

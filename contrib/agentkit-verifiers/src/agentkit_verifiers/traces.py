@@ -2,7 +2,8 @@
 verifiers' own ``WireTrace`` (what prime-rl trains on: its branches are the training
 sequences, with ``sampled_mask``, ``logprobs`` and ``advantages``).
 
->>> async with RolloutService(env, options, group_size=4, format="verifiers") as service:  # doctest: +SKIP
+>>> service = RolloutService(env, options, group_size=4, format="verifiers")  # doctest: +SKIP
+>>> async with service:  # doctest: +SKIP
 ...     service.request(1)
 ...     group_traces = traces(await service.next_group())
 """
