@@ -218,7 +218,7 @@ def _output(instances: list[str], groups: list[ServiceGroup]) -> GeneratorOutput
     }
     out["trajectory_generation_times"] = None
     out["rollout_expert_indices"] = None
-    return out  # type: ignore[return-value]
+    return out
 
 
 def _mean(values: list[float]) -> float:

@@ -41,8 +41,8 @@ def assistant_message(text: str) -> tuple[dict[str, Any], bool]:
     if thought:
         message["reasoning_content"] = thought.group(1)
         text = text[thought.end() :]
-    calls = []
-    kept = []
+    calls: list[dict[str, Any]] = []
+    kept: list[str] = []
     last = 0
     for match in _TOOL_CALL.finditer(text):
         call = _call(match.group(1), len(calls))

@@ -160,7 +160,7 @@ class SamplerFront:
             "length" if sampled.finish_reason == "length" else ("tool_calls" if calls else "stop")
         )
         as_ids = body.get("return_tokens_as_token_ids") is True
-        content = [
+        content: list[dict[str, Any]] = [
             {
                 "token": f"token_id:{t}" if as_ids else self.tokenizer.decode([t]),
                 "logprob": lp,
