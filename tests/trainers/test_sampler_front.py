@@ -139,12 +139,36 @@ async def test_openai_client_gets_tool_calls_and_the_sampler_the_rendered_prompt
                 messages=messages,
                 max_tokens=0,  # type: ignore[arg-type]
             )
-        with pytest.raises(openai.BadRequestError, match="stream: this front serves whole"):
+        with pytest.raises(openai.BadRequestError, match="n: this front samples one choice"):
             await client.chat.completions.create(
                 model="policy",
                 messages=messages,
-                stream=True,  # type: ignore[arg-type]
+                n=2,  # type: ignore[arg-type]
             )
+
+        # the same first turn streamed: the tool call, the ids and the usage in the chunks
+        sampler.requests.clear()
+        sampler.answers.clear()
+        with anyio.fail_after(HANG):
+            stream = await client.chat.completions.create(
+                model="policy",
+                messages=messages[:1],  # type: ignore[arg-type]
+                tools=[CALC],  # type: ignore[list-item]
+                stream=True,
+                stream_options={"include_usage": True},
+            )
+            chunks = [c async for c in stream]
+        streamed = chunks[0].choices[0]
+        (streamed_call,) = streamed.delta.tool_calls or []
+        assert streamed_call.function and streamed_call.function.name == "calc"
+        assert json.loads(streamed_call.function.arguments or "") == {"expr": "2+2"}
+        assert chunks[0].model_extra["prompt_token_ids"] == sampler.requests[0].prompt_ids
+        assert streamed.model_extra["token_ids"] == sampler.answers[0].token_ids
+        assert [e.logprob for e in streamed.logprobs.content] == sampler.answers[0].logprobs
+        assert chunks[1].choices[0].finish_reason == "tool_calls"
+        assert chunks[-1].usage and chunks[-1].usage.completion_tokens == len(
+            sampler.answers[0].token_ids
+        )
 
 
 async def test_a_rollout_through_the_front_records_the_sampled_ids_exactly(

@@ -39,8 +39,10 @@ class SamplerFront:
     ``tokenizer``: the model's (a ``transformers`` tokenizer with its chat template,
     loaded offline); ``model``: the name the front answers as; ``max_tokens``: the
     limit when a request gives none. Loopback by default (``host``, ``port=0``: a
-    free port, :attr:`url` once entered). Streaming (``"stream": true``) is answered
-    with a 400: the front serves whole completions only. One choice per request.
+    free port, :attr:`url` once entered). One choice per request. A stream
+    (``"stream": true``) is sent once the sampler has answered: one chunk with the
+    whole message and its ids, one with the finish reason (and the usage, when
+    ``stream_options.include_usage``).
 
     >>> front = SamplerFront(TinkerSampler(client), tokenizer, model="policy")  # doctest: +SKIP
     >>> async with front:  # doctest: +SKIP
@@ -120,7 +122,7 @@ class SamplerFront:
             }
         )
 
-    async def _chat(self, request: web.Request) -> web.Response:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await request.json()
         except ValueError:
@@ -130,8 +132,7 @@ class SamplerFront:
         messages = body.get("messages")
         if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
             raise _BadRequest("messages: expected a list of message objects")
-        if body.get("stream"):
-            raise _BadRequest("stream: this front serves whole completions only (stream: false)")
+        stream = body.get("stream") is True
         if body.get("n", 1) != 1:
             raise _BadRequest("n: this front samples one choice per request (n: 1)")
         tools = body.get("tools")
@@ -176,20 +177,49 @@ class SamplerFront:
             "token_ids": sampled.token_ids,
             "logprobs": {"content": content},
         }
-        answer = {
+        usage = {
+            "prompt_tokens": len(prompt),
+            "completion_tokens": len(sampled.token_ids),
+            "total_tokens": len(prompt) + len(sampled.token_ids),
+        }
+        head = {
             "id": f"chatcmpl-{next(self._ids)}",
-            "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model") or self.model,
-            "prompt_token_ids": prompt,
-            "choices": [choice],
-            "usage": {
-                "prompt_tokens": len(prompt),
-                "completion_tokens": len(sampled.token_ids),
-                "total_tokens": len(prompt) + len(sampled.token_ids),
-            },
         }
-        return web.json_response(answer, dumps=json.dumps)
+        if not stream:
+            answer = {
+                **head,
+                "object": "chat.completion",
+                "prompt_token_ids": prompt,
+                "choices": [choice],
+                "usage": usage,
+            }
+            return web.json_response(answer, dumps=json.dumps)
+        # a stream, as vLLM's: the prompt's ids in the first chunk, the choice's ids and
+        # logprobs beside its delta, the finish reason last, then the usage when asked
+        delta = dict(message)
+        for n, call in enumerate(delta.get("tool_calls") or []):
+            call["index"] = n
+        chunk = {**head, "object": "chat.completion.chunk"}
+        first = {k: v for k, v in choice.items() if k != "message"}
+        chunks = [
+            {**chunk, "prompt_token_ids": prompt,
+             "choices": [{**first, "delta": delta, "finish_reason": None}]},
+            {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+        ]  # fmt: skip
+        options = body.get("stream_options")
+        if isinstance(options, dict) and options.get("include_usage") is True:
+            chunks.append({**chunk, "choices": [], "usage": usage})
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await response.prepare(request)
+        for c in chunks:
+            await response.write(f"data: {json.dumps(c)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
 
 
 def _number(body: dict[str, Any], name: str, default: float) -> float:
