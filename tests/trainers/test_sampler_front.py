@@ -236,3 +236,81 @@ async def test_tinker_sampler_speaks_tinkers_own_types() -> None:
     assert isinstance(prompt, tinker.ModelInput) and prompt.to_ints() == [1, 2, 3] and n == 1
     assert isinstance(params, tinker.SamplingParams)
     assert (params.max_tokens, params.temperature, params.stop) == (3, 0.7, [5])
+
+
+@attrs.define
+class HelloWorldSampler:
+    """The Harbor hello-world task in Hermes text: a ``bash`` tool call that writes the
+    file, then, once a tool's result is in the prompt, a plain answer. The reply is
+    chosen from the prompt (not the call count), so extra calls cannot shift it."""
+
+    tokenizer: Any
+    requests: list[SamplingRequest] = attrs.field(factory=list)
+    answers: list[Sampled] = attrs.field(factory=list)
+
+    async def sample(self, request: SamplingRequest) -> Sampled:
+        self.requests.append(request)
+        if "<tool_response>" in self.tokenizer.decode(request.prompt_ids):
+            text = "Created /app/hello.txt."
+        else:
+            command = "printf 'Hello, world!\\n' > /app/hello.txt"
+            call = {"name": "bash",
+                    "arguments": {"command": command, "description": "Write the greeting"}}  # fmt: skip
+            text = f"I will create it.\n<tool_call>\n{json.dumps(call)}\n</tool_call>"
+        ids = self.tokenizer.encode(text, add_special_tokens=False) + request.stop_token_ids
+        answer = Sampled(
+            token_ids=ids, logprobs=[-0.5] * len(ids), finish_reason="stop"
+        )  # fmt: skip
+        self.answers.append(answer)
+        return answer
+
+
+async def test_opencode_through_the_front_feeds_the_cookbook(
+    tmp_path: Path, tokenizer: Any
+) -> None:
+    """The real opencode (it streams, with its own tools) on the Harbor hello-world task,
+    its calls through the model proxy to the front: the task passes, every call records
+    the ids the sampler returned and the prompt the template rendered, and the cookbook
+    makes its datums of the group."""
+    import os
+    import shutil
+
+    from agentkit_tinker import trajectory_group
+    from tinker_cookbook.rl.data_processing import assemble_training_data, compute_advantages
+
+    from agentkit.testing.programs import need_harbor_task
+
+    examples = Path(__file__).resolve().parents[2] / "examples" / "harbor"
+    need_harbor_task(examples / "hello-world")
+    if not (shutil.which("bwrap") and os.environ.get("AGENTKIT_OPENCODE_BIN")):
+        message = "not installed: bubblewrap or opencode (python3 -m nox -s trainers installs them)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    sampler = HelloWorldSampler(tokenizer)
+    env = AgentEnv.from_names(f"harbor:{examples}", "opencode")
+    [hello] = [t.task_id for t in env.taskset if t.task_id.endswith(":hello-world")]
+    async with SamplerFront(sampler, tokenizer, model="policy") as front:
+        options = RunOptions(
+            model="policy", base_url=front.url, concurrency=1, token_ids=True,
+            out=tmp_path / "run", preflight=False, sandbox_options={"image": "host"},
+        )  # fmt: skip
+        async with RolloutService(env, options, group_size=1, format="tinker") as service:
+            service.request(task_id=hello)
+            with anyio.fail_after(HANG):
+                group = await service.next_group()
+    (rollout,) = group.rollouts
+    assert rollout.status == "completed", rollout.error
+    assert group.rewards == [1.0]
+    calls = [c for c in rollout.model_calls if c.has_tokens]
+    assert len(calls) >= 2
+    sampled = {tuple(r.prompt_ids): a for r, a in zip(sampler.requests, sampler.answers,
+               strict=True)}  # fmt: skip
+    for call in calls:
+        answer = sampled[tuple(call.prompt_token_ids or [])]
+        assert call.completion_token_ids == answer.token_ids
+        assert call.completion_logprobs == answer.logprobs
+    assert any(c.finish_reason == "tool_calls" for c in calls)
+    cookbook = [trajectory_group(group)]
+    datums, _ = assemble_training_data(cookbook, compute_advantages(cookbook))
+    assert len(datums) == len(group.data) >= 1
