@@ -254,8 +254,8 @@ class HelloWorldSampler:
             text = "Created /app/hello.txt."
         else:
             command = "printf 'Hello, world!\\n' > /app/hello.txt"
-            call = {"name": "bash",
-                    "arguments": {"command": command, "description": "Write the greeting"}}  # fmt: skip
+            arguments = {"command": command, "description": "Write the greeting"}
+            call = {"name": "bash", "arguments": arguments}
             text = f"I will create it.\n<tool_call>\n{json.dumps(call)}\n</tool_call>"
         ids = self.tokenizer.encode(text, add_special_tokens=False) + request.stop_token_ids
         answer = Sampled(
