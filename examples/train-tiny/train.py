@@ -405,9 +405,7 @@ async def train(
             print(json.dumps(line), flush=True)
             steps.append(line)
         report = service.report().to_json()
-    probabilities = [
-        trainer.answer_probability(v, tokenizer) for v in range(trainer.version + 1)
-    ]
+    probabilities = [trainer.answer_probability(v, tokenizer) for v in range(trainer.version + 1)]
     return {"max_staleness": staleness, "steps": steps, "report": report,
             "answer_probability": probabilities}  # fmt: skip
 
@@ -458,14 +456,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         times["vllm_start_s"] = time.monotonic() - started
         for staleness in args.staleness:
             begun = time.monotonic()
-            run = asyncio.run(
-                train(trainer, tokenizer, base_url, tasks, out / f"staleness-{staleness}", staleness)
-            )
+            where = out / f"staleness-{staleness}"
+            run = asyncio.run(train(trainer, tokenizer, base_url, tasks, where, staleness))
             run["wall_s"] = time.monotonic() - begun
             run["failed"] = verdict(run)
             runs.append(run)
-    mine, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-        resource.RUSAGE_CHILDREN
+    mine, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
     )
     times["wall_s"] = time.monotonic() - started
     times["trainer_cpu_s"] = (mine.ru_utime + mine.ru_stime) - (
