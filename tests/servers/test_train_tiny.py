@@ -31,7 +31,8 @@ def test_the_cpu_rl_loop_is_on_policy_bounded_and_learns(tmp_path: Path) -> None
         [sys.executable, str(EXAMPLE), "--vllm", vllm, "--model", str(model), "--out", str(out)],
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
-    assert done.returncode == 0, f"{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    # its last lines say which checks failed, with the times
+    assert done.returncode == 0, f"{done.stderr[-1500:]}\n{done.stdout[-2500:]}"
     summary = json.loads((out / "summary.json").read_text())
     runs = {run["max_staleness"]: run for run in summary["runs"]}
     assert sorted(runs) == [0, 2]
