@@ -99,12 +99,13 @@ def make_base(source: Path, out: Path) -> Path:
     """The starting policy: ``source``'s weights with an untied head whose rows for
     the letters A-D give each the logit :data:`LETTER_LOGIT` after the prompt."""
     tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    model: Any = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
     model.config.tie_word_embeddings = False
     head = model.get_input_embeddings().weight.detach().clone()
     ids = prompt_ids(tokenizer)
     with torch.no_grad():
-        hidden = model.model(torch.tensor([ids])).last_hidden_state[0, -1]
+        decoder: Any = model.model  # the layers and the final norm, without the head
+        hidden = decoder(torch.tensor([ids])).last_hidden_state[0, -1]
         generator = torch.Generator().manual_seed(0)
         for letter in LETTERS:
             # a direction of its own (that the adapter can move the hidden state
@@ -148,7 +149,9 @@ class LoRALinear(torch.nn.Module):
         self.lora_b = torch.nn.Parameter(torch.zeros(base.out_features, RANK))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.base(x) + (x @ self.lora_a.T @ self.lora_b.T) * self.scale
+        """The base layer's output plus the adapter's."""
+        out: torch.Tensor = self.base(x) + (x @ self.lora_a.T @ self.lora_b.T) * self.scale
+        return out
 
 
 class Trainer:
@@ -157,8 +160,8 @@ class Trainer:
 
     def __init__(self, base: Path) -> None:
         self.base = base
-        self.model = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
-        self.model.eval()
+        self.model: Any = AutoModelForCausalLM.from_pretrained(base, dtype=torch.float32)
+        # in eval mode as loaded (no dropout); only the adapter is trained
         for p in self.model.parameters():
             p.requires_grad_(False)
         generator = torch.Generator().manual_seed(0)
@@ -182,6 +185,7 @@ class Trainer:
         self.optimizer = torch.optim.Adam(params, lr=LEARNING_RATE)
 
     def snapshot(self) -> dict[str, torch.Tensor]:
+        """A copy of the adapter's tensors (``<layer>.a``, ``<layer>.b``)."""
         out = {}
         for name, lora in self.layers.items():
             out[f"{name}.a"] = lora.lora_a.detach().clone()
@@ -189,6 +193,7 @@ class Trainer:
         return out
 
     def load(self, state: dict[str, torch.Tensor]) -> None:
+        """Set the adapter's tensors to those of a :meth:`snapshot`."""
         with torch.no_grad():
             for name, lora in self.layers.items():
                 lora.lora_a.copy_(state[f"{name}.a"])
@@ -242,7 +247,7 @@ class Trainer:
         loss = 0.0
         if terms:  # else every group's rewards were equal: nothing to learn, same weights
             total = torch.stack(terms).mean()
-            total.backward()
+            torch.autograd.backward(total)
             self.optimizer.step()
             loss = float(total.detach())
         self.version += 1
@@ -275,6 +280,7 @@ class Trainer:
 
 
 def _free_port() -> int:
+    """A TCP port free on loopback now (the server binds it next)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
@@ -303,7 +309,7 @@ def serve(vllm: str, model: Path, log: Path) -> Iterator[str]:
     )  # fmt: skip
     ready = threading.Event()
 
-    def copy() -> None:
+    def copy() -> None:  # the server's output to its log; ready at its start line
         assert proc.stdout is not None
         with log.open("w") as out:
             for line in proc.stdout:
@@ -348,9 +354,10 @@ def call_version(group: ServiceGroup, record: TrainingRecord) -> int:
     rollout = next(r for r in group.rollouts if r.rollout_id == record.rollout_id)
     wanted = set(record.calls or [])
     versions = {c.policy_version for c in rollout.model_calls if c.index in wanted}
-    if len(versions) != 1 or None in versions:
+    version: int | None = next(iter(versions), None)
+    if len(versions) != 1 or version is None:
         raise SystemExit(f"{record.rollout_id}: its calls name versions {versions}")
-    return int(next(iter(versions)))  # type: ignore[arg-type]
+    return version
 
 
 async def train(
