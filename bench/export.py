@@ -41,7 +41,7 @@ from _bigrun import make_big_run, make_template
 
 from agentkit._calls import ModelCall, calls_json
 from agentkit._convert import unstructure
-from agentkit._rundir import CALLS_DIR
+from agentkit.rundir import CALLS_DIR
 from agentkit.training import export_run
 
 COMPLETION = 40

@@ -17,8 +17,8 @@ import attrs
 
 from agentkit._calls import ModelCall, calls_json
 from agentkit._convert import unstructure
-from agentkit._rundir import CALLS_DIR
 from agentkit.env import AgentEnv
+from agentkit.rundir import CALLS_DIR
 from agentkit.testing.model_server import ScriptedModelServer
 
 __all__ = ["SCRIPT", "THINKING", "call", "make_run", "worked_example", "write_calls"]

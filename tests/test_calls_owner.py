@@ -18,7 +18,7 @@ import pytest
 from _view import arithmetic_run_args, arithmetic_script, run_agentkit
 
 import agentkit.runs
-from agentkit._rundir import RunDirError
+from agentkit.rundir import RunDirError
 from agentkit.testing.model_server import ScriptedModelServer
 
 #: The rollout whose calls differ between A and B.

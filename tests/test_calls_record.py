@@ -10,8 +10,8 @@ import pytest
 from agentkit import ValidationError
 from agentkit._calls import ModelCall, parse_calls
 from agentkit._convert import structure, unstructure
-from agentkit._rundir import RunDirError
 from agentkit._usage import Usage
+from agentkit.rundir import RunDirError
 
 
 def test_a_call_round_trips_through_json() -> None:

@@ -17,8 +17,8 @@ import anyio
 import pytest
 
 from agentkit import Job
-from agentkit._rundir import LIVE_DIR, ROLLOUTS
 from agentkit.jobs import JobResults
+from agentkit.rundir import LIVE_DIR, ROLLOUTS
 from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio

@@ -33,8 +33,7 @@ import attrs
 import orjson
 
 from agentkit._convert import structure
-from agentkit._errors import AgentkitError
-from agentkit._rundir import RunDirError
+from agentkit._errors import AgentkitError, RunDirError
 from agentkit._tokens import int_list
 from agentkit._usage import Usage
 
@@ -247,7 +246,7 @@ def read_calls_file(
 ) -> list[ModelCall] | None:
     """The calls in ``path`` in order of ``index``; None when there is no such file.
 
-    See :func:`parse_calls`. Raises :class:`~agentkit._rundir.RunDirError`
+    See :func:`parse_calls`. Raises :class:`~agentkit.rundir.RunDirError`
     naming the file, the line and the field.
     """
     try:
@@ -271,7 +270,7 @@ def parse_calls(
     A last line without its newline that is not valid JSON (the run was killed
     while writing it) is left out. Every field is checked against
     :class:`ModelCall`; keys this agentkit does not know (a newer writer's)
-    are ignored. A bad line raises :class:`~agentkit._rundir.RunDirError`:
+    are ignored. A bad line raises :class:`~agentkit.rundir.RunDirError`:
     ``<source>: line 3.prompt_token_ids: expected ...``.
     """
     lines = data.split(b"\n")

@@ -12,6 +12,7 @@ __all__ = [
     "HarnessError",
     "OptionError",
     "PluginError",
+    "RunDirError",
     "SandboxDiedError",
     "SandboxError",
     "SandboxForkError",
@@ -86,6 +87,15 @@ class TaskReferenceError(AgentkitError):
 
 class HarnessError(AgentkitError):
     """A harness could not run (missing binary, bad configuration)."""
+
+
+class RunDirError(AgentkitError):
+    """A run directory is unusable: corrupt files, or already in use.
+
+    Public as :class:`agentkit.rundir.RunDirError` (and ``agentkit.env.RunDirError``);
+    defined here, on the ground floor, because the calls file's parser
+    (:mod:`agentkit._calls`) raises it too.
+    """
 
 
 # The sandboxes' errors (public from agentkit.sandbox): beside the contract, so that

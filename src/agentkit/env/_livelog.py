@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkit._rundir import LIVE_DIR
+from agentkit.rundir import LIVE_DIR
 
 __all__ = ["LiveLog", "clear_live_dir"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from agentkit._rundir import READABLE_SCHEMA_VERSIONS, RUN_SCHEMA_VERSION
+from agentkit.rundir import READABLE_SCHEMA_VERSIONS, RUN_SCHEMA_VERSION
 
 __all__ = [
     "READABLE_SCHEMA_VERSIONS",

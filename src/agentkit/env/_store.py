@@ -32,7 +32,9 @@ import anyio
 from agentkit import _redact
 from agentkit._errors import AgentkitError
 from agentkit._limits import dumps_finite
-from agentkit._rundir import (
+from agentkit.env._livelog import clear_live_dir
+from agentkit.env._records import RolloutRecord
+from agentkit.rundir import (
     ARTIFACTS_DIR,
     CALLS_DIR,
     EVENTS_DIR,
@@ -48,8 +50,6 @@ from agentkit._rundir import (
     TASKS,
     RunDirError,
 )
-from agentkit.env._livelog import clear_live_dir
-from agentkit.env._records import RolloutRecord
 
 __all__ = ["ResumeError", "RunDirError", "RunDirWriteError", "RunStore", "redact_json"]
 

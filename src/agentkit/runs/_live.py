@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkit._rundir import LIVE_DIR, MANIFEST, ROLLOUTS
+from agentkit.rundir import LIVE_DIR, MANIFEST, ROLLOUTS
 from agentkit.runs._types import LiveRollout, Step
 
 __all__ = ["live_file", "lock_held", "looks_running", "read_live", "scan_live"]

@@ -20,7 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from agentkit._calls import ModelCall, foreign_calls, read_calls_file
-from agentkit._rundir import (
+from agentkit._usage import Usage
+from agentkit.env._records import RolloutRecord
+from agentkit.env._resume import INFRASTRUCTURE_KINDS
+from agentkit.env._store import RunStore
+from agentkit.env._summary import summarize
+from agentkit.rundir import (
     CALLS_DIR,
     EVENTS_DIR,
     GROUPS,
@@ -31,11 +36,6 @@ from agentkit._rundir import (
     TASKS,
     RunDirError,
 )
-from agentkit._usage import Usage
-from agentkit.env._records import RolloutRecord
-from agentkit.env._resume import INFRASTRUCTURE_KINDS
-from agentkit.env._store import RunStore
-from agentkit.env._summary import summarize
 from agentkit.runs._live import live_file, lock_held, looks_running, read_live, scan_live
 from agentkit.runs._types import (
     LiveRollout,

@@ -16,7 +16,7 @@ from pathlib import Path
 import attrs
 
 from agentkit._errors import SpecError
-from agentkit._rundir import SUMMARY
+from agentkit.rundir import SUMMARY
 from agentkit.runs import Run, open_run
 from agentkit.stats._estimate import DEFAULT_CONFIDENCE, PairedTest, paired_t_test
 from agentkit.stats._leaderboard import RunStats, run_row, scores_stats

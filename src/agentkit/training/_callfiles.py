@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from agentkit._calls import ModelCall, foreign_calls, read_calls_file
-from agentkit._rundir import CALLS_DIR, MANIFEST, RunDirError
+from agentkit.rundir import CALLS_DIR, MANIFEST, RunDirError
 from agentkit.training._errors import ExportError
 
 __all__ = ["ForeignCallsError", "read_calls", "run_id_of"]

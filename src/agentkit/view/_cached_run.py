@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import agentkit.runs
-from agentkit._rundir import LOCK, MANIFEST, ROLLOUTS, SUMMARY
+from agentkit.rundir import LOCK, MANIFEST, ROLLOUTS, SUMMARY
 from agentkit.runs import Rollout, Run
 from agentkit.runs._live import lock_held
 from agentkit.stats import RunStats, Scores, scores_of_run, scores_stats

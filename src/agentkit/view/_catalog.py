@@ -25,8 +25,8 @@ from pathlib import Path
 
 import attrs
 
-from agentkit._rundir import MANIFEST, RunDirError
 from agentkit.jobs import JOB_FILE, JobDir, JobDirError, is_job_dir, open_job
+from agentkit.rundir import MANIFEST, RunDirError
 from agentkit.view._cached_run import CachedRun, mtime
 from agentkit.view._paths import NotFound, Refused, inside, is_safe_name
 

@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from agentkit._rundir import RunDirError
 from agentkit._sse import sse_event
+from agentkit.rundir import RunDirError
 from agentkit.view._catalog import Catalog
 from agentkit.view._paths import NotFound, Refused
 

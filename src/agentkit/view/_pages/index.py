@@ -14,8 +14,8 @@ from typing import Any
 
 from aiohttp import web
 
-from agentkit._rundir import MANIFEST, ROLLOUTS, RunDirError
 from agentkit.jobs import JOB_FILE, JobDirError
+from agentkit.rundir import MANIFEST, ROLLOUTS, RunDirError
 from agentkit.view._cached_run import mtime, size
 from agentkit.view._catalog import Catalog, ServedJob
 from agentkit.view._http import (

@@ -13,7 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agentkit._rundir import RunDirError
+from agentkit.rundir import RunDirError
 from agentkit.view._catalog import Catalog
 from agentkit.view._http import CATALOG, in_worker, json_response
 from agentkit.view._listing import job_listing, run_listing, settled_listing

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from agentkit._convert import unstructure
-from agentkit._rundir import RunDirError
+from agentkit.rundir import RunDirError
 from agentkit.runs import Rollout
 from agentkit.view._cached_run import CachedRun
 from agentkit.view._catalog import Catalog

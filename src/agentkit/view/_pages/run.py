@@ -16,7 +16,7 @@ from typing import Any
 
 from aiohttp import web
 
-from agentkit._rundir import ROLLOUTS, RunDirError
+from agentkit.rundir import ROLLOUTS, RunDirError
 from agentkit.runs import Rollout
 from agentkit.view._cached_run import CachedRun, size
 from agentkit.view._catalog import Catalog

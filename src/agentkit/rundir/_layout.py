@@ -1,13 +1,12 @@
 """The run directory's layout: its file names and schema versions, in one place.
 
-The writer (``agentkit.env``'s run store and live logs) and the reader
-(:mod:`agentkit.runs`, the viewer) both take the layout from here; the format
-itself is documented in ``docs/run-directory.md``.
+The writer (the run store, the live logs) and every reader take the layout from
+here; the format itself is documented in ``docs/run-directory.md``.
 """
 
 from __future__ import annotations
 
-from agentkit._errors import AgentkitError
+from agentkit._errors import RunDirError
 
 __all__ = [
     "ARTIFACTS_DIR",
@@ -59,7 +58,3 @@ LIVE_DIR = "live"
 IMAGES_DIR = "images"
 #: The lock file the writing process holds.
 LOCK = ".lock"
-
-
-class RunDirError(AgentkitError):
-    """A run directory is unusable: corrupt files, or already in use."""
