@@ -11,7 +11,7 @@ import pytest
 import agentkit.runs
 from agentkit import AgentEnv, HarnessResult, ListTaskset, Rubric, Task, Usage
 from agentkit.env import RolloutRecord
-from agentkit.env._records import RUN_SCHEMA_VERSION
+from agentkit.rundir import RUN_SCHEMA_VERSION
 
 pytestmark = pytest.mark.anyio
 

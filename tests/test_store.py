@@ -11,7 +11,7 @@ import pytest
 
 from agentkit import HarnessResult, ListTaskset, Rubric, Task
 from agentkit.env import AgentEnv, RolloutRecord, RunDirError
-from agentkit.env._store import RunStore
+from agentkit.rundir import RunStore
 
 pytestmark = pytest.mark.anyio
 

@@ -111,8 +111,8 @@ def test_a_full_disk_stops_the_run_clearly_and_resume_finishes_it(
 STORE_SCRIPT = """
 import json, sys
 from pathlib import Path
-from agentkit.env._records import RolloutRecord
-from agentkit.env._store import RunDirWriteError, RunStore
+from agentkit.rundir import RolloutRecord
+from agentkit.rundir import RunDirWriteError, RunStore
 
 store = RunStore(Path(sys.argv[1]))
 store.open()

@@ -24,8 +24,8 @@ from agentkit._limits import non_finite
 from agentkit._pricing import Price
 from agentkit._run_options import RunOptions
 from agentkit.env import AgentEnv
-from agentkit.env._store import RunStore
 from agentkit.executors import Executor, RayExecutor
+from agentkit.rundir import read_manifest
 
 __all__ = [
     "RunSettings",
@@ -148,7 +148,7 @@ def resolve_settings(
     if resume is not None:
         if params["out"] is not None:
             raise SpecError("give either --out (a new run) or --resume (an existing run)")
-        stored = RunStore(resume).read_manifest()
+        stored = read_manifest(resume)
     elif params["retry_errors"]:
         raise SpecError("--retry-errors reruns rollouts of an existing run: give --resume DIR")
     taskset_spec, harness = _names(params, stored, resume)

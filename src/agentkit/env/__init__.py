@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from agentkit._run_options import RunOptions, RunOptionsKeywords
-from agentkit.env._branch_plan import PREFIX_STATUS, BranchPlan
-from agentkit.env._records import EvalResults, RolloutGroup, RolloutRecord
+from agentkit.env._branch_plan import BranchPlan
+from agentkit.env._records import EvalResults, RolloutGroup
+from agentkit.env._resume import ResumeError
 from agentkit.env._rubric_compile import CompiledRubric, RubricCompileError, compile_rubric
 from agentkit.env._stats import group_advantages, pass_at_k
-from agentkit.env._store import ResumeError, RunDirError
 from agentkit.env.agent_env import AgentEnv
+from agentkit.rundir import PREFIX_STATUS, RolloutRecord, RunDirError
 
 __all__ = [
     "PREFIX_STATUS",

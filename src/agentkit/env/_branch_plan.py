@@ -8,11 +8,7 @@ import attrs
 
 from agentkit._errors import SpecError
 
-__all__ = ["PREFIX_STATUS", "BranchPlan"]
-
-#: The ``status`` of a rollout record that is a shared prefix: an episode run to its
-#: branch point and forked there; its children carry on from it and are the scored leaves.
-PREFIX_STATUS = "branched"
+__all__ = ["BranchPlan"]
 
 
 def _at_least(minimum: int) -> Any:

@@ -36,15 +36,15 @@ from agentkit._events import Event
 from agentkit._executor import PlannedTask
 from agentkit._run_options import RunOptions
 from agentkit.chat import ConnectionCache, ModelCallError
-from agentkit.env._branch_plan import PREFIX_STATUS, BranchPlan
+from agentkit.env._branch_plan import BranchPlan
 from agentkit.env._branch_policy import ChatPolicy, Trace
 from agentkit.env._manifest import build_manifest
-from agentkit.env._records import EvalResults, RolloutGroup, RolloutRecord, branch_point_id
+from agentkit.env._records import EvalResults, RolloutGroup
 from agentkit.env._runner import group_json, make_rollout_id
 from agentkit.env._session import Composition, run_context, select_counted
 from agentkit.env._stats import group_advantages
-from agentkit.env._store import RunStore
 from agentkit.env._summary import _pass_table, summarize
+from agentkit.rundir import PREFIX_STATUS, RolloutRecord, RunStore, branch_point_id
 
 __all__ = ["run_branches"]
 

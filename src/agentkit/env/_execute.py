@@ -34,8 +34,8 @@ from agentkit.env._records import EvalResults
 from agentkit.env._runner import ProgressSink, Runner, group_json
 from agentkit.env._scripted import SCRIPTED_PREFIX, scripted_endpoint
 from agentkit.env._session import Session
-from agentkit.env._store import RunDirError, RunStore
 from agentkit.env._summary import build_groups, summarize
+from agentkit.rundir import RunDirError, RunStore
 
 __all__ = ["execute"]
 

@@ -22,21 +22,15 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from agentkit.rundir import LIVE_DIR
 
-__all__ = ["LiveLog", "clear_live_dir"]
+__all__ = ["LiveLog"]
 
 log = logging.getLogger("agentkit")
-
-
-def clear_live_dir(run_dir: Path) -> None:
-    """Remove what a killed run left in ``live/`` (call with the run's lock held)."""
-    shutil.rmtree(run_dir / LIVE_DIR, ignore_errors=True)
 
 
 class LiveLog:

@@ -17,7 +17,7 @@ from agentkit._context import RunContext, public_headers
 from agentkit._executor import PlannedTask
 from agentkit._redact import MARKER, looks_secret
 from agentkit._version import __version__
-from agentkit.env._records import RUN_SCHEMA_VERSION
+from agentkit.rundir import RUN_SCHEMA_VERSION
 
 __all__ = ["build_manifest", "public_options", "public_url", "qualname"]
 

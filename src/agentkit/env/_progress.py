@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from agentkit.env._records import RolloutRecord
+from agentkit.rundir import RolloutRecord
 
 __all__ = ["ProgressBar", "StatusLine", "render_results_table"]
 

@@ -18,10 +18,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentkit._errors import AgentkitError
 from agentkit._result import INFRA_ERROR_KINDS
-from agentkit.env._records import RolloutRecord
+from agentkit.rundir import RolloutRecord
 
-__all__ = ["diff_identity", "is_infrastructure_failure", "rerun_on_resume"]
+__all__ = ["ResumeError", "diff_identity", "is_infrastructure_failure", "rerun_on_resume"]
+
+
+class ResumeError(AgentkitError):
+    """A run cannot be resumed with these settings."""
+
 
 #: Manifest sections that must be equal to resume a run.
 IDENTITY_KEYS: tuple[str, ...] = ("taskset", "harness", "context", "plan", "rubric", "sandbox")

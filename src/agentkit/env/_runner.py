@@ -46,10 +46,8 @@ from agentkit._rubric import ScoreResult
 from agentkit.env._attempt import RolloutWork
 from agentkit.env._live import LiveEvents, RolloutEvents
 from agentkit.env._livelog import LiveLog
-from agentkit.env._records import RolloutRecord
-from agentkit.env._store import RunStore
 from agentkit.env._summary import apply_group
-from agentkit.rundir import IMAGES_DIR
+from agentkit.rundir import IMAGES_DIR, RolloutRecord, RunStore
 
 __all__ = [
     "RETRY_AFTER_CAP",

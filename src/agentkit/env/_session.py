@@ -30,14 +30,13 @@ from agentkit._redact import Redactor
 from agentkit._run_options import RunOptions
 from agentkit._taskset import Taskset
 from agentkit.env._manifest import build_manifest
-from agentkit.env._records import RolloutRecord
-from agentkit.env._resume import diff_identity, rerun_on_resume
+from agentkit.env._resume import ResumeError, diff_identity, rerun_on_resume
 from agentkit.env._rubric_compile import CompiledRubric
 from agentkit.env._runner import RunnerOptions, make_rollout_id
 from agentkit.env._scripted import SCRIPTED_PREFIX, script_path
-from agentkit.env._store import ResumeError, RunStore
 from agentkit.env._unsupported import Unsupported, left_out_warning, refusal
 from agentkit.executors import resolve_executor
+from agentkit.rundir import RolloutRecord, RunStore
 
 __all__ = ["Composition", "Session", "prepare"]
 

@@ -7,8 +7,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from agentkit.env._records import RUN_SCHEMA_VERSION, RolloutGroup, RolloutRecord
+from agentkit.env._records import RolloutGroup
 from agentkit.env._stats import group_advantages, pass_at_k, pass_ks
+from agentkit.rundir import RUN_SCHEMA_VERSION, RolloutRecord
 
 __all__ = ["apply_group", "build_groups", "summarize"]
 

@@ -25,7 +25,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from agentkit.env._records import RolloutRecord
+from agentkit.rundir import RolloutRecord
 
 __all__ = ["CellCounts", "JobProgress", "ProgressMode"]
 

@@ -20,7 +20,6 @@ from agentkit._convert import structure
 from agentkit._errors import AgentkitError, ValidationError
 from agentkit._limits import load_json
 from agentkit._version import __version__
-from agentkit.env._store import write_json_atomic
 from agentkit.jobs._cell import CELL_NAME, LABEL, CellSpec
 from agentkit.jobs._layout import (
     CELLS_DIR,
@@ -31,6 +30,7 @@ from agentkit.jobs._layout import (
     READABLE_FORMAT_VERSIONS,
 )
 from agentkit.jobs._spec import JobSpec
+from agentkit.rundir import write_json_atomic
 
 __all__ = ["JobDirError", "JobStore", "cell_dir_name", "file_digest", "read_job_json"]
 

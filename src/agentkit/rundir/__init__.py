@@ -9,6 +9,7 @@ the writer and the readers.
 
 from __future__ import annotations
 
+from agentkit.rundir._json import write_json_atomic
 from agentkit.rundir._layout import (
     ARTIFACTS_DIR,
     CALLS_DIR,
@@ -26,6 +27,10 @@ from agentkit.rundir._layout import (
     TASKS,
     RunDirError,
 )
+from agentkit.rundir._lines import load_groups, load_rollouts
+from agentkit.rundir._manifest import read_manifest, run_id_of
+from agentkit.rundir._records import PREFIX_STATUS, RolloutRecord, branch_point_id
+from agentkit.rundir._store import RunDirWriteError, RunStore
 
 __all__ = [
     "ARTIFACTS_DIR",
@@ -36,11 +41,21 @@ __all__ = [
     "LIVE_DIR",
     "LOCK",
     "MANIFEST",
+    "PREFIX_STATUS",
     "READABLE_SCHEMA_VERSIONS",
     "ROLLOUTS",
     "RUN_SCHEMA_VERSION",
     "SANDBOX_DIR",
     "SUMMARY",
     "TASKS",
+    "RolloutRecord",
     "RunDirError",
+    "RunDirWriteError",
+    "RunStore",
+    "branch_point_id",
+    "load_groups",
+    "load_rollouts",
+    "read_manifest",
+    "run_id_of",
+    "write_json_atomic",
 ]

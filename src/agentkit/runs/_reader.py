@@ -21,9 +21,7 @@ from typing import Any
 
 from agentkit._calls import ModelCall, foreign_calls, read_calls_file
 from agentkit._usage import Usage
-from agentkit.env._records import RolloutRecord
 from agentkit.env._resume import INFRASTRUCTURE_KINDS
-from agentkit.env._store import RunStore
 from agentkit.env._summary import summarize
 from agentkit.rundir import (
     CALLS_DIR,
@@ -34,7 +32,10 @@ from agentkit.rundir import (
     ROLLOUTS,
     SUMMARY,
     TASKS,
+    RolloutRecord,
     RunDirError,
+    load_groups,
+    read_manifest,
 )
 from agentkit.runs._live import live_file, lock_held, looks_running, read_live, scan_live
 from agentkit.runs._types import (
@@ -67,7 +68,7 @@ class Run:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._manifest = RunStore(self.path).read_manifest()
+        self._manifest = read_manifest(self.path)
         self.info = _info(self.path, self._manifest)
         self._offsets: dict[str, tuple[int, int]] = {}
         self._order: list[str] = []
@@ -444,7 +445,7 @@ class Run:
         """The last groups.jsonl line of each task: rewards, advantages, pass@k."""
         if not (self.path / GROUPS).exists():
             return {}
-        return RunStore(self.path).load_groups(repair=False)
+        return load_groups(self.path, repair=False)
 
     def records(self) -> list[Any]:
         """Every rollout as an :class:`~agentkit.env.RolloutRecord` (small fields only)."""

@@ -23,7 +23,7 @@ import attrs
 
 from agentkit._calls import ModelCall
 from agentkit._errors import missing_extra
-from agentkit.env._store import RunStore
+from agentkit.rundir import ROLLOUTS, load_rollouts
 from agentkit.training._advantages import GroupBy
 from agentkit.training._callfiles import ForeignCallsError, read_calls, run_id_of
 from agentkit.training._errors import ExportError
@@ -64,14 +64,14 @@ EXPORT_FORMATS: tuple[str, ...] = (
 )
 
 
-def _store(run_dir: str | os.PathLike[str]) -> RunStore:
-    store = RunStore(Path(run_dir))
-    if not store.rollouts_path.is_file():
+def _run_path(run_dir: str | os.PathLike[str]) -> Path:
+    path = Path(run_dir)
+    if not (path / ROLLOUTS).is_file():
         raise ExportError(
-            f"{store.rollouts_path}: no such file; expected a run directory written by "
+            f"{path / ROLLOUTS}: no such file; expected a run directory written by "
             "'agentkit run' or AgentEnv.evaluate(run_dir=...)"
         )
-    return store
+    return path
 
 
 @contextlib.contextmanager
@@ -114,19 +114,17 @@ def from_run_dir(
     'agentkit[tokenizer]'``); their sequences are marked ``token_source:
     "tokenizer"``. Without it nothing is re-tokenized.
     """
-    store = _store(run_dir)
+    path = _run_path(run_dir)
     tok = load_tokenizer(tokenizer) if tokenizer is not None else None
-    rollouts, _note = store.load_rollouts(repair=False)
-    run_id = run_id_of(store.run_dir)
+    rollouts, _note = load_rollouts(path, repair=False)
+    run_id = run_id_of(path)
     out: list[TrainingRecord] = []
-    prefixes = Prefixes(store.run_dir, rollouts, run_id=run_id)
+    prefixes = Prefixes(path, rollouts, run_id=run_id)
     with _gc_paused():
         for record in from_rollouts(rollouts):
             references: dict[int, tuple[int, int]] = {}
             try:
-                calls = read_calls(
-                    store.run_dir, record.rollout_id, run_id=run_id, references=references
-                )
+                calls = read_calls(path, record.rollout_id, run_id=run_id, references=references)
             except ForeignCallsError as exc:
                 out.append(_without_calls(record, str(exc)))
                 continue

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from agentkit.env._records import RolloutRecord
+from agentkit.rundir import RolloutRecord
 from agentkit.training._callfiles import ForeignCallsError, read_calls
 from agentkit.training._records import (
     PrefixSequences,

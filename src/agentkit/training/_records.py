@@ -17,8 +17,7 @@ import attrs
 
 from agentkit._calls import TokenSource
 from agentkit._errors import ValidationError
-from agentkit.env._branch_plan import PREFIX_STATUS
-from agentkit.env._records import branch_point_id
+from agentkit.rundir import PREFIX_STATUS, branch_point_id
 from agentkit.training._sequences import RolloutTokens
 
 if TYPE_CHECKING:

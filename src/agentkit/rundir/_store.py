@@ -30,11 +30,8 @@ from typing import Any
 import anyio
 
 from agentkit import _redact
-from agentkit._errors import AgentkitError
-from agentkit._limits import dumps_finite
-from agentkit.env._livelog import clear_live_dir
-from agentkit.env._records import RolloutRecord
-from agentkit.rundir import (
+from agentkit.rundir._json import dumps, write_json_atomic
+from agentkit.rundir._layout import (
     ARTIFACTS_DIR,
     CALLS_DIR,
     EVENTS_DIR,
@@ -42,24 +39,17 @@ from agentkit.rundir import (
     LIVE_DIR,
     LOCK,
     MANIFEST,
-    READABLE_SCHEMA_VERSIONS,
     ROLLOUTS,
-    RUN_SCHEMA_VERSION,
     SANDBOX_DIR,
     SUMMARY,
     TASKS,
     RunDirError,
 )
+from agentkit.rundir._lines import load_groups, load_rollouts
+from agentkit.rundir._manifest import read_manifest
+from agentkit.rundir._records import RolloutRecord
 
-__all__ = ["ResumeError", "RunDirError", "RunDirWriteError", "RunStore", "redact_json"]
-
-#: API keys shorter than this are placeholders that local servers accept
-#: ("EMPTY", "dummy", "x"), not credentials, and are not redacted.
-MIN_SECRET_LENGTH = _redact.MIN_SECRET_LENGTH
-
-
-class ResumeError(AgentkitError):
-    """A run cannot be resumed with these settings."""
+__all__ = ["RunDirWriteError", "RunStore"]
 
 
 class RunDirWriteError(RunDirError):
@@ -75,10 +65,6 @@ class RunDirWriteError(RunDirError):
         self.errno = exc.errno
 
 
-def _dumps(data: Any) -> str:
-    return dumps_finite(data)  # strict JSON: never NaN or Infinity
-
-
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -86,58 +72,9 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def format_json(data: Any) -> str:
-    """Readable and fast: top-level keys one per line, each value compact; lists of
-    objects (tasks, metrics) one item per line. Uses the C encoder throughout."""
-    if not isinstance(data, dict):
-        return _dumps(data) + "\n"
-    parts = []
-    for key, value in data.items():
-        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            items = ",\n".join("    " + _dumps(v) for v in value)
-            text = "[\n" + items + "\n  ]"
-        elif (
-            isinstance(value, dict)
-            and value
-            and any(isinstance(v, (dict, list)) for v in value.values())
-        ):
-            inner = ",\n".join(f"    {_dumps(k)}: {_dumps(v)}" for k, v in value.items())
-            text = "{\n" + inner + "\n  }"
-        else:
-            text = _dumps(value)
-        parts.append(f"  {_dumps(key)}: {text}")
-    return "{\n" + ",\n".join(parts) + "\n}\n"
-
-
-def write_json_atomic(path: Path, data: Any, *, redact: Any = None) -> None:
-    """Write a JSON file so that readers see the old or the new content, never half.
-
-    On failure (a full disk) the temporary file is removed and the error raised.
-    """
-    text = format_json(data)
-    if redact is not None:
-        text = redact(text)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
-def redact_json(data: Any, secret: str | None) -> Any:
-    """A copy of JSON data with ``secret`` replaced by ``***`` in every string (keys too).
-
-    Redacting values rather than serialized text keeps the JSON valid whatever
-    the key is, and also catches keys that JSON escapes. A key shorter than
-    :data:`MIN_SECRET_LENGTH` is a placeholder and is left alone.
-    """
-    return _redact.Redactor([secret], registered=False).json(data)
+def clear_live_dir(run_dir: Path) -> None:
+    """Remove what a killed run left in ``live/`` (call with the run's lock held)."""
+    shutil.rmtree(run_dir / LIVE_DIR, ignore_errors=True)
 
 
 class RunStore:
@@ -342,7 +279,7 @@ class RunStore:
     def _scrub_json(self, data: Any) -> Any:
         if not self.redactor:
             return data
-        return self.scrub(json.loads(_dumps(data)))
+        return self.scrub(json.loads(dumps(data)))
 
     def append_rollout(self, record: RolloutRecord) -> None:
         """Append one finished rollout and make it durable (write + fsync)."""
@@ -520,114 +457,20 @@ class RunStore:
         except OSError:
             pass
 
-    # -- reading -----------------------------------------------------------
+    # -- reading (what resume needs) ----------------------------------------
     def read_manifest(self) -> dict[str, Any]:
-        """The stored manifest, or a clear error."""
-        try:
-            data = json.loads(self.manifest_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise RunDirError(
-                f"{self.run_dir}: no {MANIFEST}; this is not an agentkit run directory"
-            ) from None
-        except ValueError as exc:
-            raise RunDirError(f"{self.manifest_path}: not valid JSON ({exc})") from None
-        if not isinstance(data, dict) or data.get("kind") != "agentkit.run":
-            raise RunDirError(f"{self.manifest_path}: not an agentkit run manifest")
-        version = data.get("schema_version")
-        if version not in READABLE_SCHEMA_VERSIONS:
-            raise RunDirError(
-                f"{self.manifest_path}: schema_version {version!r} is not supported "
-                f"(this agentkit writes version {RUN_SCHEMA_VERSION} and reads "
-                f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))})"
-            )
-        return data
+        """The stored manifest, or a clear error (:func:`~agentkit.rundir.read_manifest`)."""
+        return read_manifest(self.run_dir)
 
     def load_rollouts(self, *, repair: bool) -> tuple[list[RolloutRecord], str | None]:
-        """Read rollouts.jsonl; a half-written last line is dropped (and cut off if ``repair``).
-
-        Returns the records (the last line of each rollout id: a rollout run
-        again by ``--resume``, after an infrastructure failure or with
-        ``--retry-errors``, supersedes its earlier line), in the order their
-        ids first appear, and a note about what was repaired, if anything.
-        Corruption anywhere else is an error naming the line.
-        """
-        return _load_lines(self.rollouts_path, repair=repair)
+        """rollouts.jsonl read whole (:func:`~agentkit.rundir.load_rollouts`); a half-written
+        last line is dropped, and cut off if ``repair``."""
+        return load_rollouts(self.run_dir, repair=repair)
 
     def load_group_task_ids(self, *, repair: bool) -> set[str]:
         """Task ids that have a line in groups.jsonl (a torn or corrupt last line is cut)."""
         return set(self.load_groups(repair=repair))
 
     def load_groups(self, *, repair: bool) -> dict[str, dict[str, Any]]:
-        """The last groups.jsonl line of each task (a torn or corrupt last line is cut).
-
-        A task has several lines when its group changed after it was first
-        complete (a rollout run again, more rollouts per task): the last wins.
-        """
-        try:
-            data = self.groups_path.read_bytes()
-        except FileNotFoundError:
-            return {}
-        cut = _torn_tail(data)
-        lines = data[:cut].split(b"\n")[:-1] if cut else []
-        found: dict[str, dict[str, Any]] = {}
-        for number, raw in enumerate(lines, start=1):
-            try:
-                line = json.loads(raw)
-                found[str(line["task_id"])] = line
-            except (ValueError, KeyError, TypeError):
-                if number != len(lines):
-                    raise RunDirError(
-                        f"{self.groups_path}: line {number} is corrupt; fix or remove it"
-                    ) from None
-                cut -= len(raw) + 1
-        if repair and cut != len(data):
-            with open(self.groups_path, "r+b") as fh:
-                fh.truncate(cut)
-                fh.flush()
-                os.fsync(fh.fileno())
-        return found
-
-
-def _torn_tail(data: bytes) -> int:
-    """Where the complete lines of ``data`` end (a missing final newline means a torn write)."""
-    return len(data) if not data or data.endswith(b"\n") else data.rfind(b"\n") + 1
-
-
-def _load_lines(path: Path, *, repair: bool) -> tuple[list[RolloutRecord], str | None]:
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return [], None
-    note = None
-    cut = len(data)
-    if data and not data.endswith(b"\n"):
-        cut = data.rfind(b"\n") + 1
-        note = (
-            f"{path.name}: dropped a half-written last line ({len(data) - cut} bytes) "
-            "left by an interrupted run"
-        )
-    lines = data[:cut].split(b"\n")[:-1] if cut else []
-    records: dict[str, RolloutRecord] = {}
-    for number, raw in enumerate(lines, start=1):
-        try:
-            obj = json.loads(raw)
-            if not isinstance(obj, dict) or obj.get("type") != "rollout":
-                raise ValueError("not a rollout record")
-            record = RolloutRecord.from_json(obj)
-        except (ValueError, TypeError) as exc:
-            if number == len(lines) and cut == len(data):
-                # A complete but unparsable last line: also a torn write.
-                cut = sum(len(x) + 1 for x in lines[:-1])
-                note = f"{path.name}: dropped a corrupt last line ({exc})"
-                break
-            raise RunDirError(
-                f"{path}: line {number} is corrupt ({exc}); it is not the last line, so this "
-                "is not an interrupted write: fix or remove that line, then resume"
-            ) from None
-        records[record.rollout_id] = record  # a later line supersedes an earlier one
-    if note and repair:
-        with open(path, "r+b") as fh:
-            fh.truncate(cut)
-            fh.flush()
-            os.fsync(fh.fileno())
-    return list(records.values()), note
+        """The last groups.jsonl line of each task (:func:`~agentkit.rundir.load_groups`)."""
+        return load_groups(self.run_dir, repair=repair)
