@@ -18,9 +18,8 @@ import attrs
 from agentkit._errors import SpecError
 from agentkit.jobs._layout import CELLS_DIR, JOB_FILE, LOCK
 from agentkit.jobs._store import read_job_json
-from agentkit.rundir import MANIFEST
+from agentkit.rundir import MANIFEST, lock_held
 from agentkit.runs import Run, RunState, open_run
-from agentkit.runs._live import lock_held
 from agentkit.stats import DEFAULT_CONFIDENCE, Comparison, RunStats, compare_runs, run_stats
 
 __all__ = ["CellState", "JobCell", "JobDir", "JobState", "is_job_dir", "open_job"]

@@ -28,9 +28,22 @@ from agentkit.rundir._layout import (
     RunDirError,
 )
 from agentkit.rundir._lines import load_groups, load_rollouts
+from agentkit.rundir._live import lock_held
 from agentkit.rundir._manifest import read_manifest, run_id_of
 from agentkit.rundir._records import PREFIX_STATUS, RolloutRecord, branch_point_id
+from agentkit.rundir._rollout_calls import ForeignCallsError, read_rollout_calls
+from agentkit.rundir._run import RunReader
 from agentkit.rundir._store import RunDirWriteError, RunStore
+from agentkit.rundir._types import (
+    LiveRollout,
+    Metric,
+    Rollout,
+    RunInfo,
+    RunState,
+    Step,
+    TaskInfo,
+    Timings,
+)
 
 __all__ = [
     "ARTIFACTS_DIR",
@@ -48,14 +61,26 @@ __all__ = [
     "SANDBOX_DIR",
     "SUMMARY",
     "TASKS",
+    "ForeignCallsError",
+    "LiveRollout",
+    "Metric",
+    "Rollout",
     "RolloutRecord",
     "RunDirError",
     "RunDirWriteError",
+    "RunInfo",
+    "RunReader",
+    "RunState",
     "RunStore",
+    "Step",
+    "TaskInfo",
+    "Timings",
     "branch_point_id",
     "load_groups",
     "load_rollouts",
+    "lock_held",
     "read_manifest",
+    "read_rollout_calls",
     "run_id_of",
     "write_json_atomic",
 ]

@@ -6,6 +6,8 @@ here; the format itself is documented in ``docs/run-directory.md``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from agentkit._errors import RunDirError
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "SUMMARY",
     "TASKS",
     "RunDirError",
+    "inside",
 ]
 
 #: Version of the rollouts.jsonl / groups.jsonl / summary.json / manifest.json schema.
@@ -58,3 +61,13 @@ LIVE_DIR = "live"
 IMAGES_DIR = "images"
 #: The lock file the writing process holds.
 LOCK = ".lock"
+
+
+def inside(root: Path, path: Path) -> bool:
+    """Whether ``path`` (a file a run's record names) resolves to a place inside ``root``
+    (the run directory): a record never leads a reader out of its run."""
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True

@@ -20,18 +20,18 @@ docs/run-directory.md.
 from __future__ import annotations
 
 from agentkit._calls import ModelCall
-from agentkit.runs._reader import Run, list_runs, open_run
-from agentkit.runs._types import (
+from agentkit.rundir import (
     LiveRollout,
     Metric,
     Rollout,
     RunInfo,
-    RunListing,
     RunState,
     Step,
     TaskInfo,
     Timings,
 )
+from agentkit.runs._listing import RunListing, list_runs
+from agentkit.runs._reader import Run, open_run
 
 #: ``agentkit.runs.open(path)``: the same as :func:`open_run`.
 open = open_run

@@ -19,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import agentkit.runs
-from agentkit.rundir import LOCK, MANIFEST, ROLLOUTS, SUMMARY
+from agentkit.rundir import LOCK, MANIFEST, ROLLOUTS, SUMMARY, lock_held
 from agentkit.runs import Rollout, Run
-from agentkit.runs._live import lock_held
 from agentkit.stats import RunStats, Scores, scores_of_run, scores_stats
 from agentkit.view._charts import Values, values_of
 

@@ -1,4 +1,5 @@
-"""The typed records of :mod:`agentkit.runs`: a run, its rollouts, steps, tasks and metrics."""
+"""What the run directory's reader returns: a run's settings, its rollouts, steps, tasks
+and metrics (public as :mod:`agentkit.runs`' types)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ __all__ = [
     "Metric",
     "Rollout",
     "RunInfo",
-    "RunListing",
     "RunState",
     "Step",
     "TaskInfo",
@@ -112,31 +112,6 @@ class Metric:
 
 
 @attrs.frozen(kw_only=True)
-class RunListing:
-    """One run directory in :func:`~agentkit.runs.list_runs`: what a table of runs shows."""
-
-    path: Path
-    created_at: float
-    taskset: str | None
-    harness: str | None
-    model: str | None
-    planned: int
-    finished: int
-    #: Rollouts that errored (those that could not run included).
-    errors: int
-    mean_reward: float | None
-    cost: float | None
-    complete: bool
-    #: Rollouts that could not run (infrastructure failures: no reward, in no statistic).
-    infra_errors: int = 0
-    #: pass@k over the tasks, by k as a string (``{"1": 0.6, "2": 0.7}``).
-    pass_at_k: dict[str, float] = attrs.field(factory=dict)
-    #: Why the run's rollouts could not be read (a corrupt line of rollouts.jsonl: the
-    #: file and the line), or None. Such a run is listed from its manifest alone.
-    error: str | None = None
-
-
-@attrs.frozen(kw_only=True)
 class LiveRollout:
     """A rollout that is running now (or was when its run was interrupted).
 
@@ -182,7 +157,8 @@ class Rollout:
     timings: Timings
     events: int
     events_file: str | None
-    #: Model calls the proxy recorded (:meth:`Run.calls` reads them), and their file.
+    #: Model calls the proxy recorded (:meth:`~agentkit.runs.Run.calls` reads them), and their
+    #: file.
     calls: int = 0
     calls_file: str | None = None
     #: It could not run (an infrastructure failure, the record's ``infra_error``): no

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkit.rundir import LIVE_DIR, MANIFEST, ROLLOUTS
-from agentkit.runs._types import LiveRollout, Step
+from agentkit.rundir._layout import LIVE_DIR, MANIFEST, ROLLOUTS
+from agentkit.rundir._types import LiveRollout, Step
 
 __all__ = ["live_file", "lock_held", "looks_running", "read_live", "scan_live"]
 

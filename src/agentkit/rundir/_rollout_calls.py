@@ -1,0 +1,55 @@
+"""Reading one rollout's model calls: ``calls/<rollout_id>.jsonl``, checked to be its own.
+
+The calls file's lines are parsed by :func:`agentkit._calls.read_calls_file` (the one
+parser of the format: every field checked, a prompt's ids stored by reference rebuilt).
+Here the file is found (the name the rollout's record gives, which must stay inside the
+run, or ``calls/<rollout_id>.jsonl``) and its calls are checked to be the rollout's own:
+each names the rollout, and the run that recorded it (:func:`agentkit._calls.foreign_calls`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentkit._calls import ModelCall, foreign_calls, read_calls_file
+from agentkit.rundir._layout import CALLS_DIR, ROLLOUTS, RunDirError, inside
+
+__all__ = ["ForeignCallsError", "read_rollout_calls"]
+
+
+class ForeignCallsError(RunDirError):
+    """A rollout's calls file holds calls of another rollout or of another run."""
+
+
+def read_rollout_calls(
+    run_dir: Path,
+    rollout_id: str,
+    *,
+    run_id: str | None,
+    calls_file: str | None = None,
+    references: dict[int, tuple[int, int]] | None = None,
+) -> list[ModelCall] | None:
+    """The model calls of rollout ``rollout_id`` (in order of ``index``), or None when it
+    has no calls file.
+
+    ``calls_file`` is the file the rollout's record names (relative to the run), else
+    ``calls/<rollout_id>.jsonl``; a name that leads outside the run directory is a
+    :class:`~agentkit.rundir.RunDirError`. ``run_id`` is the run's (its
+    manifest's; None for a run made before runs had ids). A malformed file is a
+    :class:`~agentkit.rundir.RunDirError` naming the file, the line and the field; a
+    call of another rollout, or one another run recorded, a :class:`ForeignCallsError`
+    naming the file and the call. ``references``: see :func:`agentkit._calls.parse_calls`.
+    """
+    name = calls_file or f"{CALLS_DIR}/{rollout_id}.jsonl"
+    path = run_dir / name
+    if not inside(run_dir, path):
+        raise RunDirError(
+            f"{run_dir / ROLLOUTS}: rollout {rollout_id}: calls_file {name!r} "
+            "is outside the run directory; expected calls/<rollout_id>.jsonl"
+        )
+    calls = read_calls_file(path, references=references)
+    if calls is not None:
+        why = foreign_calls(calls, rollout_id=rollout_id, run_id=run_id)
+        if why is not None:
+            raise ForeignCallsError(f"{path}: {why}")
+    return calls
