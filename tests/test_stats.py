@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentkit.env._stats import group_advantages, pass_at_k, pass_ks
+from agentkit.stats import group_advantages, pass_at_k, pass_ks
 
 
 def brute_force_pass_at_k(outcomes: list[bool], k: int) -> float:

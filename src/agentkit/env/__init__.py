@@ -7,9 +7,9 @@ from agentkit.env._branch_plan import BranchPlan
 from agentkit.env._records import EvalResults, RolloutGroup
 from agentkit.env._resume import ResumeError
 from agentkit.env._rubric_compile import CompiledRubric, RubricCompileError, compile_rubric
-from agentkit.env._stats import group_advantages, pass_at_k
 from agentkit.env.agent_env import AgentEnv
 from agentkit.rundir import PREFIX_STATUS, RolloutRecord, RunDirError
+from agentkit.stats import group_advantages, pass_at_k
 
 __all__ = [
     "PREFIX_STATUS",

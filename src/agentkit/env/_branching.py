@@ -42,9 +42,10 @@ from agentkit.env._manifest import build_manifest
 from agentkit.env._records import EvalResults, RolloutGroup
 from agentkit.env._runner import group_json, make_rollout_id
 from agentkit.env._session import Composition, run_context, select_counted
-from agentkit.env._stats import group_advantages
-from agentkit.env._summary import _pass_table, summarize
 from agentkit.rundir import PREFIX_STATUS, RolloutRecord, RunStore, branch_point_id
+from agentkit.stats._group_advantages import group_advantages
+from agentkit.stats._pass_at_k import pass_table
+from agentkit.stats._summary import summarize
 
 __all__ = ["run_branches"]
 
@@ -257,7 +258,7 @@ class _BranchRun:
             rollouts=list(leaves),
             mean_reward=sum(scored) / len(scored) if scored else None,
             advantages=advantages,
-            pass_at_k=_pass_table(scored, self.opts.pass_threshold) if scored else {},
+            pass_at_k=pass_table(scored, self.opts.pass_threshold) if scored else {},
             branch_point=point,
         )
         self.groups.append(group)

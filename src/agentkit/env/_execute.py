@@ -27,6 +27,7 @@ from agentkit._context import SECRET_HEADER_WORDS, RunContext
 from agentkit._executor import Executor, PlannedTask
 from agentkit._redact import Redactor
 from agentkit.env._attempt import RolloutWork
+from agentkit.env._groups import build_groups
 from agentkit.env._live import LiveEvents
 from agentkit.env._preflight import check_before_run
 from agentkit.env._progress import ProgressBar, StatusLine
@@ -34,8 +35,8 @@ from agentkit.env._records import EvalResults
 from agentkit.env._runner import ProgressSink, Runner, group_json
 from agentkit.env._scripted import SCRIPTED_PREFIX, scripted_endpoint
 from agentkit.env._session import Session
-from agentkit.env._summary import build_groups, summarize
 from agentkit.rundir import RunDirError, RunStore
+from agentkit.stats._summary import summarize
 
 __all__ = ["execute"]
 

@@ -44,9 +44,9 @@ from agentkit._executor import Executor, Job
 from agentkit._result import HarnessResult
 from agentkit._rubric import ScoreResult
 from agentkit.env._attempt import RolloutWork
+from agentkit.env._groups import apply_group
 from agentkit.env._live import LiveEvents, RolloutEvents
 from agentkit.env._livelog import LiveLog
-from agentkit.env._summary import apply_group
 from agentkit.rundir import IMAGES_DIR, RolloutRecord, RunStore
 
 __all__ = [

@@ -27,12 +27,12 @@ from agentkit._policy import PolicyBoard
 from agentkit._run_options import RunOptions
 from agentkit.env._attempt import RolloutWork
 from agentkit.env._execute import _check, _open_store, _run_redactor, _write_plan
+from agentkit.env._groups import apply_group
 from agentkit.env._live import LiveEvents
 from agentkit.env._records import RolloutGroup
 from agentkit.env._runner import Runner, group_json, make_rollout_id
 from agentkit.env._scripted import SCRIPTED_PREFIX, scripted_endpoint
 from agentkit.env._session import Composition, Session, prepare
-from agentkit.env._summary import apply_group
 from agentkit.rundir import RolloutRecord, RunStore
 
 __all__ = ["RolloutStream", "open_rollouts"]

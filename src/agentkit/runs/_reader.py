@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from agentkit.env._summary import summarize
 from agentkit.rundir import RunReader
+from agentkit.stats._summary import summarize
 
 __all__ = ["Run", "open_run"]
 

@@ -20,7 +20,6 @@ docs/statistics.md.
 
 from __future__ import annotations
 
-from agentkit._pass_at_k import pass_at_k, pass_ks
 from agentkit.stats._compare import Comparison, TaskDifference, compare_runs, compare_scores
 from agentkit.stats._estimate import (
     DEFAULT_CONFIDENCE,
@@ -39,7 +38,9 @@ from agentkit.stats._format import (
     leaderboard_table,
     ranked,
 )
+from agentkit.stats._group_advantages import group_advantages
 from agentkit.stats._leaderboard import RunStats, run_stats, scores_stats
+from agentkit.stats._pass_at_k import pass_at_k, pass_ks
 from agentkit.stats._scores import (
     Scores,
     TaskScores,
@@ -66,6 +67,7 @@ __all__ = [
     "comparison_json",
     "comparison_text",
     "format_leaderboard",
+    "group_advantages",
     "leaderboard_records",
     "leaderboard_table",
     "paired_t_test",

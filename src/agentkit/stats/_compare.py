@@ -16,8 +16,7 @@ from pathlib import Path
 import attrs
 
 from agentkit._errors import SpecError
-from agentkit.rundir import SUMMARY
-from agentkit.runs import Run, open_run
+from agentkit.rundir import SUMMARY, RunReader
 from agentkit.stats._estimate import DEFAULT_CONFIDENCE, PairedTest, paired_t_test
 from agentkit.stats._leaderboard import RunStats, run_row, scores_stats
 from agentkit.stats._scores import Scores, scores_of_run
@@ -131,8 +130,8 @@ def compare_scores(
 
 
 def compare_runs(
-    a: Run | str | os.PathLike[str],
-    b: Run | str | os.PathLike[str],
+    a: RunReader | str | os.PathLike[str],
+    b: RunReader | str | os.PathLike[str],
     *,
     confidence: float = DEFAULT_CONFIDENCE,
 ) -> Comparison:
@@ -145,8 +144,8 @@ def compare_runs(
     say that its figures are partial; two copies of one run (the same ``run_id``)
     are compared, with a note saying so.
     """
-    run_a = a if isinstance(a, Run) else open_run(Path(a))
-    run_b = b if isinstance(b, Run) else open_run(Path(b))
+    run_a = a if isinstance(a, RunReader) else RunReader(Path(a))
+    run_b = b if isinstance(b, RunReader) else RunReader(Path(b))
     if _same_directory(run_a.path, run_b.path):
         raise SpecError(
             f"{run_a.path} and {run_b.path} are the same run directory: a run compared with "
@@ -172,7 +171,7 @@ def _same_directory(a: Path, b: Path) -> bool:
         return False
 
 
-def _run_notes(run_a: Run, run_b: Run) -> list[str]:
+def _run_notes(run_a: RunReader, run_b: RunReader) -> list[str]:
     """A run still being written (its figures are partial); two copies of one run."""
     out = []
     for side, run in (("A", run_a), ("B", run_b)):

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import attrs
 
-from agentkit._pass_at_k import pass_at_k, pass_ks
-from agentkit.runs import Run, open_run
+from agentkit.rundir import RunReader
 from agentkit.stats._estimate import (
     DEFAULT_CONFIDENCE,
     Estimate,
     clustered_mean_of_groups,
 )
+from agentkit.stats._pass_at_k import pass_at_k, pass_ks
 from agentkit.stats._scores import Scores, scores_of_run
 
 __all__ = ["RunStats", "run_row", "run_stats", "scores_stats"]
@@ -143,7 +143,7 @@ def scores_stats(
 
 
 def run_stats(
-    run: Run | str | os.PathLike[str],
+    run: RunReader | str | os.PathLike[str],
     *,
     label: str | None = None,
     confidence: float = DEFAULT_CONFIDENCE,
@@ -152,13 +152,17 @@ def run_stats(
 
     ``label`` defaults to the directory's name.
     """
-    if not isinstance(run, Run):
-        run = open_run(Path(run))
+    if not isinstance(run, RunReader):
+        run = RunReader(Path(run))
     return run_row(run, scores_of_run(run), label=label, confidence=confidence)
 
 
 def run_row(
-    run: Run, scores: Scores, *, label: str | None = None, confidence: float = DEFAULT_CONFIDENCE
+    run: RunReader,
+    scores: Scores,
+    *,
+    label: str | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
 ) -> RunStats:
     """The leaderboard row of ``run`` whose scores are ``scores`` (its settings from its
     manifest; ``label`` defaults to the directory's name)."""

@@ -18,8 +18,8 @@ from typing import Any
 
 import attrs
 
-from agentkit._pass_at_k import DEFAULT_PASS_THRESHOLD
-from agentkit.runs import Rollout, Run
+from agentkit.rundir import Rollout, RunReader
+from agentkit.stats._pass_at_k import DEFAULT_PASS_THRESHOLD
 
 __all__ = ["Scores", "TaskScores", "Totals", "scores_of_rollouts", "scores_of_run"]
 
@@ -143,7 +143,7 @@ def scores_of_rollouts(
     return Scores(tasks=tasks, totals=totals, pass_threshold=pass_threshold)
 
 
-def scores_of_run(run: Run) -> Scores:
+def scores_of_run(run: RunReader) -> Scores:
     """Per-task scores and totals of a run directory (every finished rollout).
 
     From ``summary.json`` when it is current

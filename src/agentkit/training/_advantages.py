@@ -1,6 +1,6 @@
 """GRPO advantages over training records, grouped by task (or by branch point).
 
-The per-group arithmetic is :func:`agentkit.env._stats.group_advantages`, the
+The per-group arithmetic is :func:`agentkit.stats.group_advantages`, the
 same function the runner uses for ``rollouts.jsonl``: one definition, two uses.
 Batch normalisation (``normalize="batch"``) is the Tinker loop's: centre per
 group, then normalise across every scored record of the batch.
@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from agentkit._errors import ValidationError
-from agentkit.env._stats import group_advantages
+from agentkit.stats._group_advantages import group_advantages
 from agentkit.training._records import TrainingRecord
 
 __all__ = [

@@ -1,12 +1,14 @@
-"""The unbiased pass@k estimator and the k values reported for a group.
+"""The unbiased pass@k estimator, the k values reported for a group, and a group's table.
 
-A low shared module: the runner's summaries (:mod:`agentkit.env`) and the
-statistics of finished runs (:mod:`agentkit.stats`) both use it.
+The runner's groups and summaries (:mod:`agentkit.env`), the summary of a run and
+the leaderboards all use it.
 """
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_PASS_THRESHOLD", "pass_at_k", "pass_ks"]
+from collections.abc import Sequence
+
+__all__ = ["DEFAULT_PASS_THRESHOLD", "pass_at_k", "pass_ks", "pass_table"]
 
 #: A rollout "passes" when its total reward is at least this value.
 DEFAULT_PASS_THRESHOLD = 1.0
@@ -41,3 +43,11 @@ def pass_ks(n: int) -> list[int]:
     if n >= 1:
         ks.append(n)
     return ks
+
+
+def pass_table(rewards: Sequence[float], threshold: float) -> dict[str, float]:
+    """pass@k of one group's scored ``rewards`` for each reported k (by k as a string,
+    as summary.json and groups.jsonl hold it): a reward passes at ``threshold`` or more."""
+    n = len(rewards)
+    c = sum(1 for r in rewards if r >= threshold)
+    return {str(k): pass_at_k(n, c, k) for k in pass_ks(n)}

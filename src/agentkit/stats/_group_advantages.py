@@ -1,9 +1,8 @@
-"""Group statistics: mean reward, unbiased pass@k and GRPO group advantages.
+"""GRPO group advantages: each rollout's reward against its group's.
 
-A *group* is every rollout of one task. Rollouts whose total reward could not
-be computed (a scoring error) are left out of the statistics and get no
-advantage; they are counted as errors instead. pass@k lives in
-:mod:`agentkit._pass_at_k`, shared with :mod:`agentkit.stats`.
+A *group* is every rollout of one task (or of one branch point). Rollouts whose
+total reward could not be computed (a scoring error) are left out of the
+statistics and get no advantage; they are counted as errors instead.
 """
 
 from __future__ import annotations
@@ -11,9 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from agentkit._pass_at_k import DEFAULT_PASS_THRESHOLD, pass_at_k, pass_ks
-
-__all__ = ["DEFAULT_PASS_THRESHOLD", "group_advantages", "pass_at_k", "pass_ks"]
+__all__ = ["group_advantages"]
 
 
 def group_advantages(

@@ -1,63 +1,21 @@
-"""Per-task and overall statistics of a run (summary.json, results table, show)."""
+"""The summary of a run: per-task and overall statistics (summary.json, the results
+table, ``agentkit show``), written by the runner and recomputed by the reader."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from agentkit.env._records import RolloutGroup
-from agentkit.env._stats import group_advantages, pass_at_k, pass_ks
 from agentkit.rundir import RUN_SCHEMA_VERSION, RolloutRecord
+from agentkit.stats._pass_at_k import pass_table
 
-__all__ = ["apply_group", "build_groups", "summarize"]
+__all__ = ["summarize"]
 
 
 def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
-
-
-def _pass_table(rewards: Sequence[float], threshold: float) -> dict[str, float]:
-    n = len(rewards)
-    c = sum(1 for r in rewards if r >= threshold)
-    return {str(k): pass_at_k(n, c, k) for k in pass_ks(n)}
-
-
-def apply_group(
-    records: Sequence[RolloutRecord], *, threshold: float, normalize: bool
-) -> RolloutGroup:
-    """Compute a complete group's advantages (set on the records) and statistics."""
-    ordered = sorted(records, key=lambda r: r.rollout_index)
-    advantages = group_advantages([r.reward for r in ordered], normalize=normalize)
-    for rec, adv in zip(ordered, advantages, strict=True):
-        rec.advantage = adv
-    scored = [r.reward for r in ordered if r.reward is not None]
-    first = ordered[0]
-    return RolloutGroup(
-        task_id=first.task_id,
-        example_id=first.example_id,
-        rollouts=list(ordered),
-        mean_reward=_mean(scored),
-        advantages=advantages,
-        pass_at_k=_pass_table(scored, threshold),
-    )
-
-
-def build_groups(
-    records: Iterable[RolloutRecord],
-    rollouts_per_task: int,
-    *,
-    threshold: float,
-    normalize: bool,
-) -> list[RolloutGroup]:
-    """Groups of every task whose rollouts all finished, in group order."""
-    by_task: dict[str, list[RolloutRecord]] = {}
-    for rec in records:
-        by_task.setdefault(rec.task_id, []).append(rec)
-    complete = [recs for recs in by_task.values() if len(recs) >= rollouts_per_task]
-    complete.sort(key=lambda recs: recs[0].group)
-    return [apply_group(recs, threshold=threshold, normalize=normalize) for recs in complete]
 
 
 def summarize(
@@ -153,7 +111,7 @@ def _task_rows(
             if mean is not None
             else None
         )
-        passes = _pass_table(scored, threshold) if scored else {}
+        passes = pass_table(scored, threshold) if scored else {}
         for k, v in passes.items():
             task_pass.setdefault(k, []).append(v)
         tasks.append(
