@@ -1,7 +1,9 @@
 """The verifiers export of calls the model proxy translated (Anthropic Messages and
 the Responses API served from the server's chat completions): each call's messages
 are those of the chat request the server was sent, its answer the chat message the
-agent's answer stands for, not a placeholder.
+agent's answer stands for, not a placeholder: the proxy records it with the call
+(``chat_answer``), and for a calls file written before it did, the run directory's
+reader works it out from the answer as recorded.
 
 The calls are real: a request in the agent's protocol through a real proxy route in
 translation mode to the scripted server, which serves chat completions only; the
@@ -53,9 +55,10 @@ REQUESTS: dict[str, tuple[str, dict[str, Any]]] = {
 }  # fmt: skip
 
 
+@pytest.mark.parametrize("written", ["now", "before chat_answer"])
 @pytest.mark.parametrize("protocol", sorted(REQUESTS))
 async def test_a_translated_calls_messages_are_the_chat_request_the_server_got(
-    protocol: str, tmp_path: Path, model_server: ScriptedModelServer
+    protocol: str, written: str, tmp_path: Path, model_server: ScriptedModelServer
 ) -> None:
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text(json.dumps({"id": "make", "input": "Make a.txt", "target": "x"}) + "\n")
@@ -85,7 +88,13 @@ async def test_a_translated_calls_messages_are_the_chat_request_the_server_got(
     assert [(c.protocol, c.upstream_protocol, c.has_tokens) for c in calls] == [
         (protocol, "chat", True)
     ]
-    write_calls(run, rollout_id, calls)
+    recorded = calls[0].chat_answer
+    assert recorded is not None and recorded["content"] == "I will write it."
+    path = write_calls(run, rollout_id, calls)
+    if written != "now":  # as the proxy wrote calls before it recorded chat_answer
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        assert all(line.pop("chat_answer") == recorded for line in lines)
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
 
     out = tmp_path / "v.jsonl"
     export_run(run, out, format="verifiers", require_token_ids=True)

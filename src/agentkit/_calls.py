@@ -97,7 +97,10 @@ class ModelCall:
     spoke (``messages``, ``responses``), ``upstream_protocol`` what the server
     was sent (``chat``), ``upstream_request`` the body it was sent (the token
     fields the proxy asked for included, as ``forwarded`` lists them); the
-    token ids are those of the server's answer.
+    token ids are those of the server's answer. ``chat_answer`` is then the chat
+    assistant message the agent's answer stands for (what exports that speak chat
+    train on), written by the proxy as it records the call; None for a call it did
+    not translate, or whose answer its translation cannot say as a chat message.
 
     ``index`` numbers a rollout's calls from 0 in the order they started;
     ``parent`` is the index of the call this one continues when the caller
@@ -153,6 +156,7 @@ class ModelCall:
     parent: int | None = None
     upstream_protocol: WireProtocol | None = None
     upstream_request: Any = None
+    chat_answer: dict[str, Any] | None = None
     cuts: list[dict[str, Any]] = attrs.field(factory=list)
     policy_version: int | None = None
 
@@ -526,6 +530,7 @@ def _field_checks() -> tuple[dict[str, tuple[type[Any], ...]], dict[str, Check]]
         int | None: (int, type(None)),
         float | None: (float, int, type(None)),
         dict[str, Any]: (dict,),
+        dict[str, Any] | None: (dict, type(None)),
         Any: (dict, list, str, int, float, bool, type(None)),
         TokenSource: (str,),
     }

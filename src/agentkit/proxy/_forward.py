@@ -38,6 +38,7 @@ from agentkit.proxy._errors import error_body, protocol_of
 from agentkit.proxy._http import Request, Response, StreamResponse
 from agentkit.proxy._paths import Checked
 from agentkit.proxy._route import ProxyRoute
+from agentkit.proxy._translate import ChatTranslation
 from agentkit.proxy._upstream import Answer, UpstreamClient, UpstreamError
 from agentkit.proxy._wire import Recorded, Wire
 
@@ -241,8 +242,21 @@ class _Recorder:
                 if wire is not None and wire.upstream_protocol is not None and not self.refused
                 else None
             ),
+            chat_answer=_chat_answer(wire, response),
             cuts=cuts,
         )
+
+
+def _chat_answer(wire: Wire | None, response: Any) -> dict[str, Any] | None:
+    """The chat assistant message a translated call's answer (in the agent's protocol)
+    stands for, as its translation says; None for any other call (a record never fails
+    the call: an answer the translation cannot read has none)."""
+    if not isinstance(wire, ChatTranslation):
+        return None
+    try:
+        return type(wire).chat_message(response)
+    except Exception:
+        return None
 
 
 #: What the recorder says of each way a call fails (the start of its error and note).

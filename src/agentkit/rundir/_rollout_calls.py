@@ -5,11 +5,18 @@ parser of the format: every field checked, a prompt's ids stored by reference re
 Here the file is found (the name the rollout's record gives, which must stay inside the
 run, or ``calls/<rollout_id>.jsonl``) and its calls are checked to be the rollout's own:
 each names the rollout, and the run that recorded it (:func:`agentkit._calls.foreign_calls`).
+
+A call the proxy translated carries ``chat_answer``, the chat message its answer stands
+for, since the proxy records it; for the calls of files written before, it is worked
+out here as the proxy does, from the answer as recorded
+(:func:`agentkit.proxy.translated_answer`), so that every reader sees it.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+import attrs
 
 from agentkit._calls import ModelCall, foreign_calls, read_calls_file
 from agentkit.rundir._layout import CALLS_DIR, ROLLOUTS, RunDirError, inside
@@ -52,4 +59,22 @@ def read_rollout_calls(
         why = foreign_calls(calls, rollout_id=rollout_id, run_id=run_id)
         if why is not None:
             raise ForeignCallsError(f"{path}: {why}")
+        calls = _with_chat_answers(calls)
     return calls
+
+
+def _with_chat_answers(calls: list[ModelCall]) -> list[ModelCall]:
+    """``calls``, each translated call without a ``chat_answer`` (a file written before
+    the proxy recorded it) given the one its translation says."""
+    if all(c.upstream_protocol is None or c.chat_answer is not None for c in calls):
+        return calls
+    # deferred: agentkit.proxy loads its server and protocols; only calls files written before the
+    # proxy recorded chat_answer (and answers with none) need it
+    from agentkit.proxy import translated_answer
+
+    return [
+        c
+        if c.upstream_protocol is None or c.chat_answer is not None
+        else attrs.evolve(c, chat_answer=translated_answer(c))
+        for c in calls
+    ]

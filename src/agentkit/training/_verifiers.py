@@ -12,8 +12,8 @@ call, a node for each message its request added (no tokens: ids from the
 model server come without per-message spans, as verifiers' own graph does
 then; for a call the proxy served from chat completions, a Messages or
 Responses call in its translation mode, the messages of the chat request the
-server was sent, and the answer as the chat message it stands for,
-:func:`agentkit.proxy.translated_answer`) and an assistant node holding the
+server was sent, and the answer as the chat message it stands for, the
+call's ``chat_answer``) and an assistant node holding the
 tokens the call's prompt added and then its sampled tokens (mask True on the
 sampled ones only; ``logprobs`` and ``advantages`` over them). A sequence
 without the sampler's logprobs (a server that returned none, the tokenizer
@@ -108,12 +108,9 @@ def _chat_request(call: ModelCall) -> Mapping[str, Any] | None:
 
 def _answer(call: ModelCall) -> dict[str, Any] | None:
     """The chat assistant message of a call's answer (a translated call's recorded answer
-    is in the agent's protocol: its translation says which chat message it stands for)."""
+    is in the agent's protocol: its ``chat_answer`` is the chat message it stands for)."""
     if call.upstream_protocol is not None:
-        # deferred: agentkit.proxy loads its server and protocols, needed for translated calls only
-        from agentkit.proxy import translated_answer
-
-        return translated_answer(call)
+        return call.chat_answer
     response = call.response if isinstance(call.response, Mapping) else {}
     choices = response.get("choices")
     reply = choices[0].get("message") if isinstance(choices, list) and choices else None
