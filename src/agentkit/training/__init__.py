@@ -19,20 +19,14 @@ from agentkit.training._advantages import (
     batch_normalize,
     group_advantages,
 )
-from agentkit.training._export import (
-    EXPORT_FORMATS,
-    ExportError,
-    ExportSummary,
-    export_run,
-    from_run_dir,
-    rollout_tokens,
-    token_fidelity,
-    write_jsonl,
-    write_parquet,
-    write_records,
-)
+from agentkit.training._errors import ExportError
+from agentkit.training._export import ExportSummary, export_run
+from agentkit.training._formats import EXPORT_FORMATS, write_records
+from agentkit.training._jsonl import write_jsonl
 from agentkit.training._overlong import OVERLONG_STOP_REASONS, filter_overlong, is_overlong
+from agentkit.training._parquet import write_parquet
 from agentkit.training._pipeline import prepare
+from agentkit.training._read import from_run_dir, rollout_tokens, token_fidelity
 from agentkit.training._records import TrainingRecord, from_groups, from_rollouts, with_sequences
 from agentkit.training._sequences import CallGap, RolloutTokens, TokenSequence, sequences_of
 from agentkit.training._sft import chat_messages, sharegpt_record

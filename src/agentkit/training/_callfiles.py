@@ -13,10 +13,10 @@ from pathlib import Path
 
 from agentkit._calls import ModelCall
 from agentkit.rundir import ForeignCallsError as ForeignCalls
-from agentkit.rundir import RunDirError, read_rollout_calls, run_id_of
+from agentkit.rundir import RunDirError, read_rollout_calls
 from agentkit.training._errors import ExportError
 
-__all__ = ["ForeignCallsError", "read_calls", "run_id_of"]
+__all__ = ["ForeignCallsError", "read_calls"]
 
 
 class ForeignCallsError(ExportError):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from agentkit._calls import ModelCall
@@ -33,9 +33,8 @@ from agentkit.chat._reasoning import message_reasoning
 from agentkit.training._files import write_lines
 from agentkit.training._records import TrainingRecord
 from agentkit.training._toolcalls import tool_calls_of
-from agentkit.training._verifiers import CallsOf
 
-__all__ = ["chat_messages", "sharegpt_record", "write_sft"]
+__all__ = ["chat_messages", "sharegpt_record", "tools_of_calls", "write_sft"]
 
 
 def _content(value: Any) -> Any:
@@ -78,7 +77,8 @@ def chat_messages(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
     return out
 
 
-def _tools(calls: list[ModelCall] | None) -> list[dict[str, Any]] | None:
+def tools_of_calls(calls: list[ModelCall] | None) -> list[dict[str, Any]] | None:
+    """The function tools of a rollout's last chat request that had some (None: none)."""
     for call in reversed(calls or []):
         request = call.request if isinstance(call.request, Mapping) else {}
         tools = request.get("tools")
@@ -132,7 +132,9 @@ def _arguments(call: Mapping[str, Any]) -> Any:
 
 
 def _lines(
-    records: Iterable[TrainingRecord], calls_of: CallsOf | None, sharegpt: bool
+    records: Iterable[TrainingRecord],
+    tools_of: Callable[[str], list[dict[str, Any]] | None],
+    sharegpt: bool,
 ) -> Iterator[dict[str, Any]]:
     seen: set[str] = set()
     for record in records:
@@ -140,7 +142,7 @@ def _lines(
             continue
         seen.add(record.rollout_id)
         messages = chat_messages([*record.prompt, *record.completion])
-        tools = _tools(calls_of(record.rollout_id) if calls_of else None)
+        tools = tools_of(record.rollout_id)
         ident = {
             "rollout_id": record.rollout_id,
             "task_id": record.task_id,
@@ -155,9 +157,10 @@ def _lines(
 def write_sft(
     records: Iterable[TrainingRecord],
     out: str | os.PathLike[str],
+    tools_of: Callable[[str], list[dict[str, Any]] | None],
     *,
     sharegpt: bool = False,
-    calls_of: CallsOf | None = None,
 ) -> int:
-    """Write the transcripts of the rollouts that passed; returns how many."""
-    return write_lines(_lines(records, calls_of, sharegpt), out)
+    """Write the transcripts of the rollouts that passed; returns how many. ``tools_of``
+    gives a rollout's :func:`tools_of_calls` (None: none)."""
+    return write_lines(_lines(records, tools_of, sharegpt), out)

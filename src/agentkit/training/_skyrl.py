@@ -29,28 +29,9 @@ from typing import Any
 
 from agentkit.training._files import dumps, writing
 from agentkit.training._records import TrainingRecord
+from agentkit.training._rows import row_metadata
 
-__all__ = ["generator_output", "row_metadata", "write_skyrl"]
-
-
-def row_metadata(record: TrainingRecord) -> dict[str, Any]:
-    """agentkit's identity of one exported row (every trainer format carries it)."""
-    return {
-        "rollout_id": record.rollout_id,
-        "task_id": record.task_id,
-        "rollout_index": record.rollout_index,
-        "sequence": record.sequence,
-        "calls": record.calls,
-        "sequence_start": record.sequence_start,
-        "reward": record.reward,
-        "advantage": record.advantage,
-        "token_source": record.token_source,
-        "token_issues": record.token_issues,
-        "prefix_id": record.prefix_id,
-        "branch_step": record.branch_step,
-        "prefix_messages": record.prefix_messages,
-        "prefix_tokens": record.prefix_tokens,
-    }
+__all__ = ["generator_output", "write_skyrl"]
 
 
 def generator_output(records: Iterable[TrainingRecord]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ import orjson
 
 from agentkit.training._files import write_lines
 from agentkit.training._records import TrainingRecord
-from agentkit.training._skyrl import row_metadata
+from agentkit.training._rows import row_metadata
 
 __all__ = ["datum_json", "write_tinker"]
 

@@ -42,10 +42,11 @@ from agentkit.training._files import write_lines
 from agentkit.training._records import TrainingRecord
 from agentkit.training._toolcalls import tool_calls_of
 
-__all__ = ["CallsOf", "trace_record", "write_verifiers"]
+__all__ = ["CallTurn", "call_turns", "trace_record", "write_verifiers"]
 
-#: How a writer gets a rollout's model calls (None: it has no calls file).
-CallsOf = Callable[[str], "list[ModelCall] | None"]
+#: One call as a trace shows it: the messages its request added, its answer, and how
+#: many tokens its sequence holds once the call's completion is in.
+CallTurn = tuple[list[dict[str, Any]], dict[str, Any], int]
 
 
 def _text(content: Any) -> str:
@@ -133,19 +134,27 @@ def _call_messages(call: ModelCall) -> tuple[list[dict[str, Any]], dict[str, Any
     return new, answer
 
 
-def _segments(
-    record: TrainingRecord, calls: Mapping[int, ModelCall]
-) -> list[tuple[list[dict[str, Any]], dict[str, Any], int]]:
+def call_turns(calls: Iterable[ModelCall]) -> dict[int, CallTurn]:
+    """The turn of each of a rollout's calls that has token ids (those its training
+    sequences hold), by call index: all a trace needs of its calls."""
+    out: dict[int, CallTurn] = {}
+    for call in calls:
+        if call.has_tokens:
+            new, answer = _call_messages(call)
+            end = len(call.prompt_token_ids or []) + len(call.completion_token_ids or [])
+            out[call.index] = (new, answer, end)
+    return out
+
+
+def _segments(record: TrainingRecord, turns: Mapping[int, CallTurn]) -> list[CallTurn]:
     """Per merged call: (new input messages, response message, tokens it adds)."""
     prompt = record.prompt_token_ids or []
     completion = record.completion_token_ids or []
-    if record.calls and all(i in calls for i in record.calls):
+    if record.calls and all(i in turns for i in record.calls):
         out = []
         length = 0
         for index in record.calls:
-            call = calls[index]
-            new, answer = _call_messages(call)
-            end = len(call.prompt_token_ids or []) + len(call.completion_token_ids or [])
+            new, answer, end = turns[index]
             out.append((new, answer, end - length))
             length = end
         return out
@@ -157,7 +166,7 @@ def _segments(
     return [([vf_message(m) for m in record.prompt], answer, len(prompt) + len(completion))]
 
 
-def _nodes(record: TrainingRecord, calls: Mapping[int, ModelCall]) -> list[dict[str, Any]]:
+def _nodes(record: TrainingRecord, turns: Mapping[int, CallTurn]) -> list[dict[str, Any]]:
     tokens = (record.prompt_token_ids or []) + (record.completion_token_ids or [])
     n_prompt = len(record.prompt_token_ids or [])
     # without the sampler's logprobs no token is marked trainable: verifiers reads a
@@ -170,7 +179,7 @@ def _nodes(record: TrainingRecord, calls: Mapping[int, ModelCall]) -> list[dict[
     logprobs = [0.0] * n_prompt + list(values or [0.0] * (len(tokens) - n_prompt))
     nodes: list[dict[str, Any]] = []
     at = 0
-    for new, answer, size in _segments(record, calls):
+    for new, answer, size in _segments(record, turns):
         for message in new:
             nodes.append({"message": message, "token_ids": [], "mask": []})
         span = slice(at, at + size)
@@ -194,13 +203,16 @@ def trace_record(
     records: list[TrainingRecord], calls: list[ModelCall] | None = None
 ) -> dict[str, Any]:
     """The trace record of one rollout's records (its training sequences)."""
+    return _trace(records, call_turns(calls or []))
+
+
+def _trace(records: list[TrainingRecord], turns: Mapping[int, CallTurn]) -> dict[str, Any]:
     first = records[0]
-    by_index = {c.index: c for c in calls or []}
     nodes: list[dict[str, Any]] = []
     for record in records:
         if not record.has_tokens:
             continue
-        chain = _nodes(record, by_index)
+        chain = _nodes(record, turns)
         for i, node in enumerate(chain):
             node["parent"] = len(nodes) - 1 if i else None
             nodes.append(node)
@@ -258,12 +270,12 @@ def _by_rollout(records: Iterable[TrainingRecord]) -> Iterator[list[TrainingReco
 def write_verifiers(
     records: Iterable[TrainingRecord],
     out: str | os.PathLike[str],
-    *,
-    calls_of: CallsOf | None = None,
+    turns_of: Callable[[str], Mapping[int, CallTurn] | None],
 ) -> int:
-    """Write one trace record per rollout that has token ids; returns how many."""
+    """Write one trace record per rollout that has token ids; returns how many.
+    ``turns_of`` gives a rollout's :func:`call_turns` (None: it has no calls file)."""
     traces = (
-        trace_record(batch, calls_of(batch[0].rollout_id) if calls_of else None)
+        _trace(batch, turns_of(batch[0].rollout_id) or {})
         for batch in _by_rollout(records)
         if any(r.has_tokens for r in batch)
     )
