@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentkit.rundir import LIVE_DIR
+from agentkit.rundir import LIVE_DIR, to_utf8
 
 __all__ = ["LiveLog"]
 
@@ -104,7 +104,7 @@ class LiveLog:
         if self._fd is None:
             return
         try:
-            payload = (self._store.dumps(data) + "\n").encode("utf-8")
+            payload = to_utf8(self._store.dumps(data) + "\n", str(self.path), data)
             view = memoryview(payload)
             while view:
                 view = view[os.write(self._fd, view) :]

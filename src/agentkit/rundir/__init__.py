@@ -9,7 +9,7 @@ the writer and the readers.
 
 from __future__ import annotations
 
-from agentkit.rundir._json import write_json_atomic
+from agentkit.rundir._json import to_utf8, write_json_atomic
 from agentkit.rundir._layout import (
     ARTIFACTS_DIR,
     CALLS_DIR,
@@ -82,5 +82,6 @@ __all__ = [
     "read_manifest",
     "read_rollout_calls",
     "run_id_of",
+    "to_utf8",
     "write_json_atomic",
 ]

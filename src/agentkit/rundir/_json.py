@@ -1,24 +1,82 @@
-"""The JSON of a run directory: strict JSON text, and files written whole or not at all.
+"""The JSON of a run directory: strict JSON text, UTF-8, and files written whole or not
+at all.
 
 Every file of a run holds strict JSON (never ``NaN`` or ``Infinity``: see
-:func:`agentkit._limits.dumps_finite`), UTF-8, not ASCII-escaped.
+:func:`agentkit._limits.dumps_finite`) in UTF-8, not ASCII-escaped. Text that is
+not Unicode, a lone surrogate (a model's reply, or a task, may hold the JSON
+escape ``"\\ud800"`` without its pair: no character, and nothing UTF-8 can hold),
+is written as U+FFFD, the replacement character, with a warning naming the file and
+the place (:func:`to_utf8`): escaping it instead would write JSON that strict
+parsers (orjson, which reads calls files and writes every export) refuse, so the
+rollout would be lost at the next read instead of at the write.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from agentkit._limits import dumps_finite
 
-__all__ = ["dumps", "format_json", "write_json_atomic"]
+__all__ = ["dumps", "format_json", "to_utf8", "write_json_atomic"]
+
+_log = logging.getLogger("agentkit")
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def dumps(data: Any) -> str:
     """Compact strict JSON text of ``data`` (never NaN or Infinity)."""
     return dumps_finite(data)
+
+
+def to_utf8(text: str, where: str, data: Any = None) -> bytes:
+    """``text`` (the JSON of a file of a run, or a line of one) as UTF-8.
+
+    A lone surrogate in it becomes U+FFFD, with a warning on the ``agentkit`` logger
+    naming ``where`` (the file) and, when ``data`` (what ``text`` is the JSON of) is
+    given, the place in it; every other character is kept as it was. Text without one
+    costs what encoding it costs.
+    """
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    fixed, count = _SURROGATE.subn("\ufffd", text)
+    place = _surrogate_place(data) if data is not None else None
+    _log.warning(
+        "agentkit: %s: %d lone surrogate(s)%s: text that is not Unicode (a JSON escape "
+        "such as \\ud800 without its pair), which UTF-8 cannot hold; written as U+FFFD",
+        where,
+        count,
+        f" at {place}" if place else "",
+    )
+    return fixed.encode("utf-8")
+
+
+def _surrogate_place(value: Any) -> str | None:
+    """The path of the first string (or key) in JSON-like ``value`` that holds a lone
+    surrogate, as ``messages[1].content``; None when none does."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop(0)
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return where or "the top level"
+        elif isinstance(item, Mapping):
+            for k, v in item.items():
+                key = str(k)
+                if _SURROGATE.search(key):
+                    return f"{where}.{key!r}" if where else repr(key)
+                stack.append((v, f"{where}.{key}" if where else key))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+    return None
 
 
 def format_json(data: Any) -> str:
@@ -52,10 +110,11 @@ def write_json_atomic(path: Path, data: Any, *, redact: Any = None) -> None:
     text = format_json(data)
     if redact is not None:
         text = redact(text)
+    encoded = to_utf8(text, str(path), data)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with open(tmp, "wb") as fh:
+            fh.write(encoded)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

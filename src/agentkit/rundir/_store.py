@@ -30,7 +30,7 @@ from typing import Any
 import anyio
 
 from agentkit import _redact
-from agentkit.rundir._json import dumps, write_json_atomic
+from agentkit.rundir._json import dumps, to_utf8, write_json_atomic
 from agentkit.rundir._layout import (
     ARTIFACTS_DIR,
     CALLS_DIR,
@@ -233,30 +233,26 @@ class RunStore:
 
     def write_tasks(self, planned: Any) -> None:
         """Write tasks.jsonl: every planned task's id, input, target and metadata (atomically)."""
-        lines = []
-        for p in planned:
-            t = p.task
-            lines.append(
-                self.dumps(
-                    {
-                        "type": "task",
-                        "task_id": t.task_id,
-                        "example_id": p.example_id,
-                        "group": p.group,
-                        "input": t.input,
-                        "target": t.target,
-                        "metadata": t.metadata,
-                        "grading_spec": t.grading_spec,
-                    }
-                )
-                + "\n"
-            )
+        tasks = [
+            {
+                "type": "task",
+                "task_id": p.task.task_id,
+                "example_id": p.example_id,
+                "group": p.group,
+                "input": p.task.input,
+                "target": p.task.target,
+                "metadata": p.task.metadata,
+                "grading_spec": p.task.grading_spec,
+            }
+            for p in planned
+        ]
         path = self.run_dir / TASKS
+        data = to_utf8("".join(self.dumps(t) + "\n" for t in tasks), str(path), tasks)
         tmp = path.with_name(f".{path.name}.tmp")
         self._check_writable()
         try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write("".join(lines))
+            with open(tmp, "wb") as fh:
+                fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
@@ -284,12 +280,19 @@ class RunStore:
     def append_rollout(self, record: RolloutRecord) -> None:
         """Append one finished rollout and make it durable (write + fsync)."""
         assert self._rollouts_fd is not None, "RunStore.open() first"
-        line = self.dumps(record.to_json()) + "\n"
-        self._append(self._rollouts_fd, self.rollouts_path, line.encode("utf-8"))
+        self._append(self._rollouts_fd, self.rollouts_path, self._line(record.to_json()))
         try:
             os.fsync(self._rollouts_fd)
         except OSError as exc:
             raise self._failed(self.rollouts_path, exc) from None
+
+    def _line(self, data: dict[str, Any], path: Path | None = None) -> bytes:
+        """One redacted JSON line of ``data`` as UTF-8 (:func:`to_utf8`: a lone surrogate
+        is written as U+FFFD, and said), for ``path`` (default: rollouts.jsonl)."""
+        where = str(path or self.rollouts_path)
+        if path is None and isinstance(data.get("rollout_id"), str):
+            where += f" (rollout {data['rollout_id']})"
+        return to_utf8(self.dumps(data) + "\n", where, data)
 
     def _append(self, fd: int, path: Path, data: bytes) -> None:
         """Append ``data`` whole, or not at all: a failed write is cut back off."""
@@ -311,11 +314,10 @@ class RunStore:
         an fsync that started after its own write has completed.
         """
         assert self._rollouts_fd is not None and self._groups_fd is not None
-        line = self.dumps(record.to_json()) + "\n"
-        self._append(self._rollouts_fd, self.rollouts_path, line.encode("utf-8"))
+        self._append(self._rollouts_fd, self.rollouts_path, self._line(record.to_json()))
         if group is not None:
             # derived data: resume rebuilds a group line that could not be written
-            self._append(self._groups_fd, self.groups_path, (self.dumps(group) + "\n").encode())
+            self._append(self._groups_fd, self.groups_path, self._line(group, self.groups_path))
         self._written += 1
         await self._wait_durable(self._written)
 
@@ -350,8 +352,7 @@ class RunStore:
     def append_group(self, group: dict[str, Any]) -> None:
         """Append one completed group's statistics and advantages (synced on close)."""
         assert self._groups_fd is not None, "RunStore.open() first"
-        line = self.dumps(group) + "\n"
-        self._append(self._groups_fd, self.groups_path, line.encode("utf-8"))
+        self._append(self._groups_fd, self.groups_path, self._line(group, self.groups_path))
 
     def write_events(self, rollout_id: str, events: list[dict[str, Any]]) -> str:
         """Write one rollout's events as JSON lines; returns the path relative to the run.
@@ -375,13 +376,13 @@ class RunStore:
         self._check_writable()
         rel = f"{directory}/{rollout_id}.jsonl"
         path = self.run_dir / rel
-        text = "".join(self.dumps(item) + "\n" for item in items)
+        data = to_utf8("".join(self.dumps(item) + "\n" for item in items), str(path), items)
         try:
             if directory not in self._dirs_made:
                 (self.run_dir / directory).mkdir(exist_ok=True)
                 self._dirs_made.add(directory)
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            with open(path, "wb") as fh:
+                fh.write(data)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 path.unlink()
