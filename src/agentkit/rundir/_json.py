@@ -23,7 +23,7 @@ from typing import Any
 
 from agentkit._limits import dumps_finite
 
-__all__ = ["dumps", "format_json", "to_utf8", "write_json_atomic"]
+__all__ = ["dumps", "format_json", "to_utf8", "write_atomic", "write_json_atomic"]
 
 _log = logging.getLogger("agentkit")
 
@@ -110,11 +110,17 @@ def write_json_atomic(path: Path, data: Any, *, redact: Any = None) -> None:
     text = format_json(data)
     if redact is not None:
         text = redact(text)
-    encoded = to_utf8(text, str(path), data)
+    write_atomic(path, to_utf8(text, str(path), data))
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old or the new content, never
+    half: a temporary file beside it, synced, renamed over it. On failure (a full disk)
+    the temporary file is removed and the error raised."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with open(tmp, "wb") as fh:
-            fh.write(encoded)
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

@@ -30,7 +30,7 @@ from typing import Any
 import anyio
 
 from agentkit import _redact
-from agentkit.rundir._json import dumps, to_utf8, write_json_atomic
+from agentkit.rundir._json import dumps, to_utf8, write_atomic, write_json_atomic
 from agentkit.rundir._layout import (
     ARTIFACTS_DIR,
     CALLS_DIR,
@@ -248,17 +248,10 @@ class RunStore:
         ]
         path = self.run_dir / TASKS
         data = to_utf8("".join(self.dumps(t) + "\n" for t in tasks), str(path), tasks)
-        tmp = path.with_name(f".{path.name}.tmp")
         self._check_writable()
         try:
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
+            write_atomic(path, data)
         except OSError as exc:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
             raise self._failed(path, exc) from None
 
     def write_summary(self, summary: dict[str, Any]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -73,11 +74,7 @@ def _listing(run: Run) -> RunListing:
     usage = summary.get("usage") or {}
     cost = usage.get("cost")
     return RunListing(
-        path=run.path,
-        created_at=info.created_at,
-        taskset=info.taskset,
-        harness=info.harness,
-        model=info.model,
+        **_what(run),
         planned=int(summary.get("planned") or info.planned),
         finished=int(summary.get("finished") or 0),
         errors=int(summary.get("errors") or 0),
@@ -91,14 +88,9 @@ def _listing(run: Run) -> RunListing:
 
 def _unreadable(run: Run, error: str) -> RunListing:
     """The listing of a run whose rollouts cannot be read: its manifest, and why."""
-    info = run.info
     return RunListing(
-        path=run.path,
-        created_at=info.created_at,
-        taskset=info.taskset,
-        harness=info.harness,
-        model=info.model,
-        planned=info.planned,
+        **_what(run),
+        planned=run.info.planned,
         finished=0,
         errors=0,
         mean_reward=None,
@@ -106,3 +98,15 @@ def _unreadable(run: Run, error: str) -> RunListing:
         complete=False,
         error=error,
     )
+
+
+def _what(run: Run) -> dict[str, Any]:
+    """What the run is, from its manifest: the listing's first fields."""
+    info = run.info
+    return {
+        "path": run.path,
+        "created_at": info.created_at,
+        "taskset": info.taskset,
+        "harness": info.harness,
+        "model": info.model,
+    }
