@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from agentkit import AgentkitError
-from agentkit.env import AgentEnv
+from agentkit.env import AgentEnv, RolloutRecord
 from agentkit.testing.model_server import ScriptedModelServer
-from agentkit.training import export_run, from_groups, from_run_dir, prepare
+from agentkit.training import export_run, from_groups, from_rollouts, from_run_dir, prepare
 
 pytestmark = pytest.mark.anyio
 
@@ -149,6 +149,36 @@ def test_export_errors_name_what_is_wrong(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 2 and "no such file" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("completion_token_ids", [5, True], "a list of integers"),
+        ("prompt_token_ids", [1.0, 2], "a list of integers"),
+        ("completion_mask", "11", "a list of integers"),
+        ("completion_logprobs", [-0.5, False], "a list of numbers"),
+    ],
+)
+def test_a_harness_token_field_that_is_not_token_ids_is_refused_naming_it(
+    field: str, value: object, expected: str
+) -> None:
+    raw = {"prompt_token_ids": [1, 2], "completion_token_ids": [5, 6], field: value}
+    rollout = RolloutRecord(
+        rollout_id="t-0-r0",
+        task_id="t:0",
+        example_id="0",
+        rollout_index=0,
+        group=0,
+        status="completed",
+        messages=[{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+        raw=raw,
+    )
+    with pytest.raises(AgentkitError, match=f"rollout 't-0-r0' raw.{field}.*{expected}"):
+        from_rollouts([rollout])
+    del raw[field]  # without it, the same rollout is a record
+    expected_ids = None if field == "completion_token_ids" else [5, 6]
+    assert from_rollouts([rollout])[0].completion_token_ids == expected_ids
 
 
 def test_parquet_without_pyarrow_says_what_to_install(tmp_path: Path) -> None:

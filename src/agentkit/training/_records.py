@@ -17,6 +17,7 @@ import attrs
 
 from agentkit._calls import TokenSource
 from agentkit._errors import ValidationError
+from agentkit._tokens import int_list, numbers
 from agentkit.rundir import PREFIX_STATUS, branch_point_id
 from agentkit.training._sequences import RolloutTokens
 
@@ -35,24 +36,30 @@ __all__ = [
 ]
 
 
-def _float_list(value: Any, where: str) -> list[float] | None:
+def _token_field(raw: Mapping[str, Any], name: str, where: str) -> list[int] | None:
+    """``raw[name]`` as token ids (or mask values): None when absent, refused naming the
+    field when it is not a list of integers (agentkit._tokens.int_list, the one check)."""
+    value = raw.get(name)
     if value is None:
         return None
-    if not isinstance(value, list) or not all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
-    ):
-        raise ValidationError(where, "expected a list of numbers (logprobs)")
-    return [float(v) for v in value]
+    ids = int_list(value)
+    if ids is None:
+        raise ValidationError(
+            f"{where}.{name}", "expected a list of integers (token ids or mask values)"
+        )
+    return ids
 
 
-def _int_list(value: Any, where: str) -> list[int] | None:
+def _logprobs_field(raw: Mapping[str, Any], name: str, where: str) -> list[float] | None:
+    """``raw[name]`` as logprobs (floats): None when absent, refused naming the field
+    when it is not a list of numbers."""
+    value = raw.get(name)
     if value is None:
         return None
-    if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    ):
-        raise ValidationError(where, "expected a list of integers (token ids or mask values)")
-    return list(value)
+    logprobs = numbers(value)
+    if logprobs is None:
+        raise ValidationError(f"{where}.{name}", "expected a list of numbers (logprobs)")
+    return logprobs
 
 
 @attrs.frozen(kw_only=True)
@@ -233,10 +240,10 @@ def _record_of(rollout: RolloutRecord) -> TrainingRecord:
     prompt, completion = split_messages(rollout.messages)
     raw = rollout.raw or {}
     where = f"rollout {rollout.rollout_id!r} raw"
-    prompt_ids = _int_list(raw.get("prompt_token_ids"), f"{where}.prompt_token_ids")
-    completion_ids = _int_list(raw.get("completion_token_ids"), f"{where}.completion_token_ids")
-    mask = _int_list(raw.get("completion_mask"), f"{where}.completion_mask")
-    logprobs = _float_list(raw.get("completion_logprobs"), f"{where}.completion_logprobs")
+    prompt_ids = _token_field(raw, "prompt_token_ids", where)
+    completion_ids = _token_field(raw, "completion_token_ids", where)
+    mask = _token_field(raw, "completion_mask", where)
+    logprobs = _logprobs_field(raw, "completion_logprobs", where)
     if completion_ids is not None:
         if mask is None:
             mask = [1] * len(completion_ids)
