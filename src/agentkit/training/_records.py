@@ -18,11 +18,11 @@ import attrs
 from agentkit._calls import TokenSource
 from agentkit._errors import ValidationError
 from agentkit._tokens import int_list, numbers
-from agentkit.rundir import PREFIX_STATUS, branch_point_id
+from agentkit.rundir import PREFIX_STATUS, RolloutRecord, branch_point_id
 from agentkit.training._sequences import RolloutTokens
 
 if TYPE_CHECKING:
-    from agentkit.env import RolloutGroup, RolloutRecord
+    from agentkit.env import RolloutGroup
 
 __all__ = [
     "PrefixSequences",
