@@ -23,6 +23,7 @@ from agentkit.sandbox import (
     changed_paths,
     end_processes,
     fresh_sandbox,
+    fresh_sandbox_carrying,
     open_dir,
     reset_dir,
     restart_sandbox,
@@ -265,6 +266,50 @@ async def test_a_fresh_sandbox_gets_only_the_paths_carried(
     assert not any(c.startswith(("/app", "/tmp")) for c in changes)
     if kind != "host-userland":
         assert "/srv/www/secret.txt" in changes
+
+
+@pytest.mark.parametrize("www", ["/srv", "/srv/www"], ids=["top-level", "nested"])
+async def test_a_fresh_sandbox_made_carrying_gets_the_same_files(
+    box: Make, kind: str, made: list[Any], www: str
+) -> None:
+    """fresh_sandbox_carrying: on an image root, top-level paths go from upper layer to
+    upper layer before the fresh sandbox starts (a nested one: the two calls); the
+    fresh sandbox's files are the same either way, and the same as the two calls'."""
+    parent = await box()
+    chown = "" if kind == "host-userland" else "chown 1000 /app/sub/a &&"
+    bin_dir = "/opt/bin" if kind == "host-userland" else "/usr/local/bin"
+    ok(
+        await parent.exec(
+            f"mkdir -p /app/sub {bin_dir} && echo a > /app/sub/a && ln -s sub/a /app/link && "
+            f"mkfifo /app/fifo && {chown} chmod 640 /app/sub/a && "
+            f"printf '#!/bin/sh\\nexit 0\\n' > {bin_dir}/frob && chmod +x {bin_dir}/frob"
+        )
+    )
+    if kind != "host-userland":
+        ok(await parent.exec("rm /srv/www/secret.txt && echo new > /srv/www/new.txt"))
+    paths = ["/app"] if kind == "host-userland" else ["/app", www]
+    fresh, carried = await fresh_sandbox_carrying(parent, paths)
+    made.append(fresh)
+    assert fresh.rollout_id != parent.rollout_id
+    assert carried.paths.pop("/app") in ("copied", "changes copied")
+    assert carried.entries >= 1 and carried.bytes >= 2
+    listing = ok(
+        await fresh.exec(
+            "cd /app && ls -A && cat sub/a link && readlink link && test -p fifo && "
+            f"stat -c '%u %a' sub/a && (test -e {bin_dir}/frob && echo frob || echo no frob)"
+        )
+    )
+    owner = "0" if kind == "host-userland" else "1000"
+    assert listing == f"fifo\nlink\nsub\na\na\nsub/a\n{owner} 640\nno frob\n"
+    if kind != "host-userland":
+        assert carried.paths.pop(www) == "changes copied"
+        # deleted under a carried path: deleted; made: made; the image's others: there
+        assert ok(await fresh.exec("ls -A /srv/www; ls /srv/www/secret.txt || true")) == (
+            "new.txt\n"
+        )
+        assert ok(await fresh.exec("test -d /usr/bin && ls /usr/local/bin")) == ""
+    # the fresh sandbox runs as any does: it writes, and its entrypoint serves
+    ok(await fresh.exec("echo b > /app/b && cat /app/b"))
 
 
 async def test_a_restart_keeps_the_files_and_nothing_else(box: Make, kind: str) -> None:

@@ -15,7 +15,7 @@ For standalone use, :func:`open_sandbox` starts one and cleans it up::
 
 Grading asks a sandbox for a clean state from outside it (:func:`end_processes`,
 :func:`restart_sandbox`, :func:`reset_dir`, :func:`open_dir`, :func:`fresh_sandbox`,
-:func:`carry_paths`,
+:func:`carry_paths`, :func:`fresh_sandbox_carrying`,
 :func:`changed_paths`; ``docs/sandboxes.md``, "Grading from a clean state").
 
 :func:`fork_sandbox` branches a running sandbox: the child starts with the
@@ -50,6 +50,7 @@ from agentkit.sandbox._cleanstate import (
     changed_paths,
     end_processes,
     fresh_sandbox,
+    fresh_sandbox_carrying,
     open_dir,
     reset_dir,
     restart_sandbox,
@@ -74,6 +75,7 @@ __all__ = [
     "fork_sandbox",
     "fork_sandboxes",
     "fresh_sandbox",
+    "fresh_sandbox_carrying",
     "open_dir",
     "open_sandbox",
     "reset_dir",

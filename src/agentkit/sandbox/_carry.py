@@ -46,7 +46,7 @@ from agentkit.sandbox._paths import (
     split_path,
 )
 
-__all__ = ["Carried", "carry", "distinct_paths", "layer_changes", "within"]
+__all__ = ["Carried", "carry", "carry_layer", "distinct_paths", "layer_changes", "within"]
 
 #: overlayfs marks a directory that hides the image's one with this attribute (value ``y``).
 _OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
@@ -206,6 +206,48 @@ def _carry_whole(
     finally:
         if sparent is not None:
             os.close(sparent)
+
+
+def carry_layer(
+    layer: Path, target: Path, names: Sequence[str], *, ids: Mapping[int, int] | None = None
+) -> Carried:
+    """Copy what upper layer ``layer`` holds of each top-level in-sandbox path ``/NAME``
+    of ``names`` into ``target``, the upper layer of a sandbox of the same image that
+    has not started yet (nothing of those names in it): what :func:`carry` gives
+    through both running overlays, made before the target's overlay is mounted.
+
+    The layer's entries are copied as they are (:func:`copy_entry`: whiteouts,
+    opaque markers, owners remapped by ``ids``, nothing followed), so the target's
+    overlay shows under each path what the source's showed: the image's files, the
+    source's changes over them. ``Carried.paths`` says ``unchanged`` (nothing of it
+    in the layer), ``changes copied`` (the image's directory, changed below),
+    ``copied`` (made or replaced whole) or ``missing`` (deleted)."""
+    out = Carried()
+    src = os.open(layer, DIR_FLAGS)
+    try:
+        dst = os.open(target, DIR_FLAGS)
+        try:
+            for path in distinct_paths([f"/{name}" for name in names]):
+                parts = split_path(path)
+                if len(parts) != 1:
+                    raise SandboxPathError(f"{path!r}: only a top-level path is carried by layer")
+                state = _layer_state(layer, parts)
+                if state == "unchanged":
+                    out.paths[path] = "unchanged"
+                    continue
+                st = os.stat(parts[0], dir_fd=src, follow_symlinks=False)
+                copied = copy_entry(src, dst, parts[0], ids=ids)
+                out.entries += copied.entries
+                out.bytes += copied.bytes
+                if _whiteout(st):
+                    out.paths[path] = "missing"
+                else:
+                    out.paths[path] = "changes copied" if state == "changed" else "copied"
+        finally:
+            os.close(dst)
+    finally:
+        os.close(src)
+    return out
 
 
 def _whiteout(st: os.stat_result) -> bool:

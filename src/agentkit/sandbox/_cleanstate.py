@@ -14,8 +14,10 @@ plugin's sandbox may have none, and then each call says so):
   what is inside with ``O_NOFOLLOW``;
 - :func:`fresh_sandbox`: a new sandbox of the same kind and task, with none
   of the agent's files; :func:`carry_paths`: chosen paths of one sandbox's
-  files copied into another; :func:`changed_paths`: what the commands
-  changed, to name what a separate verifier was not given.
+  files copied into another; :func:`fresh_sandbox_carrying`: both in one
+  (a kind that can gives the paths before the new sandbox starts, which is
+  cheaper); :func:`changed_paths`: what the commands changed, to name what a
+  separate verifier was not given.
 
 See ``docs/sandboxes.md``, "Grading from a clean state".
 """
@@ -35,6 +37,7 @@ __all__ = [
     "changed_paths",
     "end_processes",
     "fresh_sandbox",
+    "fresh_sandbox_carrying",
     "open_dir",
     "reset_dir",
     "restart_sandbox",
@@ -92,6 +95,32 @@ async def fresh_sandbox(
     method = _method(sandbox, "fresh", "start a fresh sandbox of its task")
     child: Sandbox = await method(root=root, rollout_id=rollout_id)
     return child
+
+
+async def fresh_sandbox_carrying(
+    source: Sandbox, paths: Sequence[str], *, root: str | Path | None = None
+) -> tuple[Sandbox, Carried]:
+    """A fresh sandbox of ``source``'s task (:func:`fresh_sandbox`) given ``paths`` of
+    ``source``'s files (:func:`carry_paths`): the same sandbox and files as those two
+    calls make, and what was carried; ``source`` must be quiet (its processes ended).
+
+    A kind with ``fresh_carrying`` does both in one: the local sandbox on an image root
+    copies the paths from the source's upper layer into the new sandbox's before the
+    new one starts, instead of through both running overlays (several times faster
+    for many files). Other kinds: the two calls. The new sandbox is closed (and
+    removed) when carrying fails; otherwise the caller closes it.
+    """
+    method = getattr(source, "fresh_carrying", None)
+    if callable(method):
+        made: tuple[Sandbox, Carried] = await method(list(paths), root=root)
+        return made
+    child = await fresh_sandbox(source, root=root)
+    try:
+        carried = await carry_paths(source, child, paths)
+    except BaseException:
+        await child.close(remove=True)
+        raise
+    return child, carried
 
 
 async def carry_paths(source: Sandbox, target: Sandbox, paths: Sequence[str]) -> Carried:

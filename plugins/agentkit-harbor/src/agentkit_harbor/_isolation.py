@@ -19,7 +19,7 @@ with the agent:
   it) the agent's sandbox is started again on its own files instead
   (:func:`agentkit.sandbox.restart_sandbox`): the same, without the copy.
 - ``separate``: the verifier runs in a fresh sandbox of the task's image
-  (:func:`agentkit.sandbox.fresh_sandbox`) given only the agent's changes
+  (:func:`agentkit.sandbox.fresh_sandbox_carrying`) given only the agent's changes
   under the paths the task declares (its working directory, and
   ``[verifier] carry_paths``): the image's programs, shell and libraries,
   whatever the agent did to its own. An honest solution that changed files
@@ -45,11 +45,10 @@ from agentkit.sandbox import (
     SandboxDiedError,
     SandboxError,
     SandboxForkError,
-    carry_paths,
     changed_paths,
     end_processes,
     fork_sandbox,
-    fresh_sandbox,
+    fresh_sandbox_carrying,
     restart_sandbox,
 )
 from agentkit_harbor._errors import HarborGradingError
@@ -203,8 +202,8 @@ async def place_verifier(
                 notes.append(f"fork: {exc}; graded separate instead")
                 level = "separate"
         if level == "separate":
-            child = await fresh_sandbox(agent, root=_child_root(agent, "separate"))
-            carried = await carry_paths(agent, child, carry)
+            root = _child_root(agent, "separate")
+            child, carried = await fresh_sandbox_carrying(agent, carry, root=root)
             notes += _left_behind(carried.paths, await _changed(agent, carry))
     except SandboxDiedError as exc:
         if child is not None:
