@@ -23,8 +23,14 @@ after a ``sync``:
 (a fork's or fresh sandbox's files are kept in the agent's sandbox's
 directory and removed with it, as in a run: not timed);
 
-beside a fresh start of the same sandbox (``setup()``) and ``cp -a`` of the
-data (what making that many files costs here at all). Medians are printed,
+beside a fresh start of the same sandbox (``setup()``), ``cp -a`` of the
+data (what making that many files costs here at all), and the separate
+verifier's sandbox made both ways (closed, not graded): ``fresh, carrying``
+(:func:`~agentkit.sandbox.fresh_sandbox_carrying`, what grading does: on an
+image root the data goes from layer to layer before the sandbox starts) and
+``fresh + carry`` (:func:`~agentkit.sandbox.fresh_sandbox` then
+:func:`~agentkit.sandbox.carry_paths`: the data created through the running
+overlay, as grading did before). Medians are printed,
 and the difference of each level from ``shared``. Targets (issue #33): a
 fork adds at most 50 ms over shared; separate at most a fresh start plus the
 copy. Figures, not assertions.
@@ -47,7 +53,7 @@ from typing import Any
 from agentkit_harbor import load_task_dir, verify
 
 from agentkit._sandbox import ExecutionHints, TaskImage
-from agentkit.sandbox import SandboxError
+from agentkit.sandbox import SandboxError, carry_paths, fresh_sandbox, fresh_sandbox_carrying
 from agentkit.sandbox.docker import DockerSandbox
 from agentkit.sandbox.local import LocalSandbox
 
@@ -100,6 +106,16 @@ async def _measure(label: str, hints: ExecutionHints, options: dict[str, Any], b
                 outcome = await verify(agent, spec, isolation=level, final=final)
                 series.setdefault(label_, []).append(time.perf_counter() - start)
                 assert outcome.rewards == {"reward": 1.0}, outcome
+            for name, both in (("fresh, carrying", True), ("fresh + carry", False)):
+                root = base / f"{label}-sep-{i}-{len(name)}"
+                start = time.perf_counter()
+                if both:
+                    child, _ = await fresh_sandbox_carrying(agent, ["/app"], root=root)
+                else:
+                    child = await fresh_sandbox(agent, root=root)
+                    await carry_paths(agent, child, ["/app"])
+                series.setdefault(name, []).append(time.perf_counter() - start)
+                await child.close(remove=True)
             copy = base / label / f"cp-{i}"
             start = time.perf_counter()
             argv = ["cp", "-a", "--reflink=auto", str(base / label / "data"), str(copy)]
@@ -114,7 +130,7 @@ def _report(title: str, series: dict[str, list[float]]) -> None:
     med = {k: statistics.median(v) for k, v in series.items()}
     print(f"{title}: median of {len(series['shared'])} rounds")
     graded = [label for label, _, _ in LEVELS]
-    for name in ("fresh start", "cp -a", *graded):
+    for name in ("fresh start", "cp -a", "fresh, carrying", "fresh + carry", *graded):
         extra = ""
         if name in graded and name != "shared":
             extra = f"   {(med[name] - med['shared']) * 1000:+7.1f} ms over shared"
