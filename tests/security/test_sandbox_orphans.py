@@ -48,6 +48,12 @@ def _wait_until(predicate, what: str, limit: float = 60.0) -> None:
         time.sleep(0.02)
 
 
+def _zombie(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read()
+    return data[data.rfind(b")") + 2 :].startswith(b"Z")
+
+
 def _start_run(out: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "agentkit", "run", f"harbor:{EXAMPLES}", "oracle",
@@ -77,6 +83,54 @@ def test_a_killed_orchestrator_leaves_no_sandbox(tmp_path: Path, moment: str, tr
         run.send_signal(signal.SIGKILL)
         run.wait()
         _wait_until(lambda: not _pids_mentioning(str(out) + "/"), "every sandbox of the run exited")
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+
+#: An orchestrator that pauses its sandbox (as a fork's or a separate verifier's copy
+#: does), says so, and waits to be killed.
+PAUSER = """
+import asyncio, sys
+from pathlib import Path
+from agentkit._sandbox import ExecutionHints
+from agentkit.sandbox.local import LocalSandbox
+from agentkit.sandbox.local._freeze import pause
+
+async def main():
+    sb = LocalSandbox(root=Path(sys.argv[1]), hints=ExecutionHints(), image="host")
+    await sb.setup()
+    assert (await sb.exec("sleep 1000 > /dev/null 2>&1 & echo started")).ok
+    paused = pause([sb._holder_pid])
+    print(len(paused.stopped), flush=True)
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+
+
+def test_an_orchestrator_killed_while_its_sandbox_is_paused_leaves_no_sandbox(
+    tmp_path: Path,
+) -> None:
+    """Killed in the middle of a copy, its sandbox's processes stopped: they are resumed
+    (by the pause's resumer) and end as on any orchestrator's death, not left stopped.
+
+    The killed orchestrator is not reaped until then: a zombie still names its owner
+    token, so another agentkit process starting meanwhile (the next run's reaper)
+    does not end the sandbox for it; only the sandbox itself can."""
+    root = tmp_path / "paused"
+    run = subprocess.Popen(
+        [sys.executable, "-c", PAUSER, str(root)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert run.stdout is not None
+        stopped = run.stdout.readline()  # once the sandbox is paused
+        assert int(stopped) >= 2, stopped
+        assert _pids_mentioning(str(root) + "/")
+        run.send_signal(signal.SIGKILL)
+        _wait_until(lambda: _zombie(run.pid), "the orchestrator died (a zombie, not reaped)")
+        _wait_until(lambda: not _pids_mentioning(str(root) + "/"), "the paused sandbox exited")
     finally:
         if run.poll() is None:
             run.kill()

@@ -27,8 +27,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Iterable
+from typing import IO
 
 import attrs
 
@@ -74,6 +76,41 @@ def _children(pid: int) -> list[int]:
     return out
 
 
+#: The resumer's script: each line read is a pid about to be stopped; ``done`` ends it;
+#: the end of its input without ``done`` resumes them all, the last told first.
+_RESUMER = (
+    'p=; while read -r l; do [ "$l" = done ] && exit 0; p="$l $p"; done; '
+    '[ -z "$p" ] || kill -CONT $p 2>/dev/null; exit 0'
+)
+
+
+class _Resumer:
+    """The process that resumes a pause's processes should this one die (module docstring)."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            ["/bin/sh", "-c", _RESUMER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # not ended with this process's group
+        )
+        assert self.proc.stdin is not None
+        self.pipe: IO[bytes] = self.proc.stdin
+
+    def tell(self, pid: int) -> None:
+        self.pipe.write(b"%d\n" % pid)
+        self.pipe.flush()
+
+    def done(self) -> None:
+        with contextlib.suppress(OSError):
+            self.pipe.write(b"done\n")
+            self.pipe.flush()
+        with contextlib.suppress(OSError):
+            self.pipe.close()
+        self.proc.wait()
+
+
 @attrs.define
 class Paused:
     """Processes :func:`pause` stopped, in the order it stopped them."""
@@ -81,6 +118,7 @@ class Paused:
     stopped: list[int] = attrs.field(factory=list)
     #: Processes found already stopped; left stopped by :meth:`resume`.
     kept: list[int] = attrs.field(factory=list)
+    _resumer: _Resumer | None = attrs.field(default=None, alias="resumer")
 
     def resume(self) -> None:
         """``SIGCONT`` every process this pause stopped, children before parents."""
@@ -88,6 +126,9 @@ class Paused:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGCONT)
         self.stopped.clear()
+        if self._resumer is not None:
+            self._resumer.done()
+            self._resumer = None
 
 
 def _wait_stopped(pids: Iterable[int], deadline: float) -> None:
@@ -116,7 +157,7 @@ def pause(roots: Iterable[int], *, timeout: float = 10.0) -> Paused:
     resumed and :class:`PauseTimeoutError` raised. Pids that are gone are
     skipped. Blocking: call it in a thread.
     """
-    paused = Paused()
+    paused = Paused(resumer=_Resumer())
     deadline = time.monotonic() + timeout
     seen: set[int] = set()
     me = os.getpid()
@@ -135,6 +176,8 @@ def pause(roots: Iterable[int], *, timeout: float = 10.0) -> Paused:
                     if states and states[0] in b"Tt":
                         paused.kept.append(pid)  # someone else's stop: theirs to end
                         continue
+                    assert paused._resumer is not None
+                    paused._resumer.tell(pid)  # told first: it may die right after the stop
                     try:
                         os.kill(pid, signal.SIGSTOP)
                     except ProcessLookupError:
