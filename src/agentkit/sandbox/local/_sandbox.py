@@ -27,7 +27,14 @@ import anyio
 from agentkit._errors import SandboxDiedError, SandboxError
 from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox._base import BaseSandbox, _rmtree
-from agentkit.sandbox._carry import Carried, carry, carry_layer, distinct_paths, layer_changes, within
+from agentkit.sandbox._carry import (
+    Carried,
+    carry,
+    carry_layer,
+    distinct_paths,
+    layer_changes,
+    within,
+)
 from agentkit.sandbox._fork import ForkStats, cannot_fork, fork_id
 from agentkit.sandbox._layercopy import copy_tree
 from agentkit.sandbox._paths import remove_entry
