@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import shutil
 import time
 import weakref
@@ -351,16 +352,22 @@ class RolloutWork:
         return ctx
 
     async def close_sandbox(self, sandbox: Any) -> None:
-        """Close a sandbox within ``sandbox_close_timeout``; a failure is logged, not raised."""
-        with anyio.move_on_after(self.sandbox_close_timeout, shield=True):
+        """Close a sandbox within ``sandbox_close_timeout``; a failure, or the time running
+        out (what the sandbox runs may then be left), is logged, not raised."""
+        log = logging.getLogger("agentkit")
+        with anyio.move_on_after(self.sandbox_close_timeout, shield=True) as scope:
             try:
                 await sandbox.__aexit__(None, None, None)
             except Exception as exc:  # closing must not lose the rollout
-                import logging
-
-                logging.getLogger("agentkit").warning(
-                    "agentkit: closing a sandbox failed: %s: %s", type(exc).__name__, exc
-                )
+                log.warning("agentkit: closing a sandbox failed: %s: %s", type(exc).__name__, exc)
+        if scope.cancelled_caught:
+            who = getattr(sandbox, "rollout_id", None) or type(sandbox).__name__
+            log.warning(
+                "agentkit: closing sandbox %s did not finish in %.0f s: what it runs may be "
+                "left behind (agentkit sandbox prune removes what a finished run left)",
+                who,
+                self.sandbox_close_timeout,
+            )
 
     async def run_harness(
         self,
