@@ -33,7 +33,8 @@ from typing import Any, ClassVar
 
 from agentkit._calls import WireProtocol
 from agentkit._tokens import ChatTokens, ChoiceTokens
-from agentkit.proxy._wire import Recorded, Wire, openai_usage
+from agentkit.proxy._openai_wire import OpenAIWire
+from agentkit.proxy._wire import Recorded, openai_usage
 
 __all__ = ["ENGINE", "ChatWire"]
 
@@ -100,24 +101,16 @@ class _Choice(ChoiceTokens):
                     call["function"][key] += piece
 
 
-class ChatWire(Wire):
+class ChatWire(OpenAIWire):
     """``/chat/completions``: OpenAI chat completions, vLLM's token fields."""
 
     protocol: ClassVar[WireProtocol] = "chat"
     endpoints: ClassVar[tuple[str, ...]] = ("/chat/completions",)
-    no_ids_note: ClassVar[str] = (
-        "the server returned no token ids (vLLM returns them from 0.10.2 on; other servers may not)"
-    )
 
     def __init__(
         self, request: dict[str, Any], settings: Any, memory: dict[str, Any] | None = None
     ) -> None:
-        self._strip_ids = False
-        self._strip_logprobs = False
-        self._strip_usage = False
-        self._top: dict[str, Any] = {}
         self._tokens = ChatTokens(_Choice)
-        self._whole: Any = None
         super().__init__(request, settings, memory)
 
     @classmethod
@@ -142,13 +135,8 @@ class ChatWire(Wire):
             if request.get("logprobs") is not True:
                 self.ask("logprobs", True)
                 self._strip_logprobs = True
-        if self.stream:
-            options = request.get("stream_options")
-            if not (isinstance(options, dict) and options.get("include_usage") is True):
-                self.ask("stream_options", {**(options or {}), "include_usage": True})
-                self._strip_usage = True
-        if self.settings.cache_salt is not None and "cache_salt" not in request:
-            self.ask("cache_salt", self.settings.cache_salt)
+        self.ask_stream_usage()
+        self.ask_cache_salt()
 
     # -- a whole completion ----------------------------------------------------
     def answer(self, data: Any) -> Any:

@@ -17,34 +17,27 @@ from typing import Any, ClassVar
 
 from agentkit._calls import WireProtocol
 from agentkit._tokens import ChoiceTokens, completion_ids_gap, int_list, numbers
-from agentkit.proxy._wire import Recorded, Wire, openai_usage
+from agentkit.proxy._openai_wire import OpenAIWire
+from agentkit.proxy._wire import Recorded, openai_usage
 
 __all__ = ["CompletionsWire"]
 
 
-class CompletionsWire(Wire):
+class CompletionsWire(OpenAIWire):
     """``/completions`` (not ``/chat/completions``): text completions, vLLM's token fields."""
 
     protocol: ClassVar[WireProtocol] = "completions"
     endpoints: ClassVar[tuple[str, ...]] = ("/completions",)
-    no_ids_note: ClassVar[str] = (
-        "the server returned no token ids (vLLM returns them from 0.10.2 on; other servers may not)"
-    )
 
     def __init__(
         self, request: dict[str, Any], settings: Any, memory: dict[str, Any] | None = None
     ) -> None:
-        self._strip_ids = False
-        self._strip_logprobs = False
-        self._strip_usage = False
-        self._top: dict[str, Any] = {}
         self._text: list[str] = []
         self._finish: str | None = None
         self._prompt_ids: list[int] | None = None
         self._tokens = ChoiceTokens()  # the first choice's
         self._indices: set[Any] = set()  # the choices seen (the usage counts them all)
         self._usage: Any = None
-        self._whole: Any = None
         super().__init__(request, settings, memory)
 
     @classmethod
@@ -61,13 +54,8 @@ class CompletionsWire(Wire):
             if request.get("logprobs") is None:
                 self.ask("logprobs", 0)
                 self._strip_logprobs = True
-        if self.stream:
-            options = request.get("stream_options")
-            if not (isinstance(options, dict) and options.get("include_usage") is True):
-                self.ask("stream_options", {**(options or {}), "include_usage": True})
-                self._strip_usage = True
-        if self.settings.cache_salt is not None and "cache_salt" not in request:
-            self.ask("cache_salt", self.settings.cache_salt)
+        self.ask_stream_usage()
+        self.ask_cache_salt()
 
     def _choice(self, choice: dict[str, Any], first: bool) -> None:
         if first:

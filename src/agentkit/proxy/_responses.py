@@ -97,8 +97,7 @@ class ResponsesWire(Wire):
         if self.settings.token_ids and not self.ids_asked:
             self.ask("enable_response_messages", True)
             self._strip = self.ids_asked = True
-        if self.settings.cache_salt is not None and "cache_salt" not in request:
-            self.ask("cache_salt", self.settings.cache_salt)
+        self.ask_cache_salt()
 
     def _take(self, response: dict[str, Any]) -> dict[str, Any]:
         self._response = dict(response)  # the record keeps the ids' source until read

@@ -139,6 +139,12 @@ class Wire:
         self.body[name] = value
         self.forwarded[name] = value
 
+    def ask_cache_salt(self) -> None:
+        """Send the run's ``cache_salt`` (vLLM's prefix-cache salt) when it gives one and
+        the agent sent none."""
+        if self.settings.cache_salt is not None and "cache_salt" not in self.request:
+            self.ask("cache_salt", self.settings.cache_salt)
+
     @property
     def rewrites(self) -> bool:
         """Whether answers must change before the agent gets them (the proxy asked for
