@@ -71,17 +71,7 @@ class _Shared:
 
 
 async def _open_executor(session: Session, ctx: RunContext, shared: _Shared) -> EvalResults:
-    opts = session.runner_options
-    work = RolloutWork(
-        harness=session.env.harness,
-        rubric=session.env.rubric,
-        context=ctx,
-        timeout=opts.timeout,
-        sandbox_factory=session.factory,
-        sandbox_close_timeout=opts.sandbox_close_timeout,
-        keep_sandboxes=opts.keep_sandboxes,
-        proxy=session.options.proxy_settings(),
-    )
+    work = session.rollout_work(ctx)
     executor = session.executor
     await executor.open(work, run_dir=session.resume or session.target)
     try:

@@ -25,10 +25,12 @@ from agentkit._events import Event
 from agentkit._executor import Executor, Job, PlannedTask
 from agentkit._harness import why_unsupported
 from agentkit._limits import check_rollouts, max_rollouts
+from agentkit._policy import PolicyBoard
 from agentkit._pricing import resolve_pricing
 from agentkit._redact import Redactor
 from agentkit._run_options import RunOptions
 from agentkit._taskset import Taskset
+from agentkit.env._attempt import RolloutWork
 from agentkit.env._manifest import build_manifest
 from agentkit.env._resume import ResumeError, diff_identity, rerun_on_resume
 from agentkit.env._rubric_compile import CompiledRubric
@@ -86,6 +88,23 @@ class Session:
     def rollouts_per_task(self) -> int:
         """Rollouts of each planned task."""
         return self.options.rollouts_per_task
+
+    def rollout_work(self, ctx: RunContext, *, policy: PolicyBoard | None = None) -> RolloutWork:
+        """What every attempt of the run gets: the harness, the rubric, ``ctx``, the
+        sandbox kind, the model proxy's settings (``policy``: the routes of a rollout
+        service)."""
+        opts = self.runner_options
+        return RolloutWork(
+            harness=self.env.harness,
+            rubric=self.env.rubric,
+            context=ctx,
+            timeout=opts.timeout,
+            sandbox_factory=self.factory,
+            sandbox_close_timeout=opts.sandbox_close_timeout,
+            keep_sandboxes=opts.keep_sandboxes,
+            proxy=self.options.proxy_settings(),
+            policy=policy,
+        )
 
     def left_out(self) -> str | None:
         """The warning about selected tasks the harness cannot run (None: there are none)."""

@@ -25,7 +25,6 @@ from agentkit._errors import SpecError
 from agentkit._executor import Job, PlannedTask
 from agentkit._policy import PolicyBoard
 from agentkit._run_options import RunOptions
-from agentkit.env._attempt import RolloutWork
 from agentkit.env._execute import _check, _open_store, _run_redactor, _write_plan
 from agentkit.env._groups import apply_group
 from agentkit.env._live import LiveEvents
@@ -143,17 +142,7 @@ async def open_rollouts(
             raise SpecError("the rollout service needs the model endpoint: give base_url=...")
         opts = attrs.evolve(session.runner_options, keep_calls=True)
         session.runner_options = opts
-        work = RolloutWork(
-            harness=session.env.harness,
-            rubric=session.env.rubric,
-            context=ctx,
-            timeout=opts.timeout,
-            sandbox_factory=session.factory,
-            sandbox_close_timeout=opts.sandbox_close_timeout,
-            keep_sandboxes=opts.keep_sandboxes,
-            proxy=session.options.proxy_settings(),
-            policy=policy,
-        )
+        work = session.rollout_work(ctx, policy=policy)
         if not work.proxied:
             raise SpecError(
                 "the rollout service needs every model call to pass the model proxy; "
