@@ -24,11 +24,40 @@ __all__ = ["job_listing", "rollout_row", "run_listing", "settled_listing"]
 
 def run_listing(catalog: Catalog, name: str, cached: CachedRun) -> dict[str, Any]:
     """The run's row on the runs page (a cell's with its ``job`` and ``cell``)."""
-    info = cached.run.info
     state = cached.run.state()
     summary = cached.summary(running=state == "running")
-    usage = summary.get("usage") or {}
+    running = len(cached.run.live_rollouts()) if state == "running" else 0
+    return _row(catalog, name, cached, summary, len(cached.run), state, running)
+
+
+def settled_listing(
+    catalog: Catalog, name: str, cached: CachedRun, stored: dict[str, Any]
+) -> dict[str, Any]:
+    """:func:`run_listing` of a run no process writes, from its current summary alone: its
+    state as :meth:`agentkit.runs.Run.state` gives it, where the finished rollouts are the
+    summary's count (it counts every line)."""
+    finished = int(stored.get("finished") or 0)
+    if finished >= cached.run.info.planned:
+        state = "incomplete" if int(stored.get("infra_errors") or 0) else "complete"
+    else:
+        state = "stopped" if stored.get("stopped") else "interrupted"
+    return _row(catalog, name, cached, stored, finished, state, 0)
+
+
+def _row(
+    catalog: Catalog,
+    name: str,
+    cached: CachedRun,
+    summary: Mapping[str, Any],
+    finished: int,
+    state: str,
+    running: int,
+) -> dict[str, Any]:
+    """A run's row from its summary (``summary.json``'s fields), ``finished`` rollouts,
+    ``state`` and ``running`` rollouts."""
+    info = cached.run.info
     job, cell = catalog.cell_of(name)
+    usage = summary.get("usage") or {}
     return {
         "name": name,
         "job": job,
@@ -38,7 +67,7 @@ def run_listing(catalog: Catalog, name: str, cached: CachedRun) -> dict[str, Any
         "harness": info.harness,
         "model": info.model,
         "planned": int(summary.get("planned") or info.planned),
-        "finished": len(cached.run),
+        "finished": finished,
         "errors": int(summary.get("errors") or 0),
         "infra_errors": int(summary.get("infra_errors") or 0),
         "mean_reward": summary.get("mean_reward"),
@@ -46,43 +75,7 @@ def run_listing(catalog: Catalog, name: str, cached: CachedRun) -> dict[str, Any
         "cost": usage.get("cost") if isinstance(usage.get("cost"), (int, float)) else None,
         "tokens": int((usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)),
         "state": state,
-        "running": len(cached.run.live_rollouts()) if state == "running" else 0,
-    }
-
-
-def settled_listing(
-    catalog: Catalog, name: str, cached: CachedRun, stored: dict[str, Any]
-) -> dict[str, Any]:
-    """:func:`run_listing` of a run no process writes, from its current summary alone: its
-    state as :meth:`agentkit.runs.Run.state` gives it, where the finished rollouts are the
-    summary's count (it counts every line)."""
-    info = cached.run.info
-    job, cell = catalog.cell_of(name)
-    usage = stored.get("usage") or {}
-    finished = int(stored.get("finished") or 0)
-    infra = int(stored.get("infra_errors") or 0)
-    if finished >= info.planned:
-        state = "incomplete" if infra else "complete"
-    else:
-        state = "stopped" if stored.get("stopped") else "interrupted"
-    return {
-        "name": name,
-        "job": job,
-        "cell": cell,
-        "created_at": info.created_at,
-        "taskset": info.taskset,
-        "harness": info.harness,
-        "model": info.model,
-        "planned": int(stored.get("planned") or info.planned),
-        "finished": finished,
-        "errors": int(stored.get("errors") or 0),
-        "infra_errors": infra,
-        "mean_reward": stored.get("mean_reward"),
-        "pass_at_k": stored.get("pass_at_k") or {},
-        "cost": usage.get("cost") if isinstance(usage.get("cost"), (int, float)) else None,
-        "tokens": int((usage.get("input_tokens") or 0) + (usage.get("output_tokens") or 0)),
-        "state": state,
-        "running": 0,
+        "running": running,
     }
 
 
