@@ -88,17 +88,20 @@ class LiveLog:
 
     def close(self, *, remove: bool) -> None:
         """Close the file; ``remove`` once the rollout's line is durable."""
+        self._close_fd()
+        if remove:
+            try:
+                self.path.unlink()
+            except OSError:
+                pass
+
+    def _close_fd(self) -> None:
         if self._fd is not None:
             try:
                 os.close(self._fd)
             except OSError:
                 pass
             self._fd = None
-        if remove:
-            try:
-                self.path.unlink()
-            except OSError:
-                pass
 
     def _write(self, data: dict[str, Any]) -> None:
         if self._fd is None:
@@ -115,9 +118,4 @@ class LiveLog:
         if not self._failed:
             self._failed = True
             log.warning("agentkit: cannot write the live events of %s: %s", self.path.name, exc)
-        if self._fd is not None:
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
-            self._fd = None
+        self._close_fd()
