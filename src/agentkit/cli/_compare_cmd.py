@@ -15,6 +15,7 @@ from rich.console import Console
 
 from agentkit._errors import SpecError
 from agentkit._outfile import STDOUT, output_file
+from agentkit.cli._options import comparison_options
 from agentkit.jobs import is_job_dir, open_job
 from agentkit.runs import Run, open_run
 from agentkit.stats import (
@@ -147,15 +148,7 @@ def leaderboard_command(paths: Sequence[Path], fmt: str, out: Path | None) -> No
 @click.command("compare")
 @click.argument("run_a", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.argument("run_b", type=click.Path(path_type=Path, exists=True, file_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
-@click.option(
-    "--top",
-    type=click.IntRange(min=0),
-    default=10,
-    show_default=True,
-    metavar="N",
-    help="How many of the tasks that differ most to list.",
-)
+@comparison_options
 def compare_cmd(run_a: Path, run_b: Path, as_json: bool, top: int) -> None:
     """Compare two runs on the tasks both scored: a paired comparison.
 

@@ -16,6 +16,13 @@ import click
 from agentkit._errors import AgentkitError, SpecError
 from agentkit._run_options import file_option
 from agentkit.cli._compare_cmd import print_comparison, print_leaderboard
+from agentkit.cli._options import (
+    comparison_options,
+    leaderboard_out_option,
+    out_dir_option,
+    resume_option,
+    retry_errors_option,
+)
 from agentkit.cli._results import start_notes
 from agentkit.cli._signals import run_stoppable
 from agentkit.cli._stdout import reserved_stdout
@@ -112,24 +119,12 @@ def job_group() -> None:
     metavar="NAME=VALUE",
     help="A sandbox option of every cell (-S image=host).",
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="The job directory to create. [default: jobs/<time>-<name>]",
-)
-@click.option(
-    "--resume",
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
-    default=None,
+@out_dir_option("The job directory to create. [default: jobs/<time>-<name>]")
+@resume_option(
+    "Finish the job in JOBDIR: every cell's missing rollouts; cells never started.",
     metavar="JOBDIR",
-    help="Finish the job in JOBDIR: every cell's missing rollouts; cells never started.",
 )
-@click.option(
-    "--retry-errors",
-    is_flag=True,
-    help="With --resume, also run again the rollouts that errored.",
-)
+@retry_errors_option
 @click.option("--dry-run", is_flag=True, help="Print the cells and their settings; run nothing.")
 @click.option(
     "--progress/--no-progress",
@@ -363,13 +358,7 @@ def _print_plan(plan: dict[str, Any], out: TextIO) -> None:
     show_default=True,
     help="table, csv, markdown or json (one record per cell).",
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
-    default=None,
-    help="Write the leaderboard to FILE instead of stdout (- is stdout; a FIFO or a device is "
-    "written in place, a regular file replaced whole, a symbolic link followed).",
-)
+@leaderboard_out_option("Write")
 def job_show_cmd(job_dir: Path, fmt: str, out: Path | None) -> None:
     """Print the leaderboard of JOB_DIR's cells: mean reward with its 95% interval,
     pass@k, tokens, cost and time per cell, highest mean reward first."""
@@ -393,15 +382,7 @@ def job_show_cmd(job_dir: Path, fmt: str, out: Path | None) -> None:
 @click.argument("job_dir", type=click.Path(path_type=Path, exists=True, file_okay=False))
 @click.argument("cell_a")
 @click.argument("cell_b")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead.")
-@click.option(
-    "--top",
-    type=click.IntRange(min=0),
-    default=10,
-    show_default=True,
-    metavar="N",
-    help="How many of the tasks that differ most to list.",
-)
+@comparison_options
 def job_compare_cmd(job_dir: Path, cell_a: str, cell_b: str, as_json: bool, top: int) -> None:
     """Compare two cells of JOB_DIR on the tasks both scored, as agentkit compare does:
     the difference A - B with its 95% interval and a paired t-test's p-value. A cell

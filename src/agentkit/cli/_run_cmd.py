@@ -14,6 +14,7 @@ from click.core import ParameterSource
 
 from agentkit.cli._config import load_run_config
 from agentkit.cli._numbers import FINITE_FLOAT, finite_range
+from agentkit.cli._options import out_dir_option, resume_option, retry_errors_option
 from agentkit.cli._results import print_results, start_notes
 from agentkit.cli._run_settings import RunSettings, resolve_settings
 from agentkit.cli._signals import run_stoppable
@@ -123,23 +124,9 @@ def plural(count: int, word: str) -> str:
 @click.option(
     "--task", "task_ids", multiple=True, metavar="ID", help="Only this task id (repeatable)."
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path),
-    default=None,
-    help="Run directory to create. [default: runs/<time>-<harness>]",
-)
-@click.option(
-    "--resume",
-    type=click.Path(path_type=Path, exists=True, file_okay=False),
-    default=None,
-    help="Continue the run in this directory: missing rollouts and those that could not run.",
-)
-@click.option(
-    "--retry-errors",
-    is_flag=True,
-    help="With --resume, also run again the rollouts that errored.",
-)
+@out_dir_option("Run directory to create. [default: runs/<time>-<harness>]")
+@resume_option("Continue the run in this directory: missing rollouts and those that could not run.")
+@retry_errors_option
 @click.option(
     "--sandbox",
     default=None,

@@ -13,6 +13,7 @@ import agentkit.runs
 from agentkit._convert import unstructure
 from agentkit._errors import SpecError
 from agentkit.cli._compare_cmd import leaderboard_command
+from agentkit.cli._options import leaderboard_out_option
 from agentkit.cli._results import money, print_results
 from agentkit.stats import LEADERBOARD_FORMATS
 from agentkit.training import token_fidelity
@@ -334,15 +335,7 @@ def _step_counts(steps: list[Any]) -> list[str]:
     default=None,
     help="With --compare: table (default), csv, markdown or json.",
 )
-@click.option(
-    "--out",
-    type=click.Path(path_type=Path, dir_okay=False, allow_dash=True),
-    default=None,
-    metavar="FILE",
-    help="With --compare: write the leaderboard to FILE instead of stdout (- is stdout; a "
-    "FIFO or a device is written in place, a regular file replaced whole, a symbolic link "
-    "followed).",
-)
+@leaderboard_out_option("With --compare: write", metavar="FILE")
 def runs_cmd(
     paths: tuple[Path, ...], as_json: bool, compare: bool, fmt: str | None, out: Path | None
 ) -> None:
