@@ -375,11 +375,7 @@ def harness_conformance_test(
             request.getfixturevalue(name)
         if script is not None:
             model_server.set_script(script)
-        made = (
-            registry.resolve_harness(harness, **dict(options or {}))
-            if isinstance(harness, str)
-            else harness()
-        )
+        made = _harness_of(harness, options)
         the_task = task() if callable(task) else task
         if the_task is None:
             the_task = Task(task_id="conformance:hello", input="Say hello, then stop.")
@@ -404,10 +400,7 @@ def harness_conformance_test(
             )
             context = context.evolve(sandbox=box)
         result = await check_harness(made, the_task, context, expect_status=expect_status)
-        if check is not None:
-            outcome = check(result)
-            if inspect.isawaitable(outcome):
-                await outcome
+        await _checked(check, result)
 
     if sandbox is None:
 
@@ -427,6 +420,22 @@ def harness_conformance_test(
 
     marked: Callable[..., Any] = pytest.mark.anyio(test_harness_conformance)
     return marked
+
+
+def _harness_of(harness: str | Callable[[], Any], options: Mapping[str, Any] | None) -> Any:
+    """A conformance test's harness: the registered one built with ``options`` (as ``-H``
+    would), or the one the function makes."""
+    if isinstance(harness, str):
+        return registry.resolve_harness(harness, **dict(options or {}))
+    return harness()
+
+
+async def _checked(check: Callable[[Any], Any] | None, value: Any) -> None:
+    """Call a conformance test's own ``check`` with ``value`` (awaited when it is async)."""
+    if check is not None:
+        outcome = check(value)
+        if inspect.isawaitable(outcome):
+            await outcome
 
 
 async def check_episode(
@@ -639,11 +648,7 @@ def episode_conformance_test(
     async def test_episode_conformance(request: Any) -> None:
         for fixture in fixtures:
             request.getfixturevalue(fixture)
-        made = (
-            registry.resolve_harness(harness, **dict(options or {}))
-            if isinstance(harness, str)
-            else harness()
-        )
+        made = _harness_of(harness, options)
         the_task = task() if callable(task) else task
         the_taskset = taskset() if callable(taskset) else taskset
         context = RunContext(
@@ -657,10 +662,7 @@ def episode_conformance_test(
             assert got == expect_reward, (
                 f"the episode's last reward is {got}, expected {expect_reward}"
             )
-        if check is not None:
-            outcome = check(outputs)
-            if inspect.isawaitable(outcome):
-                await outcome
+        await _checked(check, outputs)
 
     test_episode_conformance.__name__ = f"test_{label}_episode_conforms".replace("-", "_")
     test_episode_conformance.__doc__ = (
