@@ -80,6 +80,9 @@ class ImageTool:
     """A container tool: an image backend (build, pull), inspect and export."""
 
     name: ClassVar[str] = ""
+    #: The words that build an image (``build``; Podman and Buildah ask for Docker's image
+    #: format, as OCI's has no HEALTHCHECK).
+    build_words: ClassVar[tuple[str, ...]] = ("build",)
 
     def __init__(
         self,
@@ -117,7 +120,7 @@ class ImageTool:
     ) -> list[str]:
         """The command that builds ``dockerfile`` in ``context`` as ``tag`` (``extra``
         arguments before the context: how build steps run, see ``_buildruntime``)."""
-        argv = [self.binary, "build", "-t", tag, "-f", dockerfile]
+        argv = [self.binary, *self.build_words, "-t", tag, "-f", dockerfile]
         for k, v in labels.items():
             argv += ["--label", f"{k}={v}"]
         return [*argv, *extra, context]
@@ -273,18 +276,8 @@ class PodmanTool(DockerTool):
     """Podman's command line (rootless or not): Docker's commands, no daemon."""
 
     name: ClassVar[str] = "podman"
-
-    def build_argv(
-        self,
-        dockerfile: str,
-        context: str,
-        tag: str,
-        labels: dict[str, str],
-        extra: tuple[str, ...] = (),
-    ) -> list[str]:
-        # Docker's image format: OCI's (Podman's default) has no HEALTHCHECK.
-        argv = super().build_argv(dockerfile, context, tag, labels, extra)
-        return [argv[0], "build", "--format", "docker", *argv[2:]]
+    # Docker's image format: OCI's (Podman's default) has no HEALTHCHECK.
+    build_words: ClassVar[tuple[str, ...]] = ("build", "--format", "docker")
 
     def backend(self) -> ImageBackend:
         return CliBackend(self)
@@ -300,6 +293,8 @@ class BuildahTool(ImageTool):
     """Buildah's command line (its root file system is read inside ``buildah unshare``)."""
 
     name: ClassVar[str] = "buildah"
+    # Docker's image format: OCI's has no HEALTHCHECK.
+    build_words: ClassVar[tuple[str, ...]] = ("bud", "--format", "docker")
 
     def inspect(self, reference: str) -> tuple[str, ImageConfig] | None:
         done = _run([self.binary, "inspect", "--type", "image", reference])
@@ -310,20 +305,6 @@ class BuildahTool(ImageTool):
         config = (data.get("Docker") or {}).get("config") or {}
         config = config or (data.get("OCIv1") or {}).get("config") or {}
         return _image_id(str(data.get("FromImageID") or "")), ImageConfig.from_engine(config)
-
-    def build_argv(
-        self,
-        dockerfile: str,
-        context: str,
-        tag: str,
-        labels: dict[str, str],
-        extra: tuple[str, ...] = (),
-    ) -> list[str]:
-        # Docker's image format: OCI's has no HEALTHCHECK.
-        argv = [self.binary, "bud", "--format", "docker", "-t", tag, "-f", dockerfile]
-        for k, v in labels.items():
-            argv += ["--label", f"{k}={v}"]
-        return [*argv, *extra, context]
 
     def export(self, reference: str, dest: Path, id_base: int | None) -> None:
         created = _run([self.binary, "from", "--pull-never", reference])
