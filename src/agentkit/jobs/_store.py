@@ -19,6 +19,7 @@ import attrs
 from agentkit._convert import structure
 from agentkit._errors import AgentkitError, ValidationError
 from agentkit._limits import load_json
+from agentkit._lockfile import try_lock
 from agentkit._version import __version__
 from agentkit.jobs._cell import CELL_NAME, LABEL, CellSpec
 from agentkit.jobs._layout import (
@@ -183,19 +184,12 @@ class JobStore:
 
     def lock(self) -> None:
         """Take the job's lock (one process runs a job at a time)."""
-        import fcntl
-
         try:
-            fd = os.open(self.job_dir / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0))
+            fd = try_lock(self.job_dir / LOCK)
         except OSError as exc:
             raise JobDirError(f"cannot write in the job directory {self.job_dir}: {exc}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise JobDirError(
-                f"{self.job_dir}: another agentkit job run is running this job"
-            ) from None
+        if fd is None:
+            raise JobDirError(f"{self.job_dir}: another agentkit job run is running this job")
         self._lock_fd = fd
 
     def unlock(self) -> None:

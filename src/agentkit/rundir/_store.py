@@ -30,6 +30,7 @@ from typing import Any
 import anyio
 
 from agentkit import _redact
+from agentkit._lockfile import try_lock
 from agentkit.rundir._json import dumps, to_utf8, write_atomic, write_json_atomic
 from agentkit.rundir._layout import (
     ARTIFACTS_DIR,
@@ -158,16 +159,9 @@ class RunStore:
             raise RunDirError(f"cannot write in the run directory {self.run_dir}: {exc}") from None
 
     def _lock(self) -> None:
-        import fcntl
-
-        fd = os.open(self.run_dir / LOCK, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0))
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            raise RunDirError(
-                f"{self.run_dir}: another agentkit run is using this run directory"
-            ) from None
+        fd = try_lock(self.run_dir / LOCK)
+        if fd is None:
+            raise RunDirError(f"{self.run_dir}: another agentkit run is using this run directory")
         self._lock_fd = fd
 
     def close(self) -> None:
