@@ -6,11 +6,12 @@ import inspect
 from typing import Any, Protocol, runtime_checkable
 
 from agentkit._context import RunContext
+from agentkit._errors import HarnessError
 from agentkit._events import EventCallback
 from agentkit._result import HarnessResult
 from agentkit._task import Task
 
-__all__ = ["Harness", "check_harness", "why_unsupported"]
+__all__ = ["Harness", "check_harness", "run_model", "why_unsupported"]
 
 
 @runtime_checkable
@@ -78,3 +79,17 @@ def why_unsupported(harness: Any, task: Task) -> str | None:
     explain = getattr(harness, "unsupported_reason", None)
     reason = explain(task) if callable(explain) else None
     return str(reason) if reason else "the harness's supports() returns False for the task"
+
+
+def run_model(harness: Any, context: RunContext) -> str:
+    """The model a harness's run asks for: its own ``model`` option, else the context's.
+
+    Raises :class:`~agentkit.HarnessError` saying how to give one when neither names one.
+    """
+    model: str | None = harness.model or context.model
+    if not model:
+        raise HarnessError(
+            f"the {harness.name} harness needs a model: pass RunContext(model=...), "
+            f"{type(harness).__name__}(model=...) or -H model=NAME"
+        )
+    return model

@@ -23,8 +23,9 @@ from typing import Any
 import anyio
 
 from agentkit._context import RunContext
-from agentkit._errors import HarnessError, OptionError
+from agentkit._errors import OptionError
 from agentkit._events import EventCallback, EventRecorder
+from agentkit._harness import run_model
 from agentkit._result import HarnessResult
 from agentkit._task import Task
 from agentkit._usage import Usage
@@ -142,12 +143,7 @@ class ChatHarness:
         """Run the task's conversation and return the transcript, usage and events."""
         task.require_payload()
         context = context or RunContext()
-        model = self.model or context.model
-        if not model:
-            raise HarnessError(
-                "the chat harness needs a model: pass RunContext(model=...), "
-                "ChatHarness(model=...) or -H model=NAME"
-            )
+        model = run_model(self, context)
         recorder = EventRecorder(task.task_id, context.rollout_id, on_event)
         conversation = _initial_messages(task, self.system_prompt)
         state = _RunState(model=model)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from agentkit._context import RunContext
 from agentkit._errors import HarnessError
 from agentkit._events import EventRecorder
+from agentkit._harness import run_model
 from agentkit._result import HarnessResult
 from agentkit._sandbox import ExecutionHints
 from agentkit._task import Task
@@ -134,12 +135,7 @@ class ProgramHarness:
         """Run the program on ``task``; events reach ``on_event`` while it runs."""
         task.require_payload()
         context = context or RunContext()
-        model = self.model or context.model
-        if not model:
-            raise HarnessError(
-                f"the {self.name} harness needs a model: pass RunContext(model=...), "
-                f"{type(self).__name__}(model=...) or -H model=NAME"
-            )
+        model = run_model(self, context)
         self.check_context(model, context)
         binary = await asyncio.to_thread(self.find_program)
         if context.sandbox is not None:
