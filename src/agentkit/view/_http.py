@@ -9,7 +9,8 @@ that cannot be read into 422, each as ``{"error": ...}``. :func:`guard`
 answers a loopback server's requests only when they are addressed to it (DNS
 rebinding). The live streams are server-sent events: :func:`open_stream`,
 :func:`send_event` and :func:`ticks`, which paces a stream's looks at the
-files and says when a heartbeat is due.
+files and says when a heartbeat is due; :func:`changes_stream` is a stream
+that says when what a page shows has changed.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "HEARTBEAT_S",
     "HOSTS",
     "STOPPING",
+    "changes_stream",
     "errors",
     "guard",
     "in_worker",
@@ -138,3 +140,33 @@ async def ticks(request: web.Request, interval: float) -> AsyncIterator[bool]:
         yield due
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(stopping.wait(), interval)
+
+
+async def changes_stream(
+    request: web.Request,
+    interval: float,
+    read: Callable[[], Any],
+    event: str,
+    data: Callable[[Any, Any], Any],
+    *,
+    gone: tuple[type[Exception], ...] = (),
+) -> web.StreamResponse:
+    """A stream that looks at ``read()`` (in the worker thread) every ``interval`` seconds
+    and, when it differs from the last look, sends ``event`` with ``data(last, now)`` (a
+    heartbeat when a quiet stream is due one); a ``gone`` error ends it with a ``gone``
+    event naming the error."""
+    resp = await open_stream(request)
+    last: Any = None
+    with contextlib.suppress(ConnectionError, asyncio.CancelledError):
+        async for heartbeat in ticks(request, interval):
+            try:
+                now = await in_worker(request, read)
+            except gone as exc:
+                await send_event(resp, "gone", {"error": str(exc)})
+                break
+            if now != last:
+                await send_event(resp, event, data(last, now))
+                last = now
+            elif heartbeat:
+                await ping(resp)
+    return resp

@@ -8,8 +8,7 @@ says when any of that changed.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import functools
 from typing import Any
 
 from aiohttp import web
@@ -18,15 +17,7 @@ from agentkit.jobs import JOB_FILE, JobDirError
 from agentkit.rundir import MANIFEST, ROLLOUTS, RunDirError
 from agentkit.view._cached_run import mtime, size
 from agentkit.view._catalog import Catalog, ServedJob
-from agentkit.view._http import (
-    CATALOG,
-    in_worker,
-    json_response,
-    open_stream,
-    ping,
-    send_event,
-    ticks,
-)
+from agentkit.view._http import CATALOG, changes_stream, in_worker, json_response
 from agentkit.view._listing import job_listing, run_listing
 from agentkit.view._paths import NotFound
 
@@ -103,15 +94,7 @@ async def _runs(request: web.Request) -> web.StreamResponse:
 
 @routes.get("/api/runs/stream")
 async def _runs_stream(request: web.Request) -> web.StreamResponse:
-    catalog = request.app[CATALOG]
-    resp = await open_stream(request)
-    last: Any = None
-    with contextlib.suppress(ConnectionError, asyncio.CancelledError):
-        async for heartbeat in ticks(request, RUNS_POLL_S):
-            snapshot = await in_worker(request, runs_snapshot, catalog)
-            if snapshot != last:
-                await send_event(resp, "runs", {"changed": last is not None})
-                last = snapshot
-            elif heartbeat:
-                await ping(resp)
-    return resp
+    read = functools.partial(runs_snapshot, request.app[CATALOG])
+    return await changes_stream(
+        request, RUNS_POLL_S, read, "runs", lambda last, now: {"changed": last is not None}
+    )

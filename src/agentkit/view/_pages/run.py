@@ -8,8 +8,7 @@ rollouts grid; ``/api/run/RUN/stream`` says when the run changed.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -20,15 +19,7 @@ from agentkit.rundir import ROLLOUTS, RunDirError
 from agentkit.runs import Rollout
 from agentkit.view._cached_run import CachedRun, size
 from agentkit.view._catalog import Catalog
-from agentkit.view._http import (
-    CATALOG,
-    in_worker,
-    json_response,
-    open_stream,
-    ping,
-    send_event,
-    ticks,
-)
+from agentkit.view._http import CATALOG, changes_stream, in_worker, json_response
 from agentkit.view._listing import rollout_row, run_listing
 from agentkit.view._paths import NotFound
 
@@ -330,18 +321,7 @@ async def _run_stream(request: web.Request) -> web.StreamResponse:
     catalog = request.app[CATALOG]
     name = request.match_info["run"]
     await in_worker(request, catalog.run, name)  # 404 before the stream opens
-    resp = await open_stream(request)
-    last: Any = None
-    with contextlib.suppress(ConnectionError, asyncio.CancelledError):
-        async for heartbeat in ticks(request, RUN_POLL_S):
-            try:
-                snapshot = await in_worker(request, run_snapshot, catalog, name)
-            except (NotFound, RunDirError) as exc:
-                await send_event(resp, "gone", {"error": str(exc)})
-                break
-            if snapshot != last:
-                await send_event(resp, "run", snapshot)
-                last = snapshot
-            elif heartbeat:
-                await ping(resp)
-    return resp
+    read = functools.partial(run_snapshot, catalog, name)
+    return await changes_stream(
+        request, RUN_POLL_S, read, "run", lambda last, now: now, gone=(NotFound, RunDirError)
+    )
