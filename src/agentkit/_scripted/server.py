@@ -41,6 +41,7 @@ from agentkit._scripted.delivery import Gate, deliver, json_response
 from agentkit._scripted.log import RecordedRequest, RequestLog, recorded
 from agentkit._scripted.renderers import Engine, renderers
 from agentkit._scripted.script import Api, RequestView, Script, load_script
+from agentkit._serve import start_site
 
 __all__ = ["RecordedRequest", "ScriptedModelServer", "main"]
 
@@ -299,14 +300,9 @@ class ScriptedModelServer:
             # (aiohttp reads 0 as "no timeout")
             shutdown_timeout=0.01,
         )
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, backlog=4096, ssl_context=self._ssl)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self.port = runner.addresses[0][1]
+        self.port = await start_site(
+            runner, self.host, self.port, backlog=4096, ssl_context=self._ssl
+        )
         self._runner = runner
 
     async def _stop_async(self) -> None:

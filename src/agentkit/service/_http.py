@@ -31,6 +31,7 @@ from typing import Any
 from aiohttp import web
 
 from agentkit._errors import AgentkitError
+from agentkit._serve import start_site
 from agentkit.service._group import ServiceGroup
 from agentkit.service._service import RolloutService, ServiceError
 
@@ -104,14 +105,7 @@ class ServiceFront:
             ]
         )
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port)
-        try:
-            await site.start()
-        except BaseException:
-            await runner.cleanup()
-            raise
-        self.port = runner.addresses[0][1]
+        self.port = await start_site(runner, self.host, self.port)
         self._runner = runner
         return self
 
