@@ -116,9 +116,16 @@ def build_runtime(tool: str, binary: str) -> BuildRuntime:
 def _default_runtime(tool: str, binary: str) -> str:
     """The name of the tool's default OCI runtime ("" when it does not say)."""
     field = "{{.Host.OCIRuntime.Name}}" if tool == "podman" else "{{.host.OCIRuntime}}"
+    done = _run_bounded([binary, "info", "--format", field])
+    return done.stdout.strip() if done is not None and done.returncode == 0 else ""
+
+
+def _run_bounded(argv: list[str]) -> subprocess.CompletedProcess[str] | None:
+    """Run ``argv`` for its text output, for at most the trial timeout (None: it did not
+    finish in time)."""
     try:
-        done = subprocess.run(
-            [binary, "info", "--format", field],
+        return subprocess.run(
+            argv,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
@@ -126,8 +133,7 @@ def _default_runtime(tool: str, binary: str) -> str:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return ""
-    return done.stdout.strip() if done.returncode == 0 else ""
+        return None
 
 
 def _reason(output: str) -> str:
@@ -168,16 +174,7 @@ def _trial(tool: str, binary: str, flags: tuple[str, ...]) -> str | None:
             context,
         ]
         try:
-            done = subprocess.run(
-                argv,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                timeout=_TRIAL_TIMEOUT_SEC,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return f"a build step did not finish within {_TRIAL_TIMEOUT_SEC:g} s"
+            done = _run_bounded(argv)
         finally:
             subprocess.run(
                 [binary, "rmi", "-f", tag],
@@ -185,6 +182,8 @@ def _trial(tool: str, binary: str, flags: tuple[str, ...]) -> str | None:
                 capture_output=True,
                 check=False,
             )
+    if done is None:
+        return f"a build step did not finish within {_TRIAL_TIMEOUT_SEC:g} s"
     return None if done.returncode == 0 else _reason(done.stderr + done.stdout)
 
 

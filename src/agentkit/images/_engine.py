@@ -23,6 +23,7 @@ __all__ = [
     "ImageBackend",
     "docker_client",
     "engine_error",
+    "pulled_id",
     "require_aiodocker",
 ]
 
@@ -91,6 +92,15 @@ def _split_reference(reference: str) -> tuple[str, str | None]:
     return reference, "latest"
 
 
+async def pulled_id(backend: ImageBackend, reference: str) -> str:
+    """The id of the image a pull of ``reference`` left (an :class:`ImageError` when it
+    left none)."""
+    found = await backend.image_id(reference)
+    if found is None:
+        raise ImageError(f"pulling {reference} left no image", error_kind="image_pull")
+    return found
+
+
 class DockerBackend:
     """The Docker engine at ``DOCKER_HOST`` (or the local socket), through aiodocker."""
 
@@ -127,10 +137,7 @@ class DockerBackend:
                 ) from None
             except OSError as exc:
                 raise engine_error(exc, f"pulling {reference}") from None
-        found = await self.image_id(reference)
-        if found is None:
-            raise ImageError(f"pulling {reference} left no image", error_kind="image_pull")
-        return found
+        return await pulled_id(self, reference)
 
     async def build(
         self, context: BuildContext, *, tag: str, labels: dict[str, str], log: IO[str]

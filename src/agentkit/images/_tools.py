@@ -31,6 +31,7 @@ from agentkit._errors import SandboxError, SandboxUnavailableError, missing_extr
 from agentkit._sandbox import TaskImage
 from agentkit.images import BuildContext, DockerBackend, ImageBackend, ImageError, resolve_image
 from agentkit.images._buildruntime import build_runtime, known_build_runtime
+from agentkit.images._engine import pulled_id
 from agentkit.images._imageroot import ImageConfig, ImageRoot, extract_root, image_root
 
 __all__ = [
@@ -185,10 +186,7 @@ class CliBackend:
         await self._logged(
             self.tool.pull_argv(reference), log, f"pulling {reference}", "image_pull"
         )
-        found = await self.image_id(reference)
-        if found is None:
-            raise ImageError(f"pulling {reference} left no image", error_kind="image_pull")
-        return found
+        return await pulled_id(self, reference)
 
     async def build(
         self, context: BuildContext, *, tag: str, labels: dict[str, str], log: IO[str]
