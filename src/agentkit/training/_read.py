@@ -142,15 +142,7 @@ def read_run(
 def _without_calls(record: TrainingRecord, why: str) -> TrainingRecord:
     """The record of a rollout whose calls file is not its own: no token ids (neither the
     file's nor any in ``raw``), incomplete, its issue saying why."""
-    return record.evolve(
-        prompt_token_ids=None,
-        completion_token_ids=None,
-        completion_mask=None,
-        completion_logprobs=None,
-        calls=[],
-        token_source="none",
-        token_issues=[{"call": None, "reason": f"{why}; its calls are left out"}],
-    )
+    return record.without_tokens([{"call": None, "reason": f"{why}; its calls are left out"}])
 
 
 def rollout_tokens(run_dir: str | os.PathLike[str], rollout_id: str) -> RolloutTokens | None:

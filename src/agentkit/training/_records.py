@@ -142,6 +142,20 @@ class TrainingRecord:
         """A copy with some fields changed."""
         return attrs.evolve(self, **changes)
 
+    def without_tokens(self, issues: list[dict[str, Any]]) -> TrainingRecord:
+        """A copy with no token ids, mask, logprobs or calls (``token_source`` ``none``),
+        ``issues`` saying why (its ``token_issues``)."""
+        return attrs.evolve(
+            self,
+            prompt_token_ids=None,
+            completion_token_ids=None,
+            completion_mask=None,
+            completion_logprobs=None,
+            calls=[],
+            token_source="none",
+            token_issues=issues,
+        )
+
     def to_json(self) -> dict[str, Any]:
         """The record as one JSON object (the JSONL export line)."""
         return attrs.asdict(self, recurse=False) | {
@@ -292,17 +306,7 @@ def with_sequences(record: TrainingRecord, tokens: RolloutTokens) -> list[Traini
         return [record]
     issues = [g.to_json() for g in tokens.gaps]
     if not tokens.sequences:
-        return [
-            record.evolve(
-                prompt_token_ids=None,
-                completion_token_ids=None,
-                completion_mask=None,
-                completion_logprobs=None,
-                calls=[],
-                token_source="none",
-                token_issues=issues,
-            )
-        ]
+        return [record.without_tokens(issues)]
     return [
         record.evolve(
             sequence=i,
