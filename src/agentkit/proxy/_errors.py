@@ -16,16 +16,18 @@ from typing import Any
 from agentkit._calls import WireProtocol
 from agentkit._sse import json_event
 
-__all__ = ["error_body", "protocol_of", "stream_error"]
+__all__ = ["ANTHROPIC_ERROR_TYPES", "error_body", "protocol_of", "stream_error"]
 
-#: Anthropic's error types by status (https://docs.anthropic.com/en/api/errors).
-_ANTHROPIC = {
+#: Anthropic's error types by status (https://docs.anthropic.com/en/api/errors): the
+#: proxy's own errors, and a translated server's (529 is only ever the server's).
+ANTHROPIC_ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     403: "permission_error",
     404: "not_found_error",
     413: "request_too_large",
     429: "rate_limit_error",
+    529: "overloaded_error",
 }
 #: OpenAI's error types by status.
 _OPENAI = {
@@ -51,7 +53,7 @@ def error_body(protocol: WireProtocol, status: int, message: str, code: str) -> 
     """The error body a client of ``protocol`` reads for ``status`` (``code``: OpenAI's
     machine-readable code, such as ``path_not_allowed``)."""
     if protocol == "messages":
-        kind = _ANTHROPIC.get(status, "api_error")
+        kind = ANTHROPIC_ERROR_TYPES.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
     kind = _OPENAI.get(status, "server_error" if status >= 500 else "invalid_request_error")
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}

@@ -41,21 +41,13 @@ from agentkit._calls import WireProtocol
 from agentkit._sse import json_event
 from agentkit.chat._reasoning import with_reasoning
 from agentkit.proxy._chat_parts import ChatParts, Part, Step
+from agentkit.proxy._errors import ANTHROPIC_ERROR_TYPES
 from agentkit.proxy._messages import MessagesWire
 from agentkit.proxy._translate import ChatTranslation, arguments_text, chat_usage
 
 __all__ = ["MessagesFromChat"]
 
 _STOP = {"stop": "end_turn", "tool_calls": "tool_use", "length": "max_tokens"}
-_ERRORS = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    403: "permission_error",
-    404: "not_found_error",
-    413: "request_too_large",
-    429: "rate_limit_error",
-    529: "overloaded_error",
-}
 #: The signature a translated thinking block carries (chat completions give none).
 SIGNATURE = "agentkit-proxy-translated"
 
@@ -362,5 +354,7 @@ class MessagesFromChat(ChatTranslation):
         message = inner.get("message") if isinstance(inner, dict) else None
         if not isinstance(message, str):
             message = data if isinstance(data, str) else f"the model server answered {status}"
-        kind = _ERRORS.get(status, "api_error" if status >= 500 else "invalid_request_error")
+        kind = ANTHROPIC_ERROR_TYPES.get(
+            status, "api_error" if status >= 500 else "invalid_request_error"
+        )
         return {"type": "error", "error": {"type": kind, "message": message}}
