@@ -30,7 +30,7 @@ import shutil
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 
@@ -109,6 +109,14 @@ def docker_unavailable() -> str | None:
 ROOT_ONLY = "root only, and this run is unprivileged on purpose: "
 
 
+def _skip_unless_ci(tests: str, reason: str) -> NoReturn:
+    """Skip the running test saying ``reason`` (what this machine lacks); under ``CI=true``,
+    fail instead: CI must run the ``tests`` tests (``Docker``, ``image-root``, ...)."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI must run the {tests} tests, but {reason}")
+    pytest.skip(reason)
+
+
 def need_docker() -> None:
     """Skip the running test (saying why) without a Docker engine; under ``CI=true``, fail
     (unless the suite runs unprivileged on purpose: the engine is root's)."""
@@ -117,9 +125,7 @@ def need_docker() -> None:
         return
     if os.environ.get("AGENTKIT_SECURITY_USER"):
         pytest.skip(f"{ROOT_ONLY}{reason}")
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI must run the Docker tests, but {reason}")
-    pytest.skip(reason)
+    _skip_unless_ci("Docker", reason)
 
 
 @pytest.fixture
@@ -147,9 +153,7 @@ def need_slirp4netns() -> None:
     if shutil.which("slirp4netns") is not None:
         return
     reason = "slirp4netns is not installed (apt-get install slirp4netns)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI must run the sandbox network tests, but {reason}")
-    pytest.skip(reason)
+    _skip_unless_ci("sandbox network", reason)
 
 
 def outward_address() -> str:
@@ -174,9 +178,7 @@ def need_image_tool() -> None:
         reason = "bubblewrap (bwrap) is not installed"
     if reason is None:
         return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"CI must run the image-root tests, but {reason}")
-    pytest.skip(reason)
+    _skip_unless_ci("image-root", reason)
 
 
 @pytest.fixture
