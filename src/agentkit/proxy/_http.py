@@ -14,7 +14,28 @@ from typing import Protocol
 
 from agentkit.proxy._encoding import decoder_for
 
-__all__ = ["ClientGone", "Headers", "Request", "Response", "StreamResponse", "field_bytes"]
+__all__ = [
+    "ClientGone",
+    "Headers",
+    "Request",
+    "Response",
+    "StreamResponse",
+    "field_bytes",
+    "read_at_most",
+]
+
+
+async def read_at_most(chunks: AsyncIterator[bytes], limit: int) -> bytes | None:
+    """A body's chunks joined; None as soon as they come to more than ``limit`` bytes (the
+    rest is left unread)."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            return None
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 class ClientGone(ConnectionError):

@@ -28,7 +28,7 @@ from agentkit._proxy_settings import ProxySettings
 from agentkit.proxy._encoding import DecodingError
 from agentkit.proxy._errors import error_body, protocol_of
 from agentkit.proxy._forward import MAX_BODY, forward, key_of, refuse
-from agentkit.proxy._http import Request, Response, StreamResponse
+from agentkit.proxy._http import Request, Response, StreamResponse, read_at_most
 from agentkit.proxy._http_server import HttpServer
 from agentkit.proxy._paths import PathRefused, check_request
 from agentkit.proxy._route import Endpoint, ProxyRoute
@@ -161,14 +161,7 @@ async def _read_body(request: Request) -> bytes | None:
     expand to gigabytes)."""
     if (request.content_length or 0) > MAX_BODY:
         return None
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in request.iter_body():
-        size += len(chunk)
-        if size > MAX_BODY:
-            return None
-        parts.append(chunk)
-    return b"".join(parts)
+    return await read_at_most(request.iter_body(), MAX_BODY)
 
 
 def _unknown_key(request: Request) -> Response:

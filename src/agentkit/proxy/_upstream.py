@@ -36,7 +36,7 @@ import attrs
 import h11
 
 from agentkit.proxy._encoding import DecodingError, decoder_for
-from agentkit.proxy._http import Headers, field_bytes
+from agentkit.proxy._http import Headers, field_bytes, read_at_most
 
 __all__ = ["CONNECT_TIMEOUT", "KEEPALIVE", "Answer", "UpstreamClient", "UpstreamError"]
 
@@ -192,14 +192,7 @@ class Answer:
 
     async def read(self, limit: int) -> bytes | None:
         """The whole body, decoded; None when it is larger than ``limit`` bytes."""
-        parts: list[bytes] = []
-        size = 0
-        async for chunk in self.chunks():
-            size += len(chunk)
-            if size > limit:
-                return None
-            parts.append(chunk)
-        return b"".join(parts)
+        return await read_at_most(self.chunks(), limit)
 
 
 class UpstreamClient:
