@@ -252,6 +252,27 @@ def test_streams_say_what_changed(runs: Path) -> None:
         conn.close()
 
 
+def test_a_run_stream_says_gone_when_the_run_goes(runs: Path, tmp_path: Path) -> None:
+    """The run page's stream sends the run, then 'gone' (naming the run) once its directory
+    is removed."""
+    import http.client
+    import shutil
+    import urllib.parse
+
+    served = tmp_path / "served"
+    shutil.copytree(runs / "good", served / "good")
+    with view_server(served) as url:
+        parts = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        conn.request("GET", "/api/run/good/stream")
+        resp = conn.getresponse()
+        assert _event(resp)[0] == "run"
+        shutil.rmtree(served / "good")
+        name, data = _event(resp)
+        assert name == "gone" and "good" in data["error"], (name, data)
+        conn.close()
+
+
 def _event(resp: Any) -> tuple[str, Any]:
     name, data = None, None
     while True:
