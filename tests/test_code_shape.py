@@ -29,14 +29,7 @@ MAX_OWN_MODULES: dict[str, int] = {
 }
 
 #: Files (from the repository's root) let through for now, and what they wait for.
-ALLOWED: dict[str, str] = {
-    # until #35's room for the plugin harnesses lands (the harness code is being changed there)
-    "plugins/agentkit-mini-swe-agent/src/agentkit_mini_swe_agent/harness.py": (
-        "_result, 105 lines"
-    ),
-    # until the grading work on Harbor lands (it changes this file)
-    "plugins/agentkit-harbor/src/agentkit_harbor/_config.py": "_validate, 104 lines",
-}
+ALLOWED: dict[str, str] = {}
 
 
 def _sources() -> list[Path]:

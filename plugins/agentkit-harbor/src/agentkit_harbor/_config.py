@@ -353,7 +353,30 @@ def _check_min_reward(value: Any, path: str, source: str) -> Any:
 
 
 def _validate(cfg: TaskConfig, source: str) -> None:
-    """Checks Harbor makes beyond the types."""
+    """Checks Harbor makes beyond the types (in this order: the first error is raised)."""
+    _check_identity(cfg, source)
+    envs, verifiers = _environments_and_verifiers(cfg)
+    _check_environments(envs, source)
+    _check_verifiers(verifiers, source)
+    healthchecks = [("environment.healthcheck", cfg.environment.healthcheck)] + [
+        (f"steps[{i}].healthcheck", s.healthcheck) for i, s in enumerate(cfg.steps or [])
+    ]
+    for path, hc in healthchecks:
+        if hc is not None:
+            _check_healthcheck(hc, path, source)
+    for path, env in envs:
+        if env.workdir is not None and not env.workdir.startswith("/"):
+            raise ValidationError(
+                f"{path}.workdir",
+                f"must be an absolute path like '/app', got {env.workdir!r}",
+                source,
+            )
+    _check_agents_and_steps(cfg, source)
+    _check_artifacts(cfg, source)
+
+
+def _check_identity(cfg: TaskConfig, source: str) -> None:
+    """``schema_version`` and ``[task]``'s name and version."""
     if not isinstance(cfg.schema_version, str) or not cfg.schema_version.strip():
         raise ValidationError("schema_version", "expected a version string like '1.4'", source)
     if cfg.task is not None:
@@ -366,6 +389,12 @@ def _validate(cfg: TaskConfig, source: str) -> None:
             )
         if cfg.task.version is not None and not cfg.task.version:
             raise ValidationError("task.version", "must not be empty", source)
+
+
+def _environments_and_verifiers(
+    cfg: TaskConfig,
+) -> tuple[list[tuple[str, EnvironmentConfig]], list[tuple[str, VerifierConfig]]]:
+    """Every environment table and every verifier table of the task, with its path."""
     envs = [("environment", cfg.environment)]
     if cfg.verifier.environment is not None:
         envs.append(("verifier.environment", cfg.verifier.environment))
@@ -374,6 +403,11 @@ def _validate(cfg: TaskConfig, source: str) -> None:
         verifiers.append((f"steps[{i}].verifier", step.verifier))
         if step.verifier.environment is not None:
             envs.append((f"steps[{i}].verifier.environment", step.verifier.environment))
+    return envs, verifiers
+
+
+def _check_environments(envs: list[tuple[str, EnvironmentConfig]], source: str) -> None:
+    """Resources, the allowlist's mode and a TPU's topology of each environment table."""
     for path, env in envs:
         for fld in ("cpus", "memory_mb", "storage_mb", "gpus"):
             value = getattr(env, fld)
@@ -391,6 +425,10 @@ def _validate(cfg: TaskConfig, source: str) -> None:
                 f"expected 'NxM' like '2x4', got {env.tpu.topology!r}",
                 source,
             )
+
+
+def _check_verifiers(verifiers: list[tuple[str, VerifierConfig]], source: str) -> None:
+    """Timeouts, carried paths and the environment mode of each verifier table."""
     for path, ver in verifiers:
         if ver.timeout_sec is not None and not (
             math.isfinite(ver.timeout_sec) and ver.timeout_sec > 0
@@ -411,19 +449,10 @@ def _validate(cfg: TaskConfig, source: str) -> None:
                 "'shared' is incompatible with a [verifier.environment] table",
                 source,
             )
-    healthchecks = [("environment.healthcheck", cfg.environment.healthcheck)] + [
-        (f"steps[{i}].healthcheck", s.healthcheck) for i, s in enumerate(cfg.steps or [])
-    ]
-    for path, hc in healthchecks:
-        if hc is not None:
-            _check_healthcheck(hc, path, source)
-    for path, env in envs:
-        if env.workdir is not None and not env.workdir.startswith("/"):
-            raise ValidationError(
-                f"{path}.workdir",
-                f"must be an absolute path like '/app', got {env.workdir!r}",
-                source,
-            )
+
+
+def _check_agents_and_steps(cfg: TaskConfig, source: str) -> None:
+    """Each agent table's timeout; each step's name (a directory under steps/, unique)."""
     agents = [("agent", cfg.agent)] + [
         (f"steps[{i}].agent", s.agent) for i, s in enumerate(cfg.steps or [])
     ]
@@ -443,6 +472,10 @@ def _validate(cfg: TaskConfig, source: str) -> None:
         if step.name in names:
             raise ValidationError(f"steps[{i}].name", f"duplicate step name {step.name!r}", source)
         names.add(step.name)
+
+
+def _check_artifacts(cfg: TaskConfig, source: str) -> None:
+    """Each artifact's source and destination: relative, without '..', not the manifest."""
     all_artifacts = [("artifacts", cfg.artifacts)] + [
         (f"steps[{i}].artifacts", s.artifacts) for i, s in enumerate(cfg.steps or [])
     ]

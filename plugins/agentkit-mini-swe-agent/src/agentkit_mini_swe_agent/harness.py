@@ -353,54 +353,7 @@ class MiniSweAgent:
     ) -> HarnessResult:
         stderr = await stderr_tail(outcome, redact, recorder, source="mini-swe-agent.stderr")
         exit_status = state.exit_status
-        error: str | None = None
-        error_kind: str | None = None
-        step_limit = _obj_get(state.info, "config", "agent", "step_limit")
-        if outcome.timed_out:
-            status = "timeout"
-            error_kind = "timeout"
-            error = timeout_error("mini-swe-agent", timeout)
-        elif state.limit_hit is not None:
-            status = "timeout"
-            error_kind, error = state.limit_hit
-        elif exit_status == "Submitted":
-            status = "completed"
-        elif exit_status == "LimitsExceeded":
-            status = "timeout"
-            if isinstance(step_limit, int) and 0 < step_limit <= state.api_calls:
-                error_kind = "max_turns"
-                error = (
-                    f"mini-swe-agent stopped after {state.api_calls} model calls "
-                    f"(max_turns={step_limit})"
-                )
-            else:
-                error_kind = "cost_limit"
-                error = f"mini-swe-agent stopped at its cost limit (spent ${state.cost:.4f})"
-        elif exit_status == "TimeExceeded":
-            status = "timeout"
-            error_kind = "timeout"
-            error = "mini-swe-agent reached its wall_time_limit_seconds"
-        elif exit_status == "RepeatedFormatError":
-            status = "failed"
-            error_kind = "agent_error"
-            error = (
-                f"the model answered {state.format_errors} times without a valid bash tool "
-                "call; mini-swe-agent gave up (RepeatedFormatError)"
-            )
-        elif exit_status:
-            status = "failed"
-            error_kind = classify_exit(exit_status)
-            error = state.exit_text or exit_status
-        elif outcome.exit_code != 0:
-            status = "failed"
-            error_kind = "agent_error"
-            lines = stderr.strip().splitlines() or [redact(x) for x in stdout_tail]
-            last = lines[-1] if lines else "no error message"
-            error = f"mini-swe-agent exited with status {outcome.exit_code}: {last}"
-        else:
-            status = "failed"
-            error_kind = "agent_error"
-            error = "mini-swe-agent exited without writing its trajectory"
+        status, error_kind, error = _outcome(state, outcome, stderr, stdout_tail, timeout, redact)
         if status != "completed":
             await recorder.emit("error", source="harness", kind=error_kind, message=error)
         await recorder.emit(
@@ -444,6 +397,68 @@ class MiniSweAgent:
                 "installation": str(install.python),
             },
         )
+
+
+def _outcome(
+    state: TrajectoryState,
+    outcome: ExecResult,
+    stderr: str,
+    stdout_tail: list[str],
+    timeout: float | None,
+    redact: Callable[[str], str],
+) -> tuple[str, str | None, str | None]:
+    """(status, error_kind, error) of a finished mini-swe-agent: its exit status, a limit
+    agentkit hit, or how its process ended."""
+    exit_status = state.exit_status
+    error: str | None = None
+    error_kind: str | None = None
+    step_limit = _obj_get(state.info, "config", "agent", "step_limit")
+    if outcome.timed_out:
+        status = "timeout"
+        error_kind = "timeout"
+        error = timeout_error("mini-swe-agent", timeout)
+    elif state.limit_hit is not None:
+        status = "timeout"
+        error_kind, error = state.limit_hit
+    elif exit_status == "Submitted":
+        status = "completed"
+    elif exit_status == "LimitsExceeded":
+        status = "timeout"
+        if isinstance(step_limit, int) and 0 < step_limit <= state.api_calls:
+            error_kind = "max_turns"
+            error = (
+                f"mini-swe-agent stopped after {state.api_calls} model calls "
+                f"(max_turns={step_limit})"
+            )
+        else:
+            error_kind = "cost_limit"
+            error = f"mini-swe-agent stopped at its cost limit (spent ${state.cost:.4f})"
+    elif exit_status == "TimeExceeded":
+        status = "timeout"
+        error_kind = "timeout"
+        error = "mini-swe-agent reached its wall_time_limit_seconds"
+    elif exit_status == "RepeatedFormatError":
+        status = "failed"
+        error_kind = "agent_error"
+        error = (
+            f"the model answered {state.format_errors} times without a valid bash tool "
+            "call; mini-swe-agent gave up (RepeatedFormatError)"
+        )
+    elif exit_status:
+        status = "failed"
+        error_kind = classify_exit(exit_status)
+        error = state.exit_text or exit_status
+    elif outcome.exit_code != 0:
+        status = "failed"
+        error_kind = "agent_error"
+        lines = stderr.strip().splitlines() or [redact(x) for x in stdout_tail]
+        last = lines[-1] if lines else "no error message"
+        error = f"mini-swe-agent exited with status {outcome.exit_code}: {last}"
+    else:
+        status = "failed"
+        error_kind = "agent_error"
+        error = "mini-swe-agent exited without writing its trajectory"
+    return status, error_kind, error
 
 
 def _obj_get(data: Any, *keys: str) -> Any:
