@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,22 +23,30 @@ EXAMPLE = ROOT / "examples" / "plugin" / "agentkit-example"
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     target = tmp_path_factory.mktemp("site")
-    subprocess.run(
+    # Built from a copy: setuptools builds in the source tree (build/, *.egg-info), which
+    # must not be the repository's, shared with whatever else reads it meanwhile.
+    source = tmp_path_factory.mktemp("example") / EXAMPLE.name
+    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    done = subprocess.run(
         [
             sys.executable,
             "-m",
             "pip",
             "install",
             "--quiet",
+            "--disable-pip-version-check",
             "--no-deps",
             "--no-build-isolation",
+            "--no-index",
             "--target",
             str(target),
-            str(EXAMPLE),
+            str(source),
         ],
-        check=True,
         capture_output=True,
+        text=True,
+        check=False,
     )
+    assert done.returncode == 0, f"pip install of the example failed:\n{done.stderr}{done.stdout}"
     env = dict(os.environ)
     env["PYTHONPATH"] = str(target)
     env.pop("AGENTKIT_PLUGINS", None)
