@@ -2,10 +2,13 @@
 
 import importlib.util
 import os
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+from agentkit.proxy import ModelProxy, shared_proxy
 
 # Property tests check what is computed, never how fast: no per-example deadline
 # (on a loaded machine one example can take 700 ms once, a wall-clock flake).
@@ -31,6 +34,13 @@ _spec.loader.exec_module(fixture_install)
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[ModelProxy]:
+    """A model proxy started for the test (the proxy tests' routes are added to it)."""
+    async with shared_proxy() as running:
+        yield running
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -13,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from agentkit.proxy import ModelProxy, ProxyRoute, ProxySettings, shared_proxy
+from agentkit.proxy import ModelProxy, ProxyRoute, ProxySettings
 from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
@@ -28,17 +27,6 @@ TOOLS = {
         "tool_calls": [{"name": "bash", "arguments": {"cmd": "ls -la"}}],
     }
 }
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def proxy() -> AsyncIterator[ModelProxy]:
-    async with shared_proxy() as running:
-        yield running
 
 
 def open_route(proxy: ModelProxy, server: ScriptedModelServer, **settings: Any) -> ProxyRoute:

@@ -7,7 +7,6 @@ asked for; ids the usage disagrees with are not taken."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -15,23 +14,12 @@ import pytest
 from _upstream import Upstream
 from aiohttp import web
 
-from agentkit.proxy import ModelProxy, ProxySettings, shared_proxy
+from agentkit.proxy import ModelProxy, ProxySettings
 
 pytestmark = pytest.mark.anyio
 
 PROMPT = [5, 6, 7]
 OUTPUT = [40, 41, 42]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def proxy() -> AsyncIterator[ModelProxy]:
-    async with shared_proxy() as running:
-        yield running
 
 
 def _choice(ids: list[int], body: dict[str, Any], *, first: bool) -> dict[str, Any]:

@@ -19,7 +19,6 @@ import ssl
 import subprocess
 import sys
 import zlib
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -31,23 +30,12 @@ from _upstream import Upstream
 from aiohttp import web
 
 import agentkit.runs
-from agentkit.proxy import ModelProxy, ProxyRoute, shared_proxy
+from agentkit.proxy import ModelProxy, ProxyRoute
 from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
 
 REAL_KEY = "sk-http-real-key-3f9e10"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def proxy() -> AsyncIterator[ModelProxy]:
-    async with shared_proxy() as running:
-        yield running
 
 
 def answer(content: str) -> dict[str, Any]:

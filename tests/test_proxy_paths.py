@@ -19,7 +19,7 @@ import pytest
 from _upstream import Upstream
 from aiohttp import web
 
-from agentkit.proxy import WIRES, ModelProxy, ProxyRoute, Wire, register_wire, shared_proxy
+from agentkit.proxy import WIRES, ModelProxy, ProxyRoute, Wire, register_wire
 
 pytestmark = pytest.mark.anyio
 
@@ -86,17 +86,6 @@ ALLOWED = [
 async def answer_anything(request: web.BaseRequest) -> web.StreamResponse:
     await request.read()
     return web.json_response(CHAT_ANSWER)
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def proxy() -> AsyncIterator[ModelProxy]:
-    async with shared_proxy() as running:
-        yield running
 
 
 @pytest.fixture

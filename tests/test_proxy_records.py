@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -20,24 +19,13 @@ from _upstream import Upstream
 from aiohttp import web
 
 from agentkit.chat import MAX_REPLY_CHARS
-from agentkit.proxy import ModelProxy, ProxyRoute, ProxySettings, shared_proxy
+from agentkit.proxy import ModelProxy, ProxyRoute, ProxySettings
 from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 NOT_SAID = "the server returned no token ids"
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def proxy() -> AsyncIterator[ModelProxy]:
-    async with shared_proxy() as running:
-        yield running
 
 
 def route_to(proxy: ModelProxy, url: str, **settings: Any) -> ProxyRoute:

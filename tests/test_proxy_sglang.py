@@ -5,13 +5,12 @@ SGLang's names, a stream asked for them SGLang's way (it refuses vLLM's with a 4
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 
-from agentkit.proxy import ModelProxy, ProxySettings, shared_proxy
+from agentkit.proxy import ModelProxy, ProxySettings
 from agentkit.testing import tokens
 from agentkit.testing.model_server import ScriptedModelServer
 
@@ -23,17 +22,6 @@ REPLY = {
     "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}],
 }
 MESSAGES = [{"role": "user", "content": "list the files"}]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def proxy() -> AsyncIterator[ModelProxy]:
-    async with shared_proxy() as running:
-        yield running
 
 
 async def _call(base_url: str, body: dict[str, Any], key: str = "k") -> tuple[int, Any]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import zlib
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -24,7 +23,7 @@ from hypothesis import strategies as st
 
 from agentkit._sse import MAX_EVENT_BYTES, EventSizes, EventSplitter, EventTooLarge
 from agentkit.chat import ChatClient, ModelCallError
-from agentkit.proxy import ModelProxy, ProxySettings, shared_proxy
+from agentkit.proxy import ModelProxy, ProxySettings
 
 MB = 1024 * 1024
 
@@ -107,17 +106,6 @@ def test_the_size_watcher_refuses_an_event_over_the_cap() -> None:
 
 
 # -- through the proxy ---------------------------------------------------------------
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def proxy() -> AsyncIterator[ModelProxy]:
-    async with shared_proxy() as running:
-        yield running
 
 
 class Endless:

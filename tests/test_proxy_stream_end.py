@@ -3,27 +3,14 @@ proxy's record of a streamed call keeps them."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import httpx
 import pytest
 
-from agentkit.proxy import ModelProxy, ProxySettings, shared_proxy
+from agentkit.proxy import ModelProxy, ProxySettings
 from agentkit.testing import tokens
 from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def proxy() -> AsyncIterator[ModelProxy]:
-    async with shared_proxy() as running:
-        yield running
 
 
 @pytest.mark.parametrize("finish", ["stop", "tool_calls", "length"])

@@ -14,7 +14,7 @@ import httpx
 import openai
 import pytest
 
-from agentkit.proxy import ModelProxy, ProxyRoute, ProxySettings, shared_proxy
+from agentkit.proxy import ModelProxy, ProxyRoute, ProxySettings
 from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
@@ -57,17 +57,6 @@ OPENAI_TOOLS: list[Any] = [
     },
     {"type": "web_search"},  # built in: left out
 ]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
-async def proxy() -> AsyncIterator[ModelProxy]:
-    async with shared_proxy() as running:
-        yield running
 
 
 @pytest.fixture
