@@ -311,6 +311,23 @@ async def test_a_compressed_body_is_read_decoded_and_capped_decoded(
     assert (large.status, large.request) == (413, None)
 
 
+@pytest.mark.parametrize("encoding", ["br", "zstd", "gzip, gzip", "compress"])
+async def test_a_body_in_an_encoding_the_proxy_does_not_decode_is_refused_and_recorded(
+    proxy: ModelProxy, upstream: Upstream, encoding: str
+) -> None:
+    """A body in an encoding the proxy does not undo (brotli, zstd, two encodings) is read
+    as it came: not strict JSON, so it is refused with a 400 and recorded, and nothing
+    goes upstream (the server would decode what the record could not show)."""
+    route = open_route(proxy, upstream)
+    packed = gzip.compress(gzip.compress(b'{"model": "m", "messages": []}'))
+    headers = {"Content-Encoding": encoding}
+    status, answer = await raw(proxy, "POST", "/v1/chat/completions", route.key, packed, headers)
+    assert status == 400 and answer["error"]["code"] == "invalid_body"
+    assert upstream.seen == []
+    [call] = route.close()
+    assert (call.status, call.request) == (400, None)
+
+
 class GenerateWire(Wire):
     """A protocol of the test's own, served on any path under the base ending /generate."""
 
