@@ -90,12 +90,18 @@ async def test_a_job_killed_with_sigkill_resumes_losing_and_repeating_nothing(
         with anyio.fail_after(60):  # a hang guard, not a measurement
             await model_server.wait_for_requests(answered + BUDGET)
         running = agentkit.jobs.open(job_dir).state()  # its process holds the lock
+        # a second process cannot run the same job at once: one clear line, nothing written
+        second = subprocess.run(
+            cli("job", "run", "--resume", str(job_dir)), capture_output=True, text=True, timeout=60
+        )
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
         assert proc.stderr is not None
         proc.stderr.close()
     assert running == "running"
+    assert second.returncode != 0 and "Traceback" not in second.stderr
+    assert f"{job_dir}: another agentkit job run is running this job" in second.stderr
     assert proc.returncode == -signal.SIGKILL
     assert agentkit.jobs.open(job_dir).state() == "incomplete"
     before = rollout_lines(job_dir)
