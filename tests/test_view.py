@@ -273,6 +273,26 @@ def test_a_run_stream_says_gone_when_the_run_goes(runs: Path, tmp_path: Path) ->
         conn.close()
 
 
+def test_a_quiet_stream_sends_a_heartbeat_and_never_the_same_state_twice(runs: Path) -> None:
+    """Once a run's state is sent, a stream that sees no change sends nothing but its
+    heartbeat (a comment, after 15 s): never the same state again, which a page would
+    redraw every half second."""
+    import http.client
+    import urllib.parse
+
+    with view_server(runs) as url:
+        parts = urllib.parse.urlsplit(url)
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        conn.request("GET", "/api/run/good/stream")
+        resp = conn.getresponse()
+        assert _event(resp)[0] == "run"
+        line = resp.readline().decode()
+        while line == "\n":
+            line = resp.readline().decode()
+        assert line == ": ping\n", line
+        conn.close()
+
+
 def _event(resp: Any) -> tuple[str, Any]:
     name, data = None, None
     while True:
