@@ -254,7 +254,7 @@ async def test_a_key_with_json_escapes_is_redacted(tmp_path: Path, monkeypatch: 
 
 
 def test_public_url_hides_credentials_only() -> None:
-    from agentkit.env._manifest import public_url
+    from agentkit._redact import public_url
 
     assert public_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
     assert public_url("https://bob:pw@proxy.example/v1") == "https://bob:***@proxy.example/v1"

@@ -28,6 +28,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from agentkit._limits import dumps_finite
 
@@ -40,6 +41,7 @@ __all__ = [
     "environment_secrets",
     "looks_like_key",
     "looks_secret",
+    "public_url",
     "register_secret",
     "registered_secrets",
 ]
@@ -99,6 +101,28 @@ KEY_PREFIXES: tuple[str, ...] = (
 
 _TOKEN_RUN = re.compile(r"[A-Za-z0-9]{24,}")
 _AWS_KEY_ID = re.compile(r"(?:AKIA|ASIA)[A-Z0-9]{16}")
+
+
+def public_url(url: str | None) -> str | None:
+    """``url`` without credentials: a password in it, and secret-looking query values, hidden."""
+    if not url:
+        return url
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, host = netloc.rpartition("@")
+        user, sep, _password = userinfo.partition(":")
+        netloc = f"{user}:***@{host}" if sep else f"***@{host}"
+    query = parts.query
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        hidden = [(k, MARKER if looks_secret(k) else v) for k, v in pairs]
+        if hidden != pairs:
+            query = urlencode(hidden, safe="*")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def looks_like_key(value: str) -> bool:

@@ -6,13 +6,13 @@ Shared by ``agentkit run`` (at the end of a run) and ``agentkit show``; kept apa
 
 from __future__ import annotations
 
+import math
 from typing import Any, TextIO
 
 from rich.console import Console
+from rich.table import Table
 
-from agentkit.env._progress import render_results_table
-
-__all__ = ["money", "print_results", "start_notes", "usage_lines"]
+__all__ = ["money", "print_results", "render_results_table", "start_notes", "usage_lines"]
 
 
 def money(value: Any) -> str:
@@ -110,3 +110,46 @@ def start_notes(info: dict[str, Any], *, as_json: bool) -> list[str]:
     for path, (was, now) in (info.get("resume_changes") or {}).items():
         lines.append(f"Note: {path.split('.')[-1]} changed on resume: {was} -> {now}")
     return lines
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{value:.3f}"
+
+
+def render_results_table(summary: dict[str, Any], *, title: str = "Results") -> Table:
+    """A rich Table: per task rollouts, mean reward, pass@1, pass@n, errors; then overall."""
+    ks: list[str] = []
+    for t in summary.get("tasks", []):
+        for k in t.get("pass_at_k", {}):
+            if k not in ks:
+                ks.append(k)
+    largest = max(ks, key=int) if ks else None
+    shown = [k for k in ks if k == "1"] + ([largest] if largest not in (None, "1") else [])
+    table = Table(title=title)
+    table.add_column("task", overflow="fold")
+    table.add_column("rollouts", justify="right")
+    table.add_column("mean reward", justify="right")
+    for k in shown:
+        table.add_column(f"pass@{k}", justify="right")
+    table.add_column("errors", justify="right")
+    for t in summary.get("tasks", []):
+        row = [
+            t["task_id"],
+            f"{t['rollouts']}/{t['planned']}",
+            _fmt(t.get("mean_reward")),
+            *[_fmt(t.get("pass_at_k", {}).get(k)) for k in shown],
+            str(t.get("errors", 0)),
+        ]
+        table.add_row(*row)
+    table.add_section()
+    overall = summary.get("pass_at_k", {})
+    table.add_row(
+        "[bold]overall",
+        f"{summary.get('finished', 0)}/{summary.get('planned', 0)}",
+        _fmt(summary.get("mean_reward")),
+        *[_fmt(overall.get(k)) for k in shown],
+        str(summary.get("errors", 0)),
+    )
+    return table

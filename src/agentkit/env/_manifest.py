@@ -15,11 +15,11 @@ from typing import Any
 from agentkit import registry
 from agentkit._context import RunContext, public_headers
 from agentkit._executor import PlannedTask
-from agentkit._redact import MARKER, looks_secret
+from agentkit._redact import MARKER, looks_secret, public_url
 from agentkit._version import __version__
 from agentkit.rundir import RUN_SCHEMA_VERSION
 
-__all__ = ["build_manifest", "public_options", "public_url", "qualname"]
+__all__ = ["build_manifest", "public_options", "qualname"]
 
 
 def public_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -33,30 +33,6 @@ def public_options(options: dict[str, Any]) -> dict[str, Any]:
         else:
             out[name] = value
     return out
-
-
-def public_url(url: str | None) -> str | None:
-    """``url`` without credentials: a password in it, and secret-looking query values, hidden."""
-    if not url:
-        return url
-    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
-        user, sep, _password = userinfo.partition(":")
-        netloc = f"{user}:***@{host}" if sep else f"***@{host}"
-    query = parts.query
-    if query:
-        pairs = parse_qsl(query, keep_blank_values=True)
-        hidden = [(k, MARKER if looks_secret(k) else v) for k, v in pairs]
-        if hidden != pairs:
-            query = urlencode(hidden, safe="*")
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def qualname(obj: Any) -> str:

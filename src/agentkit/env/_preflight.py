@@ -26,9 +26,9 @@ import attrs
 from agentkit._context import RunContext
 from agentkit._errors import AgentkitError
 from agentkit._limits import loads_bounded
+from agentkit._redact import public_url
 from agentkit._sandbox import ExecutionHints
 from agentkit.chat._endpoint import EndpointError, ModelEndpoint
-from agentkit.env._manifest import public_url
 
 __all__ = [
     "PreflightError",

@@ -1,13 +1,12 @@
-"""The live progress bar and the results table (rich, on stderr / stdout)."""
+"""The live progress bar and status line of a run (rich, on stderr)."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from agentkit.rundir import RolloutRecord
 
-__all__ = ["ProgressBar", "StatusLine", "render_results_table"]
+__all__ = ["ProgressBar", "StatusLine"]
 
 
 class StatusLine:
@@ -101,48 +100,3 @@ class ProgressBar:
         self.progress.update(
             self.task_id, advance=1, running=self.running, errors=self.errors, reward=mean
         )
-
-
-def _fmt(value: float | None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "-"
-    return f"{value:.3f}"
-
-
-def render_results_table(summary: dict[str, Any], *, title: str = "Results") -> Any:
-    """A rich Table: per task rollouts, mean reward, pass@1, pass@n, errors; then overall."""
-    from rich.table import Table
-
-    ks: list[str] = []
-    for t in summary.get("tasks", []):
-        for k in t.get("pass_at_k", {}):
-            if k not in ks:
-                ks.append(k)
-    largest = max(ks, key=int) if ks else None
-    shown = [k for k in ks if k == "1"] + ([largest] if largest not in (None, "1") else [])
-    table = Table(title=title)
-    table.add_column("task", overflow="fold")
-    table.add_column("rollouts", justify="right")
-    table.add_column("mean reward", justify="right")
-    for k in shown:
-        table.add_column(f"pass@{k}", justify="right")
-    table.add_column("errors", justify="right")
-    for t in summary.get("tasks", []):
-        row = [
-            t["task_id"],
-            f"{t['rollouts']}/{t['planned']}",
-            _fmt(t.get("mean_reward")),
-            *[_fmt(t.get("pass_at_k", {}).get(k)) for k in shown],
-            str(t.get("errors", 0)),
-        ]
-        table.add_row(*row)
-    table.add_section()
-    overall = summary.get("pass_at_k", {})
-    table.add_row(
-        "[bold]overall",
-        f"{summary.get('finished', 0)}/{summary.get('planned', 0)}",
-        _fmt(summary.get("mean_reward")),
-        *[_fmt(overall.get(k)) for k in shown],
-        str(summary.get("errors", 0)),
-    )
-    return table

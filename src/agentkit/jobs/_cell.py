@@ -18,9 +18,8 @@ from typing import Any
 import attrs
 
 from agentkit._context import public_headers
-from agentkit._redact import MARKER, looks_like_key, looks_secret
+from agentkit._redact import MARKER, looks_like_key, looks_secret, public_url
 from agentkit._run_options import RunOptions
-from agentkit.env._manifest import public_url
 
 __all__ = [
     "CELL_NAME",

@@ -24,10 +24,7 @@ import attrs
 from agentkit._errors import AgentkitError, SpecError
 from agentkit._limits import max_rollouts
 from agentkit._redact import MARKER, Redactor
-from agentkit.env import AgentEnv
-from agentkit.env._execute import execute
-from agentkit.env._records import EvalResults
-from agentkit.env._session import Session, prepare
+from agentkit.env import AgentEnv, EvalResults, Session, execute, prepare
 from agentkit.jobs._cell import CellSpec
 from agentkit.jobs._layout import JOB_FILE
 from agentkit.jobs._progress import JobProgress

@@ -3,7 +3,7 @@ finished groups, each call tagged with the policy version that answered it, none
 the staleness bound.
 
 The service opens one long-lived run of an :class:`~agentkit.AgentEnv`
-(:mod:`agentkit.env._stream`: the local executor, the model proxy, the run
+(:func:`agentkit.env.open_rollouts`: the local executor, the model proxy, the run
 directory when ``out`` is given) and keeps ``concurrency`` rollouts running
 from a queue of requested groups. A rollout runs as any rollout of a run
 does (sandbox, harness, scoring, retries), its model calls through the
@@ -32,8 +32,7 @@ import attrs
 from agentkit._errors import AgentkitError, SpecError
 from agentkit._executor import PlannedTask
 from agentkit._policy import Policy, PolicyBoard
-from agentkit.env import AgentEnv, RolloutRecord, RunOptions
-from agentkit.env._stream import RolloutStream, open_rollouts
+from agentkit.env import AgentEnv, RolloutRecord, RolloutStream, RunOptions, open_rollouts
 from agentkit.service._formats import (
     TRAINER_FORMATS,
     RecordOptions,
@@ -204,7 +203,7 @@ class RolloutService:
         stack, self._stack = self._stack, None
         if stack is not None:
             # the task groups close in the task and the scopes they were opened in; the
-            # executor and the model proxy are released shielded (agentkit.env._stream)
+            # executor and the model proxy are released shielded (agentkit.env.open_rollouts)
             await stack.__aexit__(None, None, None)
         self._queued.set()
         self._finished.set()
