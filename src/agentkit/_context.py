@@ -10,6 +10,7 @@ import attrs
 from agentkit._convert import unstructure
 from agentkit._errors import SpecError
 from agentkit._limits import non_finite
+from agentkit._redact import MARKER, looks_like_key, public_fields
 
 if TYPE_CHECKING:
     from agentkit._pricing import Pricing
@@ -38,8 +39,13 @@ def is_secret_header(name: str) -> bool:
 
 
 def public_headers(headers: dict[str, str]) -> dict[str, str]:
-    """``headers`` with the values of secret-looking names replaced by ``***``."""
-    return {name: "***" if is_secret_header(name) else value for name, value in headers.items()}
+    """``headers`` as they are shown and stored: the values of secret-looking names
+    (:func:`is_secret_header`), and values that look like a key whatever the name
+    (:func:`~agentkit._redact.looks_like_key`), replaced by ``***``."""
+    return {
+        name: MARKER if is_secret_header(name) or looks_like_key(value) else value
+        for name, value in headers.items()
+    }
 
 
 def _finite(_instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -151,13 +157,14 @@ class RunContext:
         return attrs.evolve(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
-        """The context as JSON, without the API key, secret header values or the sandbox."""
+        """The context as JSON, without the API key, secret header and request field values
+        or the sandbox."""
         return {
             "model": self.model,
             "base_url": self.base_url,
             "api_key_env": self.api_key_env,
             "api_key_set": self.resolved_api_key is not None,
-            "sampling_args": dict(self.sampling_args),
+            "sampling_args": public_fields(self.sampling_args),
             "headers": public_headers(self.headers),
             "limits": unstructure(self.limits),
             "max_connections": self.max_connections,

@@ -41,9 +41,11 @@ __all__ = [
     "environment_secrets",
     "looks_like_key",
     "looks_secret",
+    "public_fields",
     "public_url",
     "register_secret",
     "registered_secrets",
+    "secret_values",
 ]
 
 #: What a secret is replaced with.
@@ -151,6 +153,37 @@ def looks_like_key(value: str) -> bool:
         ):
             return True
     return text in registered_secrets() or text in environment_secrets()
+
+
+def public_fields(value: Any, name: str | None = None) -> Any:
+    """Request fields (``-M KEY=VALUE``, a job's ``sampling_args``) as they are shown
+    and stored: at any depth, a string under a secret-looking name (:func:`looks_secret`)
+    and a string that looks like a key (:func:`looks_like_key`) are :data:`MARKER`;
+    numbers, booleans and the other strings stay as they are (``max_tokens`` is a
+    count, not a secret)."""
+    if isinstance(value, Mapping):
+        return {k: public_fields(v, str(k)) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [public_fields(v, name) for v in value]
+    if isinstance(value, str) and _hidden(name, value):
+        return MARKER
+    return value
+
+
+def secret_values(value: Any, name: str | None = None) -> list[str]:
+    """The strings :func:`public_fields` hides in ``value``: what a run's redactor keeps
+    out of everything the run writes (the request bodies its model calls record)."""
+    if isinstance(value, Mapping):
+        return [s for k, v in value.items() for s in secret_values(v, str(k))]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in secret_values(v, name)]
+    if isinstance(value, str) and _hidden(name, value):
+        return [value]
+    return []
+
+
+def _hidden(name: str | None, value: str) -> bool:
+    return (name is not None and looks_secret(name)) or looks_like_key(value)
 
 
 def register_secret(value: str | None) -> None:

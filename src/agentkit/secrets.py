@@ -15,7 +15,9 @@ Request headers whose names hold a credential word (:data:`SECRET_HEADER_WORDS`;
 :func:`is_secret_header`) are secret too: :func:`public_headers` shows them
 as ``***``. A value that looks like a key whatever its name
 (:func:`looks_like_key`: a well-known key prefix, a long random-looking token,
-or a known secret's value) is kept out of what a job writes.
+or a known secret's value) is kept out of what a job writes. Request fields
+(``-M``, ``sampling_args``) are shown and stored by :func:`public_fields`: a string
+under a secret-looking name, or shaped like a key, is ``***``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from agentkit._redact import (
     SECRET_WORDS,
     looks_like_key,
     looks_secret,
+    public_fields,
     register_secret,
     registered_secrets,
 )
@@ -41,6 +44,7 @@ __all__ = [
     "is_secret_header",
     "looks_like_key",
     "looks_secret",
+    "public_fields",
     "public_headers",
     "register_secret",
     "registered_secrets",

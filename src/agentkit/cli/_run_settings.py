@@ -168,10 +168,11 @@ def resolve_settings(
         if v == "***"
     ]
     hidden += [f"--header {k}" for k, v in given.headers.items() if v == "***"]
+    hidden += [f"-M {k}" for k, v in given.sampling.items() if _holds_hidden(v)]
     if hidden:
         raise SpecError(
             f"{', '.join(hidden)} of {resume} held secrets, which are not stored; "
-            "pass them again (-H/-T/-S NAME=VALUE, --header 'NAME: VALUE')"
+            "pass them again (-H/-T/-S NAME=VALUE, --header 'NAME: VALUE', -M KEY=VALUE)"
         )
     return RunSettings(
         taskset_spec=taskset_spec,
@@ -283,6 +284,15 @@ def _given(
         proxy=proxy,
         sb_options=sb_options,
     )
+
+
+def _holds_hidden(value: Any) -> bool:
+    """A stored request field (``-M``) the manifest hid (``***``, at any depth)."""
+    if isinstance(value, dict):
+        return any(_holds_hidden(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_holds_hidden(v) for v in value)
+    return value == "***"
 
 
 def _carry_context(given: _Given, stored: dict[str, Any], resume: Path | None) -> None:

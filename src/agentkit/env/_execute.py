@@ -23,9 +23,9 @@ from typing import Any
 import anyio
 import attrs
 
-from agentkit._context import SECRET_HEADER_WORDS, RunContext
+from agentkit._context import RunContext, is_secret_header
 from agentkit._executor import Executor, PlannedTask
-from agentkit._redact import Redactor
+from agentkit._redact import Redactor, looks_like_key, secret_values
 from agentkit.env._attempt import RolloutWork
 from agentkit.env._groups import build_groups
 from agentkit.env._live import LiveEvents
@@ -131,12 +131,12 @@ class _Started:
 
 
 def _run_redactor(ctx: RunContext) -> Redactor:
-    """The run's redactor: the API key, secret-looking host variables and headers, values
-    plugins register."""
-    secret_headers = [
-        v for k, v in ctx.headers.items() if any(w in k.lower() for w in SECRET_HEADER_WORDS)
-    ]
-    return Redactor.for_run(ctx.resolved_api_key, extra=secret_headers)
+    """The run's redactor: the API key, secret-looking host variables, the headers and
+    request fields (``-M``) the manifest hides, values plugins register."""
+    secret_headers = [v for k, v in ctx.headers.items() if is_secret_header(k) or looks_like_key(v)]
+    return Redactor.for_run(
+        ctx.resolved_api_key, extra=[*secret_headers, *secret_values(ctx.sampling_args)]
+    )
 
 
 async def _check(session: Session, ctx: RunContext, executor: Executor) -> list[str]:

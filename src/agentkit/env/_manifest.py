@@ -15,7 +15,7 @@ from typing import Any
 from agentkit import registry
 from agentkit._context import RunContext, public_headers
 from agentkit._executor import PlannedTask
-from agentkit._redact import MARKER, looks_secret, public_url
+from agentkit._redact import MARKER, looks_secret, public_fields, public_url
 from agentkit._version import __version__
 from agentkit.rundir import RUN_SCHEMA_VERSION
 
@@ -75,7 +75,7 @@ def build_manifest(
             "model": ctx.model,
             "base_url": public_url(ctx.base_url),
             "api_key_env": ctx.api_key_env,
-            "sampling_args": dict(ctx.sampling_args),
+            "sampling_args": public_fields(ctx.sampling_args),
             "headers": public_headers(ctx.headers),
             "limits": {
                 "max_turns": ctx.limits.max_turns,

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from agentkit._context import public_headers
-from agentkit._redact import MARKER, looks_like_key, looks_secret, public_url
+from agentkit._redact import MARKER, looks_like_key, looks_secret, public_fields, public_url
 from agentkit._run_options import RunOptions
 
 __all__ = [
@@ -65,13 +65,11 @@ def public_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, value in settings.items():
         if name == "headers" and isinstance(value, Mapping):
-            value = {
-                k: MARKER if _keylike(v) else v for k, v in public_headers(dict(value)).items()
-            }
+            value = public_headers(dict(value))
         elif name == "sandbox_options" and isinstance(value, Mapping):
             value = public_values(value)
         elif name == "sampling_args" and isinstance(value, Mapping):
-            value = {k: MARKER if _keylike(v) else v for k, v in value.items()}
+            value = public_fields(value)
         elif name == "base_url" and isinstance(value, str):
             value = public_url(value)
         elif _keylike(value):
