@@ -263,6 +263,44 @@ async def test_the_real_key_goes_upstream_and_no_other_key_is_served(
     assert len(model_server.model_requests) == 1  # nothing refused reached the server
 
 
+async def test_the_agents_account_headers_stay_behind_and_the_runs_go_upstream(
+    model_server: ScriptedModelServer, proxy: ModelProxy
+) -> None:
+    # the agent holds no account: an OpenAI-Organization or OpenAI-Project it sends would
+    # bill the real key's calls to an account it chose; only the run's own headers pick one
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    agent_headers = {
+        "OpenAI-Organization": "org-agent-chosen",
+        "OpenAI-Project": "proj_agent_chosen",
+        "X-Agent-Note": "kept",
+    }
+    bare = open_route(proxy, model_server)
+    model_server.set_api_key(REAL_KEY)
+    configured = proxy.open_route(
+        rollout_id="task-1-r1",
+        upstream=model_server.base_url,
+        api_key=REAL_KEY,
+        headers={"OpenAI-Organization": "org-the-run"},
+        settings=ProxySettings(),
+    )
+    async with httpx.AsyncClient(timeout=30) as client:
+        for route in (bare, configured):
+            headers = {**agent_headers, "Authorization": f"Bearer {route.key}"}
+            sent = await client.post(
+                route.base_url + "/chat/completions", json=body, headers=headers
+            )
+            assert sent.status_code == 200
+    first, second = model_server.model_requests
+    assert first.api_key_sent and second.api_key_sent
+    assert "openai-organization" not in first.headers and "openai-project" not in first.headers
+    assert first.headers["x-agent-note"] == "kept"
+    assert second.headers["openai-organization"] == "org-the-run"
+    assert "openai-project" not in second.headers
+    [call] = bare.close()  # what the agent sent is recorded, as it sent it
+    assert call.headers["openai-organization"] == "org-agent-chosen"
+    configured.close()
+
+
 async def test_session_header_and_cache_salt(
     model_server: ScriptedModelServer, proxy: ModelProxy
 ) -> None:

@@ -63,14 +63,18 @@ _HOP = frozenset(
     }
 )
 _KEY_HEADERS = ("authorization", "x-api-key", "api-key")
+#: Headers that pick the account or project the real key's calls are billed to: the
+#: agent holds no account, so only the run's own headers (``--header``) set these.
+_ACCOUNT_HEADERS = ("openai-organization", "openai-project")
 #: Request headers the proxy sets itself (the body goes upstream decoded: no
-#: ``content-encoding``).
+#: ``content-encoding``), and the agent's account headers.
 _NOT_FORWARDED = _HOP | {
     "host",
     "content-length",
     "content-encoding",
     "accept-encoding",
     *_KEY_HEADERS,
+    *_ACCOUNT_HEADERS,
 }
 #: Request headers left out of the record (the connection's own).
 _NOT_SHOWN = _HOP | {"host", "content-length"}
