@@ -31,7 +31,6 @@ __all__ = ["export_cmd"]
     "--out",
     "-o",
     type=click.Path(dir_okay=False, path_type=Path, allow_dash=True),
-    default=None,
     help="File to write, or - for standard output. A regular file is replaced whole once "
     "everything is written; a FIFO or a device (/dev/null) is written in place; a "
     "symbolic link is followed. [default: RUN_DIR/train.<format>.jsonl, train.parquet or "
@@ -52,7 +51,6 @@ __all__ = ["export_cmd"]
 @click.option(
     "--eps",
     type=FINITE_FLOAT,
-    default=None,
     help="Added to the standard deviation when normalizing "
     "(default 1e-6 per group, 1e-8 with --batch-normalize).",
 )
@@ -65,14 +63,12 @@ __all__ = ["export_cmd"]
 @click.option(
     "--eos-token-id",
     type=click.IntRange(min=0),
-    default=None,
     help="With the overlong filter: a response is overlong when its completion token ids "
     "do not end with this id (SkyRL's DAPO rule) instead of when it stopped for length.",
 )
 @click.option(
     "--max-seq-len",
     type=click.IntRange(min=1),
-    default=None,
     help="Truncate token ids to this length, keeping the prompt.",
 )
 @click.option("--drop-unscored", is_flag=True, help="Leave out rollouts without a reward.")
@@ -85,7 +81,6 @@ __all__ = ["export_cmd"]
 @click.option(
     "--tokenizer",
     type=click.Path(exists=True, path_type=Path),
-    default=None,
     help="A local Hugging Face tokenizer (a directory) that gives token ids to the chat "
     "calls the server returned none for; their sequences are marked token_source "
     "'tokenizer'. Needs pip install 'agentkit[tokenizer]'. Without it nothing is "

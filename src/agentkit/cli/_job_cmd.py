@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import functools
 import json
-import signal
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any, TextIO
@@ -18,13 +16,13 @@ from agentkit._run_options import file_option
 from agentkit.cli._compare_cmd import print_comparison, print_leaderboard
 from agentkit.cli._options import (
     comparison_options,
+    directory_options,
     leaderboard_out_option,
-    out_dir_option,
-    resume_option,
-    retry_errors_option,
+    output_options,
+    pairs_option,
 )
-from agentkit.cli._results import start_notes
-from agentkit.cli._signals import run_stoppable
+from agentkit.cli._results import planned_rollouts, start_notes
+from agentkit.cli._signals import run_resumable
 from agentkit.cli._stdout import reserved_stdout
 from agentkit.jobs import Job, JobResults, default_job_dir, open_job
 from agentkit.jobs._spec import setting_key, with_changes
@@ -52,24 +50,21 @@ def job_group() -> None:
 @click.argument(
     "job_file", required=False, type=click.Path(path_type=Path, exists=True, dir_okay=False)
 )
-@click.option(
+@pairs_option(
     "--taskset",
     "tasksets",
-    multiple=True,
     metavar="SPEC",
     help="A taskset (provider:argument), replacing the file's [[tasksets]] (repeatable).",
 )
-@click.option(
+@pairs_option(
     "--harness",
     "harnesses",
-    multiple=True,
     metavar="NAME",
     help="A harness, replacing the file's [[harnesses]] (repeatable).",
 )
-@click.option(
+@pairs_option(
     "--model",
     "models",
-    multiple=True,
     metavar="NAME",
     help="A model, replacing the file's [[models]] (repeatable); 'scripted:FILE' serves a "
     "JSON model script.",
@@ -77,7 +72,6 @@ def job_group() -> None:
 @click.option("--base-url", default=None, help="The model endpoint of every cell.")
 @click.option(
     "--api-key-env",
-    default=None,
     metavar="VAR",
     help="Environment variable holding the API key of every cell (never stored).",
 )
@@ -85,55 +79,46 @@ def job_group() -> None:
     "-n",
     "--rollouts",
     type=click.IntRange(min=1),
-    default=None,
     help="Rollouts per task in every cell.",
 )
 @click.option(
     "-c",
     "--concurrency",
     type=click.IntRange(min=1),
-    default=None,
     help="Rollouts running at once across all cells (the shared budget). [default: the "
     "file's, else 8]",
 )
 @click.option("--name", default=None, help="The job's name. [default: the file's name]")
-@click.option(
+@pairs_option(
     "--set",
     "set_pairs",
-    multiple=True,
     metavar="KEY=VALUE",
     help="A setting of every cell (any run option, or TABLE.KEY such as "
     "sampling_args.temperature); VALUE is TOML, else text (repeatable).",
 )
-@click.option(
+@pairs_option(
     "--matrix",
     "matrix_pairs",
-    multiple=True,
     metavar="KEY=V1,V2,...",
     help="A matrix axis: one cell per value, as [matrix] KEY = [V1, V2, ...] (repeatable).",
 )
-@click.option(
+@pairs_option(
     "-S",
     "sandbox_pairs",
-    multiple=True,
     metavar="NAME=VALUE",
     help="A sandbox option of every cell (-S image=host).",
 )
-@out_dir_option("The job directory to create. [default: jobs/<time>-<name>]")
-@resume_option(
+@directory_options(
+    "The job directory to create. [default: jobs/<time>-<name>]",
     "Finish the job in JOBDIR: every cell's missing rollouts; cells never started.",
     metavar="JOBDIR",
 )
-@retry_errors_option
-@click.option("--dry-run", is_flag=True, help="Print the cells and their settings; run nothing.")
-@click.option(
-    "--progress/--no-progress",
-    "progress",
-    default=None,
-    help="The job's progress display on stderr. [default: on; rows on a terminal, plain "
+@output_options(
+    "Print the cells and their settings; run nothing.",
+    "The job's progress display on stderr. [default: on; rows on a terminal, plain "
     "lines elsewhere; off with --json]",
+    "Print only the job's final JSON.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print only the job's final JSON.")
 def job_run_cmd(**params: Any) -> None:
     """Run every cell of JOB_FILE (or of the job the flags give) under one job directory.
 
@@ -164,10 +149,7 @@ def _run(params: dict[str, Any], out: TextIO) -> None:
         plan = job.plan(
             None if resume else job_dir, resume=resume, retry_errors=params["retry_errors"]
         )
-        if as_json:
-            click.echo(json.dumps(plan, indent=2, default=str), file=out)
-        else:
-            _print_plan(plan, out)
+        click.echo(json.dumps(plan, indent=2, default=str) if as_json else _plan(plan), file=out)
         return
     progress = params["progress"]
     if progress is None:
@@ -179,25 +161,18 @@ def _run(params: dict[str, Any], out: TextIO) -> None:
 
     if job.source and resume is not None and params["job_file"] is None:
         _note_changed_source(job, resume)
-    stop_signal: list[int] = []
-    try:
-        results: JobResults = run_stoppable(
-            functools.partial(
-                job.run,
-                None if resume else job_dir,
-                resume=resume,
-                retry_errors=params["retry_errors"],
-                progress=progress,
-                on_cell_start=on_cell_start,
-            ),
-            stop_signal,
-        )
-    except KeyboardInterrupt:
-        _echo_err(
-            f"Interrupted. Finished rollouts are saved in {job_dir}; continue with: "
-            f"agentkit job run --resume {job_dir}"
-        )
-        sys.exit(128 + (stop_signal[0] if stop_signal else signal.SIGINT))
+    results: JobResults = run_resumable(
+        functools.partial(
+            job.run,
+            None if resume else job_dir,
+            resume=resume,
+            retry_errors=params["retry_errors"],
+            progress=progress,
+            on_cell_start=on_cell_start,
+        ),
+        job_dir,
+        "agentkit job run",
+    )
     if as_json:
         click.echo(json.dumps(results.to_json(), indent=2, default=str), file=out)
     else:
@@ -311,7 +286,7 @@ def _note_changed_source(job: Job, resume: Path) -> None:
         )
 
 
-def _print_plan(plan: dict[str, Any], out: TextIO) -> None:
+def _plan(plan: dict[str, Any]) -> str:
     """``--dry-run``: the cells and their settings, for people."""
     lines = [
         "Dry run: nothing is run or written.",
@@ -333,19 +308,12 @@ def _print_plan(plan: dict[str, Any], out: TextIO) -> None:
         settings = {k: v for k, v in cell["settings"].items() if k != "model"}
         if settings:
             lines.append(f"    settings {json.dumps(settings, default=str)}")
-        rollouts = (
-            f"    {cell['planned']} rollouts ({cell['tasks']} tasks × "
-            f"{cell['rollouts_per_task']}), {cell['to_run']} to run"
-        )
-        if cell["already_finished"]:
-            rollouts += f", {cell['already_finished']} already finished"
-        if cell["rerun"]:
-            rollouts += f", {cell['rerun']} to run again"
-        lines.append(rollouts + f"  -> {cell['run_dir']}")
+        rollouts = planned_rollouts(cell, cell["tasks"])
+        lines.append(f"    {cell['planned']} rollouts {rollouts}  -> {cell['run_dir']}")
         if cell.get("unsupported_warning"):
             lines.append(f"    left out: {cell['unsupported_warning']}")
     lines.append(f"Total: {plan['planned']} rollouts planned, {plan['to_run']} to run")
-    click.echo("\n".join(lines), file=out)
+    return "\n".join(lines)
 
 
 @job_group.command("show")

@@ -1,10 +1,11 @@
 """Options that more than one command takes, each written once.
 
 A comparison's (``agentkit compare``, ``agentkit job compare``); a run's or a
-job's directory to create or to resume (``agentkit run``, ``agentkit job
-run``); a leaderboard's file (``agentkit runs --compare``, ``agentkit job
-show``). The help text stays each command's own where it says what the
-command makes of the option.
+job's directory to create or to resume, its plan, progress display and JSON, and
+its repeatable ``NAME=VALUE`` settings (``agentkit run``, ``agentkit job run``); a
+leaderboard's file (``agentkit runs --compare``, ``agentkit job show``). The help
+text stays each command's own where it says what the command makes of the
+option.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ import click
 
 __all__ = [
     "comparison_options",
+    "directory_options",
     "leaderboard_out_option",
-    "out_dir_option",
-    "resume_option",
-    "retry_errors_option",
+    "output_options",
+    "pairs_option",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -55,25 +56,48 @@ def leaderboard_out_option(help_prefix: str, *, metavar: str | None = None) -> C
     )
 
 
-def out_dir_option(help: str) -> Callable[[F], F]:
-    """``--out DIR``: the run's or job's directory to create."""
-    return click.option("--out", type=click.Path(path_type=Path), default=None, help=help)
+def pairs_option(*decls: str, metavar: str, help: str) -> Callable[[F], F]:
+    """A repeatable option (``-S NAME=VALUE``, ``--set KEY=VALUE``, ``--task ID``): its
+    values in the order given, a tuple."""
+    return click.option(*decls, multiple=True, metavar=metavar, help=help)
 
 
-def resume_option(help: str, *, metavar: str | None = None) -> Callable[[F], F]:
-    """``--resume DIR``: an existing run's or job's directory to finish."""
-    return click.option(
-        "--resume",
-        type=click.Path(path_type=Path, exists=True, file_okay=False),
-        default=None,
-        metavar=metavar,
-        help=help,
-    )
+def directory_options(out: str, resume: str, *, metavar: str | None = None) -> Callable[[F], F]:
+    """``--out DIR``, the run's or job's directory to create (``out``: its help);
+    ``--resume DIR``, an existing one to finish (``resume``: its help, ``metavar``
+    its DIR); ``--retry-errors``, with ``--resume``: the rollouts that errored run
+    again."""
+
+    def add(command: F) -> F:
+        command = click.option(
+            "--retry-errors",
+            is_flag=True,
+            help="With --resume, also run again the rollouts that errored.",
+        )(command)
+        command = click.option(
+            "--resume",
+            type=click.Path(path_type=Path, exists=True, file_okay=False),
+            default=None,
+            metavar=metavar,
+            help=resume,
+        )(command)
+        return click.option("--out", type=click.Path(path_type=Path), default=None, help=out)(
+            command
+        )
+
+    return add
 
 
-#: ``--retry-errors``: with ``--resume``, the rollouts that errored run again.
-retry_errors_option: Callable[[Any], Any] = click.option(
-    "--retry-errors",
-    is_flag=True,
-    help="With --resume, also run again the rollouts that errored.",
-)
+def output_options(dry_run: str, progress: str, as_json: str) -> Callable[[F], F]:
+    """``--dry-run`` (print the plan, run nothing), ``--progress/--no-progress`` (the
+    progress display on stderr; None: the command's default) and ``--json`` (print
+    only JSON: ``as_json``), each with the command's own help."""
+
+    def add(command: F) -> F:
+        command = click.option("--json", "as_json", is_flag=True, help=as_json)(command)
+        command = click.option("--progress/--no-progress", "progress", default=None, help=progress)(
+            command
+        )
+        return click.option("--dry-run", is_flag=True, help=dry_run)(command)
+
+    return add

@@ -12,7 +12,15 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.table import Table
 
-__all__ = ["money", "print_results", "render_results_table", "start_notes", "usage_lines"]
+__all__ = [
+    "money",
+    "planned_rollouts",
+    "plural",
+    "print_results",
+    "render_results_table",
+    "start_notes",
+    "usage_lines",
+]
 
 
 def money(value: Any) -> str:
@@ -88,6 +96,22 @@ def print_results(summary: dict[str, Any], *, title: str, file: TextIO | None = 
     cb = summary.get("trace_callback") or {}
     if cb.get("error"):
         console.print(f"trace_callback failed: {cb['error']}", highlight=False, markup=False)
+
+
+def plural(count: int, word: str) -> str:
+    """``1 rollout``, ``2 rollouts``."""
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def planned_rollouts(plan: dict[str, Any], tasks: int) -> str:
+    """A ``--dry-run`` plan's rollouts after their count (a run's, or a job cell's):
+    ``(3 tasks × 4), 12 to run``, with those already finished and to run again."""
+    text = f"({plural(tasks, 'task')} × {plan['rollouts_per_task']}), {plan['to_run']} to run"
+    if plan["already_finished"]:
+        text += f", {plan['already_finished']} already finished"
+    if plan["rerun"]:
+        text += f", {plan['rerun']} to run again"
+    return text
 
 
 def start_notes(info: dict[str, Any], *, as_json: bool) -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import signal
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -14,10 +13,10 @@ from click.core import ParameterSource
 
 from agentkit.cli._config import load_run_config
 from agentkit.cli._numbers import FINITE_FLOAT, finite_range
-from agentkit.cli._options import out_dir_option, resume_option, retry_errors_option
-from agentkit.cli._results import print_results, start_notes
+from agentkit.cli._options import directory_options, output_options, pairs_option
+from agentkit.cli._results import planned_rollouts, plural, print_results, start_notes
 from agentkit.cli._run_settings import RunSettings, resolve_settings
-from agentkit.cli._signals import run_stoppable
+from agentkit.cli._signals import run_resumable
 from agentkit.cli._stdout import reserved_stdout
 
 __all__ = ["run_cmd"]
@@ -27,18 +26,12 @@ def _echo_err(message: str) -> None:
     click.echo(message, err=True)
 
 
-def plural(count: int, word: str) -> str:
-    """``1 rollout``, ``2 rollouts``."""
-    return f"{count} {word}" if count == 1 else f"{count} {word}s"
-
-
 @click.command("run")
 @click.argument("taskset_spec", required=False)
 @click.argument("harness", required=False)
 @click.option(
     "--config",
     type=click.Path(path_type=Path, exists=True, dir_okay=False),
-    default=None,
     help="TOML file with any of these settings (flags override it). [default: "
     "[tool.agentkit] of the nearest pyproject.toml]",
 )
@@ -48,7 +41,6 @@ def plural(count: int, word: str) -> str:
     "--epochs",
     "rollouts",
     type=int,
-    default=None,
     help="Rollouts per task (a group); on --resume, more extends the run. [default: 1]",
 )
 @click.option(
@@ -61,13 +53,11 @@ def plural(count: int, word: str) -> str:
 )
 @click.option(
     "--model",
-    default=None,
     help="Model name passed to the harness; 'scripted:FILE' serves a JSON model script.",
 )
 @click.option("--base-url", default=None, help="OpenAI-compatible endpoint of the model.")
 @click.option(
     "--api-key-env",
-    default=None,
     metavar="VAR",
     help="Environment variable holding the API key (the key is never stored). "
     "[default: OPENAI_API_KEY]",
@@ -78,58 +68,50 @@ def plural(count: int, word: str) -> str:
 @click.option(
     "--max-tokens",
     type=click.IntRange(min=1),
-    default=None,
     help="Output tokens per model call (max_tokens).",
 )
 @click.option(
     "--max-turns", type=click.IntRange(min=1), default=None, help="Model calls per rollout."
 )
-@click.option(
+@pairs_option(
     "-M",
     "--model-arg",
     "model_pairs",
-    multiple=True,
     metavar="KEY=VALUE",
     help="Any other request field (JSON value, else text), e.g. -M reasoning_effort=low.",
 )
-@click.option(
+@pairs_option(
     "--header",
     "header_pairs",
-    multiple=True,
     metavar="'NAME: VALUE'",
     help="HTTP header sent with every model request (secret-looking ones are never stored).",
 )
-@click.option(
+@pairs_option(
     "-H",
     "harness_pairs",
-    multiple=True,
     metavar="NAME=VALUE",
     help="Harness option, checked against the harness's option schema.",
 )
-@click.option(
+@pairs_option(
     "-T",
     "taskset_pairs",
-    multiple=True,
     metavar="NAME=VALUE",
     help="Taskset option, checked against the provider's option schema.",
 )
-@click.option(
+@pairs_option(
     "-S",
     "sandbox_pairs",
-    multiple=True,
     metavar="NAME=VALUE",
     help="Sandbox option, checked against the sandbox's option schema.",
 )
 @click.option("--limit", type=int, default=None, help="Only the first K tasks.")
-@click.option(
-    "--task", "task_ids", multiple=True, metavar="ID", help="Only this task id (repeatable)."
+@pairs_option("--task", "task_ids", metavar="ID", help="Only this task id (repeatable).")
+@directory_options(
+    "Run directory to create. [default: runs/<time>-<harness>]",
+    "Continue the run in this directory: missing rollouts and those that could not run.",
 )
-@out_dir_option("Run directory to create. [default: runs/<time>-<harness>]")
-@resume_option("Continue the run in this directory: missing rollouts and those that could not run.")
-@retry_errors_option
 @click.option(
     "--sandbox",
-    default=None,
     help="Sandbox for tasks that need one (local, host, ...). [default: local]",
 )
 @click.option(
@@ -143,39 +125,25 @@ def plural(count: int, word: str) -> str:
 @click.option(
     "--timeout",
     type=FINITE_FLOAT,
-    default=None,
     help="Seconds one rollout may take (then it is recorded as a timeout).",
 )
-@click.option(
-    "--token-limit",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Tokens (in + out) per rollout.",
-)
-@click.option(
-    "--cost-limit",
-    type=finite_range(min=0, min_open=True),
-    default=None,
-    help="USD per rollout.",
-)
+@click.option("--token-limit", type=click.IntRange(min=1), help="Tokens (in + out) per rollout.")
+@click.option("--cost-limit", type=finite_range(min=0, min_open=True), help="USD per rollout.")
 @click.option(
     "--message-limit", type=click.IntRange(min=1), default=None, help="Messages per rollout."
 )
 @click.option(
     "--run-token-limit",
     type=click.IntRange(min=1),
-    default=None,
     help="Tokens for the whole run: then no new rollout starts (resumable).",
 )
 @click.option(
     "--run-cost-limit",
     type=finite_range(min=0, min_open=True),
-    default=None,
     help="USD for the whole run: then no new rollout starts (resumable).",
 )
 @click.option(
     "--price",
-    default=None,
     metavar="input=USD,output=USD[,cached_input=USD]",
     help="Model prices per million tokens (a local model); else from genai-prices.",
 )
@@ -189,7 +157,6 @@ def plural(count: int, word: str) -> str:
 @click.option(
     "--pass-threshold",
     type=FINITE_FLOAT,
-    default=None,
     help="A rollout passes (for pass@k) when its total reward is at least this. [default: 1.0]",
 )
 @click.option(
@@ -212,7 +179,6 @@ def plural(count: int, word: str) -> str:
 )
 @click.option(
     "--ray-address",
-    default=None,
     metavar="ADDR",
     help="The Ray cluster to join (--executor ray). [default: RAY_ADDRESS, else a cluster "
     "started with 'ray start' on this machine, else a new local one that ends with the run]",
@@ -220,13 +186,11 @@ def plural(count: int, word: str) -> str:
 @click.option(
     "--ray-cpus",
     type=finite_range(min=0),
-    default=None,
     help="CPUs a rollout asks Ray for when its task gives none (--executor ray). [default: 1]",
 )
 @click.option(
     "--ray-artifacts-dir",
     type=click.Path(path_type=Path, file_okay=False),
-    default=None,
     help="A directory every node sees at this path: rollouts keep their files there "
     "instead of sending them to the driver (--executor ray).",
 )
@@ -246,20 +210,13 @@ def plural(count: int, word: str) -> str:
 )
 @click.option(
     "--session-header",
-    default=None,
     metavar="NAME",
     help="Header carrying each rollout's session id with every model call (a router keeps "
     "the rollout on one replica's prefix cache). [default: X-Session-ID]",
 )
-@click.option(
-    "--no-session-header",
-    is_flag=True,
-    default=None,
-    help="Send no session header.",
-)
+@click.option("--no-session-header", is_flag=True, default=None, help="Send no session header.")
 @click.option(
     "--cache-salt",
-    default=None,
     metavar="VALUE",
     help="vLLM's cache_salt, added to every chat, completions and Responses request "
     "(separates policy versions in the prefix cache).",
@@ -272,14 +229,11 @@ def plural(count: int, word: str) -> str:
     "chat completions, which return token ids (with --token-ids: exact tokens for Claude "
     "Code and Codex against vLLM).",
 )
-@click.option("--dry-run", is_flag=True, help="Print the resolved plan and run nothing.")
-@click.option(
-    "--progress/--no-progress",
-    "progress",
-    default=None,
-    help="Show the progress bar. [default: when stderr is a terminal]",
+@output_options(
+    "Print the resolved plan and run nothing.",
+    "Show the progress bar. [default: when stderr is a terminal]",
+    "Print only the summary JSON.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print only the summary JSON.")
 @click.pass_context
 def run_cmd(ctx: click.Context, /, **params: Any) -> None:
     """Run TASKSET_SPEC (provider:argument) with HARNESS and score every rollout.
@@ -311,10 +265,7 @@ def _run(ctx: click.Context, params: dict[str, Any], out: TextIO) -> None:
     as_json: bool = params["as_json"]
     if params["dry_run"]:
         plan = env.plan(options)
-        if as_json:
-            click.echo(json.dumps(plan, indent=2, default=str), file=out)
-        else:
-            _print_plan(plan, out)
+        click.echo(json.dumps(plan, indent=2, default=str) if as_json else _plan(plan), file=out)
         return
     progress = params["progress"]
     show_progress = sys.stderr.isatty() if progress is None else progress
@@ -336,19 +287,11 @@ def _run(ctx: click.Context, params: dict[str, Any], out: TextIO) -> None:
                 extra.append(f"{plural(info['rerun'], 'rollout')} to run again")
             _echo_err(what + (f"; {', '.join(extra)}" if extra else ""))
 
-    stop_signal: list[int] = []
-    try:
-        results = run_stoppable(
-            functools.partial(env.evaluate, options, progress=show_progress, on_start=on_start),
-            stop_signal,
-        )
-    except KeyboardInterrupt:
-        where = resume or options.out
-        _echo_err(
-            f"Interrupted. Finished rollouts are saved in {where}; continue with: "
-            f"agentkit run --resume {where}"
-        )
-        sys.exit(128 + (stop_signal[0] if stop_signal else signal.SIGINT))
+    results = run_resumable(
+        functools.partial(env.evaluate, options, progress=show_progress, on_start=on_start),
+        resume or options.out,
+        "agentkit run",
+    )
     summary = results.summary
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str), file=out)
@@ -364,7 +307,7 @@ def _run(ctx: click.Context, params: dict[str, Any], out: TextIO) -> None:
         _echo_err(f"See why: agentkit show {results.run_dir} --failed")
 
 
-def _print_plan(plan: dict[str, Any], out: TextIO) -> None:
+def _plan(plan: dict[str, Any]) -> str:
     """``--dry-run``: the resolved plan for people."""
     ctx = plan["context"]
     harness = plan["harness"]
@@ -404,15 +347,7 @@ def _print_plan(plan: dict[str, Any], out: TextIO) -> None:
     tasks = plan["tasks"]
     shown = ", ".join(tasks[:10]) + (f", ... ({len(tasks) - 10} more)" if len(tasks) > 10 else "")
     lines.append(f"Tasks ({len(tasks)}): {shown}")
-    rollouts = (
-        f"Rollouts: {plan['planned']} planned ({plural(len(tasks), 'task')} × "
-        f"{plan['rollouts_per_task']}), {plan['to_run']} to run"
-    )
-    if plan["already_finished"]:
-        rollouts += f", {plan['already_finished']} already finished"
-    if plan["rerun"]:
-        rollouts += f", {plan['rerun']} to run again"
-    lines.append(rollouts)
+    lines.append(f"Rollouts: {plan['planned']} planned {planned_rollouts(plan, len(tasks))}")
     for path, (was, now) in (plan.get("resume_changes") or {}).items():
         lines.append(f"Changes on resume: {path.split('.')[-1]}: {was} -> {now}")
-    click.echo("\n".join(lines), file=out)
+    return "\n".join(lines)

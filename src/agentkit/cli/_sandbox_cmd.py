@@ -48,7 +48,6 @@ def sandbox_group() -> None:
 @click.option(
     "--image-cache",
     type=click.Path(file_okay=False, path_type=Path),
-    default=None,
     help="With --image-roots: the image-root cache (default: ~/.cache/agentkit/image-roots, "
     "as -S image_cache).",
 )

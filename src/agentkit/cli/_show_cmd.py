@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,6 @@ def _open(run_dir: Path) -> Any:
 @click.option(
     "--rollout",
     "rollout_id",
-    default=None,
     metavar="ID",
     help="Print one rollout (an id, its prefix, or a task id): task, transcript, verifier, tokens.",
 )
@@ -84,25 +84,25 @@ def show_cmd(
         click.echo(f"Stopped: {summary['stopped']}")
 
 
+def _echo_fields(records: Iterable[Any], fields: str) -> None:
+    """``--json``: a list of each record's ``fields`` (names apart by spaces; a path as
+    text)."""
+    names = fields.split()
+    click.echo(
+        json.dumps([{name: _plain(getattr(r, name)) for name in names} for r in records], indent=2)
+    )
+
+
+def _plain(value: Any) -> Any:
+    return str(value) if isinstance(value, Path) else value
+
+
 def _show_failed(run: Any, as_json: bool) -> None:
     rows = list(run.iter_rollouts(failed=True))
     if as_json:
-        click.echo(
-            json.dumps(
-                [
-                    {
-                        "rollout_id": r.rollout_id,
-                        "task_id": r.task_id,
-                        "status": r.status,
-                        "error_kind": r.error_kind,
-                        "reward": r.reward,
-                        "infrastructure": r.infrastructure,
-                        "reason": r.reason,
-                    }
-                    for r in rows
-                ],
-                indent=2,
-            )
+        _echo_fields(
+            rows,
+            "rollout_id task_id status error_kind reward infrastructure reason",
         )
         return
     if not rows:
@@ -332,7 +332,6 @@ def _step_counts(steps: list[Any]) -> list[str]:
     "--format",
     "fmt",
     type=click.Choice(LEADERBOARD_FORMATS),
-    default=None,
     help="With --compare: table (default), csv, markdown or json.",
 )
 @leaderboard_out_option("With --compare: write", metavar="FILE")
@@ -357,27 +356,10 @@ def runs_cmd(
     folder = paths[0] if paths else Path("runs")
     listings = agentkit.runs.list_runs(folder)
     if as_json:
-        click.echo(
-            json.dumps(
-                [
-                    {
-                        "path": str(r.path),
-                        "created_at": r.created_at,
-                        "taskset": r.taskset,
-                        "harness": r.harness,
-                        "model": r.model,
-                        "planned": r.planned,
-                        "finished": r.finished,
-                        "errors": r.errors,
-                        "mean_reward": r.mean_reward,
-                        "cost": r.cost,
-                        "complete": r.complete,
-                        "error": r.error,
-                    }
-                    for r in listings
-                ],
-                indent=2,
-            )
+        _echo_fields(
+            listings,
+            "path created_at taskset harness model planned finished errors mean_reward cost "
+            "complete error",
         )
         return
     if not listings:

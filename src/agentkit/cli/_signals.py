@@ -20,12 +20,13 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any, TypeVar
 
 import anyio
 
-__all__ = ["STOP_SIGNALS", "run_stoppable"]
+__all__ = ["STOP_SIGNALS", "run_resumable", "run_stoppable"]
 
 T = TypeVar("T")
 
@@ -72,6 +73,21 @@ def run_stoppable(start: Callable[[], Awaitable[T]], received: list[int]) -> T:
     if not outcome:
         raise KeyboardInterrupt
     return outcome[0]
+
+
+def run_resumable(start: Callable[[], Awaitable[T]], where: Path | None, command: str) -> T:
+    """:func:`run_stoppable`; when a signal stopped it, say where the finished rollouts
+    are and how to continue (``command --resume where``), then exit with 128 plus the
+    signal's number."""
+    received: list[int] = []
+    try:
+        return run_stoppable(start, received)
+    except KeyboardInterrupt:
+        sys.stderr.write(
+            f"Interrupted. Finished rollouts are saved in {where}; continue with: "
+            f"{command} --resume {where}\n"
+        )
+        sys.exit(128 + (received[0] if received else signal.SIGINT))
 
 
 def _exit_now(signum: int) -> None:
