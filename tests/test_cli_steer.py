@@ -249,9 +249,8 @@ def test_config_file_and_pyproject_hold_settings_and_flags_override(
     # a mistake names the file and the key
     config.write_text('temperature = "hot"\n')
     bad = run_cli("run", "--config", str(config), cwd=tmp_path)
-    assert (
-        bad.returncode == 2 and "run.toml: temperature: expected a number, got 'hot'" in bad.stderr
-    )
+    assert bad.returncode == 2
+    assert "run.toml: temperature: expected a number, got the string 'hot'" in bad.stderr
     config.write_text("temprature = 0.3\n")
     bad = run_cli("run", "--config", str(config), cwd=tmp_path)
     assert bad.returncode == 2 and "unknown setting 'temprature'" in bad.stderr

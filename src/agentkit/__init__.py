@@ -6,9 +6,9 @@ so ``import agentkit`` stays fast and loads no plugin, openai or mcp code.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from agentkit._lazy import lazy_attribute
 from agentkit._version import __version__
 
 if TYPE_CHECKING:
@@ -182,12 +182,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agentkit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute("agentkit", _LAZY, globals(), name)
 
 
 def __dir__() -> list[str]:

@@ -1,11 +1,14 @@
 """The exceptions agentkit raises on purpose, and the message for a missing
-optional dependency (:func:`missing_extra`).
+optional dependency (:func:`missing_extra`), and what a wrong value is, for a message
+(:func:`kind_of`) or an HTTP status is (:func:`status_error_kind`).
 
 Every error meant for a user derives from :class:`AgentkitError`; the CLI
 prints its message (no traceback unless ``--debug``) and exits with status 2.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "AgentkitError",
@@ -22,7 +25,9 @@ __all__ = [
     "TaskReferenceError",
     "UnknownNameError",
     "ValidationError",
+    "kind_of",
     "missing_extra",
+    "status_error_kind",
 ]
 
 
@@ -126,6 +131,19 @@ class SandboxDiedError(SandboxError):
     in it any more. Its files may still be on disk."""
 
 
+def kind_of(value: Any) -> str:
+    """What ``value`` is, for a message: ``the string 'x'``, ``a table``, ``int 5``."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    return f"{type(value).__name__} {value!r}"
+
+
 def missing_extra(
     feature: str,
     package: str,
@@ -154,3 +172,16 @@ def missing_extra(
     command = f"pip install '{dist}[{extra}]'" if extra else f"pip install {package}"
     message = f"{feature} needs the {package!r} package: {command}"
     return f"{message} ({note})" if note else message
+
+
+def status_error_kind(status: int, *, other: str = "model_bad_request") -> str:
+    """The ``error_kind`` of a model call answered with HTTP ``status``: 429
+    ``model_rate_limit``, 5xx ``model_server_error``, 401 and 403 ``model_auth``,
+    any other ``other``."""
+    if status == 429:
+        return "model_rate_limit"
+    if status >= 500:
+        return "model_server_error"
+    if status in (401, 403):
+        return "model_auth"
+    return other

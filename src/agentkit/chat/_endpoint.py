@@ -17,6 +17,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
+from agentkit._errors import status_error_kind
 from agentkit._limits import loads_bounded
 from agentkit._sse import EventSplitter
 from agentkit._version import __version__
@@ -77,16 +78,6 @@ def retry_after_seconds(headers: Any) -> float | None:
             return None
         return max(0.0, email.utils.mktime_tz(when) - time.time())
     return value if math.isfinite(value) and value >= 0 else None
-
-
-def _kind_of(status: int) -> str:
-    if status == 429:
-        return "model_rate_limit"
-    if status >= 500:
-        return "model_server_error"
-    if status in (401, 403):
-        return "model_auth"
-    return "model_bad_request"
 
 
 def _code(body: bytes) -> str | None:
@@ -303,7 +294,7 @@ class ModelEndpoint:
             message = f"model endpoint answered HTTP {status}: {_detail(content)}"
             wait = retry_after_seconds(answer_headers)
             kind = "model_bad_response" if _code(content) == "model_bad_response" else None
-            raise EndpointError(kind or _kind_of(status), message, status, wait)
+            raise EndpointError(kind or status_error_kind(status), message, status, wait)
         try:
             return loads_bounded(content)
         except ValueError as exc:
@@ -337,7 +328,7 @@ class ModelEndpoint:
                 if response.status >= 300:
                     content = await response.aread()
                     raise EndpointError(
-                        _kind_of(response.status),
+                        status_error_kind(response.status),
                         f"model endpoint answered HTTP {response.status}: {_detail(content)}",
                         response.status,
                         retry_after_seconds(response.headers),

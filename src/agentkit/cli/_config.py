@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 import click
 
-from agentkit._errors import SpecError
+from agentkit._errors import SpecError, kind_of
 from agentkit._limits import non_finite
 
 __all__ = ["TABLES", "RunConfig", "load_run_config"]
@@ -118,7 +118,7 @@ def _check(command: click.Command, data: dict[str, Any], source: str) -> RunConf
         key = str(raw_key).replace("-", "_")
         if key in TABLES:
             if not isinstance(value, dict):
-                raise SpecError(f"{source}: {raw_key}: expected a table, got {_kind(value)}")
+                raise SpecError(f"{source}: {raw_key}: expected a table, got {kind_of(value)}")
             found = non_finite(value, str(raw_key))
             if found is not None:  # TOML has nan and inf; no setting may hold them
                 raise SpecError(f"{source}: {found[0]}: expected a finite number, got {found[1]!r}")
@@ -145,39 +145,29 @@ def _known(params: dict[str, click.Parameter]) -> str:
     return ", ".join(sorted(names) + sorted(k.replace("_", "-") for k in TABLES))
 
 
-def _kind(value: Any) -> str:
-    if isinstance(value, bool):
-        return f"{str(value).lower()} (a boolean)"
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)
-
-
 def _typed(param: click.Parameter, value: Any, where: str) -> Any:
     """``value`` checked against the parameter's type, strictly (no "10" for 10)."""
     if param.multiple:
         items = value if isinstance(value, list) else None
         if items is None or not all(isinstance(v, str) for v in items):
-            raise SpecError(f"{where}: expected a list of strings, got {_kind(value)}")
+            raise SpecError(f"{where}: expected a list of strings, got {kind_of(value)}")
         return tuple(items)
     kind = param.type
     if isinstance(param, click.Option) and param.is_flag:
         if not isinstance(value, bool):
-            raise SpecError(f"{where}: expected true or false, got {_kind(value)}")
+            raise SpecError(f"{where}: expected true or false, got {kind_of(value)}")
         return value
     if kind is click.INT or isinstance(kind, click.IntRange):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise SpecError(f"{where}: expected an integer, got {_kind(value)}")
+            raise SpecError(f"{where}: expected an integer, got {kind_of(value)}")
     elif isinstance(kind, click.types.FloatParamType):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise SpecError(f"{where}: expected a number, got {_kind(value)}")
+            raise SpecError(f"{where}: expected a number, got {kind_of(value)}")
         if not math.isfinite(value):
             raise SpecError(f"{where}: expected a finite number, got {value!r}")
         value = float(value)
     elif not isinstance(value, str):
-        raise SpecError(f"{where}: expected a string, got {_kind(value)}")
+        raise SpecError(f"{where}: expected a string, got {kind_of(value)}")
     try:
         return param.type_cast_value(click.Context(click.Command("run")), value)
     except click.BadParameter as exc:

@@ -11,7 +11,6 @@ passes to ``AgentEnv.evaluate``.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from agentkit._pricing import Price
 from agentkit._run_options import RunOptions
 from agentkit.env import AgentEnv
 from agentkit.executors import Executor, RayExecutor
-from agentkit.rundir import read_manifest
+from agentkit.rundir import dated_dir, read_manifest
 
 __all__ = [
     "RunSettings",
@@ -91,16 +90,6 @@ def build_env(
 def provider_of(spec: str) -> str:
     """The taskset provider of ``provider:argument``."""
     return registry.parse_taskset_spec(spec)[0]
-
-
-def _default_out(harness: str) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = Path("runs") / f"{stamp}-{harness}"
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    return path
 
 
 def _model_args(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -292,7 +281,7 @@ def _holds_hidden(value: Any) -> bool:
         return any(_holds_hidden(v) for v in value.values())
     if isinstance(value, list):
         return any(_holds_hidden(v) for v in value)
-    return value == "***"
+    return isinstance(value, str) and value == "***"
 
 
 def _carry_context(given: _Given, stored: dict[str, Any], resume: Path | None) -> None:
@@ -362,7 +351,7 @@ def _run_options(given: _Given, params: dict[str, Any], resume: Path | None) -> 
         task_ids=list(given.task_ids) or None,
         timeout=given.run_limits["timeout"],
         max_retries=params["max_retries"],
-        out=None if resume is not None else (params["out"] or _default_out(given.harness)),
+        out=None if resume is not None else (params["out"] or dated_dir("runs", given.harness)),
         resume=resume,
         retry_errors=params["retry_errors"],
         model=given.model,

@@ -13,12 +13,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentkit import registry
-from agentkit._errors import AgentkitError, SpecError, ValidationError
+from agentkit._errors import AgentkitError, SpecError, ValidationError, kind_of
 from agentkit._run_options import RunOptions, file_option
 from agentkit.jobs._cell import LABEL
 from agentkit.jobs._settings import PLUGIN_TABLES, Settings
 
-__all__ = ["FieldReader", "kind_of"]
+__all__ = ["FieldReader"]
 
 #: Run options a job file may not set, and why.
 _NOT_IN_JOBS: dict[str, str] = {
@@ -134,16 +134,3 @@ class FieldReader:
             state = "is empty" if value == "" else "is not set"
             raise self.error(path, f"environment variable {name!r} {state}")
         return value
-
-
-def kind_of(value: Any) -> str:
-    """What ``value`` is, for a message: ``the string 'x'``, ``a table``, ``int 5``."""
-    if isinstance(value, bool):
-        return f"{str(value).lower()} (a boolean)"
-    if isinstance(value, dict):
-        return "a table"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    return f"{type(value).__name__} {value!r}"

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import os
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from agentkit.jobs._progress import JobProgress
 from agentkit.jobs._resume import diff_cells
 from agentkit.jobs._spec import JobSpec, read_job, read_job_file, with_changes
 from agentkit.jobs._store import JobDirError, JobStore, file_digest, read_job_json
+from agentkit.rundir import dated_dir
 
 __all__ = ["CellError", "CellResult", "Job", "JobResults", "default_job_dir"]
 
@@ -441,12 +441,7 @@ def _job_dir(out: str | os.PathLike[str] | None, resume: str | os.PathLike[str] 
 
 def default_job_dir(name: str) -> Path:
     """``jobs/<YYYYmmdd-HHMMSS>-<name>`` (``-2``, ``-3``... when it exists)."""
-    base = Path("jobs") / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}"
-    path, n = base, 1
-    while path.exists():
-        n += 1
-        path = base.with_name(f"{base.name}-{n}")
-    return path
+    return dated_dir("jobs", name)
 
 
 def _names(job: Job) -> str:

@@ -12,11 +12,11 @@ from typing import Any
 import attrs
 
 from agentkit._context import is_secret_header
-from agentkit._errors import ValidationError
+from agentkit._errors import ValidationError, kind_of
 from agentkit._limits import check_finite
 from agentkit._redact import MARKER, looks_like_key, register_secret
 from agentkit.jobs._cell import slug
-from agentkit.jobs._fields import FieldReader, kind_of
+from agentkit.jobs._fields import FieldReader
 from agentkit.jobs._settings import PLUGIN_TABLES, TABLE_OPTIONS, Settings, setting_key
 
 __all__ = ["Axis", "Value", "read_matrix", "value_json"]

@@ -35,7 +35,7 @@ from typing import Any
 
 import attrs
 
-from agentkit._errors import SpecError
+from agentkit._errors import SpecError, kind_of
 from agentkit.jobs._cell import CellSpec, slug
 from agentkit.jobs._entries import Entry, entry_json, read_entries
 from agentkit.jobs._expand import (
@@ -45,7 +45,7 @@ from agentkit.jobs._expand import (
     explicit_cell,
     read_exclude,
 )
-from agentkit.jobs._fields import FieldReader, kind_of
+from agentkit.jobs._fields import FieldReader
 from agentkit.jobs._matrix import Axis, read_matrix, value_json
 from agentkit.jobs._settings import DEFAULT_CONCURRENCY, setting_key
 

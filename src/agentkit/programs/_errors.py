@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from agentkit._errors import status_error_kind
+
 __all__ = ["http_error_kind"]
 
 
@@ -9,10 +11,4 @@ def http_error_kind(status: int) -> str:
     """The ``HarnessResult.error_kind`` of a failed model call that a program reports
     with its HTTP ``status``: 429 ``model_rate_limit``, 5xx ``model_server_error``,
     401 and 403 ``model_auth``, any other ``model_request_error``."""
-    if status == 429:
-        return "model_rate_limit"
-    if status >= 500:
-        return "model_server_error"
-    if status in (401, 403):
-        return "model_auth"
-    return "model_request_error"
+    return status_error_kind(status, other="model_request_error")

@@ -26,6 +26,7 @@ from agentkit.rundir._layout import (
     SUMMARY,
     TASKS,
     RunDirError,
+    dated_dir,
 )
 from agentkit.rundir._lines import load_groups, load_rollouts
 from agentkit.rundir._live import lock_held
@@ -76,6 +77,7 @@ __all__ = [
     "TaskInfo",
     "Timings",
     "branch_point_id",
+    "dated_dir",
     "load_groups",
     "load_rollouts",
     "lock_held",

@@ -6,6 +6,7 @@ here; the format itself is documented in ``docs/run-directory.md``.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from agentkit._errors import RunDirError
@@ -26,6 +27,7 @@ __all__ = [
     "SUMMARY",
     "TASKS",
     "RunDirError",
+    "dated_dir",
     "inside",
 ]
 
@@ -71,3 +73,14 @@ def inside(root: Path, path: Path) -> bool:
     except ValueError:
         return False
     return True
+
+
+def dated_dir(parent: str, name: str) -> Path:
+    """A new directory's default path: ``<parent>/<YYYYmmdd-HHMMSS>-<name>``, with ``-2``,
+    ``-3``... when that exists (a run's ``runs/...``, a job's ``jobs/...``)."""
+    base = Path(parent) / f"{time.strftime('%Y%m%d-%H%M%S')}-{name}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path

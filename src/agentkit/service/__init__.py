@@ -20,9 +20,9 @@ See docs/training-live.md.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from agentkit._lazy import lazy_attribute
 from agentkit._policy import Policy
 from agentkit.service._formats import TRAINER_FORMATS, RecordOptions, TrainerFormat
 from agentkit.service._group import ServiceGroup, ServiceReport
@@ -52,10 +52,5 @@ _LAZY = {"ServiceFront": "agentkit.service._http", "group_json": "agentkit.servi
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agentkit.service' has no attribute {name!r}")
     # deferred: aiohttp's web server, for the HTTP front only
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return lazy_attribute("agentkit.service", _LAZY, globals(), name)
