@@ -24,6 +24,27 @@ export function append(el, children) {
   return el;
 }
 
+// A card of the page: its id, its heading (text, or text and what follows it), then
+// what it holds.
+export function card(id, title, ...children) {
+  return h("div", { class: "card", id }, h("h2", {}, title), ...children);
+}
+
+// A card's heading with a muted note after it.
+export function noted(title, note) {
+  return [title, h("span", { class: "muted small", text: note })];
+}
+
+// A table: its class, its column names and its rows.
+export function table(cls, names, rows) {
+  const head = h(
+    "tr",
+    {},
+    names.map((t) => h("th", { text: t })),
+  );
+  return h("table", { class: cls }, h("thead", {}, head), h("tbody", {}, rows));
+}
+
 export function clear(el) {
   while (el.firstChild) el.removeChild(el.firstChild);
   return el;

@@ -2,7 +2,7 @@
 // baseline, the tasks × runs heat map and the distributions' charts.
 import * as Charts from "../charts.js";
 import { api } from "./api.js";
-import { append, details, fill, h, nav } from "./dom.js";
+import { append, card, details, fill, h, nav, noted, table } from "./dom.js";
 import { fixed, int, interval, mean, money, num, pValue, seconds, signed } from "./format.js";
 import { query, setQuery } from "./page.js";
 import { enc, runUrl, taskUrl } from "./urls.js";
@@ -48,63 +48,50 @@ export function leaderboardCard(
         ["Model", (r) => r.model],
       ];
   const rows = records.map((r) => boardRow(r, { name, colours, described, ks }));
-  const head = h(
-    "tr",
-    {},
-    [
-      "#",
-      axes ? "Cell" : "Run",
-      ...described.map(([label]) => label),
-      "Tasks",
-      "Scored",
-      "Left out",
-      "Mean reward",
-      `${level} CI`,
-      ...ks,
-      "Tokens/rollout",
-      "Cost",
-      "s/rollout",
-    ].map((t) => h("th", { text: t })),
-  );
-  const card = h(
-    "div",
-    { class: "card", id: "leaderboard" },
-    h(
-      "h2",
-      {},
+  const names = [
+    "#",
+    axes ? "Cell" : "Run",
+    ...described.map(([label]) => label),
+    "Tasks",
+    "Scored",
+    "Left out",
+    "Mean reward",
+    `${level} CI`,
+    ...ks,
+    "Tokens/rollout",
+    "Cost",
+    "s/rollout",
+  ];
+  const board = card(
+    "leaderboard",
+    noted(
       title,
-      h("span", {
-        class: "muted small",
-        text:
-          `  mean reward with its ${level} interval (clustered by task); ` +
-          "left out: could not run or not scored",
-      }),
+      `  mean reward with its ${level} interval (clustered by task); ` +
+        "left out: could not run or not scored",
     ),
     extra,
     box,
-    h(
-      "div",
-      { class: "table-wrap" },
-      h("table", { class: "grid board" }, h("thead", {}, head), h("tbody", {}, rows)),
-    ),
+    h("div", { class: "table-wrap" }, table("grid board", names, rows)),
   );
+  drawForest(
+    board,
+    canvas,
+    records.map((r) => estimate(r.label, r.mean_reward, r, colours[r.run])),
+    { title: `mean reward, ${level} interval`, level },
+  );
+  return board;
+}
+
+// A card's forest chart of estimates, its rows' colour swatches painted to match.
+function drawForest(card, canvas, estimates, opts) {
   for (const swatch of card.querySelectorAll(".swatch"))
     if (swatch.dataset.colour) swatch.style.background = swatch.dataset.colour;
-  draw(
-    canvas,
-    Charts.forest(
-      canvas,
-      records.map((r) => ({
-        label: r.label,
-        mean: r.mean_reward,
-        low: r.ci_low,
-        high: r.ci_high,
-        colour: colours[r.run],
-      })),
-      { title: `mean reward, ${level} interval`, level },
-    ),
-  );
-  return card;
+  draw(canvas, Charts.forest(canvas, estimates, opts));
+}
+
+// One row of a forest chart: its label, mean, the interval of `ci` and its colour.
+function estimate(label, mean, ci, colour) {
+  return { label, mean, low: ci.ci_low, high: ci.ci_high, colour };
 }
 
 // A leaderboard's row: rank, name (with its colour), what it runs, its figures.
@@ -218,25 +205,16 @@ export function againstCard(pairs, { label = (n) => n, colours = {}, chooser = n
       ),
     ),
   );
-  for (const swatch of card.querySelectorAll(".swatch"))
-    if (swatch.dataset.colour) swatch.style.background = swatch.dataset.colour;
-  draw(
+  const named = (p) => `${label(p.run)} − ${label(base)}`;
+  drawForest(
+    card,
     canvas,
-    Charts.forest(
-      canvas,
-      pairs.map((p) => ({
-        label: `${label(p.run)} − ${label(base)}`,
-        mean: p.difference.mean,
-        low: p.difference.ci_low,
-        high: p.difference.ci_high,
-        colour: colours[p.run],
-      })),
-      {
-        zero: true,
-        title: `difference of mean reward from ${label(base)}, ${level} interval`,
-        level,
-      },
-    ),
+    pairs.map((p) => estimate(named(p), p.difference.mean, p.difference, colours[p.run])),
+    {
+      zero: true,
+      title: `difference of mean reward from ${label(base)}, ${level} interval`,
+      level,
+    },
   );
   return card;
 }
@@ -315,18 +293,9 @@ export function heatmapCard(hm, { label = (n) => n, title = "Tasks × runs" } = 
     h("span", { class: "heat-scale" }),
     ` ${num(high)} mean reward · – none scored`,
   );
-  const card = h(
-    "div",
-    { class: "card", id: "heatmap" },
-    h(
-      "h2",
-      {},
-      title,
-      h("span", {
-        class: "muted small",
-        text: `  ${int(hm.tasks.length)} tasks; a cell links to that task's rollouts`,
-      }),
-    ),
+  const heatmap = card(
+    "heatmap",
+    noted(title, `  ${int(hm.tasks.length)} tasks; a cell links to that task's rollouts`),
     h("div", { class: "filters" }, h("label", {}, "Sort ", sorter), legend),
     wrap,
     pager,
@@ -373,7 +342,7 @@ export function heatmapCard(hm, { label = (n) => n, title = "Tasks × runs" } = 
     );
   }
   render();
-  return card;
+  return heatmap;
 }
 
 // The heat map's table of the tasks shown (their indices in hm.tasks).

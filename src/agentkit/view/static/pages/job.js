@@ -2,7 +2,7 @@
 // the cells' charts, live.
 import * as Charts from "../charts.js";
 import { api, serial, stream } from "../lib/api.js";
-import { badge, fill, h, nav } from "../lib/dom.js";
+import { badge, card, fill, h, nav, table } from "../lib/dom.js";
 import { date, int, mean, money } from "../lib/format.js";
 import { app, setCrumbs, setLive, statBox } from "../lib/page.js";
 import { chartsSection, heatmapCard, leaderboardCard, preloadCharts } from "../lib/stats.js";
@@ -153,27 +153,9 @@ function cellsCard(job) {
       h("td", { class: "num", text: l ? money(l.cost) : "–" }),
     );
   });
-  return h(
-    "div",
-    { class: "card", id: "cells" },
-    h("h2", { text: "Cells" }),
-    h(
-      "div",
-      { class: "table-wrap" },
-      h(
-        "table",
-        { class: "grid cells-table" },
-        h(
-          "thead",
-          {},
-          h(
-            "tr",
-            {},
-            names.map((t) => h("th", { text: t })),
-          ),
-        ),
-        h("tbody", {}, rows),
-      ),
-    ),
+  return card(
+    "cells",
+    "Cells",
+    h("div", { class: "table-wrap" }, table("grid cells-table", names, rows)),
   );
 }

@@ -1,7 +1,7 @@
 // The cards of a rollout's page: why it did not pass, its task, transcript, reward, model
 // calls, steps, verifier output, usage and files.
 import { api } from "../lib/api.js";
-import { clear, details, fill, h, jsonBlock, textBlock } from "../lib/dom.js";
+import { card, clear, details, fill, h, jsonBlock, noted, table, textBlock } from "../lib/dom.js";
 import {
   bytes,
   date,
@@ -345,39 +345,25 @@ export function callsCard(name, rid, doc) {
 }
 
 export function stepsCard(doc) {
-  return h(
-    "div",
-    { class: "card", id: "steps" },
-    h("h2", { text: "Steps" }),
-    h(
-      "table",
-      { class: "grid compact" },
-      h(
-        "thead",
-        {},
+  return card(
+    "steps",
+    "Steps",
+    table(
+      "grid compact",
+      ["Step", "Agent", "Rewards"],
+      doc.steps.map((s) =>
         h(
           "tr",
           {},
-          ["Step", "Agent", "Rewards"].map((t) => h("th", { text: t })),
-        ),
-      ),
-      h(
-        "tbody",
-        {},
-        doc.steps.map((s) =>
-          h(
-            "tr",
-            {},
-            h("td", {}, h("code", { text: s.name })),
-            h("td", { text: s.status || "–" }),
-            h("td", {
-              class: "small",
-              text:
-                Object.entries(s.rewards)
-                  .map(([k, v]) => `${k} ${num(v)}`)
-                  .join(", ") || "–",
-            }),
-          ),
+          h("td", {}, h("code", { text: s.name })),
+          h("td", { text: s.status || "–" }),
+          h("td", {
+            class: "small",
+            text:
+              Object.entries(s.rewards)
+                .map(([k, v]) => `${k} ${num(v)}`)
+                .join(", ") || "–",
+          }),
         ),
       ),
     ),
@@ -463,10 +449,9 @@ export function usageCard(record) {
     ["scoring", seconds(t.scoring_s)],
     ["Attempts", int(record.attempts)],
   ];
-  return h(
-    "div",
-    { class: "card", id: "usage" },
-    h("h2", { text: "Usage and timings" }),
+  return card(
+    "usage",
+    "Usage and timings",
     h(
       "table",
       { class: "kv" },
@@ -480,19 +465,10 @@ export function usageCard(record) {
 }
 
 export function filesCard(name, doc) {
-  const card = h(
-    "div",
-    { class: "card", id: "files" },
-    h(
-      "h2",
-      {},
-      "Files ",
-      h("span", { class: "muted small", text: doc.files.length ? String(doc.files.length) : "" }),
-    ),
-  );
+  const files = card("files", noted("Files ", doc.files.length ? String(doc.files.length) : ""));
   if (!doc.files.length) {
-    card.append(h("p", { class: "muted", text: "No files kept for this rollout." }));
-    return card;
+    files.append(h("p", { class: "muted", text: "No files kept for this rollout." }));
+    return files;
   }
   const viewer = h("div", { class: "file-view", hidden: true });
   const list = h(
@@ -520,10 +496,10 @@ export function filesCard(name, doc) {
       );
     }),
   );
-  card.append(list, viewer);
+  files.append(list, viewer);
   if (doc.files_truncated)
-    card.append(h("p", { class: "small muted", text: "More files are not listed." }));
-  return card;
+    files.append(h("p", { class: "small muted", text: "More files are not listed." }));
+  return files;
 }
 
 async function showFile(viewer, url, f) {
