@@ -73,6 +73,7 @@ if TYPE_CHECKING:
 __all__ = ["RolloutWork", "grading_outcome", "is_stop"]
 
 
+@attrs.define(kw_only=True, slots=False, eq=False, repr=False)
 class RolloutWork:
     """What an attempt needs, and runs: the harness, the rubric, the context, the sandbox kind.
 
@@ -81,38 +82,29 @@ class RolloutWork:
     can send it to worker processes once per run.
     """
 
-    def __init__(
-        self,
-        *,
-        harness: Any,
-        rubric: CompiledRubric,
-        context: RunContext,
-        timeout: float | None = None,
-        sandbox_factory: Callable[..., Any] | None = None,
-        sandbox_close_timeout: float = 30.0,
-        keep_sandboxes: bool = False,
-        proxy: ProxySettings | None = None,
-        policy: PolicyBoard | None = None,
-    ) -> None:
-        self.harness = harness
-        self.keep_sandboxes = keep_sandboxes
-        self.rubric = rubric
-        self.context = context
-        self.timeout = timeout
-        self.sandbox_factory = sandbox_factory
-        self.sandbox_close_timeout = sandbox_close_timeout
-        self.requires_sandbox = bool(getattr(harness, "requires_sandbox", False))
+    harness: Any
+    rubric: CompiledRubric
+    context: RunContext
+    timeout: float | None = None
+    sandbox_factory: Callable[..., Any] | None = None
+    sandbox_close_timeout: float = 30.0
+    keep_sandboxes: bool = False
+    #: How the model proxy treats the calls (None: the run is not proxied).
+    proxy: ProxySettings | None = None
+    #: The policy versions a trainer announces (None: none): each route follows it.
+    policy: PolicyBoard | None = None
+    requires_sandbox: bool = attrs.field(init=False)
+    needed: frozenset[str] = attrs.field(init=False)
+    #: Tasks whose environment could not be prepared, by task id.
+    prepare_errors: dict[str, BaseException] = attrs.field(init=False, factory=dict)
+    # this process's model proxy, per event loop (held until aclose())
+    _proxies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ModelProxy] = attrs.field(
+        init=False, factory=weakref.WeakKeyDictionary
+    )
+
+    def __attrs_post_init__(self) -> None:
+        self.requires_sandbox = bool(getattr(self.harness, "requires_sandbox", False))
         self.needed = self._needed_arguments()
-        #: Tasks whose environment could not be prepared, by task id.
-        self.prepare_errors: dict[str, BaseException] = {}
-        #: How the model proxy treats the calls (None: the run is not proxied).
-        self.proxy = proxy
-        #: The policy versions a trainer announces (None: none): each route follows it.
-        self.policy = policy
-        # this process's model proxy, per event loop (held until aclose())
-        self._proxies: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ModelProxy] = (
-            weakref.WeakKeyDictionary()
-        )
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (for Ray's workers) without this process's proxy."""

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
+import attrs
 
 from agentkit._context import RunContext
 from agentkit._episode import EpisodeForkError, fork_episode, is_step_capable, open_episode
@@ -40,7 +41,7 @@ from agentkit.env._branch_plan import BranchPlan
 from agentkit.env._branch_policy import ChatPolicy, Trace
 from agentkit.env._manifest import build_manifest
 from agentkit.env._records import EvalResults, RolloutGroup
-from agentkit.env._runner import group_json, make_rollout_id
+from agentkit.env._runner import event_json, group_json, make_rollout_id
 from agentkit.env._session import Composition, run_context, select_counted
 from agentkit.rundir import PREFIX_STATUS, RolloutRecord, RunStore, branch_point_id
 from agentkit.stats._group_advantages import group_advantages
@@ -61,25 +62,22 @@ class _Ended:
         self.steps = 0
 
 
+@attrs.define(slots=False, eq=False, repr=False)
 class _BranchRun:
     """One branching run: its context, policy, store and the records it made."""
 
-    def __init__(
-        self,
-        env: Composition,
-        plan: BranchPlan,
-        opts: RunOptions,
-        context: RunContext,
-        store: RunStore | None,
-        connections: ConnectionCache,
-    ) -> None:
-        self.env = env
-        self.plan = plan
-        self.opts = opts
-        self.context = context
-        self.store = store
-        self.policy = ChatPolicy(context, token_ids=plan.token_ids, connections=connections)
-        self.limiter = anyio.CapacityLimiter(opts.concurrency)
+    env: Composition
+    plan: BranchPlan
+    opts: RunOptions
+    context: RunContext
+    store: RunStore | None
+    connections: ConnectionCache
+
+    def __attrs_post_init__(self) -> None:
+        self.policy = ChatPolicy(
+            self.context, token_ids=self.plan.token_ids, connections=self.connections
+        )
+        self.limiter = anyio.CapacityLimiter(self.opts.concurrency)
         self.records: list[RolloutRecord] = []
         self.groups: list[RolloutGroup] = []
 
@@ -238,7 +236,7 @@ class _BranchRun:
             timings={"started_at": started, "finished_at": time.time()},
             raw=trace.raw(),
         )
-        mine = [_event_json(e) for e in events if e.rollout_id == rollout_id]
+        mine = [event_json(e, rollout_id) for e in events if e.rollout_id == rollout_id]
         rec.events = len(mine)
         if mine and self.store is not None:
             rec.events_file = self.store.write_events(rollout_id, mine)
@@ -284,17 +282,6 @@ async def _close(episode: Any, ended: _Ended) -> None:
         if ended.error is None:
             ended.error = f"the episode could not be closed: {type(exc).__name__}: {exc}"
             ended.error_kind = "episode_close"
-
-
-def _event_json(event: Event) -> dict[str, Any]:
-    return {
-        "type": event.type,
-        "rollout_id": event.rollout_id,
-        "task_id": event.task_id,
-        "seq": event.seq,
-        "timestamp": event.timestamp,
-        "data": event.data,
-    }
 
 
 def _check(env: Composition, opts: RunOptions, context: RunContext) -> None:

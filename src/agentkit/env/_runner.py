@@ -53,6 +53,7 @@ __all__ = [
     "RETRY_AFTER_CAP",
     "Runner",
     "RunnerOptions",
+    "event_json",
     "group_json",
     "make_rollout_id",
 ]
@@ -105,10 +106,12 @@ RETRY_AFTER_CAP = 60.0
 
 
 def _tap(live_log: LiveLog, rollout_id: str, event: Event) -> None:
-    live_log.event(_event_json(event, rollout_id))
+    live_log.event(event_json(event, rollout_id))
 
 
-def _event_json(event: Event, rollout_id: str) -> dict[str, Any]:
+def event_json(event: Event, rollout_id: str) -> dict[str, Any]:
+    """An event as a rollout's events file holds it (``rollout_id``: the rollout's, when
+    the event names none)."""
     return {
         "type": event.type,
         "rollout_id": event.rollout_id or rollout_id,
@@ -124,7 +127,7 @@ def _write_files(
 ) -> tuple[str | None, str | None]:
     """Write a rollout's events and model calls files (those it has); their paths."""
     events_file = (
-        store.write_events(rollout_id, [_event_json(e, rollout_id) for e in events])
+        store.write_events(rollout_id, [event_json(e, rollout_id) for e in events])
         if events
         else None
     )
@@ -132,43 +135,34 @@ def _write_files(
     return events_file, calls_file
 
 
+@attrs.define(kw_only=True, slots=False, eq=False, repr=False)
 class Runner:
     """Runs a list of jobs through an executor and records each finished rollout."""
 
-    def __init__(
-        self,
-        *,
-        work: RolloutWork,
-        executor: Executor,
-        jobs: Sequence[Job],
-        options: RunnerOptions,
-        store: RunStore | None,
-        live: LiveEvents,
-        progress: ProgressSink | None = None,
-        finished: Sequence[RolloutRecord] = (),
-        limiter: anyio.CapacityLimiter | None = None,
-    ) -> None:
-        self.work = work
-        self.executor = executor
-        self.context = work.context
-        self.jobs = jobs
-        self.options = options
-        self.store = store
-        self.live = live
-        self.progress = progress
-        #: A budget shared with other runs: each running rollout holds one token of it.
-        self.limiter = limiter
-        self.records: list[RolloutRecord] = list(finished)
+    work: RolloutWork
+    executor: Executor
+    jobs: Sequence[Job]
+    options: RunnerOptions
+    store: RunStore | None
+    live: LiveEvents
+    progress: ProgressSink | None = None
+    finished: Sequence[RolloutRecord] = ()
+    #: A budget shared with other runs: each running rollout holds one token of it.
+    limiter: anyio.CapacityLimiter | None = None
+
+    def __attrs_post_init__(self) -> None:
+        self.context = self.work.context
+        self.records: list[RolloutRecord] = list(self.finished)
         self.groups: list[Any] = []
         self._by_task: dict[str, list[RolloutRecord]] = {}
-        for rec in finished:
+        for rec in self.finished:
             self._by_task.setdefault(rec.task_id, []).append(rec)
         self._next = 0
         #: Why the run stopped before its last job (a run token or cost limit), if it did.
         self.stop_reason: str | None = None
         self.spent_tokens = 0
         self.spent_cost = 0.0
-        for rec in finished:
+        for rec in self.finished:
             self._spend(rec)
         #: The live event files of the rollouts running now (see _livelog.py).
         self._live_logs: dict[str, LiveLog] = {}

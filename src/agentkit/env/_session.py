@@ -281,21 +281,12 @@ def _resumed(
 
 
 def _runner_options(opts: RunOptions, factory: Callable[..., Any] | None) -> RunnerOptions:
-    """What the runner takes of the run's options."""
-    return RunnerOptions(
-        rollouts_per_task=opts.rollouts_per_task,
-        concurrency=opts.concurrency,
-        timeout=opts.timeout,
-        max_retries=opts.max_retries,
-        retry_base_delay=opts.retry_base_delay,
-        retry_max_delay=opts.retry_max_delay,
-        keep_sandboxes=opts.keep_sandboxes,
-        pass_threshold=opts.pass_threshold,
-        normalize_advantages=opts.normalize_advantages,
-        sandbox_factory=factory,
-        run_token_limit=opts.run_token_limit,
-        run_cost_limit=opts.run_cost_limit,
-    )
+    """What the runner takes of the run's options: each of the same name as one of its
+    own (the retries, the limits, ...), and the sandbox factory."""
+    names = {f.name for f in attrs.fields(RunnerOptions)} & {
+        f.name for f in attrs.fields(RunOptions)
+    }
+    return RunnerOptions(**{name: getattr(opts, name) for name in names}, sandbox_factory=factory)
 
 
 def run_context(opts: RunOptions) -> RunContext:
