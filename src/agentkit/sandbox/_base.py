@@ -380,11 +380,17 @@ class BaseSandbox:
                 await self._copy_for_fork(child)
             await child.setup()
         except BaseException as exc:
-            await child.close(remove=True)
-            if (failed := self._fork_failed(exc, who)) is not None:
-                raise failed from None
+            await self._undo_fork([child], exc, who)
             raise
         return child
+
+    async def _undo_fork(self, children: Sequence[Self], exc: BaseException, who: str) -> None:
+        """A fork failed with ``exc``: remove its children, then raise the fork's own error
+        when ``exc`` makes one (else the caller raises ``exc`` again)."""
+        for child in children:
+            await child.close(remove=True)
+        if (failed := self._fork_failed(exc, who)) is not None:
+            raise failed from None
 
     def _check_forkable(self, who: str) -> None:
         """Raise when this running sandbox cannot fork now."""

@@ -42,7 +42,7 @@ import os
 import posixpath
 import shutil
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import attrs
@@ -96,27 +96,37 @@ def _walk(root: Path, parts: Sequence[str], *, make: bool, owner: int | None, mo
     without, either is a :class:`SandboxPathError` (a missing one:
     :class:`FileNotFoundError`).
     """
+
+    def open_part(fd: int, i: int, part: str) -> int:
+        try:
+            return os.open(part, DIR_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            if not make:
+                raise
+            _mkdir(part, fd, owner, mode)
+            return os.open(part, DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            if not make:
+                raise SandboxPathError(
+                    f"{_shown(parts[: i + 1])} is not a directory (a symbolic link or "
+                    "another kind of file): it is not followed"
+                ) from None
+            remove_entry(part, fd)
+            _mkdir(part, fd, owner, mode)
+            return os.open(part, DIR_FLAGS, dir_fd=fd)
+
+    return _descend(root, parts, open_part)
+
+
+def _descend(root: Path, parts: Sequence[str], open_part: Callable[[int, int, str], int]) -> int:
+    """An fd of ``root/parts...``: each part opened in the last by ``open_part(fd, index,
+    part)``, every fd but the last closed (all of them when one fails)."""
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         for i, part in enumerate(parts):
-            try:
-                child = os.open(part, DIR_FLAGS, dir_fd=fd)
-            except FileNotFoundError:
-                if not make:
-                    raise
-                _mkdir(part, fd, owner, mode)
-                child = os.open(part, DIR_FLAGS, dir_fd=fd)
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-                    raise
-                if not make:
-                    raise SandboxPathError(
-                        f"{_shown(parts[: i + 1])} is not a directory (a symbolic link or "
-                        "another kind of file): it is not followed"
-                    ) from None
-                remove_entry(part, fd)
-                _mkdir(part, fd, owner, mode)
-                child = os.open(part, DIR_FLAGS, dir_fd=fd)
+            child = open_part(fd, i, part)
             os.close(fd)
             fd = child
     except BaseException:
@@ -351,24 +361,19 @@ class SandboxFS:
     @staticmethod
     def _open_dirs(r: _Resolved, parts: Sequence[str]) -> int:
         """An fd of ``parts`` below ``r``'s mount source, opened one at a time with O_NOFOLLOW."""
-        fd = os.open(r.mount.source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            for part in parts:
-                try:
-                    child = os.open(part, DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    if isinstance(exc, FileNotFoundError):
-                        raise
-                    raise SandboxPathError(
-                        f"{r.sandbox_path!r} changed while it was being copied "
-                        f"({part!r} is no longer a directory)"
-                    ) from None
-                os.close(fd)
-                fd = child
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
+
+        def open_part(fd: int, _i: int, part: str) -> int:
+            try:
+                return os.open(part, DIR_FLAGS, dir_fd=fd)
+            except OSError as exc:
+                if isinstance(exc, FileNotFoundError):
+                    raise
+                raise SandboxPathError(
+                    f"{r.sandbox_path!r} changed while it was being copied "
+                    f"({part!r} is no longer a directory)"
+                ) from None
+
+        return _descend(r.mount.source, parts, open_part)
 
     @staticmethod
     def _parts(r: _Resolved) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ __all__ = [
     "LIFELINE",
     "Limits",
     "Tools",
+    "bwrap_start",
     "exec_prefix",
     "find_tools",
     "holder_argv",
@@ -173,6 +174,25 @@ class Limits:
         return [f"{flag}={value}" for flag, value in pairs if value is not None]
 
 
+def bwrap_start(tools: Tools) -> list[str]:
+    """The start of each bwrap command of the local sandbox (the holder's, the image
+    stage's): every namespace unshared, root inside its own user namespace, a new
+    session.
+
+    Not ``--die-with-parent``: its parent-death signal can kill bubblewrap's outer
+    process while its child still waits to be released, which then waits forever.
+    The holder's lifeline ends the sandbox instead.
+    """
+    return [
+        tools.bwrap,
+        "--unshare-all",
+        "--unshare-user",
+        "--uid", "0",
+        "--gid", "0",
+        "--new-session",
+    ]  # fmt: skip
+
+
 def holder_argv(
     tools: Tools,
     *,
@@ -216,15 +236,7 @@ def holder_argv(
             *holder,
         ]  # fmt: skip
     argv = [
-        tools.bwrap,
-        "--unshare-all",
-        "--unshare-user",
-        "--uid", "0",
-        "--gid", "0",
-        # Not --die-with-parent: its parent-death signal can kill bubblewrap's
-        # outer process while its child still waits to be released, which then
-        # waits forever. The holder's lifeline ends the sandbox instead.
-        "--new-session",
+        *bwrap_start(tools),
         "--cap-drop", "ALL",
         "--unsetenv", "AGENTKIT_SANDBOX_OWNER",
     ]  # fmt: skip

@@ -86,6 +86,16 @@ class FieldReader:
     def bad(self, where: str, what: str) -> None:
         self.problems.append(f"{where}: {what}")
 
+    def items(self, where: str, value: object) -> list[object]:
+        """The items of a list setting (none when it is not given; none, and a problem,
+        when it is not a list)."""
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            self.bad(where, "expected a list")
+            return []
+        return value
+
     def inside(self, where: str, raw: str, what: str) -> str | None:
         """``raw`` (relative to the compose file) as an absolute path inside the task's folder."""
         resolved = (self.base / os.path.expanduser(raw)).resolve()
@@ -160,12 +170,7 @@ class FieldReader:
         self, where: str, value: object, declared: Mapping[str, object]
     ) -> list[VolumeMount]:
         out: list[VolumeMount] = []
-        if value is None:
-            return out
-        if not isinstance(value, list):
-            self.bad(where, "expected a list")
-            return out
-        for i, item in enumerate(value):
+        for i, item in enumerate(self.items(where, value)):
             at = f"{where}[{i}]"
             if isinstance(item, str):
                 parts = item.split(":")
@@ -330,12 +335,7 @@ class FieldReader:
 
     def ports(self, where: str, value: object) -> list[int]:
         out: list[int] = []
-        if value is None:
-            return out
-        if not isinstance(value, list):
-            self.bad(where, "expected a list")
-            return out
-        for item in value:
+        for item in self.items(where, value):
             raw = item.get("target") if isinstance(item, dict) else item
             text = str(raw).rsplit(":", 1)[-1].split("/", 1)[0]
             if not text.isdigit() or not 0 < int(text) < 65536:

@@ -422,10 +422,7 @@ class LocalSandbox(LocalLifecycle):
             if failed is not None:
                 raise failed
         except BaseException as exc:
-            for child in children:
-                await child.close(remove=True)
-            if (failed := self._fork_failed(exc, who)) is not None:
-                raise failed from None
+            await self._undo_fork(children, exc, who)
             raise
         return children
 

@@ -36,7 +36,7 @@ from pathlib import Path
 import attrs
 
 from agentkit.sandbox._reaper import OWNER_ENV
-from agentkit.sandbox.local._bwrap import Tools, host_usr_args
+from agentkit.sandbox.local._bwrap import Tools, bwrap_start, host_usr_args
 
 __all__ = ["DOCKER_CAPS", "STAGE", "STAGE_SCRIPT", "StagePlan", "stage_argv"]
 
@@ -296,13 +296,7 @@ def stage_argv(
     drops them all before it says ``ready``.
     """
     argv = [
-        tools.bwrap,
-        "--unshare-all",
-        "--unshare-user",
-        "--uid", "0",
-        "--gid", "0",
-        # No --die-with-parent (see _bwrap.holder_argv): the holder's lifeline.
-        "--new-session",
+        *bwrap_start(tools),
         "--cap-add", "ALL",
         "--unsetenv", OWNER_ENV,
         "--userns-block-fd", str(userns_block_fd),
