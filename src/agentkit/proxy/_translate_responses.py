@@ -85,6 +85,14 @@ def _reasoning_text(item: dict[str, Any]) -> str:
     )
 
 
+#: The index of the part a reasoning item's or a message's events name (the one summary,
+#: the one content part); a function call's events name none.
+_PART_INDEX: dict[str, dict[str, int]] = {
+    "reasoning": {"summary_index": 0},
+    "text": {"content_index": 0},
+}
+
+
 class _History:
     """Responses input items as chat messages."""
 
@@ -352,87 +360,44 @@ class ResponsesFromChat(ChatTranslation):
         for step in steps:
             part = step.part
             index = self.parts.parts.index(part)
+            item = self._item(part, index, step.op == "close")
+            # where a part's events point: its item, and its summary or content part
+            at = {"item_id": item["id"], "output_index": index, **_PART_INDEX.get(part.kind, {})}
             if step.op == "open":
-                item = self._item(part, index, False)
                 out.append(self._event("response.output_item.added", output_index=index, item=item))
-                where = {"item_id": item["id"], "output_index": index}
                 if part.kind == "reasoning":
                     empty = {"type": "summary_text", "text": ""}
                     out.append(
-                        self._event(
-                            "response.reasoning_summary_part.added",
-                            **where,
-                            summary_index=0,
-                            part=empty,
-                        )
+                        self._event("response.reasoning_summary_part.added", **at, part=empty)
                     )
                 elif part.kind == "text":
                     out.append(
-                        self._event(
-                            "response.content_part.added",
-                            **where,
-                            content_index=0,
-                            part=_output_text(""),
-                        )
+                        self._event("response.content_part.added", **at, part=_output_text(""))
                     )
                 continue
-            item = self._item(part, index, step.op == "close")
-            where = {"item_id": item["id"], "output_index": index}
             if step.op == "delta":
                 extra: dict[str, Any]
                 if part.kind == "reasoning":
-                    kind, extra = "response.reasoning_summary_text.delta", {"summary_index": 0}
+                    kind, extra = "response.reasoning_summary_text.delta", {}
                 elif part.kind == "text":
-                    kind, extra = "response.output_text.delta", {"content_index": 0, "logprobs": []}
+                    kind, extra = "response.output_text.delta", {"logprobs": []}
                 else:
                     kind, extra = "response.function_call_arguments.delta", {}
-                out.append(self._event(kind, **where, **extra, delta=step.text))
+                out.append(self._event(kind, **at, **extra, delta=step.text))
                 continue
             if part.kind == "reasoning":
                 summary = item["summary"][0]
                 out.append(
-                    self._event(
-                        "response.reasoning_summary_text.done",
-                        **where,
-                        summary_index=0,
-                        text=part.text,
-                    )
+                    self._event("response.reasoning_summary_text.done", **at, text=part.text)
                 )
-                out.append(
-                    self._event(
-                        "response.reasoning_summary_part.done",
-                        **where,
-                        summary_index=0,
-                        part=summary,
-                    )
-                )
+                out.append(self._event("response.reasoning_summary_part.done", **at, part=summary))
             elif part.kind == "text":
-                out.append(
-                    self._event(
-                        "response.output_text.done",
-                        **where,
-                        content_index=0,
-                        text=part.text,
-                        logprobs=[],
-                    )
-                )
-                out.append(
-                    self._event(
-                        "response.content_part.done",
-                        **where,
-                        content_index=0,
-                        part=_output_text(part.text),
-                    )
-                )
+                text = part.text
+                out.append(self._event("response.output_text.done", **at, text=text, logprobs=[]))
+                out.append(self._event("response.content_part.done", **at, part=_output_text(text)))
             else:
-                out.append(
-                    self._event(
-                        "response.function_call_arguments.done",
-                        **where,
-                        name=part.name,
-                        arguments=part.text,
-                    )
-                )
+                done = "response.function_call_arguments.done"
+                out.append(self._event(done, **at, name=part.name, arguments=part.text))
             self._items.append(item)
             out.append(self._event("response.output_item.done", output_index=index, item=item))
         return b"".join(out)
