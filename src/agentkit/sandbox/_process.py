@@ -177,6 +177,11 @@ class CommandProcess:
         """Send ``data`` to standard input (and close it, by default)."""
         raise NotImplementedError
 
+    def output_so_far(self) -> str:
+        """What the command wrote so far (its kept standard output, then its standard
+        error), while it still runs."""
+        return self._stdout.text() + self._stderr.text()
+
     async def wait(self, timeout: float | None = None) -> ExecResult:
         """Wait for the exit; on timeout kill the tree and set ``timed_out``."""
         if self._result is not None:

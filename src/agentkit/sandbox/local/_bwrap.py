@@ -29,6 +29,7 @@ __all__ = [
     "exec_prefix",
     "find_tools",
     "holder_argv",
+    "host_etc_args",
     "host_symlinks",
     "host_usr_args",
     "ro_bind_sources",
@@ -137,6 +138,12 @@ def _host_static_args() -> tuple[tuple[str, ...], tuple[str, ...]]:
 def host_usr_args() -> list[str]:
     """The host's ``/usr`` (and the top-level links into it) as bwrap arguments."""
     return list(_host_static_args()[0])
+
+
+def host_etc_args() -> list[str]:
+    """The host's ``/etc`` pieces every sandbox sees (TLS roots, the loader's cache...)
+    as bwrap arguments, bound read-only at the same place."""
+    return list(_host_static_args()[1])
 
 
 def host_symlinks() -> list[str]:

@@ -15,9 +15,12 @@ import contextlib
 import os
 import signal
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+import attrs
 
 from agentkit._errors import SandboxDiedError, SandboxError
+from agentkit._sandbox import TaskImage
 from agentkit.images._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot
 from agentkit.sandbox._base import HostFSSandbox
 from agentkit.sandbox._forward import (
@@ -42,13 +45,23 @@ from agentkit.sandbox.local._hostid import (
     needs_own_id,
 )
 from agentkit.sandbox.local._hosttools import host_tools
+from agentkit.sandbox.local._composefile import ComposeFile
 from agentkit.sandbox.local._image import (
     check_runnable,
 )
 from agentkit.sandbox.local._options import LocalOptions
-from agentkit.sandbox.local._slirp import Slirp, find_slirp4netns, require_slirp4netns
+from agentkit.sandbox.local._netholder import Joined
+from agentkit.sandbox.local._slirp import (
+    RESOLV_CONF,
+    Slirp,
+    find_slirp4netns,
+    require_slirp4netns,
+)
 from agentkit.sandbox.local._stage import DOCKER_CAPS
 from agentkit.sandbox.local._users import User, resolve_user
+
+if TYPE_CHECKING:
+    from agentkit.sandbox.local._composeup import ComposeProject
 
 __all__ = ["NET_ETC_FILES", "LocalCore"]
 
@@ -87,8 +100,19 @@ class LocalCore(HostFSSandbox):
             raise SandboxError(f"option image={opts.image!r}: expected auto or host")
         #: The task's image this sandbox runs on (None: the host's userland).
         self.image = self.hints.image if opts.image == "auto" else None
+        #: A compose task's services (None: one image), and each one's image.
+        self.compose: ComposeFile | None = None
+        self.compose_images: dict[str, TaskImage] = {}
+        #: slirp4netns for a compose rollout's network holder (its services share it).
+        self._compose_slirp: str | None = None
+        #: Set on each service's sandbox of a compose rollout: it starts in the holder's.
+        self._joined: Joined | None = None
+        #: A compose rollout's running services (on its main sandbox; see ``_composeup``).
+        self._project: ComposeProject | None = None
         if self.image is not None:
-            check_runnable(self.image)
+            found = check_runnable(self.image, self.hints.env)
+            if found is not None:
+                self._init_compose(*found)
         self._image_cache = Path(opts.image_cache) if opts.image_cache else None
         if opts.max_builds < 1:
             raise SandboxError(f"max_builds must be at least 1, got {opts.max_builds}")
@@ -141,6 +165,24 @@ class LocalCore(HostFSSandbox):
         #: A fork's child on the host's userland: the parent's /etc, copied into its own.
         self._parent_etc: Path | None = None
 
+    def _init_compose(self, compose: ComposeFile, images: dict[str, TaskImage]) -> None:
+        """The rollout's sandbox is the compose task's main service: on its image, with its
+        environment; the network its services share is made by their holder."""
+        assert self.image is not None
+        main = self.image.main_service
+        self.compose, self.compose_images = compose, images
+        self.image = images[main]
+        if self.network and self.host_network:
+            raise SandboxError(
+                f"{compose.path}: a compose task's services share a private network of their "
+                "own, which needs slirp4netns for network access (install it; "
+                "network_mode=host is not supported for compose tasks)"
+            )
+        self._compose_slirp, self._slirp_program = self._slirp_program, None
+        env = compose.services[main].environment
+        if env:
+            self.hints = attrs.evolve(self.hints, env={**env, **self.hints.env})
+
     def _read_only_binds(self) -> list[str]:
         """The host paths bound read-only at the same paths (the hints' and the option's,
         and the holder's Python for a relayed endpoint); the endpoint and the holder's
@@ -170,6 +212,14 @@ class LocalCore(HostFSSandbox):
     def _net_files(self) -> list[EtcFile]:
         """The network files written in the sandbox's /etc (see ``_etcfiles``)."""
         hosts_entry = self._endpoint.hosts_entry if self._endpoint is not None else None
+        joined = self._joined
+        if joined is not None:
+            # a compose service: the rollout's names, its own host name
+            hosts = joined.hosts + (f"127.0.0.1 {hosts_entry}\n" if hosts_entry else "")
+            files = [("/etc/hosts", hosts, 0o644), ("/etc/hostname", f"{joined.hostname}\n", 0o644)]
+            if joined.slirp:
+                files.append(("/etc/resolv.conf", RESOLV_CONF, 0o644))
+            return files
         return net_files(hosts_entry, slirp=self._slirp_program is not None)
 
     def _etc_files(self) -> list[EtcFile]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
-from agentkit._errors import SandboxError, SandboxUnavailableError
+from agentkit._errors import SandboxError
 from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.images import ImageError, PrepareStatus
 from agentkit.images._imageroot import (
@@ -30,6 +30,7 @@ from agentkit.images._imageroot import (
 from agentkit.images._tools import find_image_tool, task_image_root
 from agentkit.sandbox._base import BaseSandbox
 from agentkit.sandbox._reaper import LABEL, owner_labels
+from agentkit.sandbox.local._composefile import ComposeError, ComposeFile, load_compose
 from agentkit.sandbox.local._hostid import needs_own_id
 
 __all__ = [
@@ -51,14 +52,56 @@ def export_labels() -> dict[str, str]:
     return {**owner_labels("image-export"), LABEL: "local-image-export"}
 
 
-def check_runnable(image: TaskImage) -> None:
-    """Refuse what the local sandbox cannot run: a compose project's sidecar services."""
-    if image.compose_file:
-        raise SandboxUnavailableError(
-            f"the task's environment is a compose project ({image.compose_file}): the local "
-            "sandbox runs one image and cannot start its other services; use --sandbox "
-            "docker, or -S image=host to run it on the host's userland anyway"
-        )
+def check_runnable(
+    image: TaskImage, env: Mapping[str, str] | None = None
+) -> tuple[ComposeFile, dict[str, TaskImage]] | None:
+    """Refuse what the local sandbox cannot run, before anything starts.
+
+    For a compose project: its file read (``env`` gives ``${VAR}`` their values),
+    everything it uses that the local sandbox cannot give refused in one
+    :class:`~agentkit.sandbox.local._composefile.ComposeError`, and each service's
+    image (the main service's is the task's own unless it has ``build:`` or
+    ``image:``). None for a single image.
+    """
+    if not image.compose_file:
+        return None
+    compose = load_compose(image.compose_file, env=env or {}, main_service=image.main_service)
+    images: dict[str, TaskImage] = {}
+    problems: list[str] = []
+    for name, svc in compose.services.items():
+        if svc.build is not None:
+            if svc.build.args or svc.build.target:
+                problems.append(
+                    f"service {name!r}: build.args and build.target are not supported by the "
+                    "local sandbox yet"
+                )
+                continue
+            images[name] = TaskImage(
+                dockerfile=os.path.join(svc.build.context, svc.build.dockerfile),
+                context=svc.build.context,
+                build_timeout_sec=image.build_timeout_sec,
+            )
+        elif svc.image is not None:
+            images[name] = TaskImage(image=svc.image)
+    main = image.main_service
+    if main not in compose.services:
+        problems.append(f"no service {main!r} (the service the rollout's commands run in)")
+    elif main not in images:
+        if image.dockerfile is None and image.image is None:
+            problems.append(
+                f"service {main!r} has no image or build, and the task has no "
+                "environment/Dockerfile"
+            )
+        else:
+            images[main] = TaskImage(
+                dockerfile=image.dockerfile,
+                context=image.context,
+                image=image.image,
+                build_timeout_sec=image.build_timeout_sec,
+            )
+    if problems:
+        raise ComposeError(image.compose_file, problems)
+    return compose, images
 
 
 def describe(image: TaskImage) -> str:
@@ -90,6 +133,11 @@ async def prepare_images(
     id_base = IMAGE_ID_BASE if needs_own_id((IMAGE_ID_BASE, IMAGE_ID_COUNT)) else None
     cache = Path(image_cache) if image_cache else None
     wanted = list(dict.fromkeys(h.image for h in hints if h.image))
+    # a compose file's ${VAR} take the task's environment (the first task's, per image)
+    envs: dict[TaskImage, Mapping[str, str]] = {}
+    for h in hints:
+        if h.image is not None:
+            envs.setdefault(h.image, h.env)
     results: dict[TaskImage, BaseException | None] = {}
     try:
         tool = find_image_tool(image_tool, labels=export_labels())
@@ -116,10 +164,11 @@ async def prepare_images(
             running[task_image] = describe(task_image)
             report()
             try:
-                check_runnable(task_image)
-                await task_image_root(
-                    task_image, tool=tool, cache_dir=cache, id_base=id_base, log_dir=log_dir
-                )
+                compose = check_runnable(task_image, envs.get(task_image))
+                for one_image in [task_image] if compose is None else compose[1].values():
+                    await task_image_root(
+                        one_image, tool=tool, cache_dir=cache, id_base=id_base, log_dir=log_dir
+                    )
             except (SandboxError, ImageError) as exc:
                 results[task_image] = exc
             else:
@@ -149,14 +198,20 @@ async def hold_image_root(
 
 
 async def wait_healthy(
-    sandbox: BaseSandbox, check: HealthCheck, *, shell: str, user: str | None
+    sandbox: BaseSandbox,
+    check: HealthCheck,
+    *,
+    shell: str,
+    user: str | None,
+    what: str = "the image's HEALTHCHECK",
 ) -> None:
     """Wait until the image's ``HEALTHCHECK`` passes in ``sandbox``, as ``compose up --wait`` does.
 
     The check runs at once, then every ``start_interval`` during the start
     period and every ``interval`` after it; ``retries`` failures after the
     start period (or a wait past :data:`HEALTH_TIMEOUT_SEC`) fail the start.
-    It runs with ``shell`` (for a shell-form check), as ``user`` when given.
+    It runs with ``shell`` (for a shell-form check), as ``user`` when given;
+    ``what`` names the check in the error.
     """
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -172,7 +227,7 @@ async def wait_healthy(
         if failures >= check.retries or now - started > HEALTH_TIMEOUT_SEC:
             output = " ".join((r.stdout + r.stderr).split())[:300]
             raise SandboxError(
-                f"the image's HEALTHCHECK failed ({failures} time(s) after its start "
+                f"{what} failed ({failures} time(s) after its start "
                 f"period; last: exit {r.exit_code}{', timed out' if r.timed_out else ''}"
                 f"{': ' + output if output else ''})"
             )

@@ -38,6 +38,7 @@ from agentkit.sandbox.local._bwrap import (
     LIFELINE,
     holder_argv,
 )
+from agentkit.sandbox.local._composeup import ComposeProject
 from agentkit.sandbox.local._core import LocalCore
 from agentkit.sandbox.local._etcfiles import data_fds
 from agentkit.sandbox.local._hostid import (
@@ -65,6 +66,20 @@ class LocalLifecycle(LocalCore):
         # Not cancellable: bubblewrap killed half-way through its start leaves a
         # process waiting forever to be released; a Ctrl-C waits for the start
         # (milliseconds) and then takes the sandbox down whole.
+        if self.compose is not None:
+            # A compose task: its services first (each shielded likewise), this
+            # sandbox (the main service) among them.
+            self._project = ComposeProject(self, type(self))
+            try:
+                await self._project.up(self._start_main)
+            except BaseException:
+                await self._stop_backend()
+                raise
+            return
+        await self._start_main()
+
+    async def _start_main(self) -> None:
+        """Start this sandbox's own bubblewrap (shielded; see :meth:`_start_backend`)."""
         with anyio.CancelScope(shield=True):
             try:
                 await self._start_bwrap()
@@ -74,6 +89,12 @@ class LocalLifecycle(LocalCore):
             if self._parent_etc is not None:
                 await self._take_parent_etc(self._parent_etc)
 
+    async def _stop_backend(self) -> None:
+        await super()._stop_backend()
+        project, self._project = self._project, None
+        if project is not None:
+            await project.close()
+
     async def _start_bwrap(self) -> None:
         # Sandboxes an earlier orchestrator could not take down with it.
         if not reaped():
@@ -82,7 +103,8 @@ class LocalLifecycle(LocalCore):
         # a setuid file they plant must be out of other local users' reach.
         os.chmod(self.root, 0o700)
         if self.image is not None:
-            await self._use_image_root()
+            if self._root_lock is None:
+                await self._use_image_root()
         elif self.host_id is not None:
             # (A fork's child got its files with its own id already.)
             self._hand_over_files(self.host_id, chown=not self._fork_child)
@@ -98,6 +120,9 @@ class LocalLifecycle(LocalCore):
                 argv = self._stage_argv(self.image_root, info_w, block_r, chan_box)
             else:
                 argv, data_fds = self._holder_argv(info_w, block_r, chan_box)
+            if self._joined is not None:
+                # a compose service: bubblewrap starts in the rollout's network holder
+                argv = [*self._joined.holder.enter_argv(), *argv]
             # bubblewrap also holds the info pipe's read end: should this process die
             # before reading it, bubblewrap's write must not fail (SIGPIPE would end
             # its outer process and leave its child waiting forever to be released).
@@ -185,9 +210,12 @@ class LocalLifecycle(LocalCore):
                 "port": self._endpoint.port,
                 "fd": chan_box.fileno(),
             }
+        joined = self._joined
+        volumes = () if joined is None else joined.volumes
         plan = StagePlan(
             nested_ids=IMAGE_ID_COUNT if self.host_id is not None else 0,
-            private_net=not self.host_network,
+            # a compose service's network is its holder's, which configured it
+            private_net=not self.host_network and joined is None,
             workdir=self.workdir,
             binds=[
                 (f"{STAGE}/tools{TOOLS_DIR}", TOOLS_DIR),
@@ -196,6 +224,8 @@ class LocalLifecycle(LocalCore):
             dirs=dirs,
             files=self._net_files(),
             relay=relay,
+            volumes=[(f"{STAGE}/volumes/{i}", t, ro) for i, (_, t, ro) in enumerate(volumes)],
+            tmpfs=() if joined is None else joined.tmpfs,
         )
         return stage_argv(
             self._tools,
@@ -203,12 +233,15 @@ class LocalLifecycle(LocalCore):
             python_prefix=self._python_prefix,
             rootfs=image_root.rootfs,
             rollout_dir=self.root,
-            network=self.host_network,
+            share_net=self.host_network or joined is not None,
+            host_resolv=self.host_network,
             host_files=tools.files,
             ro_binds=self.ro_binds,
             info_fd=info_w,
             userns_block_fd=block_r,
             plan=plan,
+            volumes=[host for host, _, _ in volumes],
+            hostname="sandbox" if joined is None else joined.hostname,
         )
 
     async def _image_ready(self, image_root: ImageRoot) -> None:
@@ -316,12 +349,17 @@ class LocalLifecycle(LocalCore):
             await self._fail_start(f"bubblewrap reported no sandbox pid ({exc!r})")
         # bubblewrap waits for us to write the user namespace's maps.
         try:
-            if self.image is not None:
+            if self._joined is not None:
+                # started through nsenter into the holder: its pid was the holder
+                # namespace's; the maps are written from inside the holder
+                inner, self._holder_pid = self._holder_pid, _joined_pid(proc.pid)
+                await self._joined.holder.write_maps(inner)
+            elif self.image is not None:
                 write_id_maps(self._holder_pid, self.host_id, count=IMAGE_ID_COUNT)
             else:
                 write_id_maps(self._holder_pid, self.host_id)
             os.write(block_w, b"1")
-        except OSError as exc:
+        except (OSError, SandboxError) as exc:
             await self._fail_start(f"could not map its user namespace: {exc}")
         # On an image root the holder forbids them itself.
         forbid = asyncio.ensure_future(
@@ -401,6 +439,16 @@ class LocalLifecycle(LocalCore):
 
         await asyncio.to_thread(copy)
         self._parent_etc = None
+
+
+def _joined_pid(nsenter_pid: int) -> int:
+    """The host pid of the pid namespace's init of a bubblewrap that ``nsenter`` started
+    (nsenter forked it into the holder's pid namespace; its child is the init)."""
+    outer = _children(nsenter_pid)
+    inits = _children(outer[0]) if len(outer) == 1 else []
+    if len(inits) != 1:
+        raise SandboxError(f"expected one bubblewrap under nsenter, found {outer} / {inits}")
+    return inits[0]
 
 
 def _descendants(pid: int) -> list[int]:

@@ -368,6 +368,13 @@ class LocalSandbox(LocalLifecycle):
         return await self._fork(root, rollout_id)
 
     def _check_forkable(self, who: str) -> None:
+        if self.compose is not None:
+            raise cannot_fork(
+                self.name,
+                who,
+                "it runs a compose task, whose other services would need forking too "
+                "(not supported yet; start a fresh sandbox of the task instead)",
+            )
         self._check_alive()
 
     async def _copy_for_fork(self, child: LocalSandbox) -> None:

@@ -204,6 +204,8 @@ if os.path.exists(stage + "/resolv.conf"):
 grafts = [(clone_tree("/proc", False), "/proc", True), (clone_tree("/dev", False), "/dev", True)]
 for source, target in cfg["binds"]:
     grafts.append((clone_tree(source, True), target, os.path.isdir(source)))
+for source, target, readonly in cfg["volumes"]:
+    grafts.append((clone_tree(source, readonly), target, os.path.isdir(source)))
 
 os.chdir(merged)
 if libc.syscall(SYS_PIVOT_ROOT[os.uname().machine], b".", b".") != 0:
@@ -213,6 +215,9 @@ if libc.umount2(b".", MNT_DETACH) != 0:
 os.chdir("/")
 for fd, target, is_dir in grafts:
     graft(fd, target, is_dir)
+for target in cfg["tmpfs"]:
+    os.makedirs(target, exist_ok=True)
+    mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
 
 for path, mode in cfg["dirs"]:
     if not os.path.isdir(path):
@@ -256,6 +261,11 @@ class StagePlan:
     #: files to write: (path, text, mode).
     files: Sequence[tuple[str, str, int]]
     relay: dict[str, object] | None = None
+    #: (stage path, in-sandbox path, read-only) to graft after the move: a compose
+    #: service's volumes and bind mounts.
+    volumes: Sequence[tuple[str, str, bool]] = ()
+    #: in-sandbox paths to mount a tmpfs on (a compose service's ``tmpfs``).
+    tmpfs: Sequence[str] = ()
 
     def encode(self) -> str:
         """The plan as the holder reads it (``marshal``, hex: no module to import there)."""
@@ -270,6 +280,8 @@ class StagePlan:
                 "dirs": [list(d) for d in self.dirs],
                 "files": [list(f) for f in self.files],
                 "relay": self.relay,
+                "volumes": [list(v) for v in self.volumes],
+                "tmpfs": list(self.tmpfs),
             }
         ).hex()
 
@@ -281,19 +293,26 @@ def stage_argv(
     python_prefix: str,
     rootfs: Path,
     rollout_dir: Path,
-    network: bool,
+    share_net: bool,
+    host_resolv: bool,
     host_files: Sequence[tuple[str, str]],
     ro_binds: Sequence[str],
     info_fd: int,
     userns_block_fd: int,
     plan: StagePlan,
+    volumes: Sequence[str] = (),
+    hostname: str = "sandbox",
 ) -> list[str]:
     """The bwrap command that builds the stage and runs the holder on it.
 
+    ``share_net`` keeps the caller's network namespace (the host's, or a
+    compose rollout's network holder's); ``host_resolv`` binds the host's
+    ``/etc/resolv.conf`` for the holder to copy in (host network only).
     ``host_files`` are (host file, in-sandbox path) of the helper programs;
-    ``ro_binds`` host paths seen read-only at the same path inside. The
-    holder gets every capability, in the sandbox's user namespace only, and
-    drops them all before it says ``ready``.
+    ``ro_binds`` host paths seen read-only at the same path inside;
+    ``volumes`` host paths put on the stage at ``STAGE/volumes/<i>`` (the
+    plan's ``volumes`` graft them). The holder gets every capability, in the
+    sandbox's user namespace only, and drops them all before it says ``ready``.
     """
     argv = [
         *bwrap_start(tools),
@@ -301,7 +320,7 @@ def stage_argv(
         "--unsetenv", OWNER_ENV,
         "--userns-block-fd", str(userns_block_fd),
     ]  # fmt: skip
-    if network:
+    if share_net:
         argv.append("--share-net")
     argv += host_usr_args()
     if python_prefix:
@@ -318,14 +337,16 @@ def stage_argv(
         argv += ["--ro-bind", source, f"{STAGE}/tools{inside}"]
     for i, path in enumerate(ro_binds):
         argv += ["--ro-bind", path, f"{STAGE}/binds/{i}"]
-    if network and os.path.exists("/etc/resolv.conf"):
+    for i, path in enumerate(volumes):
+        argv += ["--bind", path, f"{STAGE}/volumes/{i}"]
+    if host_resolv and os.path.exists("/etc/resolv.conf"):
         argv += ["--ro-bind", "/etc/resolv.conf", f"{STAGE}/resolv.conf"]
     argv += [
         "--proc", "/proc",
         "--dev", "/dev",
         "--perms", "1777",
         "--tmpfs", "/dev/shm",
-        "--hostname", "sandbox",
+        "--hostname", hostname,
         "--chdir", "/",
         "--info-fd", str(info_fd),
         "--",
