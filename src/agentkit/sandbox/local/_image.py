@@ -43,6 +43,8 @@ __all__ = [
 ]
 
 ImageTool = Literal["auto", "docker", "podman", "buildah"]
+#: The first gap between two runs of a failing healthcheck (see :func:`wait_healthy`).
+_FIRST_GAP_SEC = 0.05
 
 
 def export_labels() -> dict[str, str]:
@@ -207,28 +209,31 @@ async def wait_healthy(
 ) -> None:
     """Wait until the image's ``HEALTHCHECK`` passes in ``sandbox``, as ``compose up --wait`` does.
 
-    The check runs at once, then every ``start_interval`` during the start
-    period and every ``interval`` after it; ``retries`` failures after the
-    start period (or a wait past :data:`HEALTH_TIMEOUT_SEC`) fail the start.
-    It runs with ``shell`` (for a shell-form check), as ``user`` when given;
+    It turns unhealthy when Docker's would: once ``retries`` intervals after the
+    start period have passed with the check still failing (or a wait past
+    :data:`HEALTH_TIMEOUT_SEC`). Docker first checks after one ``interval``
+    (``start_interval`` in the start period); here the check runs at once and
+    then again sooner, its gap doubling from 50 ms up to that interval, so a
+    service is seen healthy soon after it is (a check costs one command). It
+    runs with ``shell`` (for a shell-form check), as ``user`` when given;
     ``what`` names the check in the error.
     """
     loop = asyncio.get_running_loop()
     started = loop.time()
     argv = check.argv(shell)
-    failures = 0
+    gap = _FIRST_GAP_SEC / 2
     while True:
         r = await sandbox.exec(argv, user=user, timeout=check.timeout)
         if r.ok:
             return
         now = loop.time()
-        in_start = now - started < check.start_period
-        failures += 0 if in_start else 1
-        if failures >= check.retries or now - started > HEALTH_TIMEOUT_SEC:
+        past_start = now - started - check.start_period
+        if past_start >= check.retries * check.interval or now - started > HEALTH_TIMEOUT_SEC:
             output = " ".join((r.stdout + r.stderr).split())[:300]
             raise SandboxError(
-                f"{what} failed ({failures} time(s) after its start "
+                f"{what} failed ({check.retries} time(s) after its start "
                 f"period; last: exit {r.exit_code}{', timed out' if r.timed_out else ''}"
                 f"{': ' + output if output else ''})"
             )
-        await asyncio.sleep(check.start_interval if in_start else check.interval)
+        gap = min(gap * 2, check.start_interval if past_start < 0 else check.interval)
+        await asyncio.sleep(gap)
