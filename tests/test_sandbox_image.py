@@ -384,11 +384,22 @@ async def test_image_host_keeps_the_host_userland(sandbox_factory) -> None:
     assert box.image_root is None
 
 
-async def test_a_compose_project_is_refused_clearly(sandbox_factory) -> None:
-    compose = EXAMPLES / "sidecar-api" / "environment" / "docker-compose.yaml"
-    image = TaskImage(dockerfile=TOOLS.dockerfile, context=TOOLS.context, compose_file=str(compose))
-    with pytest.raises(SandboxError, match=r"compose project .* --sandbox docker"):
+async def test_what_a_compose_project_needs_a_daemon_for_is_refused_clearly(
+    sandbox_factory, tmp_path: Path
+) -> None:
+    env = tmp_path / "task" / "environment"
+    env.mkdir(parents=True)
+    (env / "docker-compose.yaml").write_text(
+        "services:\n  main:\n    image: python:3.11-slim\n    privileged: true\n"
+        "  side:\n    image: python:3.11-slim\n    network_mode: host\n"
+    )
+    image = TaskImage(compose_file=str(env / "docker-compose.yaml"))
+    with pytest.raises(SandboxError) as caught:
         await sandbox_factory("local", hints=ExecutionHints(image=image))
+    message = str(caught.value)
+    assert "the local sandbox cannot run this compose file (use --sandbox docker" in message
+    assert "service 'main': privileged: needs root on the host" in message
+    assert "service 'side': network_mode: the host's network is not supported" in message
 
 
 def _agentkit_run(
@@ -433,13 +444,12 @@ def test_oracle_and_nop_score_harbor_tasks_on_their_image_roots(
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rewards = {k: r["reward"] for k, r in oracle.items()}
-    for task in ("tools-in-image", "service-at-start", "two-steps", "apt-private"):
+    # (sidecar-api: a compose task, its sidecar a sandbox of its own)
+    for task in ("tools-in-image", "service-at-start", "two-steps", "apt-private", "sidecar-api"):
         assert rewards[f"{task}#0"] == rewards[f"{task}#1"] == 1.0, oracle[f"{task}#0"]["error"]
-    sidecar = oracle["sidecar-api#0"]
-    assert sidecar["reward"] is None and "--sandbox docker" in str(sidecar["error"])
     proc, nop = _agentkit_run(f"harbor:{tasks}", "nop", "--out", str(tmp_path / "nop"), *cache)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    for task in ("tools-in-image", "service-at-start", "two-steps", "apt-private"):
+    for task in ("tools-in-image", "service-at-start", "two-steps", "apt-private", "sidecar-api"):
         assert nop[f"{task}#0"]["reward"] == 0.0, nop[f"{task}#0"]
 
 

@@ -462,11 +462,13 @@ class ComposeProject:
                     await s.supervisor
             if not s.ended.done():
                 s.ended.cancel()
-            if s.box is not None and s.box is not self.main:
-                await s.box.close(remove=False)
+        # The holder first: the kernel ends its whole pid namespace, every service at once.
         if self._holder is not None:
             await self._holder.close()
             self._holder = None
+        for s in self._services.values():
+            if s.box is not None and s.box is not self.main:
+                await s.box.close(remove=False)
         for fd in self._locks:
             os.close(fd)
         self._locks.clear()
