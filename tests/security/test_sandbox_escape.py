@@ -42,6 +42,9 @@ SANDBOXES = [
     # The local sandbox on an image's root (its own overlay, a uid range, commands
     # with Docker's default capabilities in a user namespace of their own).
     pytest.param("local-image", marks=requires_bwrap, id="local-image"),
+    # A sidecar service of a compose task on the local sandbox (its own image root and
+    # namespaces, inside the rollout's network holder): the probes run in the sidecar.
+    pytest.param("local-compose-sidecar", marks=requires_bwrap, id="local-compose-sidecar"),
 ]
 #: Options per kind: the docker probes run in an image with python3 (the ptrace probe).
 OPTIONS = {"docker": {"default_image": "python:3.11-slim"}}
@@ -51,9 +54,15 @@ PROBE_IMAGE = TaskImage(image="python:3.11-slim")
 CORE_PATTERN = Path("/proc/sys/kernel/core_pattern")
 
 
+#: A compose file whose sidecar ("side", on the probe image) only sleeps.
+SIDECAR_COMPOSE = (
+    Path(__file__).parents[1] / "fixtures" / "compose" / "cases" / "environment" / "sleepers.yaml"
+)
+
+
 @pytest.fixture(params=SANDBOXES)
 async def sandbox(request: pytest.FixtureRequest, sandbox_factory) -> BaseSandbox:
-    if request.param == "local-image":
+    if request.param in ("local-image", "local-compose-sidecar"):
         if os.environ.get("AGENTKIT_SECURITY_USER"):
             # This machine's images (the offline stand-ins) are in root's Docker engine
             # and root's Podman store; an ordinary user's Podman would pull from a
@@ -61,6 +70,15 @@ async def sandbox(request: pytest.FixtureRequest, sandbox_factory) -> BaseSandbo
             pytest.skip(f"{ROOT_ONLY}the images here are made by root's tools")
         need_image_tool()
         cache = request.getfixturevalue("image_cache")
+        if request.param == "local-compose-sidecar":
+            hints = ExecutionHints(
+                image=TaskImage(compose_file=str(SIDECAR_COMPOSE)), env={"SLEEP": "infinity"}
+            )
+            main = await sandbox_factory("local", hints=hints, image_cache=str(cache))
+            assert isinstance(main, LocalSandbox) and main._project is not None
+            side = main._project._services["side"].box
+            assert isinstance(side, LocalSandbox)
+            return side
         box: BaseSandbox = await sandbox_factory(
             "local", hints=ExecutionHints(image=PROBE_IMAGE), image_cache=str(cache)
         )

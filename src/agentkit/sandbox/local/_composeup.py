@@ -170,6 +170,7 @@ class ComposeProject:
         read_only = [str(r.rootfs) for r in roots]
         read_only += [*main.ro_binds, *([main._python_prefix] if main._python_prefix else [])]
         read_only += [src for src, _ in host_tools("setpriv", "env").files]
+        read_only.append(os.path.realpath(main._tools.bwrap))
         read_only += [src for vols in mounts.values() for src, _, ro in vols if ro]
         self._holder = NetHolder(main._tools, root_mode=main.host_id is not None)
         await self._holder.start(

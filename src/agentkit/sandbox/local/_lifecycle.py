@@ -122,7 +122,8 @@ class LocalLifecycle(LocalCore):
                 argv, data_fds = self._holder_argv(info_w, block_r, chan_box)
             if self._joined is not None:
                 # a compose service: bubblewrap starts in the rollout's network holder
-                argv = [*self._joined.holder.enter_argv(), *argv]
+                # (bwrap by its real path: the holder binds that, not PATH's links)
+                argv = [*self._joined.holder.enter_argv(), os.path.realpath(argv[0]), *argv[1:]]
             # bubblewrap also holds the info pipe's read end: should this process die
             # before reading it, bubblewrap's write must not fail (SIGPIPE would end
             # its outer process and leave its child waiting forever to be released).
