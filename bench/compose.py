@@ -64,8 +64,10 @@ s.listen(); [s.accept() for _ in iter(int, 1)]"]
 
 def compose_cli() -> list[str]:
     docker = shutil.which("docker")
-    if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
-        return [docker, "compose"]
+    if docker:
+        probe = subprocess.run([docker, "compose", "version"], capture_output=True, check=False)
+        if probe.returncode == 0:
+            return [docker, "compose"]
     standalone = shutil.which("docker-compose")
     if standalone:
         return [standalone]
@@ -135,7 +137,9 @@ def main() -> None:
         f"load {os.getloadavg()[0]:.1f})"
     )
     print(f"  docker compose up -d --wait        {d * 1000:8.1f} ms (median)")
-    print(f"  local sandbox setup()              {loc * 1000:8.1f} ms (median)  ratio {loc / d:.2f}x")
+    print(
+        f"  local sandbox setup()              {loc * 1000:8.1f} ms (median)  ratio {loc / d:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -209,7 +209,9 @@ def compose_tasks(tmp_path: Path) -> Path:
     return tasks
 
 
-def _run(tasks: Path, out: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, object]:
+def _run(
+    tasks: Path, out: Path, *args: str, env: dict[str, str] | None = None
+) -> dict[str, object]:
     """``agentkit run harbor:TASKS oracle ARGS``: each task's reward (its error when None)."""
     proc = subprocess.run(
         [sys.executable, "-m", "agentkit", "run", f"harbor:{tasks}", "oracle", *args,

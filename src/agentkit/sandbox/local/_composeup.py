@@ -37,7 +37,7 @@ import shlex
 import shutil
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentkit._errors import SandboxError
 from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
@@ -197,7 +197,7 @@ class ComposeProject:
             for s in self._services.values()
         }
         try:
-            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             failed = next((t for t in done if t.exception() is not None), None)
             if failed is not None:
                 raise failed.exception()  # type: ignore[misc]
@@ -391,16 +391,14 @@ class ComposeProject:
             )
         )
         try:
-            done, _ = await asyncio.wait(
-                {health, s.ended}, return_when=asyncio.FIRST_COMPLETED
-            )
+            waiting: set[asyncio.Future[Any]] = {health, s.ended}
+            done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
             if health in done:
                 try:
                     health.result()
                 except SandboxError as exc:
                     raise SandboxError(
-                        f"{self._where(s.name)} is unhealthy: {exc}; its last output: "
-                        f"{s.output()}"
+                        f"{self._where(s.name)} is unhealthy: {exc}; its last output: {s.output()}"
                     ) from None
                 return
             r = s.ended.result()

@@ -15,13 +15,13 @@ import contextlib
 import os
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import attrs
 
 from agentkit._errors import SandboxDiedError, SandboxError
 from agentkit._sandbox import TaskImage
-from agentkit.images._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot
+from agentkit.images._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT, ImageRoot, hold
 from agentkit.sandbox._base import HostFSSandbox
 from agentkit.sandbox._forward import (
     Endpoint,
@@ -39,18 +39,16 @@ from agentkit.sandbox.local._bwrap import (
     find_tools,
     ro_bind_sources,
 )
+from agentkit.sandbox.local._composefile import ComposeFile
 from agentkit.sandbox.local._etcfiles import EtcFile, account_files, net_files
 from agentkit.sandbox.local._hostid import (
     allocate_id,
     needs_own_id,
 )
 from agentkit.sandbox.local._hosttools import host_tools
-from agentkit.sandbox.local._composefile import ComposeFile
-from agentkit.sandbox.local._image import (
-    check_runnable,
-)
-from agentkit.sandbox.local._options import LocalOptions
+from agentkit.sandbox.local._image import check_runnable, hold_image_root
 from agentkit.sandbox.local._netholder import Joined
+from agentkit.sandbox.local._options import LocalOptions
 from agentkit.sandbox.local._slirp import (
     RESOLV_CONF,
     Slirp,
@@ -59,9 +57,6 @@ from agentkit.sandbox.local._slirp import (
 )
 from agentkit.sandbox.local._stage import DOCKER_CAPS
 from agentkit.sandbox.local._users import User, resolve_user
-
-if TYPE_CHECKING:
-    from agentkit.sandbox.local._composeup import ComposeProject
 
 __all__ = ["NET_ETC_FILES", "LocalCore"]
 
@@ -107,8 +102,6 @@ class LocalCore(HostFSSandbox):
         self._compose_slirp: str | None = None
         #: Set on each service's sandbox of a compose rollout: it starts in the holder's.
         self._joined: Joined | None = None
-        #: A compose rollout's running services (on its main sandbox; see ``_composeup``).
-        self._project: ComposeProject | None = None
         if self.image is not None:
             found = check_runnable(self.image, self.hints.env)
             if found is not None:
@@ -249,6 +242,23 @@ class LocalCore(HostFSSandbox):
         os.chmod(layer, 0o755)
         if self.host_id is not None:
             os.chown(layer, self.host_id, self.host_id)
+
+    async def _use_image_root(self) -> None:
+        """Get the task's image root and hold it (no prune removes it while we run)."""
+        image = self.image
+        assert image is not None
+        if self._parent_image_root is not None:
+            # A fork's child: the parent holds this root, so it is there.
+            fd = await asyncio.to_thread(hold, self._parent_image_root)
+            if fd is not None:
+                self.image_root, self._root_lock = self._parent_image_root, fd
+                return
+        self.image_root, self._root_lock = await hold_image_root(
+            image,
+            image_tool=self.options.image_tool,
+            image_cache=self._image_cache,
+            id_base=self.host_id,
+        )
 
     def _release_image_root(self) -> None:
         if self._root_lock is not None:

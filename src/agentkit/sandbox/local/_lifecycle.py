@@ -22,7 +22,7 @@ from typing import NoReturn
 import anyio
 
 from agentkit._errors import SandboxError
-from agentkit.images._imageroot import IMAGE_ID_COUNT, ImageRoot, hold
+from agentkit.images._imageroot import IMAGE_ID_COUNT, ImageRoot
 from agentkit.sandbox._base import STANDARD_DIRS
 from agentkit.sandbox._forward import (
     HOLDER_SCRIPT,
@@ -48,7 +48,6 @@ from agentkit.sandbox.local._hostid import (
 )
 from agentkit.sandbox.local._hosttools import TOOLS_DIR, host_tools
 from agentkit.sandbox.local._image import (
-    hold_image_root,
     wait_healthy,
 )
 from agentkit.sandbox.local._slirp import Slirp
@@ -61,6 +60,9 @@ _START_TIMEOUT_SEC = 30.0
 
 class LocalLifecycle(LocalCore):
     """How a local sandbox starts (see the module's docstring)."""
+
+    #: A compose task's running services (None: not a compose task, or not started).
+    _project: ComposeProject | None = None
 
     async def _start_backend(self) -> None:
         # Not cancellable: bubblewrap killed half-way through its start leaves a
@@ -295,23 +297,6 @@ class LocalLifecycle(LocalCore):
             await wait_healthy(
                 self, root.config.healthcheck, shell=self._shell or "/bin/sh", user=user
             )
-
-    async def _use_image_root(self) -> None:
-        """Get the task's image root and hold it (no prune removes it while we run)."""
-        image = self.image
-        assert image is not None
-        if self._parent_image_root is not None:
-            # A fork's child: the parent holds this root, so it is there.
-            fd = await asyncio.to_thread(hold, self._parent_image_root)
-            if fd is not None:
-                self.image_root, self._root_lock = self._parent_image_root, fd
-                return
-        self.image_root, self._root_lock = await hold_image_root(
-            image,
-            image_tool=self.options.image_tool,
-            image_cache=self._image_cache,
-            id_base=self.host_id,
-        )
 
     def _hand_over_files(self, host_id: int, *, chown: bool = True) -> None:
         """Give the rollout's files to the sandbox's host id (see ``_hostid``)."""

@@ -234,7 +234,6 @@ class NetHolder:
         await proc.wait()
 
 
-
 @attrs.frozen(kw_only=True)
 class Joined:
     """What a service's sandbox needs to start inside a rollout's :class:`NetHolder`."""
