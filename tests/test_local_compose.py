@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -149,7 +150,7 @@ async def main():
     hints = ExecutionHints(image=TaskImage(compose_file=sys.argv[1]), env={"SLEEP": sys.argv[2]})
     box = LocalSandbox(root=sys.argv[3], hints=hints, image_cache=sys.argv[4])
     await box.setup()
-    print("ready", flush=True)
+    print("ready", box._project._holder.pid, flush=True)
     await asyncio.sleep(600)
 asyncio.run(main())
 """
@@ -161,17 +162,26 @@ def test_a_compose_rollout_dies_with_its_orchestrator(tmp_path: Path, image_cach
     proc = subprocess.Popen(
         [sys.executable, "-c", _ORCHESTRATOR, *argv], stdout=subprocess.PIPE, text=True
     )
+    holder = None
     try:
-        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-        assert host_pids_with_arg(arg)
+        assert proc.stdout is not None
+        said, pid = proc.stdout.readline().split()
+        assert said == "ready" and host_pids_with_arg(arg)
+        holder = os.pidfd_open(int(pid))  # the network holder's init
     finally:
         proc.kill()  # SIGKILL: no close, no cleanup of its own
         proc.wait()
-    # Every lifeline closed with it: the holder, and with it every service, is gone.
-    assert asyncio.run(wait_gone(arg, 30)) == []
-    # Nor any of its bubblewraps (each carries its owner for the reaper).
+    # Its lifeline closed with it: the holder ends (at once; the bound is a hang guard,
+    # short so that another agentkit process's reaper of orphans, which would end it
+    # too, is unlikely to be what ended it), and with it every service.
+    try:
+        assert select.select([holder], [], [], 10)[0] == [holder], "the holder outlived it"
+    finally:
+        os.close(holder)
+    assert asyncio.run(wait_gone(arg, 10)) == []
+    # Nor any of its bubblewraps (each carries its owner, for that reaper).
     owner = f"AGENTKIT_SANDBOX_OWNER={proc.pid}:".encode()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 10
     while (left := _owned_by(owner)) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert left == []
