@@ -255,9 +255,10 @@ def _environment(task_dir: Path, cfg: TaskConfig) -> tuple[str, str, str, list[s
         where = f"environment/{compose.name}" if found else where
         notes.append(
             f"environment/{compose.name} (docker compose) runs as a compose project per rollout "
-            "with --sandbox docker; the local sandbox refuses it (it cannot start the other "
-            "services), except on the host userland on purpose (-S image=host), where only its "
-            "working directory is used"
+            "with --sandbox docker, and on the local sandbox with every service a bubblewrap "
+            "sandbox of its own on one private network per rollout (no daemon; what it cannot "
+            "give is refused by name before the start); on the host userland on purpose "
+            "(-S image=host) only its working directory is used"
         )
     elif dockerfile.is_file():
         kind = "dockerfile"

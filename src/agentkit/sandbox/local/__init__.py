@@ -5,8 +5,10 @@ modules beside them are its private parts: its state and commands
 (``_core``), its start (``_lifecycle``), the bubblewrap command lines
 (``_bwrap``, ``_stage``), the network (``_slirp``), the files it writes in
 ``/etc`` (``_etcfiles``), users and host ids (``_users``, ``_hostid``), the
-host's tools (``_hosttools``), pausing for a fork (``_freeze``) and the task
-images it runs on (``_image``). See ``docs/sandboxes.md``.
+host's tools (``_hosttools``), pausing for a fork (``_freeze``), the task
+images it runs on (``_image``), and a compose task's services: its file read
+(``_composefile``), the rollout's network holder (``_netholder``) and its
+services up and down (``_composeup``). See ``docs/sandboxes.md``.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ built yet. Keys that change nothing inside a rollout (``labels``,
 effect. A malformed value is reported the same way, with the field and what
 was expected.
 
-Not wired into the local sandbox's start yet: it still refuses every
-compose task (``_image.check_runnable``).
+``_image.check_runnable`` reads it before a compose task's sandbox starts
+(and before a run's images are made); ``_composeup`` starts its services.
 """
 
 from __future__ import annotations
