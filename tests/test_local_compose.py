@@ -267,3 +267,30 @@ def test_a_compose_task_runs_where_no_docker_daemon_answers(
         "-S", "image=auto", "-S", f"image_cache={image_cache}", env=env,
     )  # fmt: skip
     assert rewards == dict.fromkeys(COMPOSE_TASKS, 1.0)
+
+
+async def test_a_writable_bind_of_the_task_folder_is_the_rollouts_copy(
+    compose, tmp_path: Path
+) -> None:
+    env = tmp_path / "task" / "environment"
+    (env / "data").mkdir(parents=True)
+    (env / "data" / "seed.txt").write_text("seed\n")
+    os.mkfifo(env / "data" / "pipe")  # copied as a FIFO, never read (a read would hang)
+    (env / "docker-compose.yaml").write_text(
+        "services:\n"
+        "  main:\n    image: python:3.11-slim\n    volumes: ['./data:/shared']\n"
+        "  side:\n    image: python:3.11-slim\n    volumes: ['./data:/data']\n"
+        "    command: ['sh', '-c', 'echo from-side > /data/side.txt; exec sleep infinity']\n"
+        "    healthcheck: {test: ['CMD', 'test', '-e', '/data/side.txt'], interval: 1s}\n"
+        "    depends_on: {}\n"
+    )
+    box = await compose(env / "docker-compose.yaml")
+    r = await box.exec(
+        "cat /shared/seed.txt; test -p /shared/pipe && echo fifo; echo main >> /shared/seed.txt"
+    )
+    assert r.stdout == "seed\nfifo\n", r.stderr
+    # The services share one copy; the task's own folder is untouched.
+    assert sorted(p.name for p in (env / "data").iterdir()) == ["pipe", "seed.txt"]
+    assert (env / "data" / "seed.txt").read_text() == "seed\n"
+    r = await box.exec("cat /shared/side.txt")
+    assert r.stdout == "from-side\n"

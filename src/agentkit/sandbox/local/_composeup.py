@@ -35,6 +35,7 @@ import contextlib
 import os
 import shlex
 import shutil
+import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 from agentkit._errors import SandboxError
 from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
 from agentkit.images._imageroot import HealthCheck, ImageRoot
+from agentkit.sandbox._layercopy import copy_tree
 from agentkit.sandbox._process import CommandProcess
 from agentkit.sandbox.local._composemodel import ComposeFile, Dependency, Service
 from agentkit.sandbox.local._hostid import chown_tree
@@ -277,10 +279,15 @@ class ComposeProject:
         dest = base / "binds" / str(n)
         if not dest.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
-            if os.path.isdir(source):
-                shutil.copytree(source, dest, symlinks=True)
+            st = os.lstat(source)
+            if stat.S_ISDIR(st.st_mode):
+                copy_tree(source, dest)  # (a FIFO or device in it is made, never read)
+            elif stat.S_ISREG(st.st_mode):
+                shutil.copyfile(source, dest, follow_symlinks=False)
             else:
-                shutil.copy2(source, dest, follow_symlinks=False)
+                raise SandboxError(
+                    f"{self.compose.path}: the bind mount {source} is neither a file nor a folder"
+                )
             if self.main.host_id is not None:
                 if dest.is_dir():
                     chown_tree(dest, self.main.host_id)

@@ -47,6 +47,8 @@ from agentkit.sandbox.local._slirp import Slirp
 __all__ = ["Joined", "NetHolder"]
 
 _START_TIMEOUT_SEC = 30.0
+#: How long the holder's pipes may take to reach their end once it has exited.
+_DRAIN_SEC = 1.0
 
 
 class NetHolder:
@@ -232,6 +234,12 @@ class NetHolder:
         if proc.stdin is not None:
             proc.stdin.close()
         await proc.wait()
+        # Its pipes to their end (every writer is gone with it), so that their transport
+        # closes in this event loop rather than when collected after it.
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                with contextlib.suppress(OSError, TimeoutError):
+                    await asyncio.wait_for(stream.read(), _DRAIN_SEC)
 
 
 @attrs.frozen(kw_only=True)
