@@ -12,11 +12,13 @@ failing migration, a service restarted on failure, a sleeping sidecar).
 from __future__ import annotations
 
 import asyncio
+import http.server
 import json
 import os
 import select
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,6 +29,8 @@ from agentkit.sandbox import SandboxError, SandboxForkError
 from agentkit.sandbox.local import LocalSandbox
 from agentkit.testing.sandbox_fixtures import (
     host_pids_with_arg,
+    need_slirp4netns,
+    outward_address,
     requires_image_tool,
     unique_sleep_arg,
     wait_gone,
@@ -294,3 +298,63 @@ async def test_a_writable_bind_of_the_task_folder_is_the_rollouts_copy(
     assert (env / "data" / "seed.txt").read_text() == "seed\n"
     r = await box.exec("cat /shared/side.txt")
     assert r.stdout == "from-side\n"
+
+
+class _Server:
+    """An HTTP server on ``address`` of the host answering 'host'."""
+
+    def __init__(self, address: str) -> None:
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                self.send_response(200)
+                self.end_headers()
+                self.wfile.write(b"host")
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer((address, 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+_TRY = (
+    "import sys, urllib.request\n"
+    "for url in sys.argv[1:]:\n"
+    "    try:\n"
+    "        print(urllib.request.urlopen(url, timeout=3).read().decode())\n"
+    "    except OSError:\n"
+    "        print('unreachable')\n"
+)
+
+
+@pytest.mark.parametrize("network", [True, False], ids=["network", "no-network"])
+async def test_the_services_network_is_the_rollouts_own(
+    sandbox_factory, image_cache: Path, network: bool
+) -> None:
+    """With network: slirp4netns on the holder carries every service's outbound traffic
+    (the host's loopback stays out of reach); without: nothing outside the rollout."""
+    if network:
+        need_slirp4netns()
+    outward = _Server("0.0.0.0")
+    try:
+        hints = ExecutionHints(
+            image=TaskImage(compose_file=str(CASES / "sleepers.yaml")),
+            env={"SLEEP": "infinity"},
+            network=network,
+        )
+        main = await sandbox_factory(
+            "local", hints=hints, image_cache=str(image_cache), allow_network=True
+        )
+        assert isinstance(main, LocalSandbox) and main._project is not None
+        side = main._project._services["side"].box
+        assert side is not None
+        urls = [f"http://{outward_address()}:{outward.port}/", f"http://127.0.0.1:{outward.port}/"]
+        for box in (main, side):
+            r = await box.exec(["python3", "-c", _TRY, *urls], timeout=30)
+            expected = ["host" if network else "unreachable", "unreachable"]
+            assert r.stdout.split() == expected, r.stderr
+        resolv = (await side.exec("cat /etc/resolv.conf")).stdout
+        assert (resolv == "nameserver 10.0.2.3\n") is network
+    finally:
+        outward.httpd.shutdown()
