@@ -358,3 +358,21 @@ async def test_the_services_network_is_the_rollouts_own(
         assert (resolv == "nameserver 10.0.2.3\n") is network
     finally:
         outward.httpd.shutdown()
+
+
+async def test_the_model_endpoint_is_relayed_into_the_main_service(
+    sandbox_factory, image_cache: Path
+) -> None:
+    host = _Server("127.0.0.1")
+    try:
+        url = f"http://127.0.0.1:{host.port}/v1"
+        hints = ExecutionHints(
+            image=TaskImage(compose_file=str(CASES / "sleepers.yaml")), env={"SLEEP": "infinity"}
+        )
+        main = await sandbox_factory(
+            "local", hints=hints, image_cache=str(image_cache), model_endpoint=url
+        )
+        r = await main.exec(["python3", "-c", _TRY, url], timeout=30)
+        assert r.stdout == "host\n", r.stderr
+    finally:
+        host.httpd.shutdown()
