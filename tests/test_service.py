@@ -193,9 +193,12 @@ async def test_a_group_past_the_staleness_bound_is_never_delivered(
             async for group in service.groups():
                 delivered.append(group)
             report = service.report()
+    # doomed at the update (both first calls at v0, bound 0): stopped there, not run on
+    assert (report.doomed_groups, report.stopped_rollouts) == (1, 2)
     if on_stale == "drop":
         assert delivered == []
         assert (report.dropped_stale, report.rerun_stale, report.delivered) == (1, 0, 0)
+        assert report.rollouts_finished == 0
     else:
         (group,) = delivered
         assert group.rerun_of == first and group.group_id != first
@@ -203,6 +206,41 @@ async def test_a_group_past_the_staleness_bound_is_never_delivered(
         assert group.staleness == 0
         assert (report.dropped_stale, report.rerun_stale, report.delivered) == (0, 1, 1)
     assert report.pending == 0
+
+
+async def test_a_group_the_bound_dooms_is_stopped_early_not_run_to_its_end(
+    tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    # one rollout of the group is answered at v0; the other's call hangs for ever: once
+    # v2 is served with a bound of 1 the group can never be handed over, so its hanging
+    # rollout is stopped and the group counted, instead of a wait with no end
+    model_server.set_script(
+        {
+            "rules": [
+                {"match": {"last_user_contains": "2+2"}, "times": 1, "reply": {"content": "4"}}
+            ],
+            "default": {"fail": "hang"},
+        }
+    )
+    tasks = _tasks(tmp_path, [{"id": "a", "input": "2+2?", "target": "4"}])
+    env = AgentEnv.from_names(f"jsonl:{tasks}", "chat")
+    with anyio.fail_after(HANG):
+        async with RolloutService(
+            env, _options(model_server, tmp_path), group_size=2, max_staleness=1
+        ) as service:
+            service.request()
+            await service.wait_for_rollouts(1)
+            await model_server.wait_for_requests(2)
+            await service.set_policy(1)  # one behind: still within the bound
+            assert service.report().doomed_groups == 0
+            await service.set_policy(2)  # two behind: doomed
+            delivered = [group async for group in service.groups()]
+        report = service.report()
+    assert delivered == []
+    assert (report.doomed_groups, report.stopped_rollouts, report.dropped_stale) == (1, 1, 1)
+    assert (report.in_flight, report.pending, report.rollouts_finished) == (0, 0, 1)
+    # the finished rollout is in the run directory; the stopped one left nothing
+    assert [r.reward for r in open_run(tmp_path / "run").rollouts()] == [1.0]
 
 
 async def test_the_bound_is_checked_against_the_policy_current_at_hand_over(
@@ -297,3 +335,88 @@ async def test_bad_settings_are_refused_with_the_field_named(
             await service.set_policy(1, base_url="http://127.0.0.1:1/v2")
         with pytest.raises(SpecError, match="unknown task"):
             service.request(task_id="nope")
+
+
+FULL_DISK = r"""
+import json, sys
+from pathlib import Path
+
+import anyio
+
+from agentkit.env import AgentEnv, RunOptions
+from agentkit.service import RolloutService, ServiceFailed
+from agentkit.testing.model_server import ScriptedModelServer
+
+tasks, run = Path(sys.argv[1]), Path(sys.argv[2])
+
+
+async def main() -> dict:
+    out: dict = {"delivered": 0}
+    async with ScriptedModelServer() as server:
+        # long answers: each rollout writes tens of KiB (its calls, its line)
+        server.set_script({"default": {"content": "4 " + "x" * 3000}})
+        env = AgentEnv.from_names(f"jsonl:{tasks}", "chat")
+        options = RunOptions(
+            model="scripted-model", base_url=server.base_url, concurrency=2,
+            token_ids=True, out=run, preflight=False,
+        )
+        try:
+            async with RolloutService(env, options, group_size=2) as service:
+                service.request(100)
+                try:
+                    while True:
+                        await service.next_group()
+                        out["delivered"] += 1
+                except BaseException as exc:
+                    out["raised"] = type(exc).__name__
+                    out["message"] = str(exc)
+                    out["cause"] = type(getattr(exc, "cause", None)).__name__
+                try:
+                    service.request(1)
+                except BaseException as exc:
+                    out["request_after"] = type(exc).__name__
+                out["report_error"] = service.report().error
+        except BaseException as exc:  # closing the service raises nothing
+            out["close_raised"] = type(exc).__name__
+    return out
+
+
+print(json.dumps(anyio.run(main)))
+"""
+
+
+def test_a_full_disk_reaches_the_trainer_as_one_error_naming_it(tmp_path: Path) -> None:
+    """A real full disk (a 256 KiB tmpfs over the run directory, in a private mount
+    namespace): the trainer's next_group raises one ServiceFailed naming it, not an
+    exception group, and closing the service raises nothing."""
+    import shlex
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is not installed")
+    tasks = _tasks(tmp_path, [{"id": "a", "input": "2+2?", "target": "4"}])
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = tmp_path / "trainer.py"
+    script.write_text(FULL_DISK)
+    command = (
+        f"mount -t tmpfs -o size=256k tmpfs {shlex.quote(str(disk))} || exit 3; "
+        f"exec {shlex.quote(sys.executable)} {script} {tasks} {disk / 'run'}"
+    )
+    done = subprocess.run(
+        ["unshare", "-rm", "bash", "-c", command], capture_output=True, text=True, timeout=120
+    )
+    if done.returncode == 3:
+        pytest.skip(f"no private mount namespace here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["raised"] == "ServiceFailed", out
+    assert out["message"].startswith("the rollout service stopped: "), out
+    assert "No space left on device" in out["message"], out
+    assert out["cause"] == "RunDirWriteError", out
+    assert out["request_after"] == "ServiceFailed", out
+    assert "No space left on device" in out["report_error"], out
+    assert "close_raised" not in out, out
+    assert 0 < out["delivered"] < 100, out

@@ -12,11 +12,14 @@ current policy's endpoint and model and record its version on the call
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import attrs
 
 from agentkit._errors import SpecError
 
-__all__ = ["Policy", "PolicyBoard"]
+__all__ = ["CallWatcher", "Policy", "PolicyBoard"]
 
 
 def _version(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -44,11 +47,29 @@ class Policy:
     model: str | None = attrs.field(default=None, validator=_text)
 
 
-class PolicyBoard:
-    """The policy served now; the routes that follow it read it at each call."""
+#: Told of each call as it starts: the rollout's id and the version the call goes to.
+CallWatcher = Callable[[str, int], None]
 
-    def __init__(self, first: Policy) -> None:
+
+class PolicyBoard:
+    """The policy served now; the routes that follow it read it at each call and tell it
+    (:meth:`called`) which version each call goes to. ``on_call``: told of each call in
+    this process (the rollout service watches for rollouts the staleness bound dooms);
+    it is not carried when the board is pickled for another process."""
+
+    def __init__(self, first: Policy, *, on_call: CallWatcher | None = None) -> None:
         self._current = first
+        self.on_call = on_call
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["on_call"] = None  # the watcher belongs to this process
+        return state
+
+    def called(self, rollout_id: str, version: int) -> None:
+        """A call of rollout ``rollout_id`` starts, sent to policy ``version``."""
+        if self.on_call is not None:
+            self.on_call(rollout_id, version)
 
     @property
     def current(self) -> Policy:

@@ -146,6 +146,7 @@ class ProxyRoute:
             self._current()
             assert self._policy is not None
             self._versions[index] = self._policy.version
+            self._board.called(self.rollout_id, self._policy.version)
         return index
 
     def _stamped(self, call: ModelCall) -> ModelCall:

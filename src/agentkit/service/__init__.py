@@ -29,7 +29,7 @@ from agentkit.service._group import ServiceGroup, ServiceReport
 
 if TYPE_CHECKING:
     from agentkit.service._http import ServiceFront, group_json
-from agentkit.service._service import OnStale, RolloutService, ServiceError
+from agentkit.service._service import OnStale, RolloutService, ServiceError, ServiceFailed
 
 __all__ = [
     "TRAINER_FORMATS",
@@ -38,6 +38,7 @@ __all__ = [
     "RecordOptions",
     "RolloutService",
     "ServiceError",
+    "ServiceFailed",
     "ServiceFront",
     "ServiceGroup",
     "ServiceReport",

@@ -59,12 +59,18 @@ class ServiceReport:
     ``requested``: groups asked for. ``delivered``: groups handed to the trainer.
     ``dropped_stale``: groups past the staleness bound, dropped. ``rerun_stale``:
     groups past the bound, run again. ``restarted_rollouts``: rollouts restarted by a
-    policy update (``restart_on_update``). ``rollouts_finished``: rollouts recorded.
+    policy update (``restart_on_update``). ``doomed_groups``: groups the bound ruled out
+    before they finished (a call or a finished rollout already too far behind a newer
+    policy), stopped early; each is counted in ``dropped_stale`` or ``rerun_stale`` too.
+    ``stopped_rollouts``: their rollouts stopped while running or before they started.
+    ``rollouts_finished``: rollouts recorded.
     ``in_flight``: rollouts running now. ``waiting``: groups finished and not yet
     handed over (or checked). ``pending``: groups requested and not yet handed over
     or dropped. ``policy_version``: the current policy's. ``overhead_s``: the
     service's own time (bookkeeping, staleness checks, training records and
     formats), outside the rollouts. ``run_dir``: where the rollouts are written.
+    ``error``: what stopped the service (:class:`~agentkit.service.ServiceFailed`'s
+    message), or None.
     """
 
     requested: int
@@ -72,6 +78,8 @@ class ServiceReport:
     dropped_stale: int
     rerun_stale: int
     restarted_rollouts: int
+    doomed_groups: int
+    stopped_rollouts: int
     rollouts_finished: int
     in_flight: int
     waiting: int
@@ -79,6 +87,7 @@ class ServiceReport:
     policy_version: int
     overhead_s: float
     run_dir: str | None
+    error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The report as JSON."""

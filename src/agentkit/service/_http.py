@@ -16,7 +16,8 @@ time:
 
 A body that is not what the route takes gets a 400 naming the field and
 what it expected; the service's own refusals (a version that does not
-grow, an unknown task) a 400 with its message.
+grow, an unknown task) a 400 with its message; an error that stopped the service
+(:class:`~agentkit.service.ServiceFailed`) a 503 naming it.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from aiohttp import web
 from agentkit._errors import AgentkitError
 from agentkit._serve import start_site
 from agentkit.service._group import ServiceGroup
-from agentkit.service._service import RolloutService, ServiceError
+from agentkit.service._service import RolloutService, ServiceError, ServiceFailed
 
 __all__ = ["ServiceFront", "group_json"]
 
@@ -131,6 +132,8 @@ class ServiceFront:
             return await handler(request)
         except _BadRequest as exc:
             return _error(400, str(exc))
+        except ServiceFailed as exc:
+            return _error(503, str(exc))
         except ServiceError as exc:
             return _error(409, str(exc))
         except AgentkitError as exc:

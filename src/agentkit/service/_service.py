@@ -12,7 +12,10 @@ each call goes to the policy current when it starts and names its version.
 When a group's last rollout is recorded its advantages are computed and it
 waits for the trainer, who takes groups in the order they finished
 (:meth:`RolloutService.groups`). The staleness bound is checked as a group is
-handed over, against the policy current then.
+handed over, against the policy current then; a group it dooms earlier (a call
+or a finished rollout already too far behind a newer policy) is stopped at once.
+An error the service cannot go on from reaches the trainer as one
+:class:`ServiceFailed` naming its cause.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from agentkit.service._formats import (
 )
 from agentkit.service._group import ServiceGroup, ServiceReport
 
-__all__ = ["OnStale", "RolloutService", "ServiceError"]
+__all__ = ["OnStale", "RolloutService", "ServiceError", "ServiceFailed"]
 
 #: What happens to a group past the staleness bound: ``drop`` it, or ``rerun`` its task
 #: as a new group (under the current policy).
@@ -51,6 +54,18 @@ OnStale = Literal["drop", "rerun"]
 
 class ServiceError(AgentkitError):
     """The rollout service cannot do what was asked (it is closed, or nothing is pending)."""
+
+
+class ServiceFailed(ServiceError):
+    """An error stopped the rollout service (a full disk, an executor that died): every
+    call on it from then on raises this, naming the error (``cause``). Every rollout
+    finished before it is in the run directory; groups finished before it are still
+    handed over first."""
+
+    def __init__(self, cause: BaseException) -> None:
+        what = str(cause) if isinstance(cause, AgentkitError) else f"{type(cause).__name__}: {cause}"
+        super().__init__(f"the rollout service stopped: {what}")
+        self.cause = cause
 
 
 @attrs.define(eq=False)
@@ -64,6 +79,11 @@ class _Group:
     records: dict[int, RolloutRecord] = attrs.field(factory=dict)
     #: The policy version current when each rollout (by index) started its last run.
     started: dict[int, int] = attrs.field(factory=dict)
+    #: The oldest policy version known so far of each rollout (by index): of its calls
+    #: in its current run while it runs, of its record once finished.
+    versions: dict[int, int] = attrs.field(factory=dict)
+    #: The staleness bound doomed it before it finished: its rollouts were stopped.
+    doomed: bool = False
 
 
 @attrs.define(eq=False)
@@ -141,7 +161,7 @@ class RolloutService:
         self.restart_on_update = restart_on_update
         self.format: TrainerFormat = format
         self.record_options = records or RecordOptions()
-        self._board = PolicyBoard(Policy(version=policy_version))
+        self._board = PolicyBoard(Policy(version=policy_version), on_call=self._on_call)
         self._stream: RolloutStream | None = None
         self._stack: contextlib.AsyncExitStack | None = None
         self._closed = False
@@ -151,6 +171,8 @@ class RolloutService:
         self._queue: collections.deque[_Slot] = collections.deque()
         self._queued = anyio.Event()
         self._running: dict[_Slot, tuple[anyio.CancelScope, int]] = {}
+        self._running_ids: dict[str, _Slot] = {}  # a running rollout's id -> its slot
+        self._unfinished: dict[int, _Group] = {}  # groups requested, not yet complete
         self._done: collections.deque[_Finished] = collections.deque()
         self._finished = anyio.Event()
         self._recorded = anyio.Event()  # set (and replaced) as each rollout is recorded
@@ -163,7 +185,11 @@ class RolloutService:
         self._rerun = 0
         self._restarted = 0
         self._rollouts = 0
+        self._doomed = 0
+        self._stopped = 0
         self._overhead = 0.0
+        self._failure: BaseException | None = None
+        self._stopped_event = anyio.Event()
 
     # -- opening and closing ---------------------------------------------------------
     async def __aenter__(self) -> RolloutService:
@@ -205,9 +231,24 @@ class RolloutService:
             # the task groups close in the task and the scopes they were opened in; the
             # executor and the model proxy are released shielded (agentkit.env.open_rollouts)
             await stack.__aexit__(None, None, None)
+        self._wake_all()
+
+    def _wake_all(self) -> None:
         self._queued.set()
         self._finished.set()
         self._recorded.set()
+        self._stopped_event.set()
+
+    async def wait_stopped(self) -> None:
+        """Wait until the service stops: return once it is closed (:meth:`aclose`);
+        raise :class:`ServiceFailed` when an error stopped it (``agentkit serve`` waits
+        here)."""
+        await self._stopped_event.wait()
+        self._raise_failure()
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise ServiceFailed(self._failure) from self._failure
 
     # -- the trainer's side ----------------------------------------------------------
     @property
@@ -220,6 +261,7 @@ class RolloutService:
         rollouts: ``task_id``'s, or the taskset's tasks in turn (starting again after the
         last). The rollouts are queued and run ``concurrency`` at a time."""
         stream = self._open_stream()
+        self._raise_failure()
         if type(groups) is not int or groups < 1:
             raise SpecError(f"groups must be a whole number of at least 1, got {groups!r}")
         planned = stream.planned
@@ -248,6 +290,7 @@ class RolloutService:
         sends). Every call that starts from now on goes to it and names ``version``.
         With ``restart_on_update`` the rollouts running now start again."""
         self._open_stream()
+        self._raise_failure()
         if base_url is not None:
             path = urlsplit(base_url.rstrip("/")).path
             if path != self._base_path:
@@ -257,15 +300,18 @@ class RolloutService:
                 )
         self._board.announce(Policy(version=version, base_url=base_url, model=model))
         if self.restart_on_update:
-            for scope, started in list(self._running.values()):
+            for slot, (scope, started) in list(self._running.items()):
                 if started < version:
-                    scope.cancel()
+                    scope.cancel()  # its calls so far are gone with it
+                    slot.group.versions.pop(slot.index, None)
+        for group in list(self._unfinished.values()):
+            self._check_doom(group)
 
     async def next_group(self) -> ServiceGroup:
         """The next finished group within the staleness bound (groups past it are dropped
         or run again, as ``on_stale`` says, and counted). A :class:`ServiceError` when no
         group is pending (none requested, or all handed over or dropped) or the service
-        is closed."""
+        is closed; a :class:`ServiceFailed` when an error stopped it."""
         group = await self._next()
         if group is None:
             raise ServiceError("no group is pending: request() some first")
@@ -281,6 +327,7 @@ class RolloutService:
         """The next group to hand over; None when no group is pending."""
         while True:
             while not self._done:
+                self._raise_failure()
                 if self._closed:
                     raise ServiceError("the rollout service is closed")
                 if self._pending == 0:
@@ -301,6 +348,7 @@ class RolloutService:
         opened (in the run directory, when it has one): a trainer's progress, a test's
         event. Bound it with ``anyio.fail_after``."""
         while self._rollouts < count:
+            self._raise_failure()
             if self._closed:
                 raise ServiceError("the rollout service is closed")
             await self._recorded.wait()
@@ -313,6 +361,8 @@ class RolloutService:
             dropped_stale=self._dropped,
             rerun_stale=self._rerun,
             restarted_rollouts=self._restarted,
+            doomed_groups=self._doomed,
+            stopped_rollouts=self._stopped,
             rollouts_finished=self._rollouts,
             in_flight=len(self._running),
             waiting=len(self._done),
@@ -320,6 +370,7 @@ class RolloutService:
             policy_version=self._board.version,
             overhead_s=self._overhead,
             run_dir=None if self._stream is None else self._stream.run_dir,
+            error=None if self._failure is None else str(ServiceFailed(self._failure)),
         )
 
     # -- inside ------------------------------------------------------------------------
@@ -337,6 +388,7 @@ class RolloutService:
         first = self._next_index.get(task_id, 0)
         self._next_index[task_id] = first + self.group_size
         group = _Group(next(self._ids), planned, range(first, first + self.group_size), rerun_of)
+        self._unfinished[group.id] = group
         self._queue.extend(_Slot(group, i) for i in group.indices)
         self._wake_workers()
         return group
@@ -349,7 +401,21 @@ class RolloutService:
         while True:
             while not self._queue:
                 await self._queued.wait()
-            await self._run(self._queue.popleft())
+            try:
+                await self._run(self._queue.popleft())
+            except Exception as exc:  # the service cannot go on: the trainer is told
+                self._fail(exc)
+                return
+
+    def _fail(self, exc: BaseException) -> None:
+        """An error stopped the service: the rollouts still running are stopped (nothing
+        of them recorded), and every wait of the trainer's ends in :class:`ServiceFailed`."""
+        if self._failure is None:
+            self._failure = exc
+        for scope, _version in list(self._running.values()):
+            scope.cancel()
+        self._queue.clear()
+        self._wake_all()
 
     async def _run(self, slot: _Slot) -> None:
         stream = self._stream
@@ -360,37 +426,90 @@ class RolloutService:
         record: RolloutRecord | None = None
         with anyio.CancelScope() as scope:
             self._running[slot] = (scope, version)
+            self._running_ids[job.rollout_id] = slot
             try:
                 record = await stream.run(job)
             finally:
                 del self._running[slot]
-        if record is None:  # restarted by a policy update: first in line again
-            self._restarted += 1
-            self._queue.appendleft(slot)
-            self._wake_workers()
+                del self._running_ids[job.rollout_id]
+        group = slot.group
+        if record is None:
+            # restarted by a policy update: first in line again (a rollout stopped with
+            # its doomed group, or by a failure, is not)
+            if not group.doomed and self._failure is None:
+                group.versions.pop(slot.index, None)
+                self._restarted += 1
+                self._queue.appendleft(slot)
+                self._wake_workers()
             return
         self._rollouts += 1
         self._recorded.set()
         self._recorded = anyio.Event()
+        if group.doomed:  # it finished as it was stopped: recorded, never handed over
+            self._stopped -= 1
+            return
         t0 = time.perf_counter()
-        group = slot.group
         group.records[slot.index] = record
-        if len(group.records) == len(group.indices):
+        group.versions[slot.index] = min(_versions(record, version))
+        self._check_doom(group)
+        if not group.doomed and len(group.records) == len(group.indices):
             await self._complete(group)
         self._overhead += time.perf_counter() - t0
+
+    def _on_call(self, rollout_id: str, version: int) -> None:
+        """The model proxy tells of each call as it starts (the board's watcher)."""
+        slot = self._running_ids.get(rollout_id)
+        if slot is None:
+            return
+        known = slot.group.versions.get(slot.index)
+        if known is None or version < known:
+            slot.group.versions[slot.index] = version
+            self._check_doom(slot.group)
+
+    def _check_doom(self, group: _Group) -> None:
+        """Stop ``group`` when the staleness bound already rules it out: a call or a
+        finished rollout of it is more than ``max_staleness`` versions behind the
+        current policy, and versions only grow. Its queued rollouts never start, its
+        running ones are cancelled (their sandboxes closed, nothing of them recorded),
+        and it counts as past the bound (dropped or run again, as ``on_stale`` says)."""
+        bound = self.max_staleness
+        if bound is None or group.doomed or not group.versions:
+            return
+        if self._board.version - min(group.versions.values()) <= bound:
+            return
+        group.doomed = True
+        self._doomed += 1
+        del self._unfinished[group.id]
+        queued = [s for s in self._queue if s.group is group]
+        for slot in queued:
+            self._queue.remove(slot)
+        self._stopped += len(queued)
+        for slot, (scope, _version) in list(self._running.items()):
+            if slot.group is group:
+                scope.cancel()
+                self._stopped += 1
+        self._past_bound(group)
+
+    def _past_bound(self, group: _Group) -> None:
+        """A group past the staleness bound: dropped, or its task queued again."""
+        if self.on_stale == "rerun":
+            self._rerun += 1
+            self._enqueue(group.planned, group.id)
+        else:
+            self._dropped += 1
+            self._pending -= 1
+            if self._pending == 0:  # a trainer waiting for the last group is told
+                self._finished.set()
 
     async def _complete(self, group: _Group) -> None:
         stream = self._stream
         assert stream is not None
         records = [group.records[i] for i in group.indices]
+        del self._unfinished[group.id]
         await stream.complete_group(records)
-        versions: list[int] = []
-        for record in records:
-            tagged = [c.policy_version for c in record.model_calls]
-            if tagged and None not in tagged:
-                versions.extend(v for v in tagged if v is not None)
-            else:  # no call (or one the proxy did not tag): the version it started under
-                versions.append(group.started[record.rollout_index])
+        versions = [
+            v for r in records for v in _versions(r, group.started[r.rollout_index])
+        ]
         self._done.append(_Finished(group, min(versions), max(versions)))
         self._finished.set()
 
@@ -401,12 +520,7 @@ class RolloutService:
         current = self._board.version
         bound = self.max_staleness
         if bound is not None and current - finished.oldest > bound:
-            if self.on_stale == "rerun":
-                self._rerun += 1
-                self._enqueue(group.planned, group.id)
-            else:
-                self._dropped += 1
-                self._pending -= 1
+            self._past_bound(group)
             return None
         if group.id in self._delivered:
             raise ServiceError(f"group {group.id} was about to be handed over twice")
@@ -426,3 +540,12 @@ class RolloutService:
             version=current,
             rerun_of=group.rerun_of,
         )
+
+
+def _versions(record: RolloutRecord, started: int) -> list[int]:
+    """The policy versions of a rollout's calls; for a rollout that made no call (or one
+    the proxy did not tag), ``started``: the version current when it started."""
+    tagged = [c.policy_version for c in record.model_calls]
+    if tagged and None not in tagged:
+        return [v for v in tagged if v is not None]
+    return [started]
