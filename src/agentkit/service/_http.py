@@ -29,6 +29,7 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
+import anyio
 from aiohttp import web
 
 from agentkit._errors import AgentkitError
@@ -89,6 +90,7 @@ class ServiceFront:
         #: The bearer token every request must carry.
         self.token = token or secrets.token_urlsafe(24)
         self._runner: web.AppRunner | None = None
+        self._told = anyio.Event()
 
     @property
     def url(self) -> str:
@@ -120,6 +122,11 @@ class ServiceFront:
         if runner is not None:
             await runner.cleanup()
 
+    async def wait_failure_told(self) -> None:
+        """Wait until a request has been answered with the error that stopped the service
+        (a 503): ``agentkit serve`` keeps its front up until the trainer knows."""
+        await self._told.wait()
+
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         sent = request.headers.get("Authorization", "")
@@ -133,7 +140,12 @@ class ServiceFront:
         except _BadRequest as exc:
             return _error(400, str(exc))
         except ServiceFailed as exc:
-            return _error(503, str(exc))
+            response = _error(503, str(exc))
+            # sent in full before the trainer counts as told (serve may end right after)
+            await response.prepare(request)
+            await response.write_eof()
+            self._told.set()
+            return response
         except ServiceError as exc:
             return _error(409, str(exc))
         except AgentkitError as exc:

@@ -63,7 +63,9 @@ class ServiceFailed(ServiceError):
     handed over first."""
 
     def __init__(self, cause: BaseException) -> None:
-        what = str(cause) if isinstance(cause, AgentkitError) else f"{type(cause).__name__}: {cause}"
+        what = str(cause)
+        if not isinstance(cause, AgentkitError):
+            what = f"{type(cause).__name__}: {what}"
         super().__init__(f"the rollout service stopped: {what}")
         self.cause = cause
 
@@ -507,9 +509,7 @@ class RolloutService:
         records = [group.records[i] for i in group.indices]
         del self._unfinished[group.id]
         await stream.complete_group(records)
-        versions = [
-            v for r in records for v in _versions(r, group.started[r.rollout_index])
-        ]
+        versions = [v for r in records for v in _versions(r, group.started[r.rollout_index])]
         self._done.append(_Finished(group, min(versions), max(versions)))
         self._finished.set()
 
