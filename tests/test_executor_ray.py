@@ -956,3 +956,94 @@ async def test_a_harness_the_nodes_cannot_import_is_refused_in_one_line(
     assert "No module named 'agentkit_only_on_the_driver' there: every node needs" in message
     assert "\n" not in message and "Traceback" not in message
     assert not (tmp_path / "run").exists()
+
+
+TWO_TURNS = {
+    "id": "two",
+    "input": [{"role": "user", "content": "first"}, {"role": "user", "content": "second"}],
+    "target": "ok",
+}
+
+
+def _service_options(tmp_path: Path, server: ScriptedModelServer, **changes: Any) -> Any:
+    from agentkit.env import RunOptions
+
+    fields: dict[str, Any] = {
+        "model": "scripted-model",
+        "base_url": server.base_url,
+        "concurrency": 2,
+        "token_ids": True,
+        "out": tmp_path / "run",
+        "preflight": False,
+        "executor": ray_executor(tmp_path),
+    }
+    fields.update(changes)
+    return RunOptions(**fields)
+
+
+@pytest.mark.anyio
+async def test_the_rollout_service_on_ray_workers_follows_each_policy(
+    cluster: Any,
+    tmp_path: Path,
+    model_server: ScriptedModelServer,
+    model_server_factory: Callable[..., ScriptedModelServer],
+) -> None:
+    """Rollouts of the rollout service on Ray workers: a call that starts after
+    set_policy returned goes to the new policy's endpoint and model, and names its
+    version, as on the local executor (the workers' routes ask the policy keeper)."""
+    from agentkit.service import RolloutService
+
+    model_server.set_script({"default": {"content": "ok"}})
+    second = model_server_factory({"default": {"content": "ok"}})
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(TWO_TURNS) + "\n")
+    env = AgentEnv.from_names(f"jsonl:{tasks}", "chat")
+    with anyio.fail_after(120):
+        async with RolloutService(
+            env, _service_options(tmp_path, model_server), group_size=2, format="jsonl"
+        ) as service:
+            model_server.hold()
+            service.request()
+            await model_server.wait_for_requests(2)  # both first calls in flight at v0
+            await service.set_policy(1, base_url=second.base_url, model="policy-1")
+            model_server.release()
+            group = await service.next_group()
+    for rollout in group.rollouts:
+        assert rollout.worker is not None and rollout.worker["node_id"]  # on a worker
+        assert [c.policy_version for c in rollout.model_calls] == [0, 1]
+        assert rollout.model_calls[1].forwarded["model"] == "policy-1"
+    assert [r.body["model"] for r in second.chat_requests] == ["policy-1", "policy-1"]
+    assert {r.body["model"] for r in model_server.chat_requests} == {"scripted-model"}
+    assert (group.oldest_version, group.newest_version) == (0, 1)
+
+
+@pytest.mark.anyio
+async def test_the_service_hears_of_calls_on_ray_workers_and_stops_a_doomed_group(
+    cluster: Any, tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    """A call made on a worker at v0 reaches the driver's service (through the policy
+    keeper): once v1 is served with a bound of 0 the rollout, whose second call hangs
+    for ever, is stopped instead of waited for."""
+    from agentkit.service import RolloutService
+
+    model_server.set_script(
+        {
+            "rules": [{"match": {"last_user_contains": "second"}, "reply": {"fail": "hang"}}],
+            "default": {"content": "ok"},
+        }
+    )
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(TWO_TURNS) + "\n")
+    env = AgentEnv.from_names(f"jsonl:{tasks}", "chat")
+    with anyio.fail_after(120):
+        async with RolloutService(
+            env, _service_options(tmp_path, model_server), group_size=1, max_staleness=0
+        ) as service:
+            service.request()
+            await model_server.wait_for_requests(2)  # the second call hangs, at v0
+            await service.set_policy(1)
+            delivered = [group async for group in service.groups()]
+        report = service.report()
+    assert delivered == []
+    assert (report.doomed_groups, report.stopped_rollouts, report.dropped_stale) == (1, 1, 1)
+    assert report.rollouts_finished == 0 and report.in_flight == 0

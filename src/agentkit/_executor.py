@@ -31,6 +31,7 @@ from agentkit._calls import ModelCall
 from agentkit._context import RunContext
 from agentkit._errors import AgentkitError
 from agentkit._events import Event
+from agentkit._policy import PolicyBoard
 from agentkit._result import HarnessResult
 from agentkit._rubric import ScoreResult
 from agentkit._sandbox import ExecutionHints
@@ -125,6 +126,9 @@ class AttemptWork(Protocol):
     keep_sandboxes: bool
     #: Tasks whose environment could not be prepared, by task id.
     prepare_errors: dict[str, BaseException]
+    #: The policy versions a trainer announces (the rollout service), or None: an
+    #: executor whose rollouts run elsewhere gives them a board that reads it there.
+    policy: PolicyBoard | None
 
     def needs_sandbox(self, planned: PlannedTask) -> bool:
         """Whether rollouts of this task run in a sandbox."""

@@ -12,14 +12,14 @@ current policy's endpoint and model and record its version on the call
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
 
 from agentkit._errors import SpecError
 
-__all__ = ["CallWatcher", "Policy", "PolicyBoard"]
+__all__ = ["CallWatcher", "Policy", "PolicyBoard", "Publisher"]
 
 
 def _version(_instance: object, attribute: attrs.Attribute[int], value: int) -> None:
@@ -50,21 +50,45 @@ class Policy:
 #: Told of each call as it starts: the rollout's id and the version the call goes to.
 CallWatcher = Callable[[str, int], None]
 
+#: Given each policy announced, sends it where other processes read it (awaited).
+Publisher = Callable[[Policy], Awaitable[object]]
+
 
 class PolicyBoard:
     """The policy served now; the routes that follow it read it at each call and tell it
     (:meth:`called`) which version each call goes to. ``on_call``: told of each call in
-    this process (the rollout service watches for rollouts the staleness bound dooms);
-    it is not carried when the board is pickled for another process."""
+    this process (the rollout service watches for rollouts the staleness bound dooms).
+    Rollouts in other processes (the Ray executor's workers) read a board of their own
+    that asks where the policy is kept (:meth:`refresh`); :meth:`publish` sends each new
+    policy there. Neither the watcher nor the publishers are carried when the board is
+    pickled for another process."""
 
     def __init__(self, first: Policy, *, on_call: CallWatcher | None = None) -> None:
         self._current = first
         self.on_call = on_call
+        self._publishers: list[Publisher] = []
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["on_call"] = None  # the watcher belongs to this process
+        state["_publishers"] = []
         return state
+
+    def add_publisher(self, publisher: Publisher) -> None:
+        """Send every policy announced from now on to ``publisher`` too (awaited by
+        :meth:`publish`): an executor whose rollouts run in other processes keeps their
+        boards current with it."""
+        self._publishers.append(publisher)
+
+    async def publish(self) -> None:
+        """Wait until the current policy is where every rollout reads it: the publishers
+        have it. The rollout service awaits it after each :meth:`announce`."""
+        for publisher in self._publishers:
+            await publisher(self._current)
+
+    async def refresh(self) -> None:
+        """Bring :attr:`current` up to date before a call starts (the model proxy awaits
+        it). This board holds the policy itself; a board in another process asks."""
 
     def called(self, rollout_id: str, version: int) -> None:
         """A call of rollout ``rollout_id`` starts, sent to policy ``version``."""

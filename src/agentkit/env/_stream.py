@@ -3,7 +3,7 @@ finishes (the rollout service's engine, :mod:`agentkit.service`).
 
 :func:`open_rollouts` does what :func:`~agentkit.env._execute.execute` does
 before and after a run's rollouts (serves a scripted model when the run names
-one, opens the local executor, runs the preflight, opens the run directory
+one, opens the executor (local or Ray), runs the preflight, opens the run directory
 and writes its manifest and tasks), but instead of running a fixed list of
 jobs it hands back a :class:`RolloutStream`: the caller starts each rollout
 (:meth:`RolloutStream.run`, one job: attempts with retries, the record, its
@@ -118,8 +118,10 @@ async def open_rollouts(
 ) -> AsyncIterator[RolloutStream]:
     """Open a long-lived run of ``env`` with ``options`` (``out``: its run directory;
     ``rollouts_per_task`` is not used: the caller decides how many rollouts each task
-    gets). Only the local executor, a proxied model endpoint and a new run directory
-    are supported: a :class:`~agentkit.SpecError` says which is missing."""
+    gets). Rollouts run on the run's executor (local or Ray: the executor gives rollouts
+    elsewhere a board that reads ``policy`` where it keeps it). A proxied model endpoint
+    and a new run directory are needed: a :class:`~agentkit.SpecError` says which is
+    missing."""
     if options.resume is not None:
         raise SpecError("resume is not supported by the rollout service: give out=... or none")
     if not options.model_proxy:
@@ -128,11 +130,6 @@ async def open_rollouts(
             "each call's policy version there"
         )
     session = prepare(env, options)
-    if session.executor.name != "local":
-        raise SpecError(
-            f"the rollout service runs rollouts on the local executor, not "
-            f"{session.executor.name!r}"
-        )
     async with contextlib.AsyncExitStack() as stack:
         ctx = session.ctx
         if ctx.model and ctx.model.startswith(SCRIPTED_PREFIX):

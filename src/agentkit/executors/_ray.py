@@ -26,7 +26,9 @@ Ray is imported only when a run uses this executor (``pip install
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import copy
 import functools
 import logging
 import os
@@ -41,6 +43,7 @@ from agentkit._executor import Attempt, AttemptWork, EventSink, ExecutorError, J
 from agentkit._result import HarnessResult
 from agentkit._version import __version__
 from agentkit.executors._ray_local import LocalRay, cluster_to_join
+from agentkit.executors._ray_policy import RemoteBoard, relay_calls, start_keeper
 from agentkit.executors._ray_worker import EventBatch, FileChunk, Shipment, run_attempt, run_check
 
 __all__ = ["LABEL_VALUE", "RayExecutor", "local_node_labels", "sandbox_node_label"]
@@ -133,6 +136,8 @@ class RayExecutor:
         self._nodes: list[dict[str, Any]] = []
         self._by_node: dict[str, int] = {}
         self._lost: tuple[type[BaseException], ...] = ()
+        self._keeper: Any = None  # the PolicyKeeper actor, for a rollout service
+        self._relay: asyncio.Task[None] | None = None
 
     # -- lifecycle -------------------------------------------------------------
     async def open(self, work: AttemptWork, *, run_dir: Path | None) -> None:
@@ -154,6 +159,21 @@ class RayExecutor:
             await self.close()  # a run that does not start leaves no connection behind
             raise
 
+    def _share_policy(self, ray: Any, work: AttemptWork) -> AttemptWork:
+        """``work`` as the workers get it: when a trainer announces policies (the rollout
+        service), its workers' routes follow the policy a :class:`PolicyKeeper` actor
+        holds, kept current by the driver's board, and the calls they make are told to
+        the driver's board as they start."""
+        board = work.policy
+        if board is None:
+            return work
+        keeper = start_keeper(ray, board)
+        self._keeper = keeper
+        self._relay = asyncio.get_running_loop().create_task(relay_calls(keeper, board))
+        shipped = copy.copy(work)
+        shipped.policy = RemoteBoard(keeper, board.current)
+        return shipped
+
     def _ship(self, ray: Any, work: AttemptWork, run_dir: Path | None) -> None:
         """Check the cluster has nodes for the sandbox, then put the run in its object store."""
         self._nodes = [n for n in ray.nodes() if n.get("Alive")]
@@ -167,6 +187,7 @@ class RayExecutor:
                 f"'ray start ... --labels {self._label}={LABEL_VALUE}' (see docs/distributed.md)"
             )
         self._lost = _lost_errors(ray)
+        work = self._share_policy(ray, work)
         stem = "run" if run_dir is None else Path(run_dir).name
         shipment = Shipment(
             work=work,
@@ -213,6 +234,13 @@ class RayExecutor:
         import anyio
 
         self._box = []
+        relay, self._relay = self._relay, None
+        if relay is not None:
+            relay.cancel()
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None and self._ray is not None:
+            with contextlib.suppress(Exception):  # gone with its cluster already
+                self._ray.kill(keeper)
         if self._started and self._ray is not None:
             self._ray.shutdown()
             self._started = False

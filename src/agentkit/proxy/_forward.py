@@ -369,6 +369,7 @@ async def forward(
     """Send ``request`` (its ``body`` read; its path ``checked``) on to the route's
     endpoint; return the agent's response, written as the answer arrives. A model call is
     recorded on the route."""
+    await route.refresh_policy()
     wire: Wire | None = None
     kind = checked.wire
     if kind is not None:

@@ -86,6 +86,12 @@ class ProxyRoute:
         stays what it was given (a ValueError otherwise, when the call is made)."""
         self._board = board
 
+    async def refresh_policy(self) -> None:
+        """Before a call: the board's policy brought up to date (it may ask another
+        process, for a rollout on a Ray worker)."""
+        if self._board is not None:
+            await self._board.refresh()
+
     def _current(self) -> None:
         """Take the board's current policy, if it changed since the last call."""
         board = self._board

@@ -3,7 +3,7 @@ finished groups, each call tagged with the policy version that answered it, none
 the staleness bound.
 
 The service opens one long-lived run of an :class:`~agentkit.AgentEnv`
-(:func:`agentkit.env.open_rollouts`: the local executor, the model proxy, the run
+(:func:`agentkit.env.open_rollouts`: the run's executor, local or Ray, the model proxy, the run
 directory when ``out`` is given) and keeps ``concurrency`` rollouts running
 from a queue of requested groups. A rollout runs as any rollout of a run
 does (sandbox, harness, scoring, retries), its model calls through the
@@ -301,6 +301,7 @@ class RolloutService:
                     f"{self._base_path!r}: the agents keep the base URL they were given"
                 )
         self._board.announce(Policy(version=version, base_url=base_url, model=model))
+        await self._board.publish()  # rollouts in other processes (Ray) read it from now on
         if self.restart_on_update:
             for slot, (scope, started) in list(self._running.items()):
                 if started < version:
