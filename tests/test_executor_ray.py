@@ -1047,3 +1047,79 @@ async def test_the_service_hears_of_calls_on_ray_workers_and_stops_a_doomed_grou
     assert delivered == []
     assert (report.doomed_groups, report.stopped_rollouts, report.dropped_stale) == (1, 1, 1)
     assert report.rollouts_finished == 0 and report.in_flight == 0
+
+
+RAY_TRAINER = r"""
+import json, sys
+import ray
+from agentkit.service import ServiceFailed
+
+ray.init(address=sys.argv[1], logging_level="WARNING", log_to_driver=False)
+service = ray.get_actor(sys.argv[2], namespace="agentkit")
+out = {"ids": ray.get(service.request.remote(2))}
+first = ray.get(service.next_group.remote())
+ray.get(service.set_policy.remote(1, model="policy-1"))
+second = ray.get(service.next_group.remote())
+out["groups"] = [
+    {
+        "id": g.group_id,
+        "rewards": g.rewards,
+        "versions": [[c.policy_version for c in r.model_calls] for r in g.rollouts],
+        "response_ids": g.data["response_ids"],
+    }
+    for g in (first, second)
+]
+try:
+    ray.get(service.set_policy.remote(1))
+except Exception as exc:
+    out["refused"] = [type(exc).__name__, str(exc).splitlines()[-1]]
+out["report"] = ray.get(service.report.remote()).to_json()
+print(json.dumps(out))
+"""
+
+
+def test_a_trainer_in_another_process_uses_the_service_through_its_ray_actor(
+    cluster: Any, tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    import ray
+
+    from agentkit.env import RunOptions
+    from agentkit.service import serve_on_ray
+
+    model_server.set_script({"default": {"content": "ok"}})
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(TWO_TURNS) + "\n")
+    env = AgentEnv.from_names(f"jsonl:{tasks}", "chat")
+    options = RunOptions(
+        model="scripted-model",
+        base_url=model_server.base_url,
+        concurrency=2,
+        token_ids=True,
+        out=tmp_path / "run",
+        preflight=False,
+    )
+    name = f"service-{uuid.uuid4().hex[:8]}"
+    handle = serve_on_ray(env, options, group_size=2, max_staleness=1, name=name)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", RAY_TRAINER, cluster.address, name],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+        with pytest.raises(Exception, match="exists"):
+            serve_on_ray(env, options, group_size=2, name=name)
+    finally:
+        last = ray.get(handle.close.remote(), timeout=120)
+        ray.kill(handle)
+    assert out["ids"] == [0, 1]
+    assert sorted(g["id"] for g in out["groups"]) == [0, 1]
+    for group in out["groups"]:
+        assert group["rewards"] == [1.0, 1.0] and all(group["response_ids"])
+    assert out["refused"][0].startswith("SpecError") or "SpecError" in out["refused"][0]
+    assert "policy version must grow" in out["refused"][1]
+    assert out["report"]["delivered"] == 2 and out["report"]["policy_version"] == 1
+    assert last.delivered == 2 and last.in_flight == 0
+    assert len(lines(tmp_path / "run")) == 4

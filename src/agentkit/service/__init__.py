@@ -8,7 +8,8 @@ masks, rewards, advantages) in its format (SkyRL, Tinker, verifiers). It
 announces each new policy with :meth:`RolloutService.set_policy`; every model
 call's record names the version that answered it (``ModelCall.policy_version``),
 and ``max_staleness`` keeps groups that are too old from ever reaching it.
-A trainer in another process reaches it over HTTP through a :class:`ServiceFront`.
+A trainer in another process reaches it over HTTP through a :class:`ServiceFront`,
+or through a Ray actor's handle (:func:`serve_on_ray`).
 See docs/training-live.md.
 
 >>> service = RolloutService(env, options, group_size=4, max_staleness=2)  # doctest: +SKIP
@@ -29,6 +30,7 @@ from agentkit.service._group import ServiceGroup, ServiceReport
 
 if TYPE_CHECKING:
     from agentkit.service._http import ServiceFront, group_json
+    from agentkit.service._ray import ServiceActor, serve_on_ray
 from agentkit.service._service import OnStale, RolloutService, ServiceError, ServiceFailed
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "Policy",
     "RecordOptions",
     "RolloutService",
+    "ServiceActor",
     "ServiceError",
     "ServiceFailed",
     "ServiceFront",
@@ -44,12 +47,18 @@ __all__ = [
     "ServiceReport",
     "TrainerFormat",
     "group_json",
+    "serve_on_ray",
 ]
 
 
 #: Names loaded on first use: the HTTP front's server (aiohttp) loads only for a
 #: trainer that uses it, not for every process that runs the service.
-_LAZY = {"ServiceFront": "agentkit.service._http", "group_json": "agentkit.service._http"}
+_LAZY = {
+    "ServiceFront": "agentkit.service._http",
+    "group_json": "agentkit.service._http",
+    "ServiceActor": "agentkit.service._ray",
+    "serve_on_ray": "agentkit.service._ray",
+}
 
 
 def __getattr__(name: str) -> Any:

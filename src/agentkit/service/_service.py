@@ -118,8 +118,9 @@ class RolloutService:
     endpoint, ``concurrency`` (the rollouts in flight at once), limits, the
     sandbox, ``out`` (a run directory every finished rollout is written to as it
     finishes; nothing is written without it). ``rollouts_per_task`` is not used:
-    ``group_size`` is the rollouts of each group. Rollouts run on the local
-    executor; every model call passes the model proxy (``model_proxy`` must be on).
+    ``group_size`` is the rollouts of each group. Rollouts run on the options'
+    executor (local, or Ray: the workers read the policy from an actor); every model
+    call passes the model proxy (``model_proxy`` must be on).
 
     ``max_staleness``: no group whose oldest call is more than this many policy
     versions behind the current one is handed over (None: no bound; 0: on-policy);
