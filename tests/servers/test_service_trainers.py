@@ -123,7 +123,7 @@ async def test_opencode_groups_from_vllm_reach_skyrl_the_cookbook_and_verifiers(
         [
             [0.0] * (len(r) - 1) + [w]
             for r, w in zip(output["response_ids"], output["rewards"], strict=True)
-        ],  # fmt: skip
+        ],
         output["loss_masks"],
         output["rollout_logprobs"],
     )
