@@ -61,6 +61,7 @@ class Result(NamedTuple):
     overhead_s: float
     cpu: float
     max_staleness_seen: int
+    stopped_early: int  # of the dropped: groups the bound doomed before they finished
 
 
 def _tasks(path: Path) -> Path:
@@ -123,6 +124,7 @@ async def trainer(
         report.overhead_s / report.delivered,
         cpu,
         worst,
+        report.doomed_groups,
     )
 
 
@@ -161,7 +163,7 @@ def main() -> None:
         print(
             f"  {mode}: {r.groups / r.wall * 60:6.1f} groups/min ({r.groups} in {r.wall:.1f} s); "
             f"beyond the bound: {r.beyond_bound}; most stale delivered: {r.max_staleness_seen}; "
-            f"dropped stale: {r.dropped}; CPU {r.cpu:.1f} s; "
+            f"dropped stale: {r.dropped} ({r.stopped_early} stopped early); CPU {r.cpu:.1f} s; "
             f"overhead {r.overhead_s * 1000:.2f} ms/group"
         )
     ratio = (results[2].groups / results[2].wall) / (results[0].groups / results[0].wall)
