@@ -9,11 +9,15 @@ offline stand-in base images loaded into their store).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import shutil
+import signal
 import socket
 import stat
 import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -23,7 +27,10 @@ from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.images import ImageError
 from agentkit.images._tools import TOOLS, find_image_tool
 from agentkit.sandbox import SandboxError
+from agentkit.sandbox._proctree import find_tree
+from agentkit.sandbox._reaper import reap_orphans
 from agentkit.sandbox.local import LocalSandbox
+from agentkit.testing.sandbox_fixtures import need_docker
 
 pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("image-roots")]
 
@@ -271,3 +278,93 @@ async def test_the_container_an_image_is_exported_through_names_its_owner(
     assert "--label org.agentkit.sandbox=local-image-export" in made[0]
     assert f"--label org.agentkit.owner={owner}" in made[0]
     assert "--label org.agentkit.rollout=image-export" in made[0]
+
+
+#: An orchestrator exporting an image as the local sandbox does (its tool from
+#: ``_export_tool``), that says ``exporting`` once the first bytes arrive (having
+#: written the id of the container it exports through to ``made``); with
+#: ``nopdeathsig``, its commands are started without setpriv.
+_EXPORTER = """
+import asyncio, sys
+from pathlib import Path
+from agentkit.images import _tools
+from agentkit.sandbox.local._image import _export_tool
+tool_name, reference, dest, how, made = sys.argv[1:]
+if how == "nopdeathsig":
+    _tools._setpriv = lambda: None
+run = _tools.ImageTool.run
+def noting(self, argv):
+    done = run(self, argv)
+    if argv[1] in ("create", "from"):
+        Path(made).write_text(done.stdout.strip().splitlines()[-1])
+    return done
+_tools.ImageTool.run = noting
+real = _tools.extract_root
+def first_bytes(stream, into, id_base):
+    stream.peek(1)
+    print("exporting", flush=True)
+    return real(stream, into, id_base)
+_tools.extract_root = first_bytes
+tool = asyncio.run(_export_tool(tool_name))
+tool.export(reference, Path(dest), None)
+"""
+
+
+@pytest.mark.parametrize(
+    ("tool", "how"),
+    [
+        ("podman", "pdeathsig"),
+        ("buildah", "pdeathsig"),
+        ("docker", "pdeathsig"),
+        ("podman", "nopdeathsig"),
+    ],
+)
+def test_an_export_ends_with_the_orchestrator_killed_mid_way(
+    tool: str, how: str, tmp_path: Path
+) -> None:
+    """An orchestrator killed (SIGKILL) mid-export leaves no export running: ``podman
+    export`` holds its own pipe's read end, so it would block for ever on the full pipe,
+    its container locked. The kernel kills it with the orchestrator (setpriv's
+    pdeathsig); started without that, the next start's reaper ends it (its environment
+    names its dead owner). The tool answers afterwards."""
+    need(tool)
+    if tool == "docker":
+        need_docker()
+    made = tmp_path / "made"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _EXPORTER, tool, "debian:bookworm-slim", str(tmp_path / "r"),
+         how, str(made)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert child.stdout is not None
+    try:
+        assert child.stdout.readline() == "exporting\n"
+        tree = find_tree([child.pid]) - {child.pid}
+        assert tree, "the export runs as the orchestrator's child"
+        waits = {pid: os.pidfd_open(pid) for pid in tree}
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+    try:
+        if how == "nopdeathsig":
+            assert reap_orphans() >= 1
+        for pid, fd in waits.items():
+            ready, _, _ = select.select([fd], [], [], 30)
+            assert ready, f"{tool}'s export (pid {pid}) outlived the orchestrator killed mid-way"
+    finally:
+        for fd in waits.values():
+            with contextlib.suppress(ProcessLookupError):
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            os.close(fd)
+    # the container it exported through (what `agentkit sandbox prune` removes)
+    removed = subprocess.run(
+        [tool, "rm", *(["-f"] if tool != "buildah" else []), made.read_text()],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert removed.returncode == 0, removed.stderr
+    answered = subprocess.run([tool, "images"], capture_output=True, timeout=60, check=False)
+    assert answered.returncode == 0, answered.stderr

@@ -10,6 +10,17 @@ over (its daemon not answering, aiodocker missing) is named, with why, in the
 errors of images the next tool cannot make. Podman's and Buildah's builds run
 their steps with a runtime that works on this host
 (:mod:`agentkit.images._buildruntime`).
+
+**Dying with the orchestrator.** A tool's command must not outlive the process
+that started it: ``podman export`` holds its own output pipe's read end too, so
+when the orchestrator is killed mid-export it never sees a broken pipe, blocks
+on the full pipe for ever and keeps its container locked. Every command a tool
+runs is therefore started through ``setpriv --pdeathsig KILL`` (util-linux;
+without it, the command as it is): the kernel kills it when the thread that
+started it ends, and each such thread waits for its command. The caller's
+``env`` marks the commands too (the local sandbox: its owner, as its
+sandboxes' processes are marked), so that one started in the instant before
+the orchestrator died is reaped by the next start (``sandbox/_reaper.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ import shlex
 import shutil
 import subprocess
 import tarfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, ClassVar
 
@@ -40,6 +51,7 @@ __all__ = [
     "CliBackend",
     "ImageTool",
     "describe_image",
+    "dying_with_us",
     "find_image_tool",
     "obtain_image",
     "task_image_root",
@@ -62,9 +74,30 @@ def describe_image(image: TaskImage) -> str:
     return f"compose file {image.compose_file}"
 
 
-def _run(argv: list[str], *, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+@functools.cache
+def _setpriv() -> str | None:
+    return shutil.which("setpriv")
+
+
+def dying_with_us(argv: Sequence[str]) -> list[str]:
+    """``argv`` started so that the kernel kills it (``SIGKILL``) when the thread that
+    starts it ends (``setpriv --pdeathsig KILL``; ``argv`` as it is without setpriv).
+    The starting thread must wait for the command, as ``subprocess.run`` does."""
+    setpriv = _setpriv()
+    return [setpriv, "--pdeathsig", "KILL", "--", *argv] if setpriv else list(argv)
+
+
+def _run(
+    argv: list[str], *, timeout: float | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout, check=False
+        dying_with_us(argv),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=None if not env else {**os.environ, **env},
     )
 
 
@@ -90,6 +123,7 @@ class ImageTool:
         binary: str,
         passed_over: tuple[str, ...] = (),
         labels: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.binary = binary
         #: The tools tried before this one and why each was passed over
@@ -98,6 +132,17 @@ class ImageTool:
         #: The labels of a container made to export an image (whose owner they name,
         #: so that one an orchestrator killed mid-export leaves is found and removed).
         self.labels = dict(labels or {})
+        #: What the tool's commands' environment has besides this process's (their
+        #: owner, so that one an orchestrator killed leaves is reaped).
+        self.env = dict(env or {})
+
+    def run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        """Run one of the tool's commands to its end (its output captured as text)."""
+        return _run(argv, env=self.env)
+
+    def environ(self) -> dict[str, str] | None:
+        """The environment of the tool's commands (None: this process's)."""
+        return {**os.environ, **self.env} if self.env else None
 
     def backend(self) -> ImageBackend:
         """What :func:`agentkit.images.resolve_image` builds and pulls with."""
@@ -132,7 +177,11 @@ class ImageTool:
 
     def _stream_into(self, argv: list[str], dest: Path, id_base: int | None) -> None:
         proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            dying_with_us(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self.environ(),
         )
         assert proc.stdout is not None and proc.stderr is not None
         unreadable: tarfile.TarError | None = None
@@ -174,7 +223,12 @@ class CliBackend:
         def run() -> int:
             log.flush()
             done = subprocess.run(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, check=False
+                dying_with_us(argv),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=False,
+                env=self.tool.environ(),
             )
             return done.returncode
 
@@ -237,7 +291,7 @@ class DockerTool(ImageTool):
         return DockerBackend()
 
     def inspect(self, reference: str) -> tuple[str, ImageConfig] | None:
-        done = _run([self.binary, "image", "inspect", "--format", "{{json .}}", reference])
+        done = self.run([self.binary, "image", "inspect", "--format", "{{json .}}", reference])
         if done.returncode != 0:
             err = (done.stderr + done.stdout).lower()
             if "no such image" in err or "not known" in err or "not found" in err:
@@ -257,7 +311,7 @@ class DockerTool(ImageTool):
         argv = [self.binary, "create"]
         for key, value in self.labels.items():
             argv += ["--label", f"{key}={value}"]
-        created = _run([*argv, reference, "/agentkit"])
+        created = self.run([*argv, reference, "/agentkit"])
         if created.returncode != 0:
             raise SandboxError(
                 f"{self.name} could not create a container of {reference} to export it: "
@@ -267,7 +321,7 @@ class DockerTool(ImageTool):
         try:
             self._stream_into([self.binary, "export", cid], dest, id_base)
         finally:
-            _run([self.binary, "rm", "-f", cid])
+            self.run([self.binary, "rm", "-f", cid])
 
 
 class PodmanTool(DockerTool):
@@ -295,7 +349,7 @@ class BuildahTool(ImageTool):
     build_words: ClassVar[tuple[str, ...]] = ("bud", "--format", "docker")
 
     def inspect(self, reference: str) -> tuple[str, ImageConfig] | None:
-        done = _run([self.binary, "inspect", "--type", "image", reference])
+        done = self.run([self.binary, "inspect", "--type", "image", reference])
         if done.returncode != 0:
             return None
         data = json.loads(done.stdout)
@@ -305,7 +359,7 @@ class BuildahTool(ImageTool):
         return _image_id(str(data.get("FromImageID") or "")), ImageConfig.from_engine(config)
 
     def export(self, reference: str, dest: Path, id_base: int | None) -> None:
-        created = _run([self.binary, "from", "--pull-never", reference])
+        created = self.run([self.binary, "from", "--pull-never", reference])
         if created.returncode != 0:
             raise SandboxError(f"buildah from {reference} failed: {_tail(created.stderr)}")
         cid = created.stdout.strip().splitlines()[-1]
@@ -316,7 +370,7 @@ class BuildahTool(ImageTool):
         try:
             self._stream_into([*argv, "sh", cid], dest, id_base)
         finally:
-            _run([self.binary, "rm", cid])
+            self.run([self.binary, "rm", cid])
 
 
 TOOLS: dict[str, type[ImageTool]] = {
@@ -340,9 +394,15 @@ def _docker_unusable(binary: str) -> str | None:
     return None
 
 
-def find_image_tool(choice: str = "auto", *, labels: Mapping[str, str] | None = None) -> ImageTool:
+def find_image_tool(
+    choice: str = "auto",
+    *,
+    labels: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ImageTool:
     """The tool to obtain images with: ``choice`` by name, or the first one usable
-    (``labels``: those of the containers it exports images through)."""
+    (``labels``: those of the containers it exports images through; ``env``: what its
+    commands' environment has besides this process's)."""
     if choice != "auto" and choice not in TOOLS:
         raise SandboxError(f"option image_tool={choice!r}: expected auto, {', '.join(TOOLS)}")
     names = list(TOOLS) if choice == "auto" else [choice]
@@ -358,7 +418,7 @@ def find_image_tool(choice: str = "auto", *, labels: Mapping[str, str] | None = 
             notes.append(f"docker is installed but {why}")
             passed_over.append(f"docker: installed, but {why}")
             continue
-        return TOOLS[name](binary, tuple(passed_over), labels)
+        return TOOLS[name](binary, tuple(passed_over), labels, env)
     note = f" ({'; '.join(notes)})" if notes else ""
     raise SandboxUnavailableError(
         f"no container tool can produce the task's image{note}: {INSTALL_TOOL}; "

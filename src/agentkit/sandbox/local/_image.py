@@ -27,9 +27,17 @@ from agentkit.images._imageroot import (
     ImageRoot,
     hold,
 )
+from agentkit.images._tools import ImageTool as ImageToolKind
 from agentkit.images._tools import find_image_tool, task_image_root
 from agentkit.sandbox._base import BaseSandbox
-from agentkit.sandbox._reaper import LABEL, owner_labels
+from agentkit.sandbox._reaper import (
+    LABEL,
+    OWNER_ENV,
+    owner_labels,
+    owner_token,
+    reap_orphans_once,
+    reaped,
+)
 from agentkit.sandbox.local._composefile import ComposeError, ComposeFile, load_compose
 from agentkit.sandbox.local._hostid import needs_own_id
 
@@ -52,6 +60,15 @@ def export_labels() -> dict[str, str]:
     sandbox's containers, so that one an orchestrator killed mid-export leaves is removed
     by ``agentkit sandbox prune``."""
     return {**owner_labels("image-export"), LABEL: "local-image-export"}
+
+
+async def _export_tool(choice: ImageTool) -> ImageToolKind:
+    """The image tool, its commands marked with their owner as the sandboxes' processes
+    are; what an earlier orchestrator's commands left running (killed mid-export) is
+    reaped first."""
+    if not reaped():
+        await asyncio.to_thread(reap_orphans_once)
+    return find_image_tool(choice, labels=export_labels(), env={OWNER_ENV: owner_token()})
 
 
 def check_runnable(
@@ -142,7 +159,7 @@ async def prepare_images(
             envs.setdefault(h.image, h.env)
     results: dict[TaskImage, BaseException | None] = {}
     try:
-        tool = find_image_tool(image_tool, labels=export_labels())
+        tool = await _export_tool(image_tool)
     except SandboxError as exc:
         results = dict.fromkeys(wanted, exc)
         wanted = []
@@ -187,7 +204,7 @@ async def hold_image_root(
     image: TaskImage, *, image_tool: ImageTool, image_cache: Path | None, id_base: int | None
 ) -> tuple[ImageRoot, int]:
     """The task's image root, and the shared lock that keeps a prune from removing it."""
-    tool = find_image_tool(image_tool, labels=export_labels())
+    tool = await _export_tool(image_tool)
     for _ in range(3):
         root = await task_image_root(image, tool=tool, cache_dir=image_cache, id_base=id_base)
         fd = await asyncio.to_thread(hold, root)
