@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -46,7 +46,15 @@ from agentkit.sandbox._paths import (
     split_path,
 )
 
-__all__ = ["Carried", "carry", "carry_layer", "distinct_paths", "layer_changes", "within"]
+__all__ = [
+    "Carried",
+    "carry",
+    "carry_layer",
+    "deepest",
+    "distinct_paths",
+    "layer_changes",
+    "within",
+]
 
 #: overlayfs marks a directory that hides the image's one with this attribute (value ``y``).
 _OPAQUE = ("user.overlay.opaque", "trusted.overlay.opaque")
@@ -116,11 +124,29 @@ def layer_changes(
 class Carried:
     """What :func:`carry` copied: entries, bytes of file data, and per path ``copied``
     or why not (``missing``: not in the source, or behind a link there; ``read-only``:
-    on a read-only mount, which no command could change)."""
+    on a read-only mount, which no command could change).
+
+    ``changed``: when the carry listed the source's changes anyway (the docker
+    sandbox's ``docker diff``), the paths changed outside the carried ones, as
+    :func:`~agentkit.sandbox.changed_paths` gives them (the deepest of each branch,
+    sorted), listed while the source was paused for the copy: what the files carried
+    were given without. None: not listed (ask ``changed_paths``)."""
 
     entries: int = 0
     bytes: int = 0
     paths: dict[str, str] = attrs.field(factory=dict)
+    changed: list[str] | None = None
+
+
+def deepest(paths: Iterable[str]) -> list[str]:
+    """``paths`` sorted, without those that have another of ``paths`` inside them (the
+    deepest of each branch: a changed directory is named by what changed in it)."""
+    ordered = sorted(paths)
+    return [
+        p
+        for i, p in enumerate(ordered)
+        if not (i + 1 < len(ordered) and ordered[i + 1].startswith(p.rstrip("/") + "/"))
+    ]
 
 
 def distinct_paths(paths: Sequence[str]) -> list[str]:

@@ -204,7 +204,7 @@ async def place_verifier(
         if level == "separate":
             root = _child_root(agent, "separate")
             child, carried = await fresh_sandbox_carrying(agent, carry, root=root)
-            notes += _left_behind(carried.paths, await _changed(agent, carry))
+            notes += _left_behind(carried.paths, await _changed(agent, carry, carried.changed))
     except SandboxDiedError as exc:
         if child is not None:
             await child.close(remove=not _inside(agent, child))
@@ -250,11 +250,22 @@ def _inside(agent: Sandbox, child: Sandbox) -> bool:
     return Path(own).is_relative_to(Path(parent))
 
 
-async def _changed(agent: Sandbox, carry: Sequence[str]) -> list[str]:
+async def _changed(
+    agent: Sandbox, carry: Sequence[str], listed: Sequence[str] | None = None
+) -> list[str]:
+    """What the agent changed outside ``carry`` (scratch folders aside), at most 20: from
+    ``listed`` when the carry listed it (``Carried.changed``), else asked of the sandbox."""
+    if listed is not None:
+        noise = [*carry, *UNCARRIED_NOISE]
+        return [p for p in listed if not _within(p, noise)][:20]
     try:
         return await changed_paths(agent, exclude=[*carry, *UNCARRIED_NOISE], limit=20)
     except (SandboxError, OSError):
         return []
+
+
+def _within(path: str, prefixes: Sequence[str]) -> bool:
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in prefixes)
 
 
 def _left_behind(carried: dict[str, str], changed: list[str]) -> list[str]:

@@ -34,7 +34,7 @@ from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.images import (
     prepare_images,
 )
-from agentkit.sandbox._carry import Carried, distinct_paths, within
+from agentkit.sandbox._carry import Carried, deepest, distinct_paths, within
 from agentkit.sandbox._fork import ForkStats, cannot_fork
 from agentkit.sandbox._layercopy import copy_tree
 from agentkit.sandbox._paths import open_dir, reset_dir, split_path
@@ -270,11 +270,14 @@ class DockerSandbox(DockerCore):
     async def _carry(self, other: DockerSandbox, paths: Sequence[str]) -> Carried:
         out = Carried()
         changes: dict[str, int] = {}
+        wanted = distinct_paths(paths)
         if other.image == self.image and self._fork_image is None:
             # the same image below both: only what this container's commands changed
             listed = await self._client._query_json(f"containers/{self.container_id}/changes")
             changes = {str(c["Path"]): int(c["Kind"]) for c in listed or () if c.get("Path")}
-        for path in distinct_paths(paths):
+            # what it changed elsewhere, from the same listing (no second `docker diff`)
+            out.changed = [p for p in deepest(changes) if not within(p, wanted)]
+        for path in wanted:
             if not split_path(path):
                 raise SandboxPathError("the container's root cannot be carried")
             if not changes:
@@ -283,11 +286,7 @@ class DockerSandbox(DockerCore):
                 continue
             below = sorted(p for p in changes if within(p, [path]))
             gone = any(changes[a] == _DELETED for a in changes if within(path, [a]) and a != path)
-            leaves = [
-                p
-                for i, p in enumerate(below)
-                if not (i + 1 < len(below) and below[i + 1].startswith(p.rstrip("/") + "/"))
-            ]
+            leaves = deepest(below)
             if gone or (path in changes and changes[path] != _MODIFIED) or len(leaves) > 64:
                 await self._carry_one(other, path, out)  # replaced whole, or changed a lot
                 out.paths[path] = out.paths.get(path) or "copied"
@@ -338,12 +337,7 @@ class DockerSandbox(DockerCore):
         ``limit``; subtrees in ``exclude`` skipped."""
         await self._ensure()
         changes = await self._client._query_json(f"containers/{self.container_id}/changes")
-        paths = sorted(str(c.get("Path")) for c in changes or () if c.get("Path"))
-        leaves = [
-            p
-            for i, p in enumerate(paths)
-            if not (i + 1 < len(paths) and paths[i + 1].startswith(p.rstrip("/") + "/"))
-        ]
+        leaves = deepest(str(c.get("Path")) for c in changes or () if c.get("Path"))
         return [p for p in leaves if not within(p, exclude)][:limit]
 
 
