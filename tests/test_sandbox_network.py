@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -16,7 +18,7 @@ import pytest
 
 from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox import SandboxError, SandboxUnavailableError
-from agentkit.sandbox._forward import parse_endpoint
+from agentkit.sandbox._forward import Relay, parse_endpoint
 from agentkit.sandbox.local import LocalSandbox
 from agentkit.testing.sandbox_fixtures import (
     host_pids_with_arg,
@@ -360,3 +362,38 @@ def test_endpoint_parsing() -> None:
         parse_endpoint("http://10.1.2.3:8000/v1")
     with pytest.raises(SandboxError, match="http"):
         parse_endpoint("ftp://x/y")
+
+
+async def test_closing_the_relay_lets_its_callers_cancellation_through() -> None:
+    """Relay.close ends the connections it relays and waits for them, but a cancellation
+    of its caller meanwhile (a timeout, a Ctrl-C's) goes through, not swallowed with
+    theirs; the listener is closed either way."""
+    connected = asyncio.Event()
+
+    async def upstream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connected.set()
+        await reader.read()  # until the relay's side is gone
+        writer.close()
+
+    server = await asyncio.start_server(upstream, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    listener = socket.create_server(("127.0.0.1", 0))
+    relay = Relay(listener, parse_endpoint(f"http://127.0.0.1:{port}/v1"))
+    await relay.start()
+    _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+    await connected.wait()  # a connection is being relayed
+
+    async def close_cancelled() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        task.cancel()  # delivered at close's first wait
+        await relay.close()
+
+    closing = asyncio.create_task(close_cancelled())
+    with pytest.raises(asyncio.CancelledError):
+        await closing
+    assert closing.cancelled()
+    assert listener.fileno() == -1
+    writer.close()
+    server.close()
+    await server.wait_closed()

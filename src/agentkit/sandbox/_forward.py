@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import array
 import asyncio
-import contextlib
 import ipaddress
 import os
 import socket
@@ -154,21 +153,34 @@ class Relay:
                 up_r, up_w = await asyncio.open_connection(self._endpoint.host, self._endpoint.port)
             except OSError:
                 return
-            await asyncio.gather(_pump(reader, up_w), _pump(up_r, writer))
+            try:
+                await asyncio.gather(_pump(reader, up_w), _pump(up_r, writer))
+            finally:
+                up_w.close()  # ended (or cancelled by close): the endpoint sees it go
         finally:
             writer.close()
             if task is not None:
                 self._tasks.discard(task)
 
     async def close(self) -> None:
+        """Stop accepting, end every relayed connection and wait for them, close the
+        listener. A cancellation of the caller (or a Ctrl-C) meanwhile goes through:
+        only what the connections themselves ended with is not raised here."""
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(BaseException):
-                await task
-        self._listener.close()
+        try:
+            if tasks:
+                # asyncio.wait raises nothing of the tasks', and lets this task's own
+                # cancellation through
+                await asyncio.wait(tasks)
+            for task in tasks:
+                if task.done() and not task.cancelled():
+                    task.exception()  # retrieved: a connection's own failure is not ours
+        finally:
+            self._listener.close()
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
