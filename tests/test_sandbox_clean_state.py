@@ -130,6 +130,37 @@ async def test_every_process_ends_whatever_it_did_to_detach(box: Make, kind: str
         assert server_after and server_after != server_before
 
 
+#: A process that forks and exits at once, over and over: its live pid is never the one
+#: a scan of /proc saw a moment before. Once running, it says so on /tmp/hopping.
+HOPPER = (
+    "import os\n"
+    "with open('/tmp/hopping', 'w') as f: f.write('hop\\n')\n"
+    "while True:\n"
+    "    if os.fork(): os._exit(0)\n"
+)
+
+
+@pytest.mark.parametrize("kind", ["host-userland", "image-root"], indirect=True)
+async def test_processes_hopping_from_pid_to_pid_end_too(box: Make) -> None:
+    """Three processes that each fork and exit at once, for ever, all end: the whole
+    namespace is stopped at once (kill(-1) from inside), so no fork gets past the stop
+    (found by a /proc scan alone, one of them outlived end_processes about a third of
+    the time). Six rounds."""
+    sb = await box()
+    for _ in range(6):
+        mark = unique_sleep_arg()
+        # the script as $0, the mark as $1: no quoting in the shell's line
+        script = (
+            "rm -f /tmp/hopping && mkfifo /tmp/hopping && exec 3<>/tmp/hopping && "
+            'for i in 1 2 3; do python3 -c "$0" "$1" >/dev/null 2>&1 & done && '
+            "head -n3 <&3 >/dev/null"
+        )
+        ok(await sb.exec(["sh", "-c", script, HOPPER, mark]))
+        await end_processes(sb)
+        assert host_pids_with_arg(mark) == [], "a hopping process outlived end_processes"
+    assert ok(await sb.exec("echo still here")) == "still here\n"
+
+
 @pytest.mark.parametrize("kind", ["host-userland", "image-root"], indirect=True)
 async def test_a_sandbox_killed_from_inside_says_it_died(box: Make, kind: str) -> None:
     # (a container killed from inside starts again on its files: below)

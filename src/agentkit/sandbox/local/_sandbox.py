@@ -17,6 +17,8 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
+import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -51,6 +53,9 @@ from agentkit.sandbox.local._lifecycle import LocalLifecycle
 from agentkit.sandbox.local._options import LocalKeywords, LocalOptions
 
 __all__ = ["LocalSandbox"]
+
+#: The longest stopping every process inside at once may take (a host command).
+STOP_ALL_TIMEOUT_SEC = 10.0
 
 
 class LocalSandbox(LocalLifecycle):
@@ -118,8 +123,10 @@ class LocalSandbox(LocalLifecycle):
 
         Every process in the sandbox's pid namespace ends, whatever it did to
         leave its command (a double fork, ``setsid``, ``nohup``, another uid
-        inside, a stop signal): they are found by their namespace, stopped
-        until no new one appears, killed, and waited for. Only the sandbox's
+        inside, a stop signal, forking and exiting over and over): all of them are
+        stopped at once from inside the namespace (``kill -STOP -1``), then found
+        by their namespace (stopped until no new one appears), killed, and waited
+        for. Only the sandbox's
         own keepers (bubblewrap's init and the holder, found at its start,
         before any command) are left. Commands of the orchestrator running
         meanwhile end too (their results say so); new ones wait until it is
@@ -139,6 +146,7 @@ class LocalSandbox(LocalLifecycle):
             # The orchestrator's nsenter of each running command ends too (it would
             # stop itself when its command is stopped, as a shell's job does).
             wrappers = [p.pid for p in self._procs]
+            await asyncio.to_thread(self._stop_all_inside)
             killed = await asyncio.to_thread(
                 kill_namespace, self._holder_pid, self._keepers, wrappers
             )
@@ -151,6 +159,34 @@ class LocalSandbox(LocalLifecycle):
             )
         await self._start_entrypoint()
         return len(killed.difference(wrappers))
+
+    def _stop_all_inside(self) -> None:
+        """Stop every process of the sandbox's pid namespace at once: the host's ``kill
+        -STOP -1`` run in it (its user and pid namespaces only, so the agent's files play
+        no part), which the kernel delivers to all of them with no fork getting past it,
+        as one can past a scan of ``/proc`` (a process that forks and exits over and
+        over is never at the pid the scan saw). The sandbox's own keepers are then
+        continued; :func:`kill_namespace` finds the rest, all stopped, and kills them.
+        Where this cannot run (no ``kill`` on the host, nsenter refused), the scan
+        alone stops them, as before."""
+        kill = shutil.which("kill")
+        if kill is None:
+            return
+        argv = [self._tools.nsenter, "-t", str(self._holder_pid), "-U", "-p"]
+        if self.host_id is None:
+            argv.append("--preserve-credentials")
+        try:
+            subprocess.run(
+                [*argv, "--", kill, "-STOP", "-1"],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=STOP_ALL_TIMEOUT_SEC,
+                check=False,
+            )
+        finally:
+            for pid in self._keepers:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
     async def restart(self) -> None:
         """End everything in the sandbox, its namespaces included, and start it again on
