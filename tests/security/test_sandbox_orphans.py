@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agentkit.sandbox._reaper import OWNER_ENV, owner_token, reap_orphans
-from agentkit.testing.sandbox_fixtures import requires_bwrap
+from agentkit.testing.sandbox_fixtures import host_pids_with_arg, requires_bwrap, unique_sleep_arg
 
 pytestmark = [requires_bwrap]
 
@@ -131,6 +131,69 @@ def test_an_orchestrator_killed_while_its_sandbox_is_paused_leaves_no_sandbox(
         run.send_signal(signal.SIGKILL)
         _wait_until(lambda: _zombie(run.pid), "the orchestrator died (a zombie, not reaped)")
         _wait_until(lambda: not _pids_mentioning(str(root) + "/"), "the paused sandbox exited")
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+
+
+#: An orchestrator ending its sandbox's processes (as grading does) with a command
+#: running, that says so at ``moment`` of end_processes and waits there to be killed:
+#: ``keepers stopped`` (every process inside stopped at once, the sandbox's keepers
+#: not continued yet), ``before the kill`` (all stopped, the wrapper too, none killed).
+ENDER = """
+import asyncio, sys, time
+from pathlib import Path
+from agentkit._sandbox import ExecutionHints
+from agentkit.sandbox import end_processes
+from agentkit.sandbox.local import LocalSandbox
+import agentkit.sandbox.local._sandbox as box
+
+root, moment, arg = sys.argv[1:]
+
+def stuck(*args, **kwargs):
+    print("stopped", flush=True)
+    time.sleep(3600)
+
+if moment == "keepers stopped":
+    box._continue = stuck
+else:
+    box.kill_namespace = stuck
+
+async def main():
+    sb = LocalSandbox(root=Path(root), hints=ExecutionHints(), image="host")
+    await sb.setup()
+    await sb.start(["sleep", arg])
+    await end_processes(sb)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("moment", ["keepers stopped", "before the kill"])
+def test_an_orchestrator_killed_while_ending_its_sandboxs_processes_leaves_nothing(
+    tmp_path: Path, moment: str
+) -> None:
+    """Killed between end_processes' stop and its kill: what it stopped (the sandbox's
+    keepers, the wrapper of a running command) is resumed by its resumer, so the
+    holder's lifeline ends everything inside and the wrapper ends with its command;
+    nothing is left stopped for ever. The killed orchestrator stays a zombie meanwhile
+    (see the test above)."""
+    root = tmp_path / "ending"
+    arg = unique_sleep_arg()
+    run = subprocess.Popen(
+        [sys.executable, "-c", ENDER, str(root), moment, arg], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert run.stdout is not None
+        assert run.stdout.readline() == "stopped\n"
+        assert _pids_mentioning(str(root) + "/") and host_pids_with_arg(arg)
+        run.send_signal(signal.SIGKILL)
+        _wait_until(lambda: _zombie(run.pid), "the orchestrator died (a zombie, not reaped)")
+        _wait_until(
+            lambda: not _pids_mentioning(str(root) + "/") and not host_pids_with_arg(arg),
+            "the sandbox and the command's wrapper exited",
+        )
     finally:
         if run.poll() is None:
             run.kill()

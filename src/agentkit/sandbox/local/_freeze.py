@@ -34,7 +34,7 @@ from typing import IO
 
 import attrs
 
-__all__ = ["PauseTimeoutError", "Paused", "pause"]
+__all__ = ["PauseTimeoutError", "Paused", "Resumer", "pause"]
 
 #: Thread states that are no longer running user code: stopped (``T``), stopped
 #: by a tracer (``t``), zombie (``Z``), dead (``X``).
@@ -84,8 +84,12 @@ _RESUMER = (
 )
 
 
-class _Resumer:
-    """The process that resumes a pause's processes should this one die (module docstring)."""
+class Resumer:
+    """The process that resumes stopped processes should this one die: each pid it is
+    told (before that process is stopped) gets ``SIGCONT`` when its input ends without
+    :meth:`done` (this process killed), the last told first. A pause's processes then
+    run on and end as on any orchestrator's death (the holder's lifeline); so do those
+    ``end_processes`` stops before it kills them."""
 
     def __init__(self) -> None:
         self.proc = subprocess.Popen(
@@ -99,10 +103,12 @@ class _Resumer:
         self.pipe: IO[bytes] = self.proc.stdin
 
     def tell(self, pid: int) -> None:
+        """``pid`` is about to be stopped: resume it should this process die."""
         self.pipe.write(b"%d\n" % pid)
         self.pipe.flush()
 
     def done(self) -> None:
+        """Nothing to resume: the resumer exits (and is waited for)."""
         with contextlib.suppress(OSError):
             self.pipe.write(b"done\n")
             self.pipe.flush()
@@ -118,7 +124,7 @@ class Paused:
     stopped: list[int] = attrs.field(factory=list)
     #: Processes found already stopped; left stopped by :meth:`resume`.
     kept: list[int] = attrs.field(factory=list)
-    _resumer: _Resumer | None = attrs.field(default=None, alias="resumer")
+    _resumer: Resumer | None = attrs.field(default=None, alias="resumer")
 
     def resume(self) -> None:
         """``SIGCONT`` every process this pause stopped, children before parents."""
@@ -157,7 +163,7 @@ def pause(roots: Iterable[int], *, timeout: float = 10.0) -> Paused:
     resumed and :class:`PauseTimeoutError` raised. Pids that are gone are
     skipped. Blocking: call it in a thread.
     """
-    paused = Paused(resumer=_Resumer())
+    paused = Paused(resumer=Resumer())
     deadline = time.monotonic() + timeout
     seen: set[int] = set()
     me = os.getpid()

@@ -20,7 +20,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Unpack
 
@@ -45,7 +45,7 @@ from agentkit.sandbox.local._bwrap import (
     host_symlinks,
 )
 from agentkit.sandbox.local._core import NET_ETC_FILES
-from agentkit.sandbox.local._freeze import pause
+from agentkit.sandbox.local._freeze import Resumer, pause
 from agentkit.sandbox.local._image import (
     prepare_images,
 )
@@ -146,10 +146,19 @@ class LocalSandbox(LocalLifecycle):
             # The orchestrator's nsenter of each running command ends too (it would
             # stop itself when its command is stopped, as a shell's job does).
             wrappers = [p.pid for p in self._procs]
-            await asyncio.to_thread(self._stop_all_inside)
-            killed = await asyncio.to_thread(
-                kill_namespace, self._holder_pid, self._keepers, wrappers
-            )
+            # Should this process die between the stop and the kill, what was stopped
+            # is resumed (the keepers, so the holder's lifeline ends everything inside;
+            # the wrappers, which then end with their commands), not left stopped.
+            resumer = await asyncio.to_thread(Resumer)
+            try:
+                for pid in (*self._keepers, *wrappers):
+                    resumer.tell(pid)
+                await asyncio.to_thread(self._stop_all_inside)
+                killed = await asyncio.to_thread(
+                    kill_namespace, self._holder_pid, self._keepers, wrappers
+                )
+            finally:
+                await asyncio.to_thread(resumer.done)
             left = await asyncio.to_thread(alive, killed)
             self._check_alive()
         if left:
@@ -184,9 +193,7 @@ class LocalSandbox(LocalLifecycle):
                 check=False,
             )
         finally:
-            for pid in self._keepers:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGCONT)
+            _continue(self._keepers)
 
     async def restart(self) -> None:
         """End everything in the sandbox, its namespaces included, and start it again on
@@ -522,3 +529,10 @@ def _copy_siblings(first: LocalSandbox, others: Sequence[LocalSandbox]) -> None:
             entries=copied.entries,
             bytes=copied.bytes,
         )
+
+
+def _continue(pids: Iterable[int]) -> None:
+    """``SIGCONT`` each of ``pids`` (the sandbox's keepers, after the stop of all inside)."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
