@@ -440,3 +440,29 @@ def test_prune_command(tmp_path: Path) -> None:
         _, err = alive.communicate(timeout=120)  # a hang guard, not a measurement
     assert alive.returncode == 0, err
     assert not _exists(in_use)
+
+
+async def test_close_waits_for_a_removal_already_under_way(sandbox_factory) -> None:
+    """A close that finds its container's removal already under way (the engine's 409:
+    one a close cut short by its timeout started, or a prune's) waits for that removal
+    through the engine's wait API instead of failing with the container still there."""
+    import aiodocker  # deferred: optional (agentkit[docker]); without it these tests skip
+
+    sb = await sandbox_factory(
+        "docker", hints=ExecutionHints(image=TaskImage(image="debian:bookworm-slim"))
+    )
+    # enough files in its layer that the engine takes a while to remove it
+    assert (await sb.exec("mkdir /many && cd /many && seq 1 20000 | xargs touch")).ok
+    other = aiodocker.Docker()
+    try:
+        container = other.containers.container(sb.container_id)
+        removing = asyncio.create_task(container.delete(force=True))
+        while (await container.show())["State"].get("Status") != "removing":
+            assert not removing.done(), "removed before the engine said it was removing it"
+        await sb.close()  # its own delete: 409, removal already in progress
+        await removing
+        with pytest.raises(aiodocker.DockerError) as gone:
+            await container.show()
+        assert gone.value.status == 404
+    finally:
+        await other.close()

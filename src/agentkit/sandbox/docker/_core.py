@@ -301,13 +301,7 @@ class DockerCore(BaseSandbox):
         if self._compose is not None:
             left_behind = await self._down(self._compose)
         elif self._container is not None:
-            try:
-                await self._container.delete(force=True, v=True)
-            except aiodocker.DockerError as exc:
-                if exc.status != 404:
-                    raise SandboxError(
-                        f"removing container {self.container_name}: {exc.message}"
-                    ) from None
+            await self._remove_container(self._container)
         self._container = None
         if self._fork_image is not None:
             await self._remove_fork_image(self._fork_image)
@@ -321,6 +315,35 @@ class DockerCore(BaseSandbox):
             self._client = None
         if left_behind:
             raise SandboxError(left_behind)
+
+    async def _remove_container(self, container: Any) -> None:
+        """Remove the container (killed first, its anonymous volumes too).
+
+        When the engine says a removal of it is already under way (409: one a close
+        cut short by its timeout started, or a prune's), the engine's wait API is
+        asked until that removal is over (its ``removed`` condition, which also
+        answers when the removal fails), and the container removed again if it is
+        still there; at most three tries. Gone already (404) is done."""
+        aiodocker = _aiodocker()
+        for attempt in range(3):
+            try:
+                await container.delete(force=True, v=True)
+                return
+            except aiodocker.DockerError as exc:
+                if exc.status == 404:
+                    return
+                if exc.status != 409 or "in progress" not in exc.message or attempt == 2:
+                    raise SandboxError(
+                        f"removing container {self.container_name}: {exc.message}"
+                    ) from None
+            try:
+                await container.wait(condition="removed")
+            except aiodocker.DockerError as exc:
+                if exc.status == 404:
+                    return
+                raise SandboxError(
+                    f"waiting for container {self.container_name} to be removed: {exc.message}"
+                ) from None
 
     async def _down(self, compose: ComposeProject) -> str | None:
         """Take the rollout's compose project down; then remove by its label whatever
