@@ -218,21 +218,36 @@ def alive(pids: Iterable[int]) -> set[int]:
 
 def _stop_then_kill(find: Callable[[], set[int]]) -> set[int]:
     """SIGSTOP what ``find`` returns until it returns nothing new (a stopped process
-    cannot fork), then SIGKILL all of it and wait until each has exited."""
-    stopped: set[int] = set()
-    for _ in range(20):
-        pids = find() - stopped
-        if not pids:
-            break
-        _signal_all(pids, signal.SIGSTOP)
-        stopped |= pids
-    # opened while they are stopped: each names the process stopped, not one that
-    # takes its pid once it is gone
-    fds = _pidfds(stopped)
-    try:
-        killed = _signal_all(stopped, signal.SIGKILL)
-        _wait_exited([fd for pid, fd in fds.items() if pid in killed], EXIT_WAIT_SEC)
-    finally:
-        for fd in fds.values():
-            os.close(fd)
-    return stopped
+    cannot fork), then SIGKILL all of it and wait until each has exited; then look
+    again, and end what is found the same way, until nothing new is (or
+    :data:`EXIT_WAIT_SEC` has passed). Returns every pid stopped and killed.
+
+    Looking again after the kill finds what a look before it missed: a process
+    that was forking as it was stopped, or one that forks and exits over and over
+    and kept ahead of the looks (stopping the whole pid namespace at once first,
+    as ``LocalSandbox.end_processes`` does, leaves only stopped ones to find)."""
+    ended: set[int] = set()
+    deadline = time.monotonic() + EXIT_WAIT_SEC
+    while True:
+        stopped: set[int] = set()
+        for _ in range(20):
+            pids = find() - stopped - ended
+            if not pids:
+                break
+            _signal_all(pids, signal.SIGSTOP)
+            stopped |= pids
+        if not stopped:
+            return ended
+        # opened while they are stopped: each names the process stopped, not one that
+        # takes its pid once it is gone
+        fds = _pidfds(stopped)
+        try:
+            killed = _signal_all(stopped, signal.SIGKILL)
+            left = max(0.0, deadline - time.monotonic())
+            _wait_exited([fd for pid, fd in fds.items() if pid in killed], left)
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+        ended |= stopped
+        if time.monotonic() >= deadline:
+            return ended
