@@ -204,3 +204,43 @@ def test_a_run_written_before_runs_had_ids_is_read_as_before(
         f"call 0 was recorded by run {run_id(runs['B'])!r}; this run's id is none (an older "
         "run): the file is another run's; its calls are left out"
     )
+
+
+def test_a_calls_file_leading_out_of_the_run_is_not_read(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A rollout's calls file that is a link to a file outside the run, or under a calls/
+    that is a link out of it, is refused by the export and the reader, naming the rollout
+    and the file, even when it holds the rollout's own calls; a link that stays inside the
+    run is read as the file itself."""
+    _, original, _ = export(runs["A"])
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    own = shutil.copyfile(runs["A"] / "calls" / f"{MUL}.jsonl", outside / f"{MUL}.jsonl")
+
+    linked = copy(runs["A"], tmp_path / "linked")
+    (linked / "calls" / f"{MUL}.jsonl").unlink()
+    (linked / "calls" / f"{MUL}.jsonl").symlink_to(own)
+    folder = copy(runs["A"], tmp_path / "folder")
+    shutil.move(folder / "calls", outside / "calls")
+    (folder / "calls").symlink_to(outside / "calls", target_is_directory=True)
+    for run, first in ((linked, MUL), (folder, ADD)):  # the export stops at the first
+        done, _, err = export(run)
+        assert done.returncode == 2 and "Traceback" not in err
+        assert (
+            f"{run / 'rollouts.jsonl'}: rollout {first}: calls_file 'calls/{first}.jsonl' "
+            "is outside the run directory" in err
+        ), err
+        with pytest.raises(RunDirError, match="is outside the run directory"):
+            agentkit.runs.open(run).calls(MUL)
+
+    within = copy(runs["A"], tmp_path / "within")
+    (within / "kept").mkdir()
+    shutil.move(within / "calls" / f"{MUL}.jsonl", within / "kept" / f"{MUL}.jsonl")
+    (within / "calls" / f"{MUL}.jsonl").symlink_to(Path("..") / "kept" / f"{MUL}.jsonl")
+    done, records, err = export(within)
+    assert done.returncode == 0, err
+    assert records == original
+    assert [c.index for c in agentkit.runs.open(within).calls(MUL)] == [
+        c.index for c in agentkit.runs.open(runs["A"]).calls(MUL)
+    ]
