@@ -328,16 +328,20 @@ def _rebuild(delta: dict[str, Any], done: dict[int, dict[str, Any]], where: str)
     return ids
 
 
-def _ids(value: Any, where: str) -> list[int] | None:
+# The checks below take the line's place (``<file>: line N``) and the field's name apart:
+# the message naming both is made only for a line that fails.
+
+
+def _ids(value: Any, where: str, name: str) -> list[int] | None:
     if value is None:
         return None
     ids = int_list(value)
     if ids is None:
-        raise RunDirError(f"{where}: expected a list of integer token ids or null")
+        raise RunDirError(f"{where}.{name}: expected a list of integer token ids or null")
     return ids
 
 
-def _floats(value: Any, where: str) -> list[float] | None:
+def _floats(value: Any, where: str, name: str) -> list[float] | None:
     if value is None:
         return None
     if type(value) is list:
@@ -346,13 +350,13 @@ def _floats(value: Any, where: str) -> list[float] | None:
             return value
         except TypeError:
             pass
-    raise RunDirError(f"{where}: expected a list of numbers (logprobs) or null")
+    raise RunDirError(f"{where}.{name}: expected a list of numbers (logprobs) or null")
 
 
 def _prompt_ids(value: Any, where: str) -> list[int] | dict[str, Any] | None:
     """A prompt's ids: a list, null, or ``{"call", "keep", "add"}`` (rebuilt later)."""
     if type(value) is not dict:
-        return _ids(value, where)
+        return _ids(value, where, "prompt_token_ids")
     ok = (
         type(value.get("call")) is int
         and type(value.get("keep")) is int
@@ -362,14 +366,15 @@ def _prompt_ids(value: Any, where: str) -> list[int] | dict[str, Any] | None:
     )
     if not ok:
         raise RunDirError(
-            f"{where}: expected a list of integer token ids, null, or "
+            f"{where}.prompt_token_ids: expected a list of integer token ids, null, or "
             '{"call": index, "keep": n, "add": [ids]}'
         )
-    _ids(value["add"], f"{where}.add")
+    _ids(value["add"], where, "prompt_token_ids.add")
     return value
 
 
-Check = Callable[[Any, str], Any]
+#: A field's check: (its value, the line's place, the field's name) -> the value to keep.
+Check = Callable[[Any, str, str], Any]
 
 
 @attrs.frozen
@@ -379,6 +384,7 @@ class _Plan:
     drop: tuple[str, ...]  # keys that are no field of ModelCall
     to_float: tuple[str, ...]  # number fields written as integers
     checks: tuple[tuple[str, Check], ...]  # the fields whose values need a look
+    missing: str | None  # the first of the keys every line needs that lines of the shape lack
 
 
 #: Line shapes seen, and their plans: the lines of a file mostly share one.
@@ -403,35 +409,35 @@ def _fields(value: dict[str, Any], where: str) -> dict[str, Any]:
     for name in plan.to_float:
         value[name] = float(value[name])
     for name, check in plan.checks:
-        value[name] = check(value[name], f"{where}.{name}")
+        value[name] = check(value[name], where, name)
     prompt = value.get("prompt_token_ids")
     if type(prompt) is list:
-        _ids(prompt, f"{where}.prompt_token_ids")
+        _ids(prompt, where, "prompt_token_ids")
     elif prompt is not None:
-        _prompt_ids(prompt, f"{where}.prompt_token_ids")
+        _prompt_ids(prompt, where)
     else:
         value["prompt_token_ids"] = None
     completion = value.get("completion_token_ids")
     if completion is not None:
-        _ids(completion, f"{where}.completion_token_ids")
+        _ids(completion, where, "completion_token_ids")
     partial = value.get("partial_token_ids")
     if partial is not None:
-        _ids(partial, f"{where}.partial_token_ids")
+        _ids(partial, where, "partial_token_ids")
     logprobs = value.get("completion_logprobs")
     try:
         if logprobs is not None:
             sum(logprobs)
     except TypeError:
-        _floats(logprobs, f"{where}.completion_logprobs")
-    for name in ("rollout_id", "index", "protocol"):
-        if name not in value:
-            raise RunDirError(f"{where}.{name}: required key is missing")
+        _floats(logprobs, where, "completion_logprobs")
+    if plan.missing is not None:
+        raise RunDirError(f"{where}.{plan.missing}: required key is missing")
     if value["index"] < 0:
         raise RunDirError(f"{where}.index: expected a whole number >= 0")
-    _protocol(value["protocol"], f"{where}.protocol")
+    if value["protocol"] not in PROTOCOLS:
+        _protocol(value["protocol"], where, "protocol")
     upstream = value.get("upstream_protocol")
-    if upstream is not None:
-        _protocol(upstream, f"{where}.upstream_protocol")
+    if upstream is not None and upstream not in PROTOCOLS:
+        _protocol(upstream, where, "upstream_protocol")
     if value.get("token_source", "none") not in _TOKEN_SOURCES:
         raise RunDirError(
             f"{where}.token_source: expected one of {', '.join(_TOKEN_SOURCES)}, "
@@ -446,11 +452,11 @@ def _fields(value: dict[str, Any], where: str) -> dict[str, Any]:
 _TOKEN_SOURCES: tuple[str, ...] = typing.get_args(TokenSource)
 
 
-def _protocol(value: Any, where: str) -> None:
+def _protocol(value: Any, where: str, name: str) -> None:
     if value in PROTOCOLS or is_protocol_name(value):
         return
     shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:80] + "..."
-    raise RunDirError(f"{where}: expected {PROTOCOL_NAME_FORM}, got {shown}")
+    raise RunDirError(f"{where}.{name}: expected {PROTOCOL_NAME_FORM}, got {shown}")
 
 
 def _plan(value: dict[str, Any], where: str) -> _Plan:
@@ -469,7 +475,12 @@ def _plan(value: dict[str, Any], where: str) -> _Plan:
             look.append((name, checks[name]))
         elif name not in _VALUE_CHECKED:
             drop.append(name)
-    return _Plan(drop=tuple(drop), to_float=tuple(to_float), checks=tuple(look))
+    missing = next((name for name in _REQUIRED if name not in value), None)
+    return _Plan(drop=tuple(drop), to_float=tuple(to_float), checks=tuple(look), missing=missing)
+
+
+#: The keys every line has (the fields of :class:`ModelCall` without a default).
+_REQUIRED = ("rollout_id", "index", "protocol")
 
 
 #: Fields :func:`_fields` checks itself, line by line.
@@ -478,31 +489,31 @@ _VALUE_CHECKED = frozenset(
 )
 
 
-def _headers(value: Any, where: str) -> dict[str, str]:
+def _headers(value: Any, where: str, name: str) -> dict[str, str]:
     if type(value) is dict and all(type(v) is str for v in value.values()):
         return value
-    raise RunDirError(f"{where}: expected an object of strings")
+    raise RunDirError(f"{where}.{name}: expected an object of strings")
 
 
-def _objects(value: Any, where: str) -> list[dict[str, Any]]:
+def _objects(value: Any, where: str, name: str) -> list[dict[str, Any]]:
     if type(value) is list and all(type(v) is dict for v in value):
         return value
-    raise RunDirError(f"{where}: expected a list of objects")
+    raise RunDirError(f"{where}.{name}: expected a list of objects")
 
 
 def _structured(hint: Any) -> Check:
     """A field of a type the fast checks do not cover: the strict converter's check."""
 
-    def check(value: Any, where: str) -> Any:
+    def check(value: Any, where: str, name: str) -> Any:
         try:
             return structure(value, hint)
         except AgentkitError as exc:
-            raise RunDirError(f"{where}: {exc}") from None
+            raise RunDirError(f"{where}.{name}: {exc}") from None
 
     return check
 
 
-def _usage(value: Any, where: str) -> Usage | None:
+def _usage(value: Any, where: str, name: str) -> Usage | None:
     if value is None:
         return None
     if type(value) is dict and all(type(v) is int for v in value.values()):
@@ -510,7 +521,7 @@ def _usage(value: Any, where: str) -> Usage | None:
             return Usage(**value)  # the usual case: every count a whole number
         except TypeError:
             pass
-    return _structured(Usage)(value, where)  # type: ignore[no-any-return]
+    return _structured(Usage)(value, where, name)  # type: ignore[no-any-return]
 
 
 @functools.cache
