@@ -20,6 +20,9 @@ docs/statistics.md.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from agentkit._lazy import lazy_attribute
 from agentkit.stats._compare import Comparison, TaskDifference, compare_runs, compare_scores
 from agentkit.stats._estimate import (
     DEFAULT_CONFIDENCE,
@@ -28,15 +31,6 @@ from agentkit.stats._estimate import (
     clustered_mean,
     clustered_mean_of_groups,
     paired_t_test,
-)
-from agentkit.stats._format import (
-    LEADERBOARD_FORMATS,
-    comparison_json,
-    comparison_text,
-    format_leaderboard,
-    leaderboard_records,
-    leaderboard_table,
-    ranked,
 )
 from agentkit.stats._group_advantages import group_advantages
 from agentkit.stats._leaderboard import RunStats, run_stats, scores_stats
@@ -47,6 +41,32 @@ from agentkit.stats._scores import (
     Totals,
     scores_of_rollouts,
     scores_of_run,
+)
+
+if TYPE_CHECKING:
+    from agentkit.stats._format import (
+        LEADERBOARD_FORMATS,
+        comparison_json,
+        comparison_text,
+        format_leaderboard,
+        leaderboard_records,
+        leaderboard_table,
+        ranked,
+    )
+
+#: The formatting names, loaded on first use: they import rich's console and tables, which
+#: training export (group_advantages) and the run's own statistics never need.
+_LAZY = dict.fromkeys(
+    (
+        "LEADERBOARD_FORMATS",
+        "comparison_json",
+        "comparison_text",
+        "format_leaderboard",
+        "leaderboard_records",
+        "leaderboard_table",
+        "ranked",
+    ),
+    "agentkit.stats._format",
 )
 
 __all__ = [
@@ -79,3 +99,11 @@ __all__ = [
     "scores_of_run",
     "scores_stats",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_attribute("agentkit.stats", _LAZY, globals(), name)
+
+
+def __dir__() -> list[str]:
+    return __all__
