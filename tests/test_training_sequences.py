@@ -376,6 +376,44 @@ def test_a_bad_reference_names_the_line_and_field(
         read_calls(tmp_path, "r0", run_id=None)
 
 
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"protocol": None}, r"line 2.protocol: required key is missing"),
+        ({"index": None}, r"line 2.index: required key is missing"),
+        ({"rollout_id": None}, r"line 2.rollout_id: required key is missing"),
+        ({"protocol": "Chat!"}, r"line 2.protocol: expected a protocol's name .*got 'Chat!'"),
+        ({"upstream_protocol": "no way"}, r"line 2.upstream_protocol: expected a protocol's"),
+        ({"headers": {"x-a": 1}}, r"line 2.headers: expected an object of strings"),
+        ({"cuts": [1]}, r"line 2.cuts: expected a list of objects"),
+        ({"usage": {"prompt_tokens": "9"}}, r"line 2.usage: "),
+        ({"completion_token_ids": [5, True]}, r"line 2.completion_token_ids: expected a list of"),
+        ({"partial_token_ids": [5.0]}, r"line 2.partial_token_ids: expected a list of integer"),
+        ({"completion_logprobs": ["x"]}, r"line 2.completion_logprobs: expected a list of num"),
+        ({"index": -1}, r"line 2.index: expected a whole number >= 0"),
+        ({"stream": "yes"}, r"line 2.stream: expected bool, got str"),
+    ],
+)
+def test_a_bad_line_names_the_line_and_field(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    """Each check of a calls file's line, on a line of the same keys as the line before
+    (whose checks were planned already) or of other keys; None removes the key."""
+    path = write_calls(tmp_path, "r0", worked_example("r0"))
+    lines = path.read_text().splitlines()
+    bad = json.loads(lines[1])
+    for key, value in change.items():
+        if value is None:
+            del bad[key]
+        else:
+            bad[key] = value
+    path.write_text("\n".join([lines[0], json.dumps(bad), lines[2]]) + "\n")
+    from agentkit.training._callfiles import read_calls
+
+    with pytest.raises(ExportError, match=rf"{path}: {message}"):
+        read_calls(tmp_path, "r0", run_id=None)
+
+
 @given(
     st.lists(st.integers(0, 10**6), max_size=6),
     st.lists(st.tuples(st.integers(0, 10**6), st.sampled_from([0, 1, 1, 2, 300])), max_size=8),
