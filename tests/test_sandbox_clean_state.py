@@ -22,6 +22,7 @@ from agentkit.sandbox import (
     SandboxPathError,
     carry_paths,
     changed_paths,
+    close_with,
     end_processes,
     fresh_sandbox,
     fresh_sandbox_carrying,
@@ -404,3 +405,51 @@ async def test_a_separate_verifier_on_docker_lists_the_changes_once(
     assert outcome.rewards == {"reward": 1.0}, outcome
     assert len(asked) == 1, asked
     assert any("/usr/local/bin/frob" in note for note in outcome.notes), outcome.notes
+
+
+async def test_a_verifier_sandbox_closed_without_waiting_is_closed_before_the_agent(
+    box: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A separate verifier's sandbox is closed without grading waiting for it
+    (``close_with``), but nothing of it outlives the agent's sandbox: what its test.sh
+    left running has ended by the time the agent's own close begins, and after it."""
+    agent = await box()
+    arg = unique_sleep_arg()
+    task = tmp_path / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "task.toml").write_text('[environment]\nworkdir = "/app"\n')
+    (task / "instruction.md").write_text("Nothing to do.\n")
+    (task / "tests" / "test.sh").write_text(
+        f"setsid sleep {arg} >/dev/null 2>&1 &\n"
+        # until it is sleep (before its exec its command line is not)
+        "until grep -qx sleep /proc/$!/comm; do :; done\n"
+        "echo 1 > /logs/verifier/reward.txt\n"
+    )
+    outcome = await verify(agent, load_task_dir(task), isolation="separate", final=True)
+    assert outcome.rewards == {"reward": 1.0}, outcome
+    assert outcome.isolation == "separate"
+    # still running: nothing waited for the verifier's sandbox to close (no await since)
+    assert host_pids_with_arg(arg)
+    left: list[list[int]] = []
+    take_down = agent._take_down
+
+    async def watched() -> None:
+        left.append(host_pids_with_arg(arg))  # the verifier's, as the agent's own end begins
+        await take_down()
+
+    monkeypatch.setattr(agent, "_take_down", watched)
+    await agent.close()
+    assert left == [[]], f"the verifier's sleep {arg} ran on into the agent's close"
+    assert host_pids_with_arg(arg) == []
+
+
+async def test_close_with_a_closed_owner_closes_at_once(box: Make, made: list[Any]) -> None:
+    owner = await box()
+    other = await fresh_sandbox(owner)
+    made.append(other)
+    arg = unique_sleep_arg()
+    ok(await other.exec(f"setsid sleep {arg} >/dev/null 2>&1 &"))
+    assert await wait_present(arg)
+    await owner.close()
+    await close_with(owner, other)
+    assert host_pids_with_arg(arg) == []

@@ -48,6 +48,7 @@ from agentkit.sandbox._carry import Carried
 from agentkit.sandbox._cleanstate import (
     carry_paths,
     changed_paths,
+    close_with,
     end_processes,
     fresh_sandbox,
     fresh_sandbox_carrying,
@@ -71,6 +72,7 @@ __all__ = [
     "SandboxUnavailableError",
     "carry_paths",
     "changed_paths",
+    "close_with",
     "end_processes",
     "fork_sandbox",
     "fork_sandboxes",

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Protocol, Self, TypedDict
 import attrs
 
 from agentkit._errors import OptionError, SandboxError, SandboxForkError
-from agentkit._sandbox import ExecResult, ExecutionHints
+from agentkit._sandbox import ExecResult, ExecutionHints, Sandbox
 from agentkit.sandbox._carry import Carried, carry, layer_changes
 from agentkit.sandbox._fork import ForkStats, Gate, cannot_fork, fork_id, fork_root
 from agentkit.sandbox._paths import SandboxFS, open_dir, reset_dir
@@ -175,6 +175,8 @@ class BaseSandbox:
         self._forks = itertools.count(1)
         #: What the fork that made this sandbox cost (None: not a fork's child).
         self.fork_stats: ForkStats | None = None
+        #: Closes of other sandboxes this one's close waits for (:meth:`close_with`).
+        self._closing: set[asyncio.Task[None]] = set()
         self._init_kind()
 
     def _init_kind(self) -> None:
@@ -252,6 +254,8 @@ class BaseSandbox:
         (:func:`agentkit.sandbox.open_sandbox` without ``root``); ``keep=True``
         never removes.
         """
+        # the closes this sandbox took on (close_with) end first: their files may be in root
+        failed = await self._closes_waited()
         async with self._lock:
             if self._state != "closed":
                 self._state = "closed"
@@ -260,6 +264,31 @@ class BaseSandbox:
             remove = self.owns_root
         if remove and not self.keep and self.root.exists():
             await asyncio.to_thread(_rmtree, self.root)
+        if failed is not None:
+            raise failed
+
+    async def close_with(self, other: Sandbox, *, remove: bool | None = None) -> None:
+        """Close ``other`` (``other.close(remove=remove)``) without waiting for it: this
+        sandbox's :meth:`close` waits for it, before its own processes end and its
+        ``root`` is removed, and raises what it raised. Once this sandbox is closed,
+        ``other`` is closed at once. For a sandbox nothing more is read from (a
+        verifier's, its rewards read), whose files may be in this one's ``root``."""
+        if self._state == "closed":
+            await other.close(remove=remove)
+            return
+        task = asyncio.create_task(other.close(remove=remove))
+        self._closing.add(task)
+
+    async def _closes_waited(self) -> BaseException | None:
+        """Wait for the closes :meth:`close_with` started; the first one's error."""
+        failed: BaseException | None = None
+        while self._closing:
+            done, _ = await asyncio.wait(set(self._closing))
+            self._closing -= done
+            for task in done:
+                if failed is None and not task.cancelled() and task.exception() is not None:
+                    failed = task.exception()
+        return failed
 
     async def _take_down(self) -> None:
         """Kill everything the sandbox runs and stop it (under the lock, once)."""

@@ -17,7 +17,8 @@ plugin's sandbox may have none, and then each call says so):
   files copied into another; :func:`fresh_sandbox_carrying`: both in one
   (a kind that can gives the paths before the new sandbox starts, which is
   cheaper); :func:`changed_paths`: what the commands changed, to name what a
-  separate verifier was not given.
+  separate verifier was not given; :func:`close_with`: a verifier's sandbox
+  closed without waiting, the agent's close waiting for it.
 
 See ``docs/sandboxes.md``, "Grading from a clean state".
 """
@@ -35,6 +36,7 @@ from agentkit.sandbox._carry import Carried
 __all__ = [
     "carry_paths",
     "changed_paths",
+    "close_with",
     "end_processes",
     "fresh_sandbox",
     "fresh_sandbox_carrying",
@@ -129,6 +131,19 @@ async def carry_paths(source: Sandbox, target: Sandbox, paths: Sequence[str]) ->
     method = _method(source, "carry_to", "carry its files into another sandbox")
     carried: Carried = await method(target, list(paths))
     return carried
+
+
+async def close_with(owner: Sandbox, sandbox: Sandbox, *, remove: bool | None = None) -> None:
+    """Close ``sandbox`` without waiting for it, ``owner``'s close waiting for it instead
+    (before ``owner``'s own processes end and its root is removed; it raises what that
+    close raised): for a sandbox nothing more is read from, such as a verifier's once
+    its rewards are read. A kind without ``close_with`` (or an ``owner`` already
+    closed): ``sandbox`` is closed now."""
+    method = getattr(owner, "close_with", None)
+    if callable(method):
+        await method(sandbox, remove=remove)
+    else:
+        await sandbox.close(remove=remove)
 
 
 async def changed_paths(

@@ -46,6 +46,7 @@ from agentkit.sandbox import (
     SandboxError,
     SandboxForkError,
     changed_paths,
+    close_with,
     end_processes,
     fork_sandbox,
     fresh_sandbox_carrying,
@@ -151,8 +152,9 @@ async def place_verifier(
     final: bool = False,
 ) -> AsyncIterator[VerifierPlace]:
     """The verifier's sandbox at ``level`` for the agent's sandbox ``agent`` (see the module
-    docstring); a fork or fresh sandbox is closed on exit (its files, kept in the agent's
-    sandbox's directory, go with the agent's).
+    docstring); a fork or fresh sandbox is closed on exit without waiting for it, the
+    agent's sandbox's close waiting for it instead (:func:`agentkit.sandbox.close_with`;
+    its files, kept in the agent's sandbox's directory, go with the agent's).
 
     ``carry`` are the paths a ``separate`` verifier is given. ``final`` says the agent's
     sandbox is not used after this verifier (the last grading of its rollout): at
@@ -230,8 +232,10 @@ async def place_verifier(
         yield place
     finally:
         if child is not None:
-            # inside the agent's own directory, its files go (or stay) with the agent's
-            await child.close(remove=not _inside(agent, child))
+            # Nothing more is read from it: closed without grading waiting, the agent's
+            # close waiting instead (inside the agent's own directory, its files go, or
+            # stay, with the agent's).
+            await close_with(agent, child, remove=not _inside(agent, child))
 
 
 def _child_root(agent: Sandbox, level: str) -> Path | None:
