@@ -54,21 +54,6 @@ if TYPE_CHECKING:
         ranked,
     )
 
-#: The formatting names, loaded on first use: they import rich's console and tables, which
-#: training export (group_advantages) and the run's own statistics never need.
-_LAZY = dict.fromkeys(
-    (
-        "LEADERBOARD_FORMATS",
-        "comparison_json",
-        "comparison_text",
-        "format_leaderboard",
-        "leaderboard_records",
-        "leaderboard_table",
-        "ranked",
-    ),
-    "agentkit.stats._format",
-)
-
 __all__ = [
     "DEFAULT_CONFIDENCE",
     "LEADERBOARD_FORMATS",
@@ -99,6 +84,11 @@ __all__ = [
     "scores_of_run",
     "scores_stats",
 ]
+
+#: The formatting names (every public name not imported above: they come from
+#: ``_format``), loaded on first use: they import rich's console and tables, which
+#: training export (group_advantages) and the run's own statistics never need.
+_LAZY = dict.fromkeys((n for n in __all__ if n not in globals()), "agentkit.stats._format")
 
 
 def __getattr__(name: str) -> Any:
