@@ -286,6 +286,39 @@ async def test_compose_sidecar_and_teardown(sandbox_factory, tmp_path: Path, dow
     assert _docker("network", "inspect", f"{project}_default").returncode != 0
 
 
+async def test_a_compose_file_cannot_read_agentkits_environment(
+    sandbox_factory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compose interpolates from its own environment: a task's compose file that
+    names agentkit's secrets (``${VAR}`` or a bare ``environment: [VAR]``) gets
+    nothing, the task's own variables still interpolate, and a task's variable
+    does not choose the engine the CLI talks to."""
+    secret = f"sk-{uuid.uuid4().hex}"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("AGENTKIT_TEST_TOKEN", secret)
+    env = tmp_path / "environment"
+    env.mkdir()
+    (env / "Dockerfile").write_text("FROM debian:bookworm-slim\nWORKDIR /app\n")
+    (env / "docker-compose.yaml").write_text(
+        "services:\n  main:\n    environment:\n"
+        "      - LEAK=${OPENAI_API_KEY:-none}\n      - AGENTKIT_TEST_TOKEN\n"
+        "      - MINE=${TASK_VALUE}\n"
+    )
+    image = TaskImage(
+        dockerfile=str(env / "Dockerfile"),
+        context=str(env),
+        compose_file=str(env / "docker-compose.yaml"),
+    )
+    task_env = {"TASK_VALUE": "from-the-task", "DOCKER_HOST": "unix:///nonexistent.sock"}
+    hints = ExecutionHints(image=image, env=task_env)
+    sb = await sandbox_factory("docker", hints=hints)
+    r = await sb.exec("env")
+    assert "MINE=from-the-task" in r.stdout and "LEAK=none" in r.stdout, r.stdout
+    assert secret not in r.stdout
+    written = [p.read_bytes() for p in sb.root.rglob("*") if p.is_file()]
+    assert written and not any(secret.encode() in data for data in written)
+
+
 async def test_a_failed_build_is_the_tasks_error_with_its_log(tmp_path: Path) -> None:
     marker = uuid.uuid4().hex
     bad = _image(tmp_path, f"FROM debian:bookworm-slim\nRUN echo {marker} && false\n")

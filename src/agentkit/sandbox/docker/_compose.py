@@ -9,6 +9,13 @@ built once per context digest) and every rollout's ``up`` uses them
 (``--no-build``); ``down`` kills at once (``-t 0``). Without network the
 project's network is ``internal``: services reach each other, not the
 outside. Every service and the network carry the sandbox's labels.
+
+Compose interpolates ``${VAR}`` (and a bare ``environment: [VAR]``) from its
+own environment, so a task's compose file could copy any variable of
+agentkit's process (a provider's key) into a container. The CLI therefore
+runs with :func:`compose_env`: only what the docker CLI needs to reach the
+engine, and the task's own variables (Harbor interpolates those), never the
+rest of ``os.environ``.
 """
 
 from __future__ import annotations
@@ -29,9 +36,49 @@ from agentkit._sandbox import TaskImage
 from agentkit.images import ImageError, resolve_image
 from agentkit.sandbox.docker._container import ContainerSpec
 
-__all__ = ["ComposePlan", "ComposeProject", "compose_command", "prepare_compose"]
+__all__ = ["ComposePlan", "ComposeProject", "compose_command", "compose_env", "prepare_compose"]
 
 _TAIL = 2000
+
+#: What the docker CLI and its compose plugin read to find and reach the engine
+#: (its config, context, TLS files, API version) and to run (PATH for its
+#: credential helpers, a temporary directory). None of them holds a secret: a
+#: proxy's variables (which can carry a password) are left out, as the engine
+#: is on this machine (the sandbox needs its processes) and Go never proxies
+#: loopback or a unix socket.
+_CLI_ENV = (
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "XDG_RUNTIME_DIR",
+    "DOCKER_HOST",
+    "DOCKER_CONFIG",
+    "DOCKER_CONTEXT",
+    "DOCKER_CERT_PATH",
+    "DOCKER_TLS_VERIFY",
+    "DOCKER_TLS",
+    "DOCKER_API_VERSION",
+    "DOCKER_DEFAULT_PLATFORM",
+)
+#: Prefixes of variables that steer the CLI itself; a task's environment does not set them.
+_CLI_PREFIXES = ("DOCKER_", "COMPOSE_", "BUILDKIT_", "BUILDX_")
+
+
+def compose_env(task_env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment ``docker compose`` runs with.
+
+    The docker CLI's own variables of this process, plus ``task_env``
+    (interpolated in the task's compose file) where it does not name one of
+    them: a task's ``PATH`` or ``DOCKER_HOST`` would choose the programs and
+    the engine agentkit runs.
+    """
+    env = {
+        name: value
+        for name, value in (task_env or {}).items()
+        if name not in _CLI_ENV and not name.startswith(_CLI_PREFIXES)
+    }
+    env.update({name: os.environ[name] for name in _CLI_ENV if name in os.environ})
+    return env
 
 
 def compose_command() -> list[str]:
@@ -124,7 +171,7 @@ async def _config(image: TaskImage) -> dict[str, Any]:
                 "json",
             ],
             cwd=directory,
-            env=dict(os.environ),
+            env=compose_env(),
             timeout=120,
         )
     if code != 0:
@@ -231,9 +278,7 @@ class ComposeProject:
         self._started = False
 
     def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.task_env)  # interpolation in the task's file, as Harbor does
-        return env
+        return compose_env(self.task_env)  # the task's own, as Harbor interpolates them
 
     def _write_files(self, plan: ComposePlan) -> None:
         main = self.image.main_service
