@@ -14,12 +14,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from agentkit._sandbox import ExecutionHints
 from agentkit.sandbox import SandboxError, SandboxUnavailableError
 from agentkit.sandbox._forward import Relay, parse_endpoint
-from agentkit.sandbox.local import LocalSandbox
+from agentkit.sandbox.local import LocalSandbox, _lifecycle
 from agentkit.testing.sandbox_fixtures import (
     host_pids_with_arg,
     need_slirp4netns,
@@ -118,6 +119,27 @@ async def test_model_endpoint_is_forwarded_and_nothing_else(
     # Several connections, and the endpoint via localhost too.
     for _ in range(3):
         assert (await fetch(sb, f"http://127.0.0.1:{model_port}/a")).startswith("200")
+
+
+#: A hostile holder: says ready and keeps its end of the channel, but never sends the socket.
+_SILENT_HOLDER = """\
+import os, sys
+os.write(1, b"ready\\n")
+os.execv("/bin/sh", ["sh", "-c", sys.argv[4]])
+"""
+
+
+async def test_a_holder_that_never_sends_the_socket_fails_the_start(
+    model_port: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bounded by the start's timeout (here 1 s), not a wait forever on the channel."""
+    monkeypatch.setattr(_lifecycle, "HOLDER_SCRIPT", _SILENT_HOLDER)
+    monkeypatch.setattr(_lifecycle, "_START_TIMEOUT_SEC", 1.0)
+    sb = LocalSandbox(root=tmp_path / "sb", model_endpoint=f"http://127.0.0.1:{model_port}/v1")
+    with anyio.fail_after(60):  # a hang guard only: the start's own bound is 1 s
+        with pytest.raises(SandboxError, match="sent no socket .its holder did not within 1 s"):
+            await sb.setup()
+    await sb.close()
 
 
 async def test_localhost_endpoint(sandbox_factory, model_port: int) -> None:

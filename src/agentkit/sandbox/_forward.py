@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 import attrs
 
 from agentkit._errors import SandboxError
+from agentkit.sandbox._process import wait_readable
 
 __all__ = [
     "HOLDER_SCRIPT",
@@ -32,6 +33,7 @@ __all__ = [
     "loopback_endpoint",
     "parse_endpoint",
     "python_for_holder",
+    "receive_listener",
     "recv_fd",
 ]
 
@@ -129,6 +131,34 @@ def recv_fd(chan: socket.socket) -> socket.socket:
     if not fds:
         raise SandboxError("the sandbox's model-endpoint forwarder sent no socket")
     return socket.socket(fileno=fds[0])
+
+
+async def receive_listener(
+    chan: socket.socket, holder: asyncio.subprocess.Process, *, timeout: float
+) -> socket.socket:
+    """The listening socket the holder sends over ``chan``, without waiting forever.
+
+    Waits until ``chan`` can be read (the socket came, or every copy of its
+    other end is closed), the ``holder`` process exits or ``timeout`` seconds
+    pass, whichever comes first; a holder that is gone or sent nothing by then
+    is a :class:`SandboxError` (the caller takes the sandbox down).
+    """
+    chan.setblocking(False)
+    readable = asyncio.ensure_future(wait_readable(chan.fileno()))
+    exited = asyncio.ensure_future(holder.wait())
+    try:
+        await asyncio.wait({readable, exited}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiting in (readable, exited):
+            waiting.cancel()
+        await asyncio.gather(readable, exited, return_exceptions=True)
+    try:
+        return recv_fd(chan)
+    except (BlockingIOError, InterruptedError):
+        why = "exited" if holder.returncode is not None else f"did not within {timeout:g} s"
+        raise SandboxError(
+            f"the sandbox's model-endpoint forwarder sent no socket (its holder {why})"
+        ) from None
 
 
 class Relay:

@@ -27,7 +27,7 @@ from agentkit.sandbox._base import STANDARD_DIRS
 from agentkit.sandbox._forward import (
     HOLDER_SCRIPT,
     Relay,
-    recv_fd,
+    receive_listener,
 )
 from agentkit.sandbox._layercopy import copy_tree
 from agentkit.sandbox._paths import Mount, SandboxFS
@@ -156,7 +156,9 @@ class LocalLifecycle(LocalCore):
             self._keepers = frozenset(_descendants(self._holder_pid))
             self._pidns = namespace_of(self._holder_pid) or 0
             if chan_host is not None and self._endpoint is not None:
-                listener = await asyncio.to_thread(recv_fd, chan_host)
+                listener = await receive_listener(
+                    chan_host, self._bwrap_proc, timeout=_START_TIMEOUT_SEC
+                )
                 self._relay = Relay(listener, self._endpoint)
                 await self._relay.start()
         except BaseException:
