@@ -384,6 +384,28 @@ async def test_harbor_oracle_across_nodes_matches_the_local_executor(
 
 
 @pytest.mark.anyio
+async def test_a_compose_task_runs_on_a_nodes_local_sandbox(
+    cluster: Any, tmp_path: Path, image_cache: Path
+) -> None:
+    """A compose task (web app, database with a healthcheck, one-shot migration) on the
+    local sandbox of a worker node: its services are bubblewrap sandboxes there."""
+    _need("agentkit_harbor", "the Harbor plugin is not installed")
+    _need_bwrap()
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "web-db").symlink_to(ROOT / "tests" / "fixtures" / "compose" / "web-db")
+    env = AgentEnv.from_names(f"harbor:{tasks}", "oracle")
+    results = await env.evaluate(
+        out=tmp_path / "ray",
+        sandbox_options={"image_cache": str(image_cache)},
+        executor=ray_executor(tmp_path),
+    )
+    (rollout,) = results.rollouts
+    assert rollout.reward == 1.0, rollout.error
+    assert rollout.worker is not None and rollout.worker["node_id"], rollout.worker
+
+
+@pytest.mark.anyio
 async def test_artifacts_go_to_a_shared_directory_when_named(cluster: Any, tmp_path: Path) -> None:
     _need("agentkit_harbor", "the Harbor plugin is not installed")
     _need_bwrap()
