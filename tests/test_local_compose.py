@@ -175,6 +175,8 @@ def test_a_compose_rollout_dies_with_its_orchestrator(tmp_path: Path, image_cach
     finally:
         proc.kill()  # SIGKILL: no close, no cleanup of its own
         proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
     # Its lifeline closed with it: the holder ends (at once; the bound is a hang guard,
     # short so that another agentkit process's reaper of orphans, which would end it
     # too, is unlikely to be what ended it), and with it every service.
