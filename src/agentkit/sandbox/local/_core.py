@@ -138,6 +138,8 @@ class LocalCore(HostFSSandbox):
             owner=self.host_id,
         )
         self._bwrap_proc: asyncio.subprocess.Process | None = None
+        #: Its transport, closed once it has exited (see :meth:`_stop_backend`).
+        self._bwrap_transport: asyncio.SubprocessTransport | None = None
         self._holder_pid = 0
         #: The sandbox's own processes (bubblewrap's init, the holder, the nested user
         #: namespace's keeper), found before any command ran: never ended by
@@ -291,6 +293,13 @@ class LocalCore(HostFSSandbox):
             proc.stdin.close()  # the lifeline
         await proc.wait()
         self._bwrap_proc = None
+        # Its pipes are closed now, in this event loop: wait() returns at once for a
+        # process that had already exited (a compose service's, ended with the rollout's
+        # network holder) while its pipes' ends may still be on their way; left open, a
+        # pipe would be closed when collected, after the loop ("Event loop is closed").
+        if self._bwrap_transport is not None:
+            self._bwrap_transport.close()
+            self._bwrap_transport = None
         # Everything inside is gone, and with it the overlay on the image root.
         self._release_image_root()
 

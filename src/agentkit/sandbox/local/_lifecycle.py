@@ -31,7 +31,7 @@ from agentkit.sandbox._forward import (
 )
 from agentkit.sandbox._layercopy import copy_tree
 from agentkit.sandbox._paths import Mount, SandboxFS
-from agentkit.sandbox._process import read_json_fd
+from agentkit.sandbox._process import read_json_fd, spawn
 from agentkit.sandbox._proctree import namespace_of
 from agentkit.sandbox._reaper import OWNER_ENV, owner_token, reap_orphans_once, reaped
 from agentkit.sandbox.local._bwrap import (
@@ -132,17 +132,15 @@ class LocalLifecycle(LocalCore):
             pass_fds = [info_w, info_r, block_r, *data_fds]
             if chan_box is not None:
                 pass_fds.append(chan_box.fileno())
-            self._bwrap_proc = await asyncio.create_subprocess_exec(
-                *argv,
-                # The lifeline: the holder waits on this pipe, whose only write end
-                # is ours; when this process dies, however abruptly, the holder
-                # reads EOF and exits, and with it the whole sandbox.
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            # stdin is the lifeline: the holder waits on this pipe, whose only write
+            # end is ours; when this process dies, however abruptly, the holder reads
+            # EOF and exits, and with it the whole sandbox.
+            self._bwrap_proc, _, self._bwrap_transport = await spawn(
+                argv,
+                stdin=True,
                 env={"PATH": "/usr/bin:/bin", OWNER_ENV: owner_token()},
-                pass_fds=pass_fds,
-                start_new_session=True,
+                cwd=None,
+                pass_fds=tuple(pass_fds),
             )
         finally:
             for fd in (info_w, block_r, *data_fds):

@@ -38,7 +38,7 @@ import attrs
 
 from agentkit._errors import SandboxError
 from agentkit.images._imageroot import IMAGE_ID_BASE, IMAGE_ID_COUNT
-from agentkit.sandbox._process import read_json_fd
+from agentkit.sandbox._process import read_json_fd, spawn
 from agentkit.sandbox._reaper import OWNER_ENV, owner_token
 from agentkit.sandbox.local._bwrap import LIFELINE, Tools, host_etc_args, host_usr_args
 from agentkit.sandbox.local._hostid import write_id_maps
@@ -47,8 +47,6 @@ from agentkit.sandbox.local._slirp import Slirp
 __all__ = ["Joined", "NetHolder"]
 
 _START_TIMEOUT_SEC = 30.0
-#: How long the holder's pipes may take to reach their end once it has exited.
-_DRAIN_SEC = 1.0
 
 
 class NetHolder:
@@ -63,6 +61,7 @@ class NetHolder:
         self._tools = tools
         self.root_mode = root_mode
         self._proc: asyncio.subprocess.Process | None = None
+        self._transport: asyncio.SubprocessTransport | None = None
         #: The host pid of the holder's pid namespace's init (bubblewrap's child).
         self.pid = 0
         self._slirp: Slirp | None = None
@@ -107,15 +106,13 @@ class NetHolder:
             "/bin/sh", "-c", f"echo ready; {LIFELINE}",
         ]  # fmt: skip
         try:
-            self._proc = await asyncio.create_subprocess_exec(
-                *argv,
-                # The lifeline: a pipe whose only write end is ours.
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
+            # stdin is the lifeline: a pipe whose only write end is ours.
+            self._proc, _, self._transport = await spawn(
+                argv,
+                stdin=True,
                 env={"PATH": "/usr/bin:/bin", OWNER_ENV: owner_token()},
-                pass_fds=[info_w, info_r, block_r],
-                start_new_session=True,
+                cwd=None,
+                pass_fds=(info_w, info_r, block_r),
             )
         finally:
             os.close(info_w)
@@ -234,12 +231,12 @@ class NetHolder:
         if proc.stdin is not None:
             proc.stdin.close()
         await proc.wait()
-        # Its pipes to their end (every writer is gone with it), so that their transport
-        # closes in this event loop rather than when collected after it.
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                with contextlib.suppress(OSError, TimeoutError):
-                    await asyncio.wait_for(stream.read(), _DRAIN_SEC)
+        # Its pipes closed now, in this event loop: wait() returns at once for a process
+        # that had already exited, while its pipes' ends may still be on their way; left
+        # open, a pipe would be closed when collected, after the loop.
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.close()
 
 
 @attrs.frozen(kw_only=True)
