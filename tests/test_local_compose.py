@@ -68,10 +68,23 @@ def _fetch(url: str) -> list[str]:
     ]  # fmt: skip
 
 
+#: ``_fetch`` once the server listens (a bound: 200 tries): the main service waits for
+#: the web app's ``service_started``, which is not its listening (as on Docker).
+_FETCH_WHEN_UP = """
+import sys, time, urllib.request as u
+for _ in range(200):
+    try:
+        print(u.urlopen(sys.argv[1], timeout=5).read().decode())
+        break
+    except OSError:
+        time.sleep(0.05)
+"""
+
+
 async def test_a_web_app_its_database_and_a_migration_reached_by_name(compose) -> None:
     box = await compose(WEB_DB)
     # The web app started once the database was healthy and the migration done.
-    r = await box.exec(_fetch("http://web/answer"))
+    r = await box.exec(["python3", "-c", _FETCH_WHEN_UP, "http://web/answer"])
     assert r.stdout == "42\n", r.stderr
     r = await box.exec(_fetch("http://web/whoami"))
     assert json.loads(r.stdout) == {
