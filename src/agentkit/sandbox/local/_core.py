@@ -11,9 +11,7 @@ down. Starting bubblewrap is ``_lifecycle``'s; forks and grading are
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 from pathlib import Path
 from typing import ClassVar
 
@@ -47,6 +45,7 @@ from agentkit.sandbox.local._hostid import (
 )
 from agentkit.sandbox.local._hosttools import host_tools
 from agentkit.sandbox.local._image import check_runnable, hold_image_root
+from agentkit.sandbox.local._namespaces import end_holder
 from agentkit.sandbox.local._netholder import Joined
 from agentkit.sandbox.local._options import LocalOptions
 from agentkit.sandbox.local._slirp import (
@@ -283,15 +282,7 @@ class LocalCore(HostFSSandbox):
             return
         # Killing the namespace's pid 1 makes the kernel kill everything in it
         # (the commands too: nsenter starts them in its pid namespace).
-        if self._holder_pid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self._holder_pid, signal.SIGKILL)
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-        if proc.stdin is not None:
-            proc.stdin.close()  # the lifeline
-        await proc.wait()
+        await end_holder(proc, self._holder_pid)
         self._bwrap_proc = None
         # Its pipes are closed now, in this event loop: wait() returns at once for a
         # process that had already exited (a compose service's, ended with the rollout's

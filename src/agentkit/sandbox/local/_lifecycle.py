@@ -50,6 +50,7 @@ from agentkit.sandbox.local._hosttools import TOOLS_DIR, host_tools
 from agentkit.sandbox.local._image import (
     wait_healthy,
 )
+from agentkit.sandbox.local._namespaces import run_as_namespace_root
 from agentkit.sandbox.local._slirp import Slirp
 from agentkit.sandbox.local._stage import STAGE, StagePlan, stage_argv
 
@@ -395,24 +396,16 @@ class LocalLifecycle(LocalCore):
                 " && echo 0 > /proc/sys/net/ipv4/ip_unprivileged_port_start"
                 " && echo '0 0' > /proc/sys/net/ipv4/ping_group_range"
             )
-        proc = await asyncio.create_subprocess_exec(
-            self._tools.nsenter, "-t", str(self._holder_pid), "-U",
-            *(() if self.host_network else ("-n",)),
-            # As root, become the namespace's root (the sandbox's own id); else
-            # our own uid already is (and setgroups is denied).
-            *(() if self.host_id is not None else ("--preserve-credentials",)),
-            "--",
-            "/bin/sh", "-c", script,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-            env={"PATH": "/usr/bin:/bin"},
-        )  # fmt: skip
-        _, err = await proc.communicate()
-        if proc.returncode != 0:
-            raise SandboxError(
-                f"could not forbid user namespaces inside: {err.decode(errors='replace').strip()}"
-            )
+        # As root, become the namespace's root (the sandbox's own id); else our own uid
+        # already is.
+        await run_as_namespace_root(
+            self._tools.nsenter,
+            self._holder_pid,
+            () if self.host_network else ("-n",),
+            script,
+            host_root=self.host_id is not None,
+            what="forbid user namespaces inside",
+        )
 
     async def _take_parent_etc(self, etc: Path) -> None:
         """A fork's child on the host's userland: put the parent's /etc over its own."""

@@ -42,6 +42,7 @@ from agentkit.sandbox._process import read_json_fd, spawn
 from agentkit.sandbox._reaper import OWNER_ENV, owner_token
 from agentkit.sandbox.local._bwrap import LIFELINE, Tools, host_etc_args, host_usr_args
 from agentkit.sandbox.local._hostid import write_id_maps
+from agentkit.sandbox.local._namespaces import end_holder, run_as_namespace_root
 from agentkit.sandbox.local._slirp import Slirp
 
 __all__ = ["Joined", "NetHolder"]
@@ -170,18 +171,9 @@ class NetHolder:
     async def run_inside(self, namespaces: Sequence[str], script: str, *, what: str) -> None:
         """Run ``script`` as the holder's user namespace's root (the orchestrator's helper;
         nothing of the task's), in its user namespace and ``namespaces``."""
-        proc = await asyncio.create_subprocess_exec(
-            self._tools.nsenter, "-t", str(self.pid), "-U", *namespaces,
-            *(() if self.root_mode else ("--preserve-credentials",)),
-            "--", "/bin/sh", "-c", script,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-            env={"PATH": "/usr/bin:/bin"},
-        )  # fmt: skip
-        _, err = await proc.communicate()
-        if proc.returncode != 0:
-            raise SandboxError(f"could not {what}: {err.decode(errors='replace').strip()}")
+        await run_as_namespace_root(
+            self._tools.nsenter, self.pid, namespaces, script, host_root=self.root_mode, what=what
+        )
 
     def enter_argv(self) -> list[str]:
         """The prefix that starts a service's bubblewrap in the holder's namespaces."""
@@ -222,15 +214,7 @@ class NetHolder:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if self.pid:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(self.pid, signal.SIGKILL)
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(proc.pid, signal.SIGKILL)
-        if proc.stdin is not None:
-            proc.stdin.close()
-        await proc.wait()
+        await end_holder(proc, self.pid)
         # Its pipes closed now, in this event loop: wait() returns at once for a process
         # that had already exited, while its pipes' ends may still be on their way; left
         # open, a pipe would be closed when collected, after the loop.

@@ -1,0 +1,56 @@
+"""What the orchestrator does to a sandbox's namespaces from outside: run a setup
+script in them as their root, and end them with their holder.
+
+Shared by a sandbox's own holder (:mod:`._lifecycle`, :mod:`._core`) and a compose
+rollout's network holder (:mod:`._netholder`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Sequence
+
+from agentkit._errors import SandboxError
+
+__all__ = ["end_holder", "run_as_namespace_root"]
+
+
+async def run_as_namespace_root(
+    nsenter: str, pid: int, namespaces: Sequence[str], script: str, *, host_root: bool, what: str
+) -> None:
+    """Run ``script`` (``/bin/sh -c``) in the user namespace of process ``pid`` and its
+    other ``namespaces`` (nsenter flags such as ``-n``), as that namespace's root: the
+    orchestrator's own setup, nothing of the task's. As host root (``host_root``)
+    nsenter becomes the namespace's root; otherwise our own uid already is (and
+    setgroups is denied), so the credentials are kept. Raises :class:`SandboxError`
+    ("could not ``what``", with the script's error output) when it fails."""
+    proc = await asyncio.create_subprocess_exec(
+        nsenter, "-t", str(pid), "-U", *namespaces,
+        *(() if host_root else ("--preserve-credentials",)),
+        "--", "/bin/sh", "-c", script,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    _, err = await proc.communicate()
+    if proc.returncode != 0:
+        raise SandboxError(f"could not {what}: {err.decode(errors='replace').strip()}")
+
+
+async def end_holder(proc: asyncio.subprocess.Process, init_pid: int | None) -> None:
+    """Kill a holder's namespace init ``init_pid`` (the kernel then kills every process
+    of its pid namespace) and its bubblewrap ``proc``, close the lifeline (its stdin),
+    and wait for it. The caller closes its pipes' transport afterwards, in the loop."""
+    if init_pid:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(init_pid, signal.SIGKILL)
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, signal.SIGKILL)
+    if proc.stdin is not None:
+        proc.stdin.close()
+    await proc.wait()
