@@ -1145,3 +1145,89 @@ def test_a_trainer_in_another_process_uses_the_service_through_its_ray_actor(
     assert out["report"]["delivered"] == 2 and out["report"]["policy_version"] == 1
     assert last.delivered == 2 and last.in_flight == 0
     assert len(lines(tmp_path / "run")) == 4
+
+
+#: A harness that answers with the Ray temp directory of the worker running it (its
+#: ``--temp-dir``) and the mode of the directory that holds it.
+TEMP_HARNESS = """
+import json, os, sys
+from agentkit import HarnessResult
+
+class TempHarness:
+    async def run(self, task, context=None, on_event=None):
+        [temp] = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--temp-dir=")]
+        mode = os.stat(os.path.dirname(temp)).st_mode & 0o777
+        return HarnessResult(
+            status="completed", output=json.dumps({"temp_dir": temp, "mode": mode})
+        )
+"""
+#: A driver with one such rollout on a Ray instance of its own; prints its output.
+TEMP_DRIVER = """
+import sys
+from agentkit import AgentEnv, ListTaskset, Task
+from agentkit.executors import RayExecutor
+from agentkit_test_ray_temp import TempHarness
+
+tasks = ListTaskset("t", [Task(task_id="t:0", input="q")])
+env = AgentEnv(tasks, TempHarness())
+results = env.run(out=sys.argv[1], preflight=False, executor=RayExecutor(node_dir=sys.argv[2]))
+print(results.rollouts[0].output)
+"""
+#: Long enough that Ray's socket paths under it pass the 107 bytes Linux allows.
+LONG_TMPDIR = 100
+
+
+def long_tmpdir(tmp_path: Path) -> Path:
+    """A directory of LONG_TMPDIR bytes under ``tmp_path``."""
+    pad = LONG_TMPDIR - len(str(tmp_path)) - 1
+    assert pad > 0, f"pytest's temp directory is already too long: {tmp_path}"
+    path = tmp_path / ("t" * pad)
+    path.mkdir()
+    return path
+
+
+def test_a_local_ray_instance_starts_under_a_long_tmpdir(tmp_path: Path) -> None:
+    # Ray keeps its sockets under $TMPDIR/ray/session_<date>_<pid>/sockets: under a long
+    # TMPDIR the instance gets a short directory of the driver's own, removed with it
+    _need("ray", "Ray is not installed (pip install 'agentkit[ray]')")
+    (tmp_path / "agentkit_test_ray_temp.py").write_text(TEMP_HARNESS)
+    mark = f"longtmp-{uuid.uuid4().hex[:12]}"
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}
+    env.update({"NO_COLOR": "1", "TMPDIR": str(long_tmpdir(tmp_path)), MARK: mark})
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-c", TEMP_DRIVER, str(tmp_path / "run"), str(tmp_path / "nodes")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )  # a hang guard, not a measurement
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    temp = Path(seen["temp_dir"])
+    made = temp.parent
+    assert temp.name == "ray" and made.parent == Path("/tmp") and made.name.startswith("akray-")
+    assert seen["mode"] == 0o700  # Ray's 0777 directories inside are out of others' reach
+    assert not made.exists()  # removed with the instance
+    assert_none_left(lambda: ray_processes(mark), "the Ray instance the run started")
+
+
+def test_a_too_long_ray_tmpdir_is_one_clear_error(tmp_path: Path) -> None:
+    # RAY_TMPDIR is the user's own choice: too long, the run says so before starting Ray
+    _need("ray", "Ray is not installed (pip install 'agentkit[ray]')")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "0", "input": "q", "target": "a"}\n')
+    ray_tmp = long_tmpdir(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update({"NO_COLOR": "1", "RAY_TMPDIR": str(ray_tmp)})
+    argv = [
+        sys.executable, "-m", "agentkit", "run", f"jsonl:{tasks}", "chat", "--model", "m",
+        "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "run"),
+        "--executor", "ray", "--no-progress",
+    ]  # fmt: skip
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    assert f"RAY_TMPDIR is {LONG_TMPDIR} bytes long ({ray_tmp})" in done.stderr, done.stderr
+    assert "set RAY_TMPDIR to a directory of at most 36 bytes" in done.stderr, done.stderr
+    assert not (ray_tmp / "ray").exists()  # Ray was not started

@@ -9,7 +9,9 @@ GCS, the raylet, the monitors and agents, and the workers the raylet starts
 waits until it says it is watching, and keeps the only write end of the pipe
 the guard reads. The kernel closes that
 end when the driver exits, however it exits (``kill -9`` included); the guard
-then kills every process that carries the mark, and their children, and exits.
+then kills every process that carries the mark, and their children, removes
+the directory the driver made for the instance's temp directory if it names
+one (``python -m agentkit.executors._ray_guard <mark> <directory>``), and exits.
 
 Ray's own clean-up is not enough for that: after a killed driver its GCS,
 raylet and the workers still watching the raylet go, but not what a harness
@@ -24,6 +26,7 @@ with :data:`OWNER_ENV`).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 
@@ -51,9 +54,13 @@ def sweep(mark: str) -> int:
 
 
 def main(argv: list[str]) -> int:
-    """``<mark>``: wait until standard input ends (the driver is gone), then sweep."""
-    if len(argv) != 2:
-        print("usage: python -m agentkit.executors._ray_guard <pid>:<start time>", file=sys.stderr)
+    """``<mark> [<directory>]``: wait until standard input ends (the driver is gone), then
+    sweep, then remove the directory."""
+    if len(argv) not in (2, 3):
+        print(
+            "usage: python -m agentkit.executors._ray_guard <pid>:<start time> [<directory>]",
+            file=sys.stderr,
+        )
         return 2
     for sig in (signal.SIGINT, signal.SIGHUP):  # only the driver's end decides
         signal.signal(sig, signal.SIG_IGN)
@@ -62,6 +69,8 @@ def main(argv: list[str]) -> int:
     while os.read(0, 4096):
         pass
     sweep(argv[1])
+    if len(argv) == 3:  # the instance's temp directory the driver made; its processes are gone
+        shutil.rmtree(argv[2], ignore_errors=True)
     return 0
 
 

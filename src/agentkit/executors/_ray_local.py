@@ -7,15 +7,25 @@ ends with the run, however the run ends: every process of it is marked with
 the driver (``AGENTKIT_RAY_OWNER``), and a guard process kills them all once
 the driver is gone, ``kill -9`` included (:mod:`agentkit.executors._ray_guard`).
 A cluster agentkit did not start is never touched.
+
+Ray keeps the instance's Unix sockets under its temp directory
+(``<temp dir>/session_<date>_<pid>/sockets/plasma_store``), and a socket's path
+may have at most :data:`SOCKET_PATH_MAX` bytes: when ``$TMPDIR/ray`` is too
+long for that (HPC and CI machines often give long ones), the instance gets a
+directory of the driver's own instead (``/tmp/akray-XXXXXXXX``, mode 0700,
+made with :func:`tempfile.mkdtemp`), removed with the instance
+(:func:`ray_temp_dir`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +34,15 @@ from agentkit._executor import ExecutorError
 from agentkit.executors._ray_guard import OWNER_ENV
 from agentkit.sandbox._reaper import owner_token, reap_orphans
 
-__all__ = ["GUARD_EXIT_WAIT", "PROBE_TIMEOUT", "LocalRay", "cluster_to_join"]
+__all__ = [
+    "GUARD_EXIT_WAIT",
+    "PROBE_TIMEOUT",
+    "SOCKET_PATH_MAX",
+    "SOCKET_TAIL",
+    "LocalRay",
+    "cluster_to_join",
+    "ray_temp_dir",
+]
 
 #: Seconds a cluster's address ``ray start`` left may take to accept a connection (a
 #: hang guard: a cluster on this machine answers at once, a gone one refuses at once).
@@ -32,6 +50,52 @@ PROBE_TIMEOUT = 2.0
 #: The longest :meth:`LocalRay.close` waits for the guard's last sweep (a hang guard:
 #: the sweep waits at most a few seconds for the processes it kills).
 GUARD_EXIT_WAIT = 60.0
+#: The most bytes a Unix socket's path may have on Linux (``sun_path`` is 108 with its NUL).
+SOCKET_PATH_MAX = 107
+#: What Ray puts after its temp directory in its longest socket path, at most: the
+#: session's directory (the date to the microsecond and the driver's pid, up to the 7
+#: digits of Linux's largest), ``sockets/`` and the plasma store's name with an index.
+SOCKET_TAIL = len("/session_2026-01-01_00-00-00_000000_4194304/sockets/plasma_store.99")
+#: Where a directory of the driver's own is made when Ray's would be too long.
+SHORT_TEMP_ROOT = "/tmp"
+
+
+def ray_temp_dir() -> tuple[str | None, Path | None]:
+    """Ray's temp directory for a local instance, and the directory made for it to remove
+    with the instance: ``(None, None)`` when Ray's default will do (``$RAY_TMPDIR/ray``,
+    else ``$TMPDIR/ray``, else ``/tmp/ray``, as Ray picks it), else ``ray`` in a new
+    directory of this user's own under ``/tmp`` (mode 0700: Ray makes its temp
+    directory and everything in it 0777, and other users cannot reach that through
+    it), when ``$TMPDIR`` is too long for Ray's socket paths.
+
+    Raises :class:`ExecutorError` when ``$RAY_TMPDIR`` (the user's explicit choice) is
+    too long, or no directory can be made under ``/tmp``.
+    """
+    fits = SOCKET_PATH_MAX - SOCKET_TAIL - len("/ray")
+    for name in ("RAY_TMPDIR", "TMPDIR"):
+        base = os.environ.get(name)
+        if base:
+            break
+    else:
+        return None, None
+    length = len(os.fsencode(base))
+    if length <= fits:
+        return None, None
+    why = (
+        f"{name} is {length} bytes long ({base}), and Ray keeps the sockets of the Ray "
+        f"instance it starts under it: their paths would pass the {SOCKET_PATH_MAX} bytes "
+        f"a Unix socket's path may have"
+    )
+    if name == "RAY_TMPDIR":
+        raise ExecutorError(f"{why}; set RAY_TMPDIR to a directory of at most {fits} bytes")
+    try:
+        made = Path(tempfile.mkdtemp(prefix="akray-", dir=SHORT_TEMP_ROOT))
+    except OSError as exc:
+        raise ExecutorError(
+            f"{why}, and no directory could be made in {SHORT_TEMP_ROOT} instead "
+            f"({exc.strerror}); set RAY_TMPDIR to a directory of at most {fits} bytes"
+        ) from None
+    return str(made / "ray"), made
 
 
 def cluster_to_join() -> str | None:
@@ -77,12 +141,21 @@ class LocalRay:
     def __init__(self) -> None:
         self.mark = owner_token()
         self._guard: subprocess.Popen[bytes] | None = None
+        #: The directory made for the instance's temp directory (None: Ray's default).
+        self.made_dir: Path | None = None
 
     def start(self, ray: Any, options: dict[str, Any]) -> None:
-        """Arm the guard, then start the instance (``ray.init(address="local", **options)``)."""
+        """Arm the guard, then start the instance (``ray.init(address="local", **options)``),
+        in a temp directory of its own when Ray's default is too long (:func:`ray_temp_dir`)
+        and ``options`` name none (``_temp_dir``)."""
         reap_orphans(OWNER_ENV)
-        self._guard = self._start_guard()
+        options = dict(options)
+        if "_temp_dir" not in options:
+            temp_dir, self.made_dir = ray_temp_dir()
+            if temp_dir is not None:
+                options["_temp_dir"] = temp_dir
         try:
+            self._guard = self._start_guard()
             with _marked(self.mark):
                 ray.init(address="local", **options)  # new, whatever RAY_ADDRESS says
         except BaseException:
@@ -96,7 +169,13 @@ class LocalRay:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
         try:
             guard = subprocess.Popen(
-                [sys.executable, "-m", "agentkit.executors._ray_guard", self.mark],
+                [
+                    sys.executable,
+                    "-m",
+                    "agentkit.executors._ray_guard",
+                    self.mark,
+                    *([str(self.made_dir)] if self.made_dir is not None else []),
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
@@ -119,14 +198,18 @@ class LocalRay:
         return guard
 
     def close(self) -> None:
-        """Let the guard kill what is left of the instance, and wait until it has."""
+        """Let the guard kill what is left of the instance, and wait until it has; then
+        remove the directory made for the instance, if any (the guard removes it too,
+        after a driver that was killed)."""
         guard, self._guard = self._guard, None
-        if guard is None:
-            return
-        if guard.stdin is not None:
-            guard.stdin.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            guard.wait(timeout=GUARD_EXIT_WAIT)
+        if guard is not None:
+            if guard.stdin is not None:
+                guard.stdin.close()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                guard.wait(timeout=GUARD_EXIT_WAIT)
+        made, self.made_dir = self.made_dir, None
+        if made is not None:
+            shutil.rmtree(made, ignore_errors=True)
 
 
 @contextlib.contextmanager
