@@ -561,6 +561,27 @@ async def test_docker_parent_and_children_diverge(sandbox_factory, children: lis
 
 
 @pytest.mark.usefixtures("docker_engine")
+async def test_docker_fork_carries_files_and_never_processes(
+    sandbox_factory, children: list[Sandbox]
+) -> None:
+    # docs/sandboxes.md: a fork "carries files and never processes"; a process the parent
+    # started writes a file, then runs on: the file is in the child, the process is not
+    parent = await sandbox_factory("docker", hints=ExecutionHints(image=SERVICE))
+    marker = unique_sleep_arg()
+    ok(await parent.exec(f"sh -c 'echo up > /app/up && exec sleep {marker}' >/dev/null 2>&1 &"))
+    (sleeper,) = await wait_present(marker)  # it wrote the file before it became this sleep
+    child = await fork_sandbox(parent)
+    children.append(child)
+    assert ok(await child.exec("cat /app/up")) == "up\n"
+    assert marker not in ok(await child.exec(PROCESSES))
+    # nor anywhere else on the host: the one such process is still the parent's, running
+    assert host_pids_with_arg(marker) == [sleeper]
+    assert marker in ok(await parent.exec(PROCESSES))
+    await child.close()
+    assert host_pids_with_arg(marker) == [sleeper]  # closing the child leaves it be
+
+
+@pytest.mark.usefixtures("docker_engine")
 async def test_docker_compose_project_cannot_fork(sandbox_factory) -> None:
     image = TaskImage(
         dockerfile=str(SIDECAR_ENV / "Dockerfile"),
