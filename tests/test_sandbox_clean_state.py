@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentkit_harbor import load_task_dir, verify
 
 from agentkit._sandbox import ExecResult, ExecutionHints, TaskImage
 from agentkit.sandbox import (
@@ -368,79 +367,6 @@ async def test_a_restart_keeps_the_files_and_nothing_else(box: Make, kind: str) 
         assert ns_now != ns_before
     if kind != "host-userland":
         assert ok(await sb.exec(ANSWERS)) == "open sesame\n\n"  # the entrypoint again
-
-
-@pytest.mark.parametrize("kind", ["docker"], indirect=True)
-async def test_a_separate_verifier_on_docker_lists_the_changes_once(
-    box: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Harbor's separate grading on docker asks the engine for the container's changes
-    (``docker diff``) once: the carry's listing, taken while the container was paused,
-    also names what the verifier was not given (a tool planted outside ``/app``)."""
-    agent = await box()
-    ok(
-        await agent.exec(
-            "mkdir -p /app && echo done > /app/out && printf '#!/bin/sh\\n' > /usr/local/bin/frob"
-        )
-    )
-    task = tmp_path / "task"
-    (task / "tests").mkdir(parents=True)
-    (task / "task.toml").write_text('[environment]\nworkdir = "/app"\n')
-    (task / "instruction.md").write_text("Write /app/out.\n")
-    (task / "tests" / "test.sh").write_text(
-        "test -f /app/out && echo 1 > /logs/verifier/reward.txt || echo 0 > "
-        "/logs/verifier/reward.txt\n"
-    )
-    client = type(agent._client)
-    asked: list[str] = []
-    real = client._query_json
-
-    async def counting(self: Any, path: str, *args: Any, **kwargs: Any) -> Any:
-        if path.endswith("/changes"):
-            asked.append(path)
-        return await real(self, path, *args, **kwargs)
-
-    monkeypatch.setattr(client, "_query_json", counting)
-    outcome = await verify(agent, load_task_dir(task), isolation="separate", final=True)
-    assert outcome.rewards == {"reward": 1.0}, outcome
-    assert len(asked) == 1, asked
-    assert any("/usr/local/bin/frob" in note for note in outcome.notes), outcome.notes
-
-
-async def test_a_verifier_sandbox_closed_without_waiting_is_closed_before_the_agent(
-    box: Make, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A separate verifier's sandbox is closed without grading waiting for it
-    (``close_with``), but nothing of it outlives the agent's sandbox: what its test.sh
-    left running has ended by the time the agent's own close begins, and after it."""
-    agent = await box()
-    arg = unique_sleep_arg()
-    task = tmp_path / "task"
-    (task / "tests").mkdir(parents=True)
-    (task / "task.toml").write_text('[environment]\nworkdir = "/app"\n')
-    (task / "instruction.md").write_text("Nothing to do.\n")
-    (task / "tests" / "test.sh").write_text(
-        f"setsid sleep {arg} >/dev/null 2>&1 &\n"
-        # until it is sleep (before its exec its command line is not)
-        "until grep -qx sleep /proc/$!/comm; do :; done\n"
-        "echo 1 > /logs/verifier/reward.txt\n"
-    )
-    outcome = await verify(agent, load_task_dir(task), isolation="separate", final=True)
-    assert outcome.rewards == {"reward": 1.0}, outcome
-    assert outcome.isolation == "separate"
-    # still running: nothing waited for the verifier's sandbox to close (no await since)
-    assert host_pids_with_arg(arg)
-    left: list[list[int]] = []
-    take_down = agent._take_down
-
-    async def watched() -> None:
-        left.append(host_pids_with_arg(arg))  # the verifier's, as the agent's own end begins
-        await take_down()
-
-    monkeypatch.setattr(agent, "_take_down", watched)
-    await agent.close()
-    assert left == [[]], f"the verifier's sleep {arg} ran on into the agent's close"
-    assert host_pids_with_arg(arg) == []
 
 
 async def test_close_with_a_closed_owner_closes_at_once(box: Make, made: list[Any]) -> None:
