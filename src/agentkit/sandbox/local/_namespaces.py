@@ -14,6 +14,7 @@ import signal
 from collections.abc import Sequence
 
 from agentkit._errors import SandboxError
+from agentkit.sandbox._proctree import EXIT_WAIT_SEC
 
 __all__ = ["end_holder", "run_as_namespace_root"]
 
@@ -44,13 +45,47 @@ async def run_as_namespace_root(
 async def end_holder(proc: asyncio.subprocess.Process, init_pid: int | None) -> None:
     """Kill a holder's namespace init ``init_pid`` (the kernel then kills every process
     of its pid namespace) and its bubblewrap ``proc``, close the lifeline (its stdin),
-    and wait for it. The caller closes its pipes' transport afterwards, in the loop."""
+    and wait for both: the init exits only once the kernel has reaped every other
+    process of its namespace, so when this returns nothing of the sandbox runs (at most
+    :data:`EXIT_WAIT_SEC` for a process the kernel holds). Waiting for bubblewrap alone
+    returned while the namespace's processes were still being killed. The caller closes
+    its pipes' transport afterwards, in the loop."""
+    pidfd: int | None = None
     if init_pid:
+        with contextlib.suppress(OSError):  # gone already
+            pidfd = os.pidfd_open(init_pid)
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(init_pid, signal.SIGKILL)
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            else:
+                os.kill(init_pid, signal.SIGKILL)
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
     if proc.stdin is not None:
         proc.stdin.close()
-    await proc.wait()
+    try:
+        await proc.wait()
+        if pidfd is not None:
+            await _exited(pidfd)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+async def _exited(pidfd: int) -> None:
+    """Until the process of ``pidfd`` has exited (its pidfd turns readable), at most
+    :data:`EXIT_WAIT_SEC`."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def readable() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    loop.add_reader(pidfd, readable)
+    try:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(done, EXIT_WAIT_SEC)
+    finally:
+        loop.remove_reader(pidfd)
