@@ -16,6 +16,11 @@ agentkit's process (a provider's key) into a container. The CLI therefore
 runs with :func:`compose_env`: only what the docker CLI needs to reach the
 engine, and the task's own variables (Harbor interpolates those), never the
 rest of ``os.environ``.
+
+Nothing starts before the project is checked (:mod:`._composepolicy`): the
+task's file alone before its images are made, and at every ``up`` the
+project exactly as ``up`` will read it (the three files, the task's
+variables), so a variable cannot bring back what the first check refused.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import attrs
 from agentkit._errors import SandboxError
 from agentkit._sandbox import TaskImage
 from agentkit.images import ImageError, resolve_image
+from agentkit.sandbox.docker._composepolicy import check_compose_config
 from agentkit.sandbox.docker._container import ContainerSpec
 
 __all__ = ["ComposePlan", "ComposeProject", "compose_command", "compose_env", "prepare_compose"]
@@ -148,6 +154,20 @@ _plans: dict[TaskImage, ComposePlan | ImageError] = {}
 _PLACEHOLDER = "agentkit/compose-main-placeholder"
 
 
+def _task_dir(compose_file: str) -> str:
+    """The task's folder: the one above the compose file's (``environment/``), as Harbor lays it."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(compose_file)))
+
+
+def _parse_config(out: str, compose: str) -> dict[str, Any]:
+    start = out.find("{")
+    try:
+        data: dict[str, Any] = json.loads(out[start:])
+    except ValueError:
+        raise ImageError(f"docker compose config printed no JSON for {compose}") from None
+    return data
+
+
 async def _config(image: TaskImage) -> dict[str, Any]:
     import tempfile
 
@@ -169,6 +189,7 @@ async def _config(image: TaskImage) -> dict[str, Any]:
                 "config",
                 "--format",
                 "json",
+                "--no-env-resolution",
             ],
             cwd=directory,
             env=compose_env(),
@@ -176,11 +197,8 @@ async def _config(image: TaskImage) -> dict[str, Any]:
         )
     if code != 0:
         raise ImageError(f"{compose} is not a valid compose file: {_tail(out)}")
-    start = out.find("{")
-    try:
-        data: dict[str, Any] = json.loads(out[start:])
-    except ValueError:
-        raise ImageError(f"docker compose config printed no JSON for {compose}") from None
+    data = _parse_config(out, compose)
+    check_compose_config(data, compose_file=compose, task_dir=_task_dir(compose))
     return data
 
 
@@ -310,6 +328,23 @@ class ComposeProject:
             argv += ["-f", f]
         return [*argv, *args]
 
+    async def _check(self, plan: ComposePlan) -> None:
+        """Refuse the project as ``up`` would read it (see :mod:`._composepolicy`)."""
+        code, out = await _run(
+            self._argv("config", "--format", "json", "--no-env-resolution"),
+            cwd=plan.project_dir,
+            env=self._env(),
+            timeout=120,
+        )
+        if code != 0:
+            raise SandboxError(f"sandbox 'docker': docker compose config failed: {_tail(out)}")
+        check_compose_config(
+            _parse_config(out, plan.compose_file),
+            compose_file=plan.compose_file,
+            task_dir=_task_dir(plan.compose_file),
+            allowed_binds=[b.split(":", 1)[0] for b in self.spec.binds],
+        )
+
     async def up(self) -> str:
         """Start the project; the id of the main service's container."""
         plan = await prepare_compose(self.image, max_builds=1)
@@ -317,6 +352,7 @@ class ComposeProject:
             raise plan
         self.plan = plan
         self._write_files(plan)
+        await self._check(plan)
         self._started = True
         code, out = await _run(
             self._argv("up", "--detach", "--wait", "--no-build"),
