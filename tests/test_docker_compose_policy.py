@@ -9,7 +9,9 @@ of their own, and no container with it may exist after the refusal.
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,7 +39,10 @@ _ESCAPES = {
         "privileged: would give",
     ),
     "pid-host": ("    pid: host\n", "pid: 'host' would join a namespace outside the project"),
-    "env-file-outside": ("    env_file: [/etc/hostname]\n", "env_file: file '/etc/hostname' is outside"),
+    "env-file-outside": (
+        "    env_file: [/etc/hostname]\n",
+        "env_file: file '/etc/hostname' is outside",
+    ),
 }
 
 
@@ -55,22 +60,62 @@ def _task(tmp_path: Path, main: str, marker: str, extra: str = "") -> TaskImage:
     return TaskImage(compose_file=str(env / "docker-compose.yaml"))
 
 
-def _containers(marker: str) -> str:
-    out = subprocess.run(
-        ["docker", "ps", "-a", "-q", "--filter", f"label=agentkit-test={marker}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return out.stdout.strip()
+class _Watch:
+    """The engine's container events for one case's label, from before its sandbox starts
+    (a refused sandbox's close would remove a container that did start, so what exists
+    afterwards proves nothing alone). :meth:`actions` makes a sentinel container with a
+    label of its own and reads up to its ``create``: every event before it has arrived
+    (the first call, at the start, waits for the stream to be live)."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+        self.proc = subprocess.Popen(
+            ["docker", "events", "--since", f"{time.time() - 1:.3f}", "--filter",
+             "type=container", "--filter", "label=agentkit-test", "--format",
+             '{{index .Actor.Attributes "agentkit-test"}} {{.Action}}'],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        # from a moment ago: the engine replays what it sent since, then streams on,
+        # so the sentinel is seen whenever the stream becomes live
+        self.actions()
+
+    def actions(self) -> list[str]:
+        sentinel = f"{self.marker}-sentinel"
+        made = subprocess.run(
+            ["docker", "create", "--label", f"agentkit-test={sentinel}", "debian:bookworm-slim"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        subprocess.run(["docker", "rm", made.stdout.strip()], capture_output=True, check=True)
+        found: list[str] = []
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            label, _, action = line.strip().partition(" ")
+            if label == sentinel and action == "create":
+                return found
+            if label == self.marker:
+                found.append(action)
+        raise AssertionError("docker events ended")
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+
+@pytest.fixture
+def watch() -> Iterator[_Watch]:
+    found = _Watch(uuid.uuid4().hex)
+    yield found
+    found.close()
 
 
 @pytest.mark.parametrize("case", sorted(_ESCAPES))
 async def test_an_escaping_compose_file_is_refused_before_anything_starts(
-    sandbox_factory, tmp_path: Path, case: str
+    sandbox_factory, tmp_path: Path, case: str, watch: _Watch
 ) -> None:
     lines, named = _ESCAPES[case]
-    marker = uuid.uuid4().hex
+    marker = watch.marker
     image = _task(tmp_path, lines, marker)
     hints = ExecutionHints(image=image)
     [prepared] = await DockerSandbox.prepare([hints])
@@ -81,7 +126,7 @@ async def test_an_escaping_compose_file_is_refused_before_anything_starts(
     message = str(refused.value)
     assert str(prepared) in message, message
     assert f"service 'main': {named}" in message, message
-    assert _containers(marker) == ""
+    assert watch.actions() == []
 
 
 async def test_every_refused_feature_is_named_at_once(tmp_path: Path) -> None:
@@ -133,35 +178,39 @@ async def test_every_refused_feature_is_named_at_once(tmp_path: Path) -> None:
     )
 
 
-async def test_a_symlink_out_of_the_task_is_refused(sandbox_factory, tmp_path: Path) -> None:
-    marker = uuid.uuid4().hex
+async def test_a_symlink_out_of_the_task_is_refused(
+    sandbox_factory, tmp_path: Path, watch: _Watch
+) -> None:
+    marker = watch.marker
     image = _task(tmp_path, '    volumes: ["./data:/host"]\n', marker)
     (tmp_path / "task" / "environment" / "data").symlink_to("/")
     named = r"bind mount '.*/environment/data' \(through a symlink, to '/'\) is outside"
     with pytest.raises(SandboxError, match=named):
         await sandbox_factory("docker", hints=ExecutionHints(image=image))
-    assert _containers(marker) == ""
+    assert watch.actions() == []
 
 
 async def test_a_tasks_variable_cannot_bring_back_a_refused_mount(
-    sandbox_factory, tmp_path: Path
+    sandbox_factory, tmp_path: Path, watch: _Watch
 ) -> None:
     """The file alone is checked before the images are made; ``up`` reads it with the
     task's variables, so the project is checked again as ``up`` reads it."""
-    marker = uuid.uuid4().hex
+    marker = watch.marker
     image = _task(tmp_path, '    volumes: ["${HOST_DIR:-./data}:/host"]\n', marker)
     hints = ExecutionHints(image=image, env={"HOST_DIR": "/"})
     [prepared] = await DockerSandbox.prepare([hints])
     assert not isinstance(prepared, BaseException), prepared
     with pytest.raises(ComposePolicyError, match="service 'main': volumes: bind mount '/' is"):
         await sandbox_factory("docker", hints=hints)
-    assert _containers(marker) == ""
+    assert watch.actions() == []
 
 
-async def test_what_the_docker_sandbox_keeps(sandbox_factory, tmp_path: Path) -> None:
+async def test_what_the_docker_sandbox_keeps(
+    sandbox_factory, tmp_path: Path, watch: _Watch
+) -> None:
     """Named volumes, tmpfs, a bind inside the task's folder, an env_file and a secret
     from it, ports without a host port, resource limits: the project starts."""
-    marker = uuid.uuid4().hex
+    marker = watch.marker
     main = (
         "    volumes: [./data:/data:ro, cache:/cache]\n    tmpfs: [/scratch]\n"
         "    env_file: [task.env]\n    secrets: [token]\n    ports: ['80']\n"
@@ -177,6 +226,6 @@ async def test_what_the_docker_sandbox_keeps(sandbox_factory, tmp_path: Path) ->
     sb = await sandbox_factory("docker", hints=ExecutionHints(image=image))
     r = await sb.exec("cat /data/hello.txt /run/secrets/token; echo $FROM_FILE; touch /scratch/x")
     assert r.ok and r.stdout.split() == ["inside", "t0ken", "yes"], (r.stdout, r.stderr)
-    assert _containers(marker) != ""
+    assert "start" in watch.actions()
     await sb.close()
-    assert _containers(marker) == ""
+    assert "destroy" in watch.actions()

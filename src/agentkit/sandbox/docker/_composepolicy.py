@@ -133,12 +133,10 @@ class _Check:
             self.bad(f"{at}: privileged", "would give the container the host's devices and root")
         for key in ("pid", "ipc", "uts", "cgroup", "network_mode"):
             mode = svc.get(key)
-            if mode in (None, "", "private", "shareable", "bridge", "default", "none"):
-                continue
-            if isinstance(mode, str) and mode.startswith("service:"):
-                if mode.removeprefix("service:") in self.services:
-                    continue
-            self.bad(f"{at}: {key}", f"{mode!r} would join a namespace outside the project")
+            own = mode in (None, "", "private", "shareable", "bridge", "default", "none")
+            service = str(mode).startswith("service:") and str(mode)[8:] in self.services
+            if not own and not service:
+                self.bad(f"{at}: {key}", f"{mode!r} would join a namespace outside the project")
         for ref in svc.get("volumes_from") or []:
             name = str(ref).removeprefix("service:").split(":", 1)[0]
             if str(ref).startswith("container:") or name not in self.services:
@@ -167,9 +165,8 @@ class _Check:
                     f"publishing {port.get('published') or port.get('target')} on the host is "
                     "not allowed (services reach each other on the project's network)",
                 )
-        devices = (((svc.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get(
-            "devices"
-        ) or []
+        resources = (svc.get("deploy") or {}).get("resources") or {}
+        devices = (resources.get("reservations") or {}).get("devices") or []
         for device in devices:
             if set(device) - {"capabilities", "count"} or device.get("capabilities") != ["gpu"]:
                 self.bad(f"{at}: deploy", "reserves devices other than GPUs")
