@@ -12,6 +12,7 @@ from typing import Any
 
 __all__ = [
     "AgentkitError",
+    "ComposeFileError",
     "HarnessError",
     "OptionError",
     "PluginError",
@@ -114,6 +115,17 @@ class SandboxError(AgentkitError):
 
 class SandboxUnavailableError(SandboxError):
     """The sandbox's isolation tool (bubblewrap) is missing or does not work here."""
+
+
+class ComposeFileError(SandboxUnavailableError):
+    """A task's compose file a sandbox refuses: the file (``path``) and every reason
+    (``problems``), one per line, under ``why``."""
+
+    def __init__(self, path: str, problems: list[str], why: str) -> None:
+        self.path = path
+        self.problems = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in problems)
+        super().__init__(f"{path}: {why}:\n{lines}")
 
 
 class SandboxPathError(SandboxError, ValueError):

@@ -30,23 +30,18 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from agentkit._errors import SandboxUnavailableError
+from agentkit._errors import ComposeFileError
 
 __all__ = ["ComposePolicyError", "check_compose_config"]
 
 
-class ComposePolicyError(SandboxUnavailableError):
+class ComposePolicyError(ComposeFileError):
     """A task's compose project asks for something the docker sandbox refuses: every
     reason, one per line."""
 
     def __init__(self, path: str, problems: list[str]) -> None:
-        self.path = path
-        self.problems = tuple(problems)
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(
-            f"{path}: the docker sandbox refuses this compose file (it would reach outside "
-            f"the task):\n{lines}"
-        )
+        why = "the docker sandbox refuses this compose file (it would reach outside the task)"
+        super().__init__(path, problems, why)
 
 
 #: Service keys allowed as they are (their values stay inside the project).

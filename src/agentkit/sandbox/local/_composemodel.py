@@ -11,7 +11,7 @@ from typing import Literal
 
 import attrs
 
-from agentkit._errors import SandboxUnavailableError
+from agentkit._errors import ComposeFileError
 from agentkit.images._imageroot import HealthCheck
 
 __all__ = [
@@ -30,17 +30,12 @@ Condition = Literal["service_started", "service_healthy", "service_completed_suc
 CONDITIONS = ("service_started", "service_healthy", "service_completed_successfully")
 
 
-class ComposeError(SandboxUnavailableError):
+class ComposeError(ComposeFileError):
     """A compose file the local sandbox cannot run: every reason, one per line."""
 
     def __init__(self, path: str, problems: list[str]) -> None:
-        self.path = path
-        self.problems = tuple(problems)
-        lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(
-            f"{path}: the local sandbox cannot run this compose file "
-            f"(use --sandbox docker for it):\n{lines}"
-        )
+        why = "the local sandbox cannot run this compose file (use --sandbox docker for it)"
+        super().__init__(path, problems, why)
 
 
 @attrs.frozen

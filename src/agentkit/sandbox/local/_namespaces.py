@@ -14,6 +14,7 @@ import signal
 from collections.abc import Sequence
 
 from agentkit._errors import SandboxError
+from agentkit.sandbox._process import wait_readable
 from agentkit.sandbox._proctree import EXIT_WAIT_SEC
 
 __all__ = ["end_holder", "run_as_namespace_root"]
@@ -67,25 +68,9 @@ async def end_holder(proc: asyncio.subprocess.Process, init_pid: int | None) -> 
     try:
         await proc.wait()
         if pidfd is not None:
-            await _exited(pidfd)
+            # readable once it has exited; at most EXIT_WAIT_SEC for one the kernel holds
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wait_readable(pidfd), EXIT_WAIT_SEC)
     finally:
         if pidfd is not None:
             os.close(pidfd)
-
-
-async def _exited(pidfd: int) -> None:
-    """Until the process of ``pidfd`` has exited (its pidfd turns readable), at most
-    :data:`EXIT_WAIT_SEC`."""
-    loop = asyncio.get_running_loop()
-    done: asyncio.Future[None] = loop.create_future()
-
-    def readable() -> None:
-        if not done.done():
-            done.set_result(None)
-
-    loop.add_reader(pidfd, readable)
-    try:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(done, EXIT_WAIT_SEC)
-    finally:
-        loop.remove_reader(pidfd)
