@@ -16,30 +16,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _trainer_client import client
 
 from agentkit.testing.model_server import ScriptedModelServer
 
 # a bound on a hang (a bug), never a wait
 HANG = 120
 
-TRAINER = r"""
-import json, sys, urllib.request, urllib.error
-
+TRAINER = (
+    client(100)
+    + r"""
 url, token_file, groups, take = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 token = open(token_file).read().strip()
-
-def call(method, path, body=None, key=token):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url + path, data=data, method=method)
-    request.add_header("Authorization", f"Bearer {key}")
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=100) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-    except OSError as exc:  # no answer: the test says what went wrong
-        return 0, {"error": repr(exc)}
 
 out = {"unauthorized": call("GET", "/report", key="wrong")[0]}
 if groups:
@@ -60,6 +48,7 @@ if "stopped" not in out:  # else the service stopped: serve ends once it told us
     out["report"] = call("GET", "/report")
 print(json.dumps(out))
 """
+)
 
 
 def _tasks(tmp_path: Path) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from _trainer_client import client
 
 from agentkit.env import AgentEnv, RunOptions
 from agentkit.service import RolloutService, ServiceFront
@@ -17,21 +18,10 @@ from agentkit.testing.model_server import ScriptedModelServer
 
 pytestmark = pytest.mark.anyio
 
-TRAINER = r"""
-import json, sys, urllib.request, urllib.error
-
+TRAINER = (
+    client(60)
+    + r"""
 url, token = sys.argv[1], sys.argv[2]
-
-def call(method, path, body=None, key=token):
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url + path, data=data, method=method)
-    request.add_header("Authorization", f"Bearer {key}")
-    request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=60) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 out = {}
 out["unauthorized"] = call("GET", "/report", key="wrong")[0]
@@ -45,6 +35,7 @@ out["none_left"] = call("POST", "/groups/next")
 out["report"] = call("GET", "/report")
 print(json.dumps(out))
 """
+)
 
 
 async def test_a_trainer_in_another_process_takes_groups_and_sets_the_policy(
