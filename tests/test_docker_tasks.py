@@ -34,8 +34,10 @@ class Run:
     """One ``agentkit run``: its records by task, its directory, and its process as its
     sandboxes' owner label names it (``host:pid:start``)."""
 
-    def __init__(self, by_task: dict[str, dict[str, object]], out: Path, owner: str) -> None:
-        self.by_task, self.out, self.owner = by_task, out, owner
+    def __init__(
+        self, by_task: dict[str, dict[str, object]], out: Path, owner: str, stderr: str
+    ) -> None:
+        self.by_task, self.out, self.owner, self.stderr = by_task, out, owner, stderr
 
 
 def _owner(pid: int) -> str:
@@ -78,7 +80,7 @@ def _run(harness: str, out: Path, *extra: str) -> Run:
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
     records = [json.loads(line) for line in (out / "rollouts.jsonl").read_text().splitlines()]
     by_task = {r["task_id"].split(":", 1)[1]: r for r in records}
-    return Run(by_task, out, owner)
+    return Run(by_task, out, owner, stderr)
 
 
 def _labelled(kind: str) -> list[tuple[str, str, str]]:
@@ -124,13 +126,13 @@ def test_oracle_scores_the_docker_tasks_as_meant(tmp_path: Path) -> None:
     assert hog["error_kind"] == "agent_error"
     assert "out-of-memory killer" in json.dumps(hog)
     # Checked now: the next run's start removes what a dead run left.
-    assert _leftovers(first) == []
+    assert _leftovers(first) == [], first.stderr[-3000:]
     # Built once: a second run finds every image by its digest (a build writes its log
     # in the run's images/; a build skipped for its digest writes none).
     again = _run("oracle", tmp_path / "again", "--task", "harbor-docker:tools-in-image")
     assert again.by_task["tools-in-image"]["reward"] == 1.0
     assert sorted(p.name for p in (again.out / "images").glob("*.log")) == []
-    assert _leftovers(again) == []
+    assert _leftovers(again) == [], again.stderr[-3000:]
 
 
 @pytest.mark.slow

@@ -70,7 +70,15 @@ from agentkit.proxy import ProxySettings
 if TYPE_CHECKING:
     from agentkit.proxy import ModelProxy, ProxyRoute
 
-__all__ = ["RolloutWork", "grading_outcome", "is_stop"]
+__all__ = ["CLOSE_TIMEOUT_SEC", "SLOW_CLOSE_SEC", "RolloutWork", "grading_outcome", "is_stop"]
+
+#: A sandbox's close still going after this many seconds is logged (with the step it
+#: is at) and waited for on, up to the run's ``sandbox_close_timeout``.
+SLOW_CLOSE_SEC = 30.0
+#: How long a rollout waits for its sandbox's close by default: a compose project's
+#: ``docker compose down`` is bounded at 300 s itself; a close cut short leaves
+#: what the sandbox runs behind.
+CLOSE_TIMEOUT_SEC = 300.0
 
 
 @attrs.define(kw_only=True, slots=False, eq=False, repr=False)
@@ -87,7 +95,7 @@ class RolloutWork:
     context: RunContext
     timeout: float | None = None
     sandbox_factory: Callable[..., Any] | None = None
-    sandbox_close_timeout: float = 30.0
+    sandbox_close_timeout: float = CLOSE_TIMEOUT_SEC
     keep_sandboxes: bool = False
     #: How the model proxy treats the calls (None: the run is not proxied).
     proxy: ProxySettings | None = None
@@ -344,21 +352,40 @@ class RolloutWork:
         return ctx
 
     async def close_sandbox(self, sandbox: Any) -> None:
-        """Close a sandbox within ``sandbox_close_timeout``; a failure, or the time running
-        out (what the sandbox runs may then be left), is logged, not raised."""
+        """Close a sandbox, waiting for it up to ``sandbox_close_timeout``; a failure, or
+        the time running out (what the sandbox runs may then be left), is logged, not
+        raised. A close still going after :data:`SLOW_CLOSE_SEC` is logged once, with
+        the step it is at (the sandbox's ``close_step``), and waited for on."""
         log = logging.getLogger("agentkit")
+        who = getattr(sandbox, "rollout_id", None) or type(sandbox).__name__
         with anyio.move_on_after(self.sandbox_close_timeout, shield=True) as scope:
+            closing = asyncio.ensure_future(sandbox.__aexit__(None, None, None))
             try:
-                await sandbox.__aexit__(None, None, None)
+                slow = min(SLOW_CLOSE_SEC, self.sandbox_close_timeout)
+                done, _ = await asyncio.wait({closing}, timeout=slow)
+                if not done:
+                    log.warning(
+                        "agentkit: closing sandbox %s takes longer than %.0f s (%s); "
+                        "waiting for it up to %.0f s",
+                        who,
+                        slow,
+                        _close_step(sandbox),
+                        self.sandbox_close_timeout,
+                    )
+                await closing
             except Exception as exc:  # closing must not lose the rollout
                 log.warning("agentkit: closing a sandbox failed: %s: %s", type(exc).__name__, exc)
+        if not closing.done():  # the time ran out: the close is cut short, and waited for
+            closing.cancel()
+            with anyio.CancelScope(shield=True):
+                await asyncio.gather(closing, return_exceptions=True)
         if scope.cancelled_caught:
-            who = getattr(sandbox, "rollout_id", None) or type(sandbox).__name__
             log.warning(
-                "agentkit: closing sandbox %s did not finish in %.0f s: what it runs may be "
-                "left behind (agentkit sandbox prune removes what a finished run left)",
+                "agentkit: closing sandbox %s did not finish in %.0f s (%s): what it runs may "
+                "be left behind (agentkit sandbox prune removes what a finished run left)",
                 who,
                 self.sandbox_close_timeout,
+                _close_step(sandbox),
             )
 
     async def run_harness(
@@ -507,3 +534,9 @@ def _cancelled_here() -> bool:
     except RuntimeError:  # another event loop library (trio): the scopes said it all
         return False
     return task is not None and task.cancelling() > 0
+
+
+def _close_step(sandbox: Any) -> str:
+    """What a sandbox's close is doing (its ``close_step``), for the log."""
+    step = getattr(sandbox, "close_step", None)
+    return f"at: {step}" if isinstance(step, str) and step else "its step unknown"

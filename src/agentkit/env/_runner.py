@@ -43,7 +43,7 @@ from agentkit._events import Event
 from agentkit._executor import Executor, Job
 from agentkit._result import HarnessResult
 from agentkit._rubric import ScoreResult
-from agentkit.env._attempt import RolloutWork
+from agentkit.env._attempt import CLOSE_TIMEOUT_SEC, RolloutWork
 from agentkit.env._groups import apply_group
 from agentkit.env._live import LiveEvents, RolloutEvents
 from agentkit.env._livelog import LiveLog
@@ -83,7 +83,7 @@ class RunnerOptions:
     pass_threshold: float = 1.0
     normalize_advantages: bool = False
     sandbox_factory: Callable[..., Any] | None = None
-    sandbox_close_timeout: float = 30.0
+    sandbox_close_timeout: float = CLOSE_TIMEOUT_SEC
     run_token_limit: int | None = None
     run_cost_limit: float | None = None
     #: Keep each rollout's model calls on its record (``model_calls``) also when they

@@ -177,6 +177,9 @@ class BaseSandbox:
         self.fork_stats: ForkStats | None = None
         #: Closes of other sandboxes this one's close waits for (:meth:`close_with`).
         self._closing: set[asyncio.Task[None]] = set()
+        #: What :meth:`close` is doing now, in words (None before it begins): a close
+        #: that takes long is logged with it.
+        self.close_step: str | None = None
         self._init_kind()
 
     def _init_kind(self) -> None:
@@ -255,15 +258,20 @@ class BaseSandbox:
         never removes.
         """
         # the closes this sandbox took on (close_with) end first: their files may be in root
+        self.close_step = "waiting for the sandboxes it closes (close_with)"
         failed = await self._closes_waited()
+        self.close_step = "waiting for a start, fork or restart under way to end"
         async with self._lock:
             if self._state != "closed":
                 self._state = "closed"
+                self.close_step = "taking it down"
                 await self._take_down()
         if remove is None:
             remove = self.owns_root
         if remove and not self.keep and self.root.exists():
+            self.close_step = "removing its directory"
             await asyncio.to_thread(_rmtree, self.root)
+        self.close_step = "closed"
         if failed is not None:
             raise failed
 

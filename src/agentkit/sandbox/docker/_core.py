@@ -290,29 +290,37 @@ class DockerCore(BaseSandbox):
 
     async def _stop(self) -> None:
         aiodocker = _aiodocker()
-        for proc in list(self._procs):
-            with contextlib.suppress(Exception):
-                await proc._close()
-        self._procs.clear()
-        if self._relay is not None:
-            await self._relay.close()
-            self._relay = None
-        left_behind = None
-        if self._compose is not None:
-            left_behind = await self._down(self._compose)
-        elif self._container is not None:
-            await self._remove_container(self._container)
-        self._container = None
-        if self._fork_image is not None:
-            await self._remove_fork_image(self._fork_image)
-            self._fork_image = None
-        if self._network_id is not None:
-            with contextlib.suppress(aiodocker.DockerError):
-                await (await self._client.networks.get(self._network_id)).delete()
-            self._network_id = None
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        try:
+            self.close_step = "ending its commands"
+            for proc in list(self._procs):
+                with contextlib.suppress(Exception):
+                    await proc._close()
+            self._procs.clear()
+            if self._relay is not None:
+                self.close_step = "closing its model-endpoint relay"
+                await self._relay.close()
+                self._relay = None
+            left_behind = None
+            if self._compose is not None:
+                left_behind = await self._down(self._compose)
+            elif self._container is not None:
+                self.close_step = f"removing container {self.container_name}"
+                await self._remove_container(self._container)
+            self._container = None
+            if self._fork_image is not None:
+                self.close_step = f"removing its fork's image {self._fork_image}"
+                await self._remove_fork_image(self._fork_image)
+                self._fork_image = None
+            if self._network_id is not None:
+                self.close_step = "removing its network"
+                with contextlib.suppress(aiodocker.DockerError):
+                    await (await self._client.networks.get(self._network_id)).delete()
+                self._network_id = None
+        finally:
+            # also when cut short: the engine's connections are not left open
+            if self._client is not None:
+                await self._client.close()
+                self._client = None
         if left_behind:
             raise SandboxError(left_behind)
 
@@ -352,12 +360,14 @@ class DockerCore(BaseSandbox):
         What could still not be removed, as one message (None when all went)."""
         aiodocker = _aiodocker()
         problems: list[str] = []
+        self.close_step = f"docker compose down of {compose.name}"
         try:
             await compose.down()
         except (SandboxError, OSError, TimeoutError) as exc:
             problems.append(str(exc))
-        if self._client is None:
-            return None
+        if self._client is None:  # never connected: only what compose said
+            return f"sandbox 'docker': {problems[0]}" if problems else None
+        self.close_step = f"removing what is left of compose project {compose.name}"
         try:
             left = await remove_project(self._client, compose.name)
         except (aiodocker.DockerError, OSError) as exc:
