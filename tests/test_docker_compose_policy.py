@@ -132,10 +132,8 @@ async def test_an_escaping_compose_file_is_refused_before_anything_starts(
 async def test_every_refused_feature_is_named_at_once(tmp_path: Path) -> None:
     """One error lists each service's every refused feature (on the project as
     compose resolved it: the relative paths made absolute, ``extends`` merged in)."""
-    outside = tmp_path / "outside.yaml"
-    outside.write_text("services:\n  base:\n    cap_add: [SYS_ADMIN]\n")
     main = (
-        "    extends: {file: " + str(outside) + ", service: base}\n"
+        "    extends: {file: base.yaml, service: base}\n"
         "    security_opt: ['seccomp:unconfined']\n    devices: ['/dev/kmsg:/dev/kmsg']\n"
         "    ipc: host\n    uts: host\n    cgroup_parent: /\n    ports: ['8080:80', '90']\n"
         "    secrets: [key]\n    volumes: [../../escape:/x, data:/data, scratch:/s]\n"
@@ -148,6 +146,9 @@ async def test_every_refused_feature_is_named_at_once(tmp_path: Path) -> None:
         "  data: {driver_opts: {type: none, o: bind, device: /}}\n"
     )
     image = _task(tmp_path, main, uuid.uuid4().hex, extra)
+    (tmp_path / "task" / "environment" / "base.yaml").write_text(
+        "services:\n  base:\n    cap_add: [SYS_ADMIN]\n"
+    )
     [prepared] = await DockerSandbox.prepare([ExecutionHints(image=image)])
     assert isinstance(prepared, ImageError), prepared
     problems = str(prepared).splitlines()[1:]

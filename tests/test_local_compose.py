@@ -315,6 +315,35 @@ async def test_a_writable_bind_of_the_task_folder_is_the_rollouts_copy(
     assert r.stdout == "from-side\n"
 
 
+async def test_a_file_included_and_a_service_extended_from_inside_the_task(
+    compose, tmp_path: Path
+) -> None:
+    """``include`` brings a sidecar reached by name; ``extends`` a base from another
+    file, its bind relative to that file's folder (as compose resolves it)."""
+    env = tmp_path / "task" / "environment"
+    (env / "common" / "data").mkdir(parents=True)
+    (env / "common" / "data" / "hello.txt").write_text("from the base's folder\n")
+    (env / "common" / "base.yaml").write_text(
+        "services:\n  base:\n    environment: {FROM_BASE: 'yes'}\n    volumes: [./data:/data:ro]\n"
+    )
+    (env / "side.yaml").write_text(
+        "services:\n  side:\n    image: python:3.11-slim\n"
+        "    command: [python3, -m, http.server, '80']\n"
+        '    healthcheck: {test: [CMD, python3, -c, "import socket; '
+        "socket.create_connection(('side', 80))\"], interval: 1s}\n"
+    )
+    (env / "docker-compose.yaml").write_text(
+        "include: [side.yaml]\nservices:\n  main:\n    image: python:3.11-slim\n"
+        "    extends: {file: common/base.yaml, service: base}\n"
+        "    depends_on: {side: {condition: service_healthy}}\n"
+    )
+    box = await compose(env / "docker-compose.yaml")
+    r = await box.exec("echo $FROM_BASE; cat /data/hello.txt")
+    assert r.stdout == "yes\nfrom the base's folder\n", r.stderr
+    r = await box.exec(_fetch("http://side/"))
+    assert "Directory listing" in r.stdout, r.stderr
+
+
 class _Server:
     """An HTTP server on ``address`` of the host answering 'host'."""
 

@@ -39,7 +39,8 @@ import attrs
 from agentkit._errors import SandboxError
 from agentkit._sandbox import TaskImage
 from agentkit.images import ImageError, resolve_image
-from agentkit.sandbox.docker._composepolicy import check_compose_config
+from agentkit.sandbox._composerefs import compose_source_problems
+from agentkit.sandbox.docker._composepolicy import ComposePolicyError, check_compose_config
 from agentkit.sandbox.docker._container import ContainerSpec
 
 __all__ = ["ComposePlan", "ComposeProject", "compose_command", "compose_env", "prepare_compose"]
@@ -159,6 +160,17 @@ def _task_dir(compose_file: str) -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(compose_file)))
 
 
+def _check_sources(compose: str) -> None:
+    """Refuse what compose would read outside the task, before it runs: the files that
+    ``include`` and ``extends`` name, ``label_file``, ``.env``
+    (:mod:`agentkit.sandbox._composerefs`)."""
+    problems = compose_source_problems(
+        compose, task_dir=_task_dir(compose), project_dir=os.path.dirname(os.path.abspath(compose))
+    )
+    if problems:
+        raise ComposePolicyError(compose, problems)
+
+
 def _parse_config(out: str, compose: str) -> dict[str, Any]:
     start = out.find("{")
     try:
@@ -174,6 +186,7 @@ async def _config(image: TaskImage) -> dict[str, Any]:
     compose = image.compose_file
     assert compose is not None
     directory = os.path.dirname(os.path.abspath(compose))
+    _check_sources(compose)
     with tempfile.TemporaryDirectory(prefix="agentkit-compose-") as tmp:
         base = Path(tmp) / "base.json"
         base.write_text(json.dumps({"services": {image.main_service: {"image": _PLACEHOLDER}}}))
@@ -330,6 +343,7 @@ class ComposeProject:
 
     async def _check(self, plan: ComposePlan) -> None:
         """Refuse the project as ``up`` would read it (see :mod:`._composepolicy`)."""
+        _check_sources(plan.compose_file)
         code, out = await _run(
             self._argv("config", "--format", "json", "--no-env-resolution"),
             cwd=plan.project_dir,

@@ -30,7 +30,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentkit._errors import SandboxUnavailableError, missing_extra
+import attrs
+
+from agentkit.sandbox._composerefs import read_compose_sources
+from agentkit.sandbox.local._composemerge import merge_sources
 from agentkit.sandbox.local._composemodel import (
     Build,
     ComposeError,
@@ -92,7 +95,6 @@ _REFUSED = {
     "env_file": "not supported by the local sandbox yet",
     "secrets": "not supported by the local sandbox yet",
     "configs": "not supported by the local sandbox yet",
-    "extends": "not supported by the local sandbox yet",
     "deploy": "resource limits and replicas are not supported by the local sandbox yet",
     "ulimits": "not supported by the local sandbox yet",
     "mem_limit": "not supported by the local sandbox yet",
@@ -231,26 +233,28 @@ def load_compose(
     task's folder). The ``main`` service may have neither ``image`` nor
     ``build`` (the task's own image is used); every other service needs one.
     """
-    # deferred: PyYAML is the 'compose' extra, needed only for compose tasks
-    try:
-        import yaml  # type: ignore[import-untyped,unused-ignore]
-    except ImportError:
-        raise SandboxUnavailableError(
-            missing_extra("a compose task on the local sandbox", "pyyaml", "compose")
-        ) from None
     name = os.fspath(path)
     base = Path(name).resolve().parent
     root = Path(task_dir).resolve() if task_dir is not None else base.parent
-    try:
-        data = yaml.safe_load(Path(name).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ComposeError(name, [f"cannot be read: {exc.strerror or exc}"]) from None
-    except yaml.YAMLError as exc:
-        raise ComposeError(name, [f"is not valid YAML: {exc}"]) from None
-    problems: list[str] = []
-    if not isinstance(data, dict) or not isinstance(data.get("services"), dict):
+    sources = read_compose_sources(name, task_dir=root)
+    if sources.problems:
+        why = "the local sandbox refuses this compose file (it would reach outside the task)"
+        raise ComposeError(name, sources.problems, why)
+    if sources.unreadable:
+        raise ComposeError(name, sources.unreadable)
+    top = next(iter(sources.documents))
+    if not isinstance(sources.documents[top], dict):
         raise ComposeError(name, ["expected a mapping with a 'services' mapping"])
-    data = interpolate_all(data, env or {}, problems, "file")
+    problems: list[str] = []
+    # compose fills each file's variables, then merges
+    documents = {
+        file: interpolate_all(doc, env or {}, problems, "file" if file == top else str(file))
+        for file, doc in sources.documents.items()
+    }
+    data, merging = merge_sources(top, attrs.evolve(sources, documents=documents))
+    problems += merging
+    if not isinstance(data.get("services"), dict):
+        raise ComposeError(name, ["expected a mapping with a 'services' mapping"])
     r = FieldReader(name, root, base, problems)
     volumes, networks = _top_level(r, data)
     services: dict[str, Service] = {}

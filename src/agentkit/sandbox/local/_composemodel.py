@@ -33,8 +33,8 @@ CONDITIONS = ("service_started", "service_healthy", "service_completed_successfu
 class ComposeError(ComposeFileError):
     """A compose file the local sandbox cannot run: every reason, one per line."""
 
-    def __init__(self, path: str, problems: list[str]) -> None:
-        why = "the local sandbox cannot run this compose file (use --sandbox docker for it)"
+    def __init__(self, path: str, problems: list[str], why: str | None = None) -> None:
+        why = why or "the local sandbox cannot run this compose file (use --sandbox docker for it)"
         super().__init__(path, problems, why)
 
 
