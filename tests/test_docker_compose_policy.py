@@ -8,6 +8,7 @@ of their own, and no container with it may exist after the refusal.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 import uuid
@@ -39,6 +40,11 @@ _ESCAPES = {
         "privileged: would give",
     ),
     "pid-host": ("    pid: host\n", "pid: 'host' would join a namespace outside the project"),
+    "logging-remote": (
+        "    logging: {driver: syslog, options: {syslog-address: 'udp://203.0.113.1:514'}}\n",
+        "logging: driver 'syslog' would send the container's output off this machine's engine "
+        "(allowed: json-file, local, none)",
+    ),
     "env-file-outside": (
         "    env_file: [/etc/hostname]\n",
         "env_file: file '/etc/hostname' is outside",
@@ -210,12 +216,14 @@ async def test_what_the_docker_sandbox_keeps(
     sandbox_factory, tmp_path: Path, watch: _Watch
 ) -> None:
     """Named volumes, tmpfs, a bind inside the task's folder, an env_file and a secret
-    from it, ports without a host port, resource limits: the project starts."""
+    from it, ports without a host port, resource limits, a local logging driver: the
+    project starts."""
     marker = watch.marker
     main = (
         "    volumes: [./data:/data:ro, cache:/cache]\n    tmpfs: [/scratch]\n"
         "    env_file: [task.env]\n    secrets: [token]\n    ports: ['80']\n"
         "    mem_limit: 256m\n    cap_add: [NET_RAW]\n    depends_on: [side]\n"
+        "    logging: {driver: json-file, options: {max-size: 1m}}\n"
     )
     extra = "volumes:\n  cache: {}\nsecrets:\n  token: {file: ./token.txt}\n"
     image = _task(tmp_path, main, marker, extra)
@@ -230,3 +238,44 @@ async def test_what_the_docker_sandbox_keeps(
     assert "start" in watch.actions()
     await sb.close()
     assert "destroy" in watch.actions()
+
+
+async def test_include_extends_and_a_fixed_container_name_in_two_rollouts_at_once(
+    sandbox_factory, tmp_path: Path, watch: _Watch
+) -> None:
+    """A file included and a service extended from inside the task work as in compose
+    (the base's bind is relative to its own file); a ``container_name`` is each
+    rollout's own, its fixed name an alias on the rollout's network, so two rollouts
+    run at once."""
+    marker = watch.marker
+    env = tmp_path / "task" / "environment"
+    (env / "common" / "data").mkdir(parents=True)
+    (env / "common" / "data" / "hello.txt").write_text("from the base's folder\n")
+    (env / "common" / "base.yaml").write_text(
+        "services:\n  base:\n    environment: {FROM_BASE: 'yes'}\n    volumes: [./data:/data:ro]\n"
+    )
+    (env / "side.yaml").write_text(
+        "services:\n  side:\n    image: debian:bookworm-slim\n    command: sleep infinity\n"
+        f"    container_name: fixed-side\n    labels: {{agentkit-test: {marker}}}\n"
+    )
+    (env / "docker-compose.yaml").write_text(
+        "include: [side.yaml]\nservices:\n  main:\n    image: debian:bookworm-slim\n"
+        "    extends: {file: common/base.yaml, service: base}\n"
+        f"    labels: {{agentkit-test: {marker}}}\n    depends_on: [side]\n"
+    )
+    hints = ExecutionHints(image=TaskImage(compose_file=str(env / "docker-compose.yaml")))
+    boxes = await asyncio.gather(*(sandbox_factory("docker", hints=hints) for _ in range(2)))
+    for sb in boxes:
+        r = await sb.exec(
+            "echo $FROM_BASE; cat /data/hello.txt; getent hosts side fixed-side | cut -d' ' -f1"
+        )
+        lines = r.stdout.splitlines()
+        assert r.ok and lines[:2] == ["yes", "from the base's folder"], (r.stdout, r.stderr)
+        assert len(lines) == 4 and lines[2] == lines[3], lines  # the fixed name: the side
+    names = subprocess.run(
+        ["docker", "ps", "--filter", f"label=agentkit-test={marker}", "--format", "{{.Names}}"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    sides = sorted(n for n in names if n.endswith("-side"))
+    assert len(names) == 4 and len(sides) == 2 and sides[0] != sides[1], names
+    assert "fixed-side" not in names

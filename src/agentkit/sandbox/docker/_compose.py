@@ -146,6 +146,10 @@ class ComposePlan:
     project_dir: str
     images: dict[str, str]
     services: tuple[str, ...]
+    #: The services that set a ``container_name`` (each rollout gives them its own),
+    #: and the networks each of them joins (the name stays an alias there).
+    container_names: dict[str, str] = attrs.field(factory=dict)
+    networks: dict[str, tuple[str, ...]] = attrs.field(factory=dict)
 
 
 _plans: dict[TaskImage, ComposePlan | ImageError] = {}
@@ -280,11 +284,14 @@ async def _plan(image: TaskImage, log_dir: Path | None, max_builds: int) -> Comp
                 ) from None
             raise ref
     compose = os.path.abspath(str(image.compose_file))
+    named = {n: str(s["container_name"]) for n, s in services.items() if s.get("container_name")}
     return ComposePlan(
         compose_file=compose,
         project_dir=os.path.dirname(compose),
         images={n: str(r) for n, r in zip(names, refs, strict=True)},
         services=tuple(services),
+        container_names=named,
+        networks={n: tuple(services[n].get("networks") or ()) for n in named},
     )
 
 
@@ -327,6 +334,13 @@ class ComposeProject:
             "networks": {"default": {"labels": labels, "internal": not self.spec.network}},
         }
         final["services"][main] = {"labels": labels, "image": plan.images[main]}
+        for name, fixed in plan.container_names.items():
+            # a fixed name would clash between rollouts (and could name another project's
+            # container): the rollout's own, with the task's name an alias on its networks
+            service = final["services"][name]
+            service["container_name"] = f"{self.name}-{name}"
+            if plan.networks[name]:
+                service["networks"] = {net: {"aliases": [fixed]} for net in plan.networks[name]}
         root = self.root
         first = root / "compose.agentkit-base.json"
         last = root / "compose.agentkit.json"
@@ -357,6 +371,7 @@ class ComposeProject:
             compose_file=plan.compose_file,
             task_dir=_task_dir(plan.compose_file),
             allowed_binds=[b.split(":", 1)[0] for b in self.spec.binds],
+            project=self.name,
         )
 
     async def up(self) -> str:

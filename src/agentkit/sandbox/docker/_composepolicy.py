@@ -50,11 +50,11 @@ _PLAIN = frozenset(
         "image", "command", "entrypoint", "environment", "working_dir", "user", "hostname",
         "domainname", "tmpfs", "depends_on", "healthcheck", "restart", "expose", "labels",
         "tty", "stdin_open", "init", "stop_signal", "stop_grace_period", "pull_policy",
-        "platform", "cap_drop", "container_name", "mem_limit", "memswap_limit",
+        "platform", "cap_drop", "mem_limit", "memswap_limit",
         "mem_reservation", "cpus", "cpu_shares", "cpu_quota", "cpu_period", "cpuset",
         "pids_limit", "shm_size", "ulimits", "extra_hosts", "sysctls", "dns", "dns_search",
         "dns_opt", "mac_address", "scale", "profiles", "oom_score_adj", "post_start",
-        "pre_stop", "annotations", "read_only", "logging",
+        "pre_stop", "annotations", "read_only",
     }
 )  # fmt: skip
 #: Service keys checked one by one below.
@@ -62,7 +62,7 @@ _CHECKED = frozenset(
     {
         "build", "volumes", "env_file", "secrets", "configs", "networks", "network_mode",
         "ports", "cap_add", "security_opt", "privileged", "pid", "ipc", "uts", "cgroup",
-        "volumes_from", "links", "deploy", "devices",
+        "volumes_from", "links", "deploy", "devices", "logging", "container_name",
     }
 )  # fmt: skip
 #: Why a key is refused (any other unknown key: "not allowed by the docker sandbox").
@@ -87,6 +87,8 @@ _DEFAULT_CAPS = frozenset(
     }
 )  # fmt: skip
 _TOP_LEVEL = frozenset({"name", "services", "networks", "volumes", "secrets", "configs"})
+#: Logging drivers that keep a container's output on this machine, in the engine.
+_LOCAL_LOGGING = frozenset({"json-file", "local", "none"})
 
 
 def _inside(path: str, roots: Collection[Path]) -> bool:
@@ -95,10 +97,17 @@ def _inside(path: str, roots: Collection[Path]) -> bool:
 
 
 class _Check:
-    def __init__(self, task_dir: Path, binds: Collection[str], services: Collection[str]) -> None:
+    def __init__(
+        self,
+        task_dir: Path,
+        binds: Collection[str],
+        services: Collection[str],
+        project: str | None,
+    ) -> None:
         self.roots = (Path(os.path.realpath(task_dir)),)
         self.binds = frozenset(os.path.realpath(b) for b in binds)
         self.services = frozenset(services)
+        self.project = project
         self.problems: list[str] = []
 
     def bad(self, where: str, what: str) -> None:
@@ -190,6 +199,26 @@ class _Check:
                     self.bad(f"{at}: {key}", f"{source!r} is not one of the project's {key}")
         self.namespaces(at, svc)
         self.privileges(at, svc)
+        self.logging(at, svc.get("logging"))
+        ours = f"{self.project}-{name}"
+        given = svc.get("container_name")
+        if self.project is not None and given is not None and given != ours:
+            self.bad(
+                f"{at}: container_name",
+                f"{given!r} is not the rollout's own name ({ours!r}): a variable set it as the "
+                "project started",
+            )
+
+    def logging(self, at: str, logging: object) -> None:
+        if not isinstance(logging, Mapping):
+            return
+        driver = logging.get("driver")
+        if driver is not None and driver not in _LOCAL_LOGGING:
+            self.bad(
+                f"{at}: logging",
+                f"driver {driver!r} would send the container's output off this machine's "
+                f"engine (allowed: {', '.join(sorted(_LOCAL_LOGGING))})",
+            )
 
     def top_level(self, data: Mapping[str, Any]) -> None:
         for key in data:
@@ -214,6 +243,7 @@ def check_compose_config(
     compose_file: str,
     task_dir: str | os.PathLike[str],
     allowed_binds: Collection[str] = (),
+    project: str | None = None,
 ) -> None:
     """Raise :class:`ComposePolicyError` if the project ``config`` (the JSON ``docker
     compose config --format json --no-env-resolution`` prints) reaches outside the task.
@@ -221,9 +251,11 @@ def check_compose_config(
     Bind sources, ``env_file`` and secret files and build contexts must be
     inside ``task_dir`` once symlinks are resolved; ``allowed_binds`` are
     the sources agentkit itself mounts (the rollout's log directories).
+    ``project`` is the rollout's compose project, given at ``up``: a service's
+    ``container_name`` must then be the one agentkit gave it (``<project>-<service>``).
     """
     services: Mapping[str, Any] = config.get("services") or {}
-    check = _Check(Path(task_dir), allowed_binds, services)
+    check = _Check(Path(task_dir), allowed_binds, services, project)
     check.top_level(config)
     for name, svc in services.items():
         check.service(str(name), svc or {}, config)
