@@ -108,6 +108,8 @@ def test_every_supported_field_is_typed(tmp_path: Path) -> None:
             networks:
               default:
                 aliases: [database, pg]
+            container_name: shop-db
+            logging: {driver: syslog, options: {syslog-address: "udp://203.0.113.1:514"}}
             volumes: [data:/var/lib/postgresql/data]
           migrate:
             image: ${REGISTRY}/migrate
@@ -139,7 +141,7 @@ def test_every_supported_field_is_typed(tmp_path: Path) -> None:
     assert db.command == ("postgres", "-c", "fsync=off")
     assert db.entrypoint == "docker-entrypoint.sh"
     assert db.environment == {"POSTGRES_PASSWORD": "$ecret", "EMPTY": ""}
-    assert db.aliases == ("database", "pg")
+    assert db.aliases == ("database", "pg", "shop-db")  # container_name: one more name
     assert db.healthcheck is not None
     assert db.healthcheck.test == ("CMD-SHELL", "pg_isready -U postgres")
     assert (db.healthcheck.interval, db.healthcheck.timeout) == (90.0, 0.5)

@@ -69,7 +69,7 @@ _NO_EFFECT = frozenset(
         "stop_grace_period",
         "logging",
         "pull_policy",
-        "container_name",
+        "container_name",  # an alias (below)
         "platform",
         "cap_drop",
     }
@@ -185,9 +185,19 @@ def _service(
         healthcheck=health,
         healthcheck_disabled=disabled,
         restart=restart,
-        aliases=tuple(r.networks(f"{at}: networks", raw.get("networks"), networks)),
+        aliases=(
+            *r.networks(f"{at}: networks", raw.get("networks"), networks),
+            *_container_name(r, at, raw.get("container_name")),
+        ),
         ports=tuple(r.ports(f"{at}: ports", raw.get("ports"))),
     )
+
+
+def _container_name(r: FieldReader, at: str, value: object) -> tuple[str, ...]:
+    """A ``container_name`` is one more name of the service (as the docker sandbox keeps
+    it: an alias on the rollout's network, the container named per rollout)."""
+    name = r.text(f"{at}: container_name", value)
+    return () if name is None else (name,)
 
 
 def _top_level(r: FieldReader, data: dict[str, Any]) -> tuple[dict[str, object], dict[str, object]]:
