@@ -21,6 +21,11 @@ Nothing starts before the project is checked (:mod:`._composepolicy`): the
 task's file alone before its images are made, and at every ``up`` the
 project exactly as ``up`` will read it (the three files, the task's
 variables), so a variable cannot bring back what the first check refused.
+Before either, and before any compose command, the files compose itself
+would read (``include``, ``extends``, ``label_file``, ``.env``) are checked
+(:mod:`agentkit.sandbox._composerefs`). A service's fixed ``container_name``
+becomes the rollout's own (``<project>-<service>``), the task's name an
+alias on its networks: two rollouts of the task would clash on it.
 """
 
 from __future__ import annotations

@@ -20,7 +20,15 @@ local one cannot give: named volumes (not ``external``, no driver options),
 ``extra_hosts``, ``sysctls`` (the engine accepts only namespaced ones).
 Ports are published on no host port: a ``published`` port would listen on
 the host's addresses, outside the sandbox and its network policy, and two
-rollouts of one task would collide.
+rollouts of one task would collide. ``logging`` keeps the engine's own
+drivers (``json-file``, ``local``, ``none``): another (``syslog``, ``gelf``,
+``fluentd``...) would ship the container's output to an address. A
+``container_name`` is rewritten per rollout (:mod:`._compose`); at ``up``
+one that is not the rollout's own is refused.
+
+What compose reads before it prints the project (the files ``include`` and
+``extends`` name, ``label_file``, ``.env``) is checked before compose runs,
+by :mod:`agentkit.sandbox._composerefs`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,10 @@ for each service what the local sandbox can give it without a daemon
 (``build``/``image``, ``command``/``entrypoint``, ``environment``,
 ``working_dir``, ``user``, ``hostname``, named and bind ``volumes``,
 ``tmpfs``, ``depends_on`` with its three conditions, ``healthcheck``,
-``restart``, network ``aliases``, ``ports``). Every other key a service or
+``restart``, network ``aliases`` and ``container_name`` as a name,
+``ports``), with ``include`` and ``extends`` merged in
+(:mod:`._composemerge`) once every file they name is known to be inside the
+task's folder (:mod:`agentkit.sandbox._composerefs`). Every other key a service or
 the file uses is refused, all of them in one :class:`ComposeError` naming
 the file, the service and why, before anything starts: what needs root or a
 daemon (``privileged``, ``network_mode: host``, ``devices``, ``cap_add``
