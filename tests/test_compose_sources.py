@@ -127,6 +127,25 @@ def _extends_in_an_included_file(tmp: Path, env: Path, root: Path) -> str:
     )
 
 
+def _included_again_from_another_folder(tmp: Path, env: Path, root: Path) -> str:
+    """Inside from the file's own folder, outside from the project directory the second
+    include gives it: each folder a file is read from counts."""
+    _write(tmp / "task" / "labels.txt", "A=1\n")
+    inside = _write(
+        env / "parts" / "a.yaml",
+        "services:\n  side:\n    image: debian:bookworm-slim\n    label_file: ../../labels.txt\n",
+    )
+    _write(
+        env / "docker-compose.yaml",
+        "include: [parts/a.yaml, {path: parts/a.yaml, project_directory: ..}]\n"
+        f"services:\n{_MAIN}",
+    )
+    return (
+        f"in {inside}: service 'side': label_file[0]: label file '../../labels.txt' is outside "
+        f"the task's folder ({root})"
+    )
+
+
 def _dotenv_symlink(tmp: Path, env: Path, root: Path) -> str:
     secret = _write(tmp / "secret.env", "SECRET=s3cr3t\n")
     _write(
@@ -158,6 +177,7 @@ _CASES: dict[str, Case] = {
     "include-variable": _include_variable,
     "extends-parent": _extends_parent,
     "extends-in-an-included-file": _extends_in_an_included_file,
+    "included-again-from-another-folder": _included_again_from_another_folder,
     "dotenv-symlink": _dotenv_symlink,
     "label-file": _label_file,
 }

@@ -41,8 +41,10 @@ __all__ = ["ComposeSources", "compose_source_problems", "load_yaml", "read_compo
 #: A remote resource compose would fetch: a URL (``oci://``, ``https://``, ``git://``)
 #: or git's ``user@host:path``.
 _REMOTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[^/\s:@]+@[^/\s:]+:")
-#: How deep includes and extends may nest (compose's own cycles are refused by compose).
+#: How deep includes and extends may nest, and how many files (each from its folders)
+#: they may name in all: a cycle or a fan-out ends there.
 _MAX_DEPTH = 16
+_MAX_READS = 256
 
 
 def _yaml() -> Any:
@@ -111,6 +113,7 @@ class _Walk:
         self.unreadable: list[str] = []
         self.included: dict[Path, list[tuple[Path, Path]]] = {}
         self.extended: dict[tuple[Path, str], Path] = {}
+        self.seen: set[tuple[Path, tuple[Path, ...]]] = set()
 
     def named(self, file: Path) -> str:
         return "" if file == self.top else f"{file}: "
@@ -158,24 +161,31 @@ class _Walk:
             self.target(file, where, ".env", [directory], "file")
 
     def walk(self, file: Path, bases: list[Path], depth: int) -> None:
-        if file in self.documents:
+        # a file read again from other folders: its relative paths are checked from them too
+        key = (file, tuple(bases))
+        if key in self.seen:
             return
-        if depth > _MAX_DEPTH:
-            self.bad(file, "include/extends", f"nested more than {_MAX_DEPTH} files deep")
+        self.seen.add(key)
+        if depth > _MAX_DEPTH or len(self.seen) > _MAX_READS:
+            self.bad(
+                file, "include/extends", f"more than {_MAX_DEPTH} files deep or "
+                f"{_MAX_READS} files read",
+            )  # fmt: skip
             return
         yaml = _yaml()
         try:
-            data = load_yaml(file)
+            data = self.documents[file] if file in self.documents else load_yaml(file)
         except OSError as exc:
             self.unreadable.append(f"{self.named(file)}cannot be read: {exc.strerror or exc}")
             return
         except yaml.YAMLError as exc:
             self.unreadable.append(f"{self.named(file)}is not valid YAML: {exc}")
             return
+        first = file not in self.documents
         self.documents[file] = data
         if not isinstance(data, dict):
             return
-        self.includes(file, data.get("include"), bases, depth)
+        self.includes(file, data.get("include"), bases, depth, record=first)
         services = data.get("services")
         if not isinstance(services, dict):
             return
@@ -190,11 +200,13 @@ class _Walk:
                 )
                 if found is not None:
                     self.extended[(file, str(name))] = found
-                    self.walk(found, [found.parent], depth + 1)
+                    self.walk(found, sorted({found.parent, *bases}), depth + 1)
             for i, label_file in enumerate(_strings(svc.get("label_file"))):
                 self.target(file, f"{at}: label_file[{i}]", label_file, bases, "label file")
 
-    def includes(self, file: Path, value: object, bases: list[Path], depth: int) -> None:
+    def includes(
+        self, file: Path, value: object, bases: list[Path], depth: int, *, record: bool
+    ) -> None:
         if value is None:
             return
         if not isinstance(value, list):
@@ -227,7 +239,8 @@ class _Walk:
                 directory = project or found.parent
                 if item.get("env_file") is None:
                     self.dotenv(file, f"{at}: .env", directory)
-                self.included.setdefault(file, []).append((found, directory))
+                if record:
+                    self.included.setdefault(file, []).append((found, directory))
                 self.walk(found, sorted({found.parent, directory}), depth + 1)
 
 
@@ -251,7 +264,11 @@ def read_compose_sources(
     walk.dotenv(real, ".env", project)
     walk.walk(real, sorted({real.parent, top.parent}), 0)
     return ComposeSources(
-        walk.documents, walk.problems, walk.unreadable, walk.included, walk.extended
+        walk.documents,
+        list(dict.fromkeys(walk.problems)),  # a file read from two folders says it once
+        list(dict.fromkeys(walk.unreadable)),
+        walk.included,
+        walk.extended,
     )
 
 
