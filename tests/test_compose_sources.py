@@ -146,6 +146,13 @@ def _included_again_from_another_folder(tmp: Path, env: Path, root: Path) -> str
     )
 
 
+def _include_fifo(tmp: Path, env: Path, root: Path) -> str:
+    """Inside the task but a FIFO: reading it would block (compose's reader, or ours)."""
+    _write(env / "docker-compose.yaml", f"include: [pipe.yaml]\nservices:\n{_MAIN}")
+    os.mkfifo(env / "pipe.yaml")
+    return "include[0].path[0]: included file 'pipe.yaml' is not a regular file of at most 4 MiB"
+
+
 def _dotenv_symlink(tmp: Path, env: Path, root: Path) -> str:
     secret = _write(tmp / "secret.env", "SECRET=s3cr3t\n")
     _write(
@@ -178,6 +185,7 @@ _CASES: dict[str, Case] = {
     "extends-parent": _extends_parent,
     "extends-in-an-included-file": _extends_in_an_included_file,
     "included-again-from-another-folder": _included_again_from_another_folder,
+    "include-fifo": _include_fifo,
     "dotenv-symlink": _dotenv_symlink,
     "label-file": _label_file,
 }

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ _REMOTE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://|^[^/\s:@]+@[^/\s:]+:")
 #: they may name in all: a cycle or a fan-out ends there.
 _MAX_DEPTH = 16
 _MAX_READS = 256
+#: The largest file compose may be given to read (compose files are a few KiB).
+_MAX_SIZE = 4 * 2**20
 
 
 def _yaml() -> Any:
@@ -123,10 +126,19 @@ class _Walk:
         self.problems.append(f"{prefix}{where}: {what}")
 
     def target(
-        self, file: Path, where: str, raw: object, bases: list[Path], what: str
+        self,
+        file: Path,
+        where: str,
+        raw: object,
+        bases: list[Path],
+        what: str,
+        *,
+        regular: bool = True,
     ) -> Path | None:
         """``raw`` (relative to each of ``bases``) resolved, if it is inside the task's
-        folder from every base; None (and the problem noted) if not."""
+        folder from every base (and, with ``regular``, a regular file of at most
+        :data:`_MAX_SIZE` bytes where it exists: a FIFO would block the reader); None
+        (and the problem noted) if not."""
         if not isinstance(raw, str) or not raw:
             self.bad(file, where, f"expected a path, got {kind_of(raw)}")
             return None
@@ -153,6 +165,17 @@ class _Walk:
                 )
                 return None
             found = found or real
+        if regular and found is not None:
+            try:
+                info = found.stat()
+            except OSError:
+                return found  # missing: the reader says so
+            if not stat.S_ISREG(info.st_mode) or info.st_size > _MAX_SIZE:
+                self.bad(
+                    file, where, f"{what} {raw!r} is not a regular file of at most "
+                    f"{_MAX_SIZE // 2**20} MiB",
+                )  # fmt: skip
+                return None
         return found
 
     def dotenv(self, file: Path, where: str, directory: Path) -> None:
@@ -223,7 +246,7 @@ class _Walk:
             if item.get("project_directory") is not None:
                 project = self.target(
                     file, f"{at}.project_directory", item["project_directory"], bases,
-                    "project directory",
+                    "project directory", regular=False,
                 )  # fmt: skip
                 if project is None:
                     continue
