@@ -213,8 +213,7 @@ class _Check:
         if self.project is not None and given is not None and given != ours:
             self.bad(
                 f"{at}: container_name",
-                f"{given!r} is not the rollout's own name ({ours!r}): a variable set it as the "
-                "project started",
+                f"{given!r} is not the rollout's own name ({ours!r})",
             )
 
     def logging(self, at: str, logging: object) -> None:
