@@ -242,3 +242,37 @@ async def test_the_docker_sandbox_refuses_it_before_any_compose_command(
         f"task):\n  - {named}"
     )
     assert not docker_calls.exists(), docker_calls.read_text()
+
+
+def _laughs(env: Path) -> Path:
+    """A compose file whose labels are ten aliases of ten aliases ... (10**9 strings)."""
+    lines = ['x-a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"x-a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+    lines.append("services:\n  main:\n    image: debian:bookworm-slim\n    labels: *a9")
+    return _write(env / "docker-compose.yaml", "\n".join(lines) + "\n")
+
+
+_LAUGHS = "is too large once its anchors (&name) and aliases (*name) are expanded"
+
+
+def test_the_local_sandbox_refuses_a_file_of_aliases_of_aliases(tmp_path: Path) -> None:
+    """Walking a billion-laughs file's expansion (the merge, ${VAR} filling) would never
+    end: it is refused as it is read, from the size of its graph."""
+    compose = _laughs(tmp_path / "task" / "environment")
+    with pytest.raises(ComposeError) as refused:
+        load_compose(compose)
+    assert _LAUGHS in str(refused.value), refused.value
+
+
+@requires_docker
+@pytest.mark.anyio
+async def test_the_docker_sandbox_refuses_a_file_of_aliases_of_aliases(
+    tmp_path: Path, docker_calls: Path
+) -> None:
+    compose = _laughs(tmp_path / "task" / "environment")
+    [prepared] = await DockerSandbox.prepare(
+        [ExecutionHints(image=TaskImage(compose_file=str(compose)))]
+    )
+    assert isinstance(prepared, ImageError), prepared
+    assert _LAUGHS in str(prepared), prepared
+    assert not docker_calls.exists(), docker_calls.read_text()

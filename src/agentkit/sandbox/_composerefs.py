@@ -7,7 +7,7 @@ include's ``env_file`` and ``project_directory``), the file of a service's
 directory, whose values fill ``${VAR}``. What it reads can end up in a
 container (its environment, labels, command), so a task folder (untrusted
 input) naming ``/root/.secret/compose.yaml`` or ``../../other-task/.env``
-could hand a host file to the agent. :func:`compose_source_problems` walks
+could hand a host file to the agent. :func:`read_compose_sources` walks
 the task's compose file and, recursively, every file it includes or extends,
 and lists every such reference that is
 
@@ -37,7 +37,12 @@ import attrs
 
 from agentkit._errors import SandboxUnavailableError, kind_of, missing_extra
 
-__all__ = ["ComposeSources", "compose_source_problems", "load_yaml", "read_compose_sources"]
+__all__ = [
+    "ComposeSources",
+    "ComposeTooLarge",
+    "load_yaml",
+    "read_compose_sources",
+]
 
 #: A remote resource compose would fetch: a URL (``oci://``, ``https://``, ``git://``)
 #: or git's ``user@host:path``.
@@ -48,6 +53,12 @@ _MAX_DEPTH = 16
 _MAX_READS = 256
 #: The largest file compose may be given to read (compose files are a few KiB).
 _MAX_SIZE = 4 * 2**20
+#: The most values a compose file may hold once its YAML aliases are expanded.
+_MAX_NODES = 200_000
+
+
+class ComposeTooLarge(ValueError):
+    """A compose file whose YAML anchors expand past :data:`_MAX_NODES` values."""
 
 
 def _yaml() -> Any:
@@ -80,7 +91,50 @@ def load_yaml(path: Path) -> Any:
 
     _Loader.add_multi_constructor("!reset", tagged)
     _Loader.add_multi_constructor("!override", tagged)
-    return yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+    loader = _Loader(path.read_text(encoding="utf-8"))
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node, yaml) > _MAX_NODES:
+            # anchors used many times over ("billion laughs"): every walk of the
+            # document (here, the merge, interpolation) would visit each copy
+            raise ComposeTooLarge(
+                f"too large once its anchors (&name) and aliases (*name) are expanded "
+                f"(more than {_MAX_NODES:,} values, or an alias inside its own anchor)"
+            )
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _expanded_size(top: Any, yaml: Any) -> int:
+    """How many values a YAML node graph holds once every alias is expanded, counting
+    each node once (time linear in the graph, not in the expansion); a node that
+    holds itself (``&a [*a]``) counts as more than any limit."""
+
+    def children(node: Any) -> list[Any]:
+        if isinstance(node, yaml.SequenceNode):
+            return list(node.value)
+        if isinstance(node, yaml.MappingNode):
+            return [n for pair in node.value for n in pair]
+        return []
+
+    over = _MAX_NODES + 1
+    sizes: dict[int, int] = {}  # -1: on the path being walked
+    stack: list[tuple[Any, bool]] = [(top, False)]
+    while stack:
+        node, finished = stack.pop()
+        if finished:
+            held = [sizes[id(n)] for n in children(node)]
+            sizes[id(node)] = over if -1 in held else min(1 + sum(held), over)
+            continue
+        if id(node) in sizes:
+            continue
+        sizes[id(node)] = -1
+        stack.append((node, True))
+        stack.extend((n, False) for n in children(node) if id(n) not in sizes)
+    return sizes[id(top)]
 
 
 @attrs.frozen
@@ -93,6 +147,9 @@ class ComposeSources:
     documents: dict[Path, Any]
     problems: list[str]
     unreadable: list[str] = attrs.field(factory=list)
+    #: Files too large once their YAML aliases are expanded (also in ``unreadable``):
+    #: refused on docker too, where compose would expand them itself.
+    oversized: list[str] = attrs.field(factory=list)
     #: Each file's ``include``s, in order: (the included file, its project directory).
     includes: dict[Path, list[tuple[Path, Path]]] = attrs.field(factory=dict)
     #: (a file, a service of it) -> the file its ``extends`` names.
@@ -114,6 +171,7 @@ class _Walk:
         self.documents: dict[Path, Any] = {}
         self.problems: list[str] = []
         self.unreadable: list[str] = []
+        self.oversized: list[str] = []
         self.included: dict[Path, list[tuple[Path, Path]]] = {}
         self.extended: dict[tuple[Path, str], Path] = {}
         self.seen: set[tuple[Path, tuple[Path, ...]]] = set()
@@ -204,6 +262,11 @@ class _Walk:
         except yaml.YAMLError as exc:
             self.unreadable.append(f"{self.named(file)}is not valid YAML: {exc}")
             return
+        except ComposeTooLarge as exc:
+            # refused on both sandboxes: compose itself would expand it (memory)
+            self.oversized.append(f"{self.named(file)}is {exc}")
+            self.unreadable.append(f"{self.named(file)}is {exc}")
+            return
         first = file not in self.documents
         self.documents[file] = data
         if not isinstance(data, dict):
@@ -281,7 +344,7 @@ def read_compose_sources(
     walk = _Walk(top, Path(task_dir))
     real = walk.target(top, "the compose file", str(top), [top.parent], "path")
     if real is None:
-        return ComposeSources({}, walk.problems, walk.unreadable)
+        return ComposeSources({}, walk.problems, walk.unreadable, oversized=walk.oversized)
     walk.top = real
     project = Path(os.path.abspath(project_dir)) if project_dir is not None else top.parent
     walk.dotenv(real, ".env", project)
@@ -290,18 +353,7 @@ def read_compose_sources(
         walk.documents,
         list(dict.fromkeys(walk.problems)),  # a file read from two folders says it once
         list(dict.fromkeys(walk.unreadable)),
-        walk.included,
-        walk.extended,
+        includes=walk.included,
+        extends=walk.extended,
+        oversized=list(dict.fromkeys(walk.oversized)),
     )
-
-
-def compose_source_problems(
-    compose_file: str | os.PathLike[str],
-    *,
-    task_dir: str | os.PathLike[str],
-    project_dir: str | os.PathLike[str] | None = None,
-) -> list[str]:
-    """Every reference of ``compose_file`` (and of the files it includes or extends)
-    that compose would follow outside ``task_dir``: [] when there is none (a file
-    that cannot be read is compose's to report)."""
-    return read_compose_sources(compose_file, task_dir=task_dir, project_dir=project_dir).problems

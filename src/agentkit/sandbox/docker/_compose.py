@@ -44,7 +44,7 @@ import attrs
 from agentkit._errors import SandboxError
 from agentkit._sandbox import TaskImage
 from agentkit.images import ImageError, resolve_image
-from agentkit.sandbox._composerefs import compose_source_problems
+from agentkit.sandbox._composerefs import read_compose_sources
 from agentkit.sandbox.docker._composepolicy import ComposePolicyError, check_compose_config
 from agentkit.sandbox.docker._container import ContainerSpec
 
@@ -173,11 +173,14 @@ def _check_sources(compose: str) -> None:
     """Refuse what compose would read outside the task, before it runs: the files that
     ``include`` and ``extends`` name, ``label_file``, ``.env``
     (:mod:`agentkit.sandbox._composerefs`)."""
-    problems = compose_source_problems(
+    sources = read_compose_sources(
         compose, task_dir=_task_dir(compose), project_dir=os.path.dirname(os.path.abspath(compose))
     )
-    if problems:
-        raise ComposePolicyError(compose, problems)
+    if sources.problems:
+        raise ComposePolicyError(compose, sources.problems)
+    if sources.oversized:  # compose would expand it itself (it took 22 GB on one)
+        why = "the docker sandbox refuses this compose file (too large for compose to read)"
+        raise ComposePolicyError(compose, sources.oversized, why)
 
 
 def _parse_config(out: str, compose: str) -> dict[str, Any]:

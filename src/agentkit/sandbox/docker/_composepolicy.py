@@ -47,8 +47,12 @@ class ComposePolicyError(ComposeFileError):
     """A task's compose project asks for something the docker sandbox refuses: every
     reason, one per line."""
 
-    def __init__(self, path: str, problems: list[str]) -> None:
-        why = "the docker sandbox refuses this compose file (it would reach outside the task)"
+    def __init__(
+        self,
+        path: str,
+        problems: list[str],
+        why: str = "the docker sandbox refuses this compose file (it would reach outside the task)",
+    ) -> None:
         super().__init__(path, problems, why)
 
 
