@@ -23,7 +23,7 @@ project exactly as ``up`` will read it (the three files, the task's
 variables), so a variable cannot bring back what the first check refused.
 Before either, and before any compose command, the files compose itself
 would read (``include``, ``extends``, ``label_file``, ``.env``) are checked
-(:mod:`agentkit.sandbox._composerefs`). A service's fixed ``container_name``
+(:mod:`agentkit.sandbox.compose`). A service's fixed ``container_name``
 becomes the rollout's own (``<project>-<service>``), the task's name an
 alias on its networks: two rollouts of the task would clash on it.
 """
@@ -44,7 +44,7 @@ import attrs
 from agentkit._errors import SandboxError
 from agentkit._sandbox import TaskImage
 from agentkit.images import ImageError, resolve_image
-from agentkit.sandbox._composerefs import read_compose_sources
+from agentkit.sandbox.compose import read_compose_sources
 from agentkit.sandbox.docker._composepolicy import ComposePolicyError, check_compose_config
 from agentkit.sandbox.docker._container import ContainerSpec
 
@@ -172,7 +172,7 @@ def _task_dir(compose_file: str) -> str:
 def _check_sources(compose: str) -> None:
     """Refuse what compose would read outside the task, before it runs: the files that
     ``include`` and ``extends`` name, ``label_file``, ``.env``
-    (:mod:`agentkit.sandbox._composerefs`)."""
+    (:mod:`agentkit.sandbox.compose`)."""
     sources = read_compose_sources(
         compose, task_dir=_task_dir(compose), project_dir=os.path.dirname(os.path.abspath(compose))
     )

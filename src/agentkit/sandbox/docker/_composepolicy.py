@@ -28,7 +28,7 @@ one that is not the rollout's own is refused.
 
 What compose reads before it prints the project (the files ``include`` and
 ``extends`` name, ``label_file``, ``.env``) is checked before compose runs,
-by :mod:`agentkit.sandbox._composerefs`.
+by :mod:`agentkit.sandbox.compose`.
 """
 
 from __future__ import annotations

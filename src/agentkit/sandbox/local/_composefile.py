@@ -9,7 +9,7 @@ for each service what the local sandbox can give it without a daemon
 ``restart``, network ``aliases`` and ``container_name`` as a name,
 ``ports``), with ``include`` and ``extends`` merged in
 (:mod:`._composemerge`) once every file they name is known to be inside the
-task's folder (:mod:`agentkit.sandbox._composerefs`). Every other key a service or
+task's folder (:mod:`agentkit.sandbox.compose`). Every other key a service or
 the file uses is refused, all of them in one :class:`ComposeError` naming
 the file, the service and why, before anything starts: what needs root or a
 daemon (``privileged``, ``network_mode: host``, ``devices``, ``cap_add``
@@ -35,7 +35,7 @@ from typing import Any
 
 import attrs
 
-from agentkit.sandbox._composerefs import read_compose_sources
+from agentkit.sandbox.compose import read_compose_sources
 from agentkit.sandbox.local._composemerge import merge_sources
 from agentkit.sandbox.local._composemodel import (
     Build,

@@ -1,7 +1,7 @@
 """A compose file's ``include`` and ``extends`` merged into one project, as compose
 merges them, for the local sandbox to read.
 
-The files come from :func:`agentkit.sandbox._composerefs.read_compose_sources`,
+The files come from :func:`agentkit.sandbox.compose.read_compose_sources`,
 which has already refused every reference out of the task's folder. An
 included file brings its services, volumes and networks (a name the
 including file also defines is a conflict, as in compose); ``extends``
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentkit.sandbox._composerefs import ComposeSources
+from agentkit.sandbox.compose import ComposeSources
 
 __all__ = ["merge_sources"]
 
