@@ -210,9 +210,10 @@ def test_a_calls_file_leading_out_of_the_run_is_not_read(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
     """A rollout's calls file that is a link to a file outside the run, or under a calls/
-    that is a link out of it, is refused by the export and the reader, naming the rollout
-    and the file, even when it holds the rollout's own calls; a link that stays inside the
-    run is read as the file itself."""
+    that is a link out of it, is refused by the export (which leaves that rollout out:
+    tests/test_export_damaged.py) and the reader, naming the rollout and the file, even
+    when it holds the rollout's own calls; a link that stays inside the run is read as the
+    file itself."""
     _, original, _ = export(runs["A"])
     outside = tmp_path / "elsewhere"
     outside.mkdir()
@@ -224,11 +225,12 @@ def test_a_calls_file_leading_out_of_the_run_is_not_read(
     folder = copy(runs["A"], tmp_path / "folder")
     shutil.move(folder / "calls", outside / "calls")
     (folder / "calls").symlink_to(outside / "calls", target_is_directory=True)
-    for run, first in ((linked, MUL), (folder, ADD)):  # the export stops at the first
-        done, _, err = export(run)
-        assert done.returncode == 2 and "Traceback" not in err
+    for run, status in ((linked, 0), (folder, 2)):  # folder: no rollout is left to export
+        done, records, err = export(run)
+        assert done.returncode == status and "Traceback" not in err
+        assert MUL not in records
         assert (
-            f"{run / 'rollouts.jsonl'}: rollout {first}: calls_file 'calls/{first}.jsonl' "
+            f"{run / 'rollouts.jsonl'}: rollout {MUL}: calls_file 'calls/{MUL}.jsonl' "
             "is outside the run directory" in err
         ), err
         with pytest.raises(RunDirError, match="is outside the run directory"):

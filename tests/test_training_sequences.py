@@ -532,7 +532,9 @@ async def test_every_format_writes_and_rollouts_without_calls_keep_their_raw_tok
     assert {r["task_id"] for r in sft} == {"tasks:add"}  # only the rollouts that passed
     assert sft[0]["tools"][0]["function"]["name"] == "calc"
 
-    # a rollout without a calls file keeps the per-rollout ids its harness recorded
+    # a rollout without a calls file (written before calls were recorded: its record names
+    # none) keeps the per-rollout ids its harness recorded; a calls file its record names
+    # that is gone is damage, and that rollout is left out (tests/test_export_damaged.py)
     rollout_id = sorted(p.stem for p in (run_dir / "calls").iterdir())[0]
     (run_dir / "calls" / f"{rollout_id}.jsonl").unlink()
     lines = (run_dir / "rollouts.jsonl").read_text().splitlines()
@@ -541,6 +543,7 @@ async def test_every_format_writes_and_rollouts_without_calls_keep_their_raw_tok
         data: dict[str, Any] = json.loads(line)
         if data["rollout_id"] == rollout_id:
             data["raw"] = {"prompt_token_ids": [7, 8], "completion_token_ids": [9]}
+            data["calls"], data["calls_file"] = 0, None
         rewritten.append(json.dumps(data))
     (run_dir / "rollouts.jsonl").write_text("\n".join(rewritten) + "\n")
     (record,) = [r for r in from_run_dir(run_dir) if r.rollout_id == rollout_id]

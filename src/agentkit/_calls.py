@@ -271,8 +271,9 @@ def parse_calls(
     it stores by reference: call index -> (the earlier call, how many of its ids
     the prompt starts with); training export then need not compare those ids again.
 
-    A last line without its newline that is not valid JSON (the run was killed
-    while writing it) is left out. Every field is checked against
+    A calls file is written whole before its rollout's line, so a line cut short
+    (the last one too) is damage, not an interrupted write: an error like any
+    other line that is not JSON. Every field is checked against
     :class:`ModelCall`; keys this agentkit does not know (a newer writer's)
     are ignored. A bad line raises :class:`~agentkit.rundir.RunDirError`:
     ``<source>: line 3.prompt_token_ids: expected ...``.
@@ -284,9 +285,13 @@ def parse_calls(
         try:
             value = loads(line)
         except orjson.JSONDecodeError as exc:
-            if not line.strip() or number == len(lines):
-                continue  # an empty line, or a torn last one
-            raise RunDirError(f"{source}: line {number}: not valid JSON ({exc})") from None
+            if not line.strip():
+                continue  # an empty line (the file's last, after its final newline)
+            cut = " (cut short: no newline at its end)" if number == len(lines) else ""
+            raise RunDirError(
+                f"{source}: line {number}: not valid JSON{cut} ({exc}); expected one model "
+                "call (a JSON object) per line"
+            ) from None
         where = f"{source}: line {number}"
         if type(value) is not dict:
             raise RunDirError(f"{where}: expected a JSON object (one model call)")

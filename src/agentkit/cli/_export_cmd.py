@@ -1,5 +1,5 @@
 """``agentkit export RUN_DIR [--format FORMAT] [--out FILE] [--require-token-ids]
-[--tokenizer PATH]``."""
+[--strict] [--tokenizer PATH]``."""
 
 from __future__ import annotations
 
@@ -79,6 +79,13 @@ __all__ = ["export_cmd"]
     "returned no token ids, or none recorded at all; the error names the rollouts and calls.",
 )
 @click.option(
+    "--strict",
+    is_flag=True,
+    help="Fail (write nothing) when a rollout's files cannot be read (a calls file that is "
+    "damaged, cut short, missing or leads outside the run; a corrupt line of "
+    "rollouts.jsonl) instead of leaving that rollout out with a warning.",
+)
+@click.option(
     "--tokenizer",
     type=click.Path(exists=True, path_type=Path),
     help="A local Hugging Face tokenizer (a directory) that gives token ids to the chat "
@@ -106,6 +113,7 @@ def export_cmd(
     max_seq_len: int | None,
     drop_unscored: bool,
     require_token_ids: bool,
+    strict: bool,
     tokenizer: Path | None,
     group_by: str,
 ) -> None:
@@ -115,7 +123,9 @@ def export_cmd(
     while each prompt extends the last; a prefix break or a branch starts a
     new one); nothing is re-tokenized unless --tokenizer is given. Rollouts
     whose tokens are incomplete are exported with what they have and marked,
-    and listed on stderr.
+    and listed on stderr. A rollout whose files cannot be read (damaged, or
+    leading outside the run) is left out with one warning naming the file and
+    why, and the rest is exported (exit status 0); --strict fails instead.
     """
     if out is None:
         out = run_dir / _default_name(fmt)
@@ -133,11 +143,25 @@ def export_cmd(
         drop_unscored=drop_unscored,
         require_token_ids=require_token_ids,
         tokenizer=tokenizer,
+        strict=strict,
         group_by="branch_point" if group_by == "branch_point" else "task",
     )
     to_stdout = str(out) == STDOUT
     where = "standard output" if to_stdout else str(out)
-    click.echo(f"wrote {summary.written} {_unit(fmt)} to {where} ({fmt})", err=to_stdout)
+    left = len(summary.left_out)
+    also = f"; left out {left} rollout(s) that cannot be read" if left else ""
+    click.echo(f"wrote {summary.written} {_unit(fmt)} to {where} ({fmt}){also}", err=to_stdout)
+    if summary.left_out or summary.notes:
+        click.echo(
+            f"warning: left out {left} rollout(s) of {run_dir} whose files cannot be read "
+            "(damaged, or leading outside the run; --strict fails instead):",
+            err=True,
+        )
+        damage = [item.reason for item in summary.left_out] + summary.notes
+        for reason in damage[:10]:
+            click.echo(f"  {reason}", err=True)
+        if len(damage) > 10:
+            click.echo(f"  ... and {len(damage) - 10} more", err=True)
     if summary.incomplete:
         click.echo(
             f"{len(summary.incomplete)} of {summary.rollouts} rollouts have incomplete token ids "

@@ -18,7 +18,9 @@ from agentkit.rundir._records import RolloutRecord
 __all__ = ["load_groups", "load_rollouts"]
 
 
-def load_rollouts(run_dir: Path, *, repair: bool) -> tuple[list[RolloutRecord], str | None]:
+def load_rollouts(
+    run_dir: Path, *, repair: bool, corrupt: list[str] | None = None
+) -> tuple[list[RolloutRecord], str | None]:
     """Read ``rollouts.jsonl`` whole; a half-written last line is dropped (and cut off if
     ``repair``).
 
@@ -26,9 +28,11 @@ def load_rollouts(run_dir: Path, *, repair: bool) -> tuple[list[RolloutRecord], 
     again by ``--resume``, after an infrastructure failure or with
     ``--retry-errors``, supersedes its earlier line), in the order their
     ids first appear, and a note about what was repaired, if anything.
-    Corruption anywhere else is an error naming the line.
+    Corruption anywhere else is an error naming the line, unless ``corrupt`` is given
+    (a reader that skips what it cannot read, as training export does): then each
+    corrupt line is left out and its message appended to ``corrupt``.
     """
-    return _load_lines(Path(run_dir) / ROLLOUTS, repair=repair)
+    return _load_lines(Path(run_dir) / ROLLOUTS, repair=repair, corrupt=corrupt)
 
 
 def load_groups(run_dir: Path, *, repair: bool) -> dict[str, dict[str, Any]]:
@@ -66,7 +70,9 @@ def _torn_tail(data: bytes) -> int:
     return len(data) if not data or data.endswith(b"\n") else data.rfind(b"\n") + 1
 
 
-def _load_lines(path: Path, *, repair: bool) -> tuple[list[RolloutRecord], str | None]:
+def _load_lines(
+    path: Path, *, repair: bool, corrupt: list[str] | None
+) -> tuple[list[RolloutRecord], str | None]:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -93,6 +99,12 @@ def _load_lines(path: Path, *, repair: bool) -> tuple[list[RolloutRecord], str |
                 cut = sum(len(x) + 1 for x in lines[:-1])
                 note = f"{path.name}: dropped a corrupt last line ({exc})"
                 break
+            if corrupt is not None:
+                corrupt.append(
+                    f"{path}: line {number} is corrupt ({exc}); expected one rollout record "
+                    "(a JSON object) per line"
+                )
+                continue
             raise RunDirError(
                 f"{path}: line {number} is corrupt ({exc}); it is not the last line, so this "
                 "is not an interrupted write: fix or remove that line, then resume"

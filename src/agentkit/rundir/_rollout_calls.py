@@ -47,6 +47,11 @@ def read_rollout_calls(
     call of another rollout, or one another run recorded, a :class:`ForeignCallsError`
     naming the file and the call. ``references``: see :func:`agentkit._calls.parse_calls`.
     """
+    if calls_file is not None and not isinstance(calls_file, str):
+        raise RunDirError(
+            f"{run_dir / ROLLOUTS}: rollout {rollout_id}: calls_file: expected a path "
+            f"relative to the run (calls/<rollout_id>.jsonl), got {type(calls_file).__name__}"
+        )
     name = calls_file or f"{CALLS_DIR}/{rollout_id}.jsonl"
     path = run_dir / name
     if not inside(run_dir, path):

@@ -23,6 +23,7 @@ from agentkit.training._errors import ExportError
 from agentkit.training._export import ExportSummary, export_run
 from agentkit.training._formats import EXPORT_FORMATS, write_records
 from agentkit.training._jsonl import write_jsonl
+from agentkit.training._left_out import LeftOut
 from agentkit.training._overlong import OVERLONG_STOP_REASONS, filter_overlong, is_overlong
 from agentkit.training._parquet import write_parquet
 from agentkit.training._pipeline import prepare
@@ -42,6 +43,7 @@ __all__ = [
     "ExportError",
     "ExportSummary",
     "GroupBy",
+    "LeftOut",
     "Normalize",
     "RolloutTokens",
     "TokenSequence",

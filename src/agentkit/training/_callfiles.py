@@ -28,6 +28,7 @@ def read_calls(
     rollout_id: str,
     *,
     run_id: str | None,
+    calls_file: str | None = None,
     references: dict[int, tuple[int, int]] | None = None,
 ) -> list[ModelCall] | None:
     """A rollout's model calls (``calls/<rollout_id>.jsonl``), read by the run
@@ -35,10 +36,13 @@ def read_calls(
     no calls file. A malformed file is an :class:`ExportError` naming the file, the
     line and the field; a call of another rollout, or one another run recorded (its
     ``run_id`` is not ``run_id``, the run's: :func:`agentkit.rundir.run_id_of`), a
-    :class:`ForeignCallsError` naming the file and the call. ``references``: see
-    ``agentkit._calls.parse_calls``."""
+    :class:`ForeignCallsError` naming the file and the call. ``calls_file``: the file the
+    rollout's record names (kept inside the run; default ``calls/<rollout_id>.jsonl``).
+    ``references``: see ``agentkit._calls.parse_calls``."""
     try:
-        return read_rollout_calls(run_dir, rollout_id, run_id=run_id, references=references)
+        return read_rollout_calls(
+            run_dir, rollout_id, run_id=run_id, calls_file=calls_file, references=references
+        )
     except ForeignCalls as exc:
         raise ForeignCallsError(str(exc)) from None
     except RunDirError as exc:

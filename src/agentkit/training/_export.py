@@ -16,8 +16,9 @@ import attrs
 from agentkit.training._advantages import GroupBy
 from agentkit.training._errors import ExportError
 from agentkit.training._formats import ExportFormat, format_named
+from agentkit.training._left_out import LeftOut
 from agentkit.training._pipeline import prepare
-from agentkit.training._read import gc_paused, read_run
+from agentkit.training._read import damaged, gc_paused, read_run
 from agentkit.training._records import TrainingRecord
 
 __all__ = ["ExportSummary", "export_run"]
@@ -27,15 +28,22 @@ __all__ = ["ExportSummary", "export_run"]
 class ExportSummary:
     """What :func:`export_run` wrote, and which rollouts' tokens are incomplete.
 
-    ``written``: lines, rows or records written. ``rollouts``: rollouts read.
+    ``written``: lines, rows or records written. ``rollouts``: rollouts exported.
     ``incomplete``: per rollout whose tokens are incomplete, its issues
     (``{"call": index or None, "reason": ...}``); such rollouts are exported
     with what they have, marked, unless ``require_token_ids`` was given.
+    ``left_out``: the rollouts (and corrupt lines of ``rollouts.jsonl``) left out
+    because their files are damaged or lead outside the run, each with one line
+    naming the file and why. ``notes``: damage that left nothing out (a branching
+    run's prefix whose calls file could not be read: its leaves have no
+    ``prefix_tokens``).
     """
 
     written: int
     rollouts: int
     incomplete: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict)
+    left_out: list[LeftOut] = attrs.field(factory=list)
+    notes: list[str] = attrs.field(factory=list)
 
 
 def _incomplete(records: list[TrainingRecord]) -> dict[str, list[dict[str, Any]]]:
@@ -84,6 +92,7 @@ def export_run(
     require_token_ids: bool = False,
     group_by: GroupBy = "task",
     tokenizer: str | os.PathLike[str] | None = None,
+    strict: bool = False,
 ) -> ExportSummary:
     """Read a run directory, :func:`~agentkit.training.prepare` it, write ``out``.
 
@@ -94,11 +103,24 @@ def export_run(
     :func:`~agentkit.training.from_run_dir`) counts as incomplete there, since they are not the
     server's. ``group_by="branch_point"`` forms the GRPO groups per branch point
     of a branching run (see :func:`~agentkit.training.assign_advantages`).
+
+    A rollout whose files cannot be read (its calls file is damaged, cut short,
+    missing or leads outside the run, which is never opened; its line of
+    ``rollouts.jsonl`` is corrupt; its ``raw`` token fields are malformed) is left
+    out, and the others are exported: its group's advantages are those of the
+    rollouts that remain, as for a rollout that could not run.
+    :attr:`ExportSummary.left_out` says which and why. With ``strict`` any such
+    damage fails the export instead (an :class:`ExportError` naming each file;
+    nothing is written), and so does a run every rollout of which was left out.
     """
     chosen = format_named(format)
     if chosen.check is not None:
         chosen.check()  # fail before reading anything
     read = read_run(run_dir, tokenizer=tokenizer, keep=chosen.keep)
+    if strict and (read.left_out or read.notes):
+        raise ExportError(f"{damaged(run_dir, read)}\n(--strict) nothing was written")
+    if read.left_out and not read.records:
+        raise ExportError(f"{damaged(run_dir, read)}\nno rollout is left to export")
     records = prepare(
         read.records,
         normalize=normalize,
@@ -121,4 +143,6 @@ def export_run(
         written=written,
         rollouts=len({r.rollout_id for r in records}),
         incomplete=incomplete,
+        left_out=list(read.left_out),
+        notes=list(read.notes),
     )

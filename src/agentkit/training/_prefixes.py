@@ -14,6 +14,7 @@ from pathlib import Path
 
 from agentkit.rundir import RolloutRecord
 from agentkit.training._callfiles import ForeignCallsError, read_calls
+from agentkit.training._errors import ExportError
 from agentkit.training._records import (
     PrefixSequences,
     TrainingRecord,
@@ -38,6 +39,9 @@ class Prefixes:
         self.run_id = run_id
         self.rollouts = {r.rollout_id: r for r in rollouts}
         self.sequences: dict[str, PrefixSequences] = {}
+        #: A prefix's calls file that could not be read (damaged, or leading outside the
+        #: run): its leaves are exported without ``prefix_tokens``; one line each.
+        self.unread: list[str] = []
 
     def count(self, records: list[TrainingRecord]) -> list[TrainingRecord]:
         """One leaf's records (its sequences) with ``prefix_tokens`` counted on each."""
@@ -47,16 +51,25 @@ class Prefixes:
             return records
         if prefix_id not in self.sequences:
             try:
-                calls = read_calls(self.run_dir, prefix_id, run_id=self.run_id)
+                calls = read_calls(
+                    self.run_dir, prefix_id, run_id=self.run_id, calls_file=parent.calls_file
+                )
             except ForeignCallsError:  # not the prefix's calls: no lengths
                 return records
-            self.sequences[prefix_id] = (
-                raw_sequences(parent)
-                if calls is None
-                else [
-                    (s.prompt_token_ids, s.completion_token_ids)
-                    for s in sequences_of(calls).sequences
-                ]
-            )
+            except ExportError as exc:  # a damaged file: no lengths, said once
+                self.unread.append(
+                    f"{exc}; the rollouts forked from {prefix_id} are exported without "
+                    "prefix_tokens"
+                )
+                self.sequences[prefix_id] = []
+            else:
+                self.sequences[prefix_id] = (
+                    raw_sequences(parent)
+                    if calls is None
+                    else [
+                        (s.prompt_token_ids, s.completion_token_ids)
+                        for s in sequences_of(calls).sequences
+                    ]
+                )
         prefix = self.sequences[prefix_id]
         return [r.evolve(prefix_tokens=prefix_tokens_of(r, prefix)) for r in records]

@@ -17,16 +17,18 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from agentkit._calls import ModelCall
-from agentkit.rundir import ROLLOUTS, load_rollouts, run_id_of
+from agentkit.rundir import ROLLOUTS, RolloutRecord, load_rollouts, run_id_of
 from agentkit.training._callfiles import ForeignCallsError, read_calls
 from agentkit.training._errors import ExportError
+from agentkit.training._left_out import LeftOut
 from agentkit.training._prefixes import Prefixes
-from agentkit.training._records import TrainingRecord, from_rollouts, with_sequences
+from agentkit.training._records import TrainingRecord, records_of, with_sequences
 from agentkit.training._sequences import RolloutTokens, _sequences_of, sequences_of
 from agentkit.training._tokenizer import load_tokenizer, retokenized
 
 __all__ = [
     "RunRead",
+    "damaged",
     "from_run_dir",
     "gc_paused",
     "read_run",
@@ -66,7 +68,10 @@ def gc_paused() -> Iterator[None]:
 
 
 def from_run_dir(
-    run_dir: str | os.PathLike[str], *, tokenizer: str | os.PathLike[str] | None = None
+    run_dir: str | os.PathLike[str],
+    *,
+    tokenizer: str | os.PathLike[str] | None = None,
+    skip_damaged: bool = False,
 ) -> list[TrainingRecord]:
     """Training records for every rollout stored in ``RUN_DIR/rollouts.jsonl``.
 
@@ -86,18 +91,45 @@ def from_run_dir(
     to the chat calls the server returned none for (``pip install
     'agentkit[tokenizer]'``); their sequences are marked ``token_source:
     "tokenizer"``. Without it nothing is re-tokenized.
+
+    A damaged run directory (a calls file that cannot be read, is cut short, leads
+    outside the run or is missing; a corrupt line of ``rollouts.jsonl``; malformed token
+    fields in a rollout's ``raw``) is an :class:`~agentkit.training.ExportError` naming
+    every such file and why; with ``skip_damaged`` those rollouts are left out and the
+    others returned (:func:`~agentkit.training.export_run` reports what it left out).
     """
-    return read_run(run_dir, tokenizer=tokenizer).records
+    read: RunRead[None] = read_run(run_dir, tokenizer=tokenizer)
+    if (read.left_out or read.notes) and not skip_damaged:
+        raise ExportError(damaged(run_dir, read))
+    return read.records
+
+
+def damaged(run_dir: str | os.PathLike[str], read: RunRead[Any], limit: int = 10) -> str:
+    """The error of a run directory with damaged files (``read.left_out`` and
+    ``read.notes``): one line for the run, then one for each (at most ``limit``)."""
+    reasons = [item.reason for item in read.left_out] + read.notes
+    lines = [
+        f"{len(read.left_out)} rollout(s) of {os.fspath(run_dir)} cannot be read "
+        "(damaged files, or files that lead outside the run):"
+    ]
+    lines += [f"  {reason}" for reason in reasons[:limit]]
+    if len(reasons) > limit:
+        lines.append(f"  ... and {len(reasons) - limit} more")
+    return "\n".join(lines)
 
 
 @attrs.frozen
 class RunRead(Generic[K]):
-    """A run directory read once for an export: its training records, and what a
-    writer keeps of each rollout's calls (:attr:`~agentkit.training._formats.Format.keep`),
-    by rollout id."""
+    """A run directory read once for an export: its training records, what a writer
+    keeps of each rollout's calls (:attr:`~agentkit.training._formats.Format.keep`), by
+    rollout id, and the rollouts left out because their files could not be read."""
 
     records: list[TrainingRecord]
     kept: dict[str, K] = attrs.field(factory=dict)
+    left_out: list[LeftOut] = attrs.field(factory=list)
+    #: Damage that left nothing out: a branching run's prefix whose calls file could not
+    #: be read (its leaves are exported without ``prefix_tokens``), one line each.
+    notes: list[str] = attrs.field(factory=list)
 
 
 def read_run(
@@ -113,18 +145,24 @@ def read_run(
     are read."""
     path = _run_path(run_dir)
     tok = load_tokenizer(tokenizer) if tokenizer is not None else None
-    rollouts, _note = load_rollouts(path, repair=False)
+    corrupt: list[str] = []
+    rollouts, _note = load_rollouts(path, repair=False, corrupt=corrupt)
+    left_out = [LeftOut(None, why) for why in corrupt]
     run_id = run_id_of(path)
+    stored = {r.rollout_id: r for r in rollouts}
     out: list[TrainingRecord] = []
     kept: dict[str, K] = {}
     prefixes = Prefixes(path, rollouts, run_id=run_id)
     with gc_paused():
-        for record in from_rollouts(rollouts):
+        for record in records_of(rollouts, left_out=left_out, source=str(path / ROLLOUTS)):
             references: dict[int, tuple[int, int]] = {}
             try:
-                calls = read_calls(path, record.rollout_id, run_id=run_id, references=references)
+                calls = _calls_of(path, stored[record.rollout_id], run_id, references)
             except ForeignCallsError as exc:
                 out.append(_without_calls(record, str(exc)))
+                continue
+            except ExportError as exc:  # a damaged or hostile file: this rollout only
+                left_out.append(LeftOut(record.rollout_id, str(exc)))
                 continue
             if calls is None:
                 records = [record]
@@ -136,7 +174,31 @@ def read_run(
             if keep is not None and calls is not None:
                 kept[record.rollout_id] = keep(calls)
             out.extend(records if record.prefix_id is None else prefixes.count(records))
-    return RunRead(out, kept)
+    return RunRead(out, kept, left_out, prefixes.unread)
+
+
+def _calls_of(
+    run_dir: Path,
+    rollout: RolloutRecord,
+    run_id: str | None,
+    references: dict[int, tuple[int, int]],
+) -> list[ModelCall] | None:
+    """The rollout's calls, from the file its record names (``calls_file``; else
+    ``calls/<rollout_id>.jsonl``, a run made before records named it); None when it has
+    none. A file the record names that is not there is an :class:`ExportError`."""
+    calls = read_calls(
+        run_dir,
+        rollout.rollout_id,
+        run_id=run_id,
+        calls_file=rollout.calls_file,
+        references=references,
+    )
+    if calls is None and rollout.calls_file is not None:
+        raise ExportError(
+            f"{run_dir / str(rollout.calls_file)}: no such file; expected the rollout's "
+            f"model calls, which its line in {run_dir / ROLLOUTS} names (calls_file)"
+        )
+    return calls
 
 
 def _without_calls(record: TrainingRecord, why: str) -> TrainingRecord:

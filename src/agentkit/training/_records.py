@@ -19,6 +19,7 @@ from agentkit._calls import TokenSource
 from agentkit._errors import ValidationError
 from agentkit._tokens import int_list, numbers
 from agentkit.rundir import PREFIX_STATUS, RolloutRecord, branch_point_id
+from agentkit.training._left_out import LeftOut
 from agentkit.training._sequences import RolloutTokens
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ __all__ = [
     "from_rollouts",
     "prefix_tokens_of",
     "raw_sequences",
+    "records_of",
     "stop_reason_of",
     "with_sequences",
 ]
@@ -335,13 +337,31 @@ def from_rollouts(rollouts: Iterable[RolloutRecord]) -> list[TrainingRecord]:
     ``prefix_messages`` and ``prefix_tokens`` saying where the shared part
     ends (docs/branching.md).
     """
+    return records_of(rollouts)
+
+
+def records_of(
+    rollouts: Iterable[RolloutRecord],
+    *,
+    left_out: list[LeftOut] | None = None,
+    source: str = "rollouts.jsonl",
+) -> list[TrainingRecord]:
+    """:func:`from_rollouts`; with ``left_out``, a rollout whose token fields in ``raw``
+    are malformed is left out and said there (``source`` names the file its line is in)
+    instead of raising."""
     stored = list(rollouts)
     by_id = {r.rollout_id: r for r in stored}
     out = []
     for rollout in stored:
         if rollout.infra_error or rollout.status == PREFIX_STATUS:
             continue
-        record = _record_of(rollout)
+        try:
+            record = _record_of(rollout)
+        except ValidationError as exc:
+            if left_out is None:
+                raise
+            left_out.append(LeftOut(rollout.rollout_id, f"{source}: {exc}"))
+            continue
         parent = by_id.get(rollout.parent_rollout_id or "")
         fields = _prefix_fields(rollout, parent, record)
         out.append(record.evolve(**fields) if fields else record)
