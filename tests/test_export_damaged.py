@@ -123,7 +123,7 @@ def cut_last_line(run: Path, _outside: Path) -> str:
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 40])
     last = len(data[: len(data) - 40].split(b"\n"))
-    return f"{path}: line {last}: not valid JSON (cut short: no newline at its end)"
+    return f"{path}: line {last}: cut short (no newline at its end), not valid JSON ("
 
 
 def cut_a_line(run: Path, _outside: Path) -> str:

@@ -287,9 +287,9 @@ def parse_calls(
         except orjson.JSONDecodeError as exc:
             if not line.strip():
                 continue  # an empty line (the file's last, after its final newline)
-            cut = " (cut short: no newline at its end)" if number == len(lines) else ""
+            cut = "cut short (no newline at its end), " if number == len(lines) else ""
             raise RunDirError(
-                f"{source}: line {number}: not valid JSON{cut} ({exc}); expected one model "
+                f"{source}: line {number}: {cut}not valid JSON ({exc}); expected one model "
                 "call (a JSON object) per line"
             ) from None
         where = f"{source}: line {number}"
