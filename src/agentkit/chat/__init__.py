@@ -38,6 +38,7 @@ See docs/chat-client.md.
 
 from __future__ import annotations
 
+from agentkit._reasoning import REASONING_FIELDS, message_reasoning, with_reasoning
 from agentkit._tokens import completion_ids_gap
 from agentkit.chat._client import (
     DEFAULT_BASE_URL,
@@ -49,7 +50,6 @@ from agentkit.chat._client import (
 from agentkit.chat._connections import ConnectionCache
 from agentkit.chat._endpoint import retry_after_seconds
 from agentkit.chat._errors import ModelCallError
-from agentkit.chat._reasoning import REASONING_FIELDS, message_reasoning, with_reasoning
 from agentkit.chat._response import ChatResponse
 from agentkit.chat._tokens import TokenTrace, response_tokens
 

@@ -17,10 +17,10 @@ import attrs
 
 from agentkit._errors import ValidationError
 from agentkit._limits import json_type
+from agentkit._reasoning import message_reasoning
 from agentkit._tokens import ChatTokens, ChoiceTokens
 from agentkit._usage import Usage
 from agentkit.chat._errors import ModelCallError
-from agentkit.chat._reasoning import message_reasoning
 from agentkit.chat._tokens import completion_tokens
 
 __all__ = ["ChatResponse", "StreamReader", "read_completion"]

@@ -38,8 +38,8 @@ import secrets
 from typing import Any, ClassVar
 
 from agentkit._calls import WireProtocol
+from agentkit._reasoning import with_reasoning
 from agentkit._sse import json_event
-from agentkit.chat._reasoning import with_reasoning
 from agentkit.proxy._chat_parts import ChatParts, Part, Step
 from agentkit.proxy._errors import ANTHROPIC_ERROR_TYPES
 from agentkit.proxy._messages import MessagesWire

@@ -39,8 +39,8 @@ import time
 from typing import Any, ClassVar
 
 from agentkit._calls import WireProtocol
+from agentkit._reasoning import with_reasoning
 from agentkit._sse import json_event
-from agentkit.chat._reasoning import with_reasoning
 from agentkit.proxy._chat_parts import ChatParts, Part, Step
 from agentkit.proxy._responses import ResponsesWire
 from agentkit.proxy._translate import ChatTranslation, arguments_text, chat_usage

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from agentkit._calls import ModelCall
-from agentkit.chat._reasoning import message_reasoning
+from agentkit._reasoning import message_reasoning
 from agentkit.training._files import write_lines
 from agentkit.training._records import TrainingRecord
 from agentkit.training._toolcalls import tool_calls_of
