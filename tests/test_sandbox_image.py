@@ -173,7 +173,8 @@ async def test_the_images_entrypoint_starts_its_service(on_image) -> None:
 
 
 class _Server:
-    """An HTTP server on the host's loopback (or ``address``) answering 'model'."""
+    """An HTTP server on the host's loopback (or ``address``) answering 'model'; closed
+    (its thread ended, its listening socket closed) when its ``with`` block ends."""
 
     def __init__(self, address: str = "127.0.0.1") -> None:
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -187,14 +188,24 @@ class _Server:
 
         self.httpd = http.server.ThreadingHTTPServer((address, 0), Handler)
         self.port = self.httpd.server_address[1]
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def __enter__(self) -> _Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # shutdown() only ends serve_forever: the listening socket stays open until
+        # server_close() (a ResourceWarning when it is collected)
+        self.httpd.shutdown()
+        self._thread.join()
+        self.httpd.server_close()
 
 
 @pytest.fixture
 def host_server() -> Iterator[_Server]:
-    server = _Server()
-    yield server
-    server.httpd.shutdown()
+    with _Server() as server:
+        yield server
 
 
 async def test_model_endpoint_reaches_inside_and_nothing_else(
@@ -205,8 +216,7 @@ async def test_model_endpoint_reaches_inside_and_nothing_else(
     (shared / "tool.txt").write_text("from the host\n")
     url = f"http://127.0.0.1:{host_server.port}/v1"
     box = await on_image(PYTHON, model_endpoint=url, ro_binds=[str(shared)])
-    other = _Server()
-    try:
+    with _Server() as other:
         code = (
             "import sys, urllib.request\n"
             "for url in sys.argv[1:]:\n"
@@ -217,8 +227,6 @@ async def test_model_endpoint_reaches_inside_and_nothing_else(
         )
         r = await box.exec(["python3", "-c", code, url, f"http://127.0.0.1:{other.port}/"])
         assert r.stdout.split() == ["model", "error"], r.stderr
-    finally:
-        other.httpd.shutdown()
     r = await box.exec(f"cat {shared}/tool.txt; touch {shared}/new 2>/dev/null || echo read-only")
     assert r.stdout == "from the host\nread-only\n"
 
@@ -228,10 +236,9 @@ async def test_allowed_network_is_the_rollouts_own(on_image, host_server: _Serve
     a service on port 80, outbound traffic, the model endpoint, not the host's loopback."""
     need_slirp4netns()
     address = outward_address()
-    outward = _Server("0.0.0.0")
     url = f"http://127.0.0.1:{host_server.port}/v1"
     box = await on_image(PYTHON, network=True, allow_network=True, model_endpoint=url)
-    try:
+    with _Server("0.0.0.0") as outward:
         await box.start("cd /srv && echo own > index.html && exec python3 -m http.server 80")
         code = (
             "import sys, time, urllib.request\n"
@@ -249,8 +256,6 @@ async def test_allowed_network_is_the_rollouts_own(on_image, host_server: _Serve
         r = await box.exec(["python3", "-c", code, *urls], timeout=60)
         assert r.stdout.split() == ["own", "model", "model"], r.stderr
         assert (await box.exec("cat /etc/resolv.conf")).stdout == "nameserver 10.0.2.3\n"
-    finally:
-        outward.httpd.shutdown()
 
 
 async def test_prune_removes_image_roots_no_sandbox_runs_on(
@@ -475,17 +480,17 @@ def test_an_image_sandbox_dies_with_its_orchestrator(tmp_path: Path, image_cache
         "        await asyncio.sleep(600)\n"
         "asyncio.run(main())\n"
     )
-    proc = subprocess.Popen(
+    # the with block closes the stdout pipe (wait() leaves it open: a ResourceWarning)
+    with subprocess.Popen(
         [sys.executable, "-c", code, str(image_cache), arg, str(tmp_path / "rollout")],
         stdout=subprocess.PIPE,
         text=True,
-    )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-        assert host_pids_with_arg(arg)
-    finally:
-        proc.kill()
-        proc.wait()
+    ) as proc:
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+            assert host_pids_with_arg(arg)
+        finally:
+            proc.kill()
     assert asyncio.run(wait_gone(arg, 30)) == []
 
 
