@@ -1148,7 +1148,7 @@ def test_a_trainer_in_another_process_uses_the_service_through_its_ray_actor(
 
 
 #: A harness that answers with the Ray temp directory of the worker running it (its
-#: ``--temp-dir``) and the mode of the directory that holds it.
+#: ``--temp-dir``), and the mode and owner of the directory that holds it.
 TEMP_HARNESS = """
 import json, os, sys
 from agentkit import HarnessResult
@@ -1156,10 +1156,9 @@ from agentkit import HarnessResult
 class TempHarness:
     async def run(self, task, context=None, on_event=None):
         [temp] = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--temp-dir=")]
-        mode = os.stat(os.path.dirname(temp)).st_mode & 0o777
-        return HarnessResult(
-            status="completed", output=json.dumps({"temp_dir": temp, "mode": mode})
-        )
+        held = os.stat(os.path.dirname(temp))
+        seen = {"temp_dir": temp, "mode": held.st_mode & 0o777, "uid": held.st_uid}
+        return HarnessResult(status="completed", output=json.dumps(seen))
 """
 #: A driver with one such rollout on a Ray instance of its own; prints its output.
 TEMP_DRIVER = """
@@ -1186,30 +1185,43 @@ def long_tmpdir(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_local_ray_instance_starts_under_a_long_tmpdir(tmp_path: Path) -> None:
-    # Ray keeps its sockets under $TMPDIR/ray/session_<date>_<pid>/sockets: under a long
-    # TMPDIR the instance gets a short directory of the driver's own, removed with it
+@pytest.mark.parametrize("tmpdir", ["short", "long"])
+def test_a_local_ray_instance_runs_in_a_private_directory_removed_with_it(
+    tmp_path: Path, tmpdir: str
+) -> None:
+    # Ray makes its temp directory 0777 (its session's logs and sockets): a local instance
+    # gets one in a directory of the driver's own (0700), made under TMPDIR, or under /tmp
+    # when TMPDIR is too long for Ray's socket paths, and removed with the instance
     _need("ray", "Ray is not installed (pip install 'agentkit[ray]')")
     (tmp_path / "agentkit_test_ray_temp.py").write_text(TEMP_HARNESS)
-    mark = f"longtmp-{uuid.uuid4().hex[:12]}"
+    mark = f"privtmp-{uuid.uuid4().hex[:12]}"
+    if tmpdir == "long":
+        base, parent = long_tmpdir(tmp_path), Path("/tmp")
+    else:
+        base = parent = Path(tempfile.mkdtemp(prefix="akt-", dir="/tmp"))
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}
-    env.update({"NO_COLOR": "1", "TMPDIR": str(long_tmpdir(tmp_path)), MARK: mark})
+    env.update({"NO_COLOR": "1", "TMPDIR": str(base), MARK: mark})
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env.get("PYTHONPATH", "")])
-    done = subprocess.run(
-        [sys.executable, "-c", TEMP_DRIVER, str(tmp_path / "run"), str(tmp_path / "nodes")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )  # a hang guard, not a measurement
-    assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.splitlines()[-1])
-    temp = Path(seen["temp_dir"])
-    made = temp.parent
-    assert temp.name == "ray" and made.parent == Path("/tmp") and made.name.startswith("akray-")
-    assert seen["mode"] == 0o700  # Ray's 0777 directories inside are out of others' reach
-    assert not made.exists()  # removed with the instance
-    assert_none_left(lambda: ray_processes(mark), "the Ray instance the run started")
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", TEMP_DRIVER, str(tmp_path / "run"), str(tmp_path / "nodes")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )  # a hang guard, not a measurement
+        assert done.returncode == 0, done.stderr[-3000:]
+        seen = json.loads(done.stdout.splitlines()[-1])
+        temp = Path(seen["temp_dir"])
+        made = temp.parent
+        assert temp.name == "ray" and made.parent == parent and made.name.startswith("akray-")
+        # Ray's 0777 directories inside are out of other users' reach
+        assert (seen["mode"], seen["uid"]) == (0o700, os.getuid())
+        assert not made.exists()  # removed with the instance
+        assert_none_left(lambda: ray_processes(mark), "the Ray instance the run started")
+    finally:
+        if tmpdir == "short":
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def test_a_too_long_ray_tmpdir_is_one_clear_error(tmp_path: Path) -> None:

@@ -8,13 +8,19 @@ the driver (``AGENTKIT_RAY_OWNER``), and a guard process kills them all once
 the driver is gone, ``kill -9`` included (:mod:`agentkit.executors._ray_guard`).
 A cluster agentkit did not start is never touched.
 
-Ray keeps the instance's Unix sockets under its temp directory
-(``<temp dir>/session_<date>_<pid>/sockets/plasma_store``), and a socket's path
-may have at most :data:`SOCKET_PATH_MAX` bytes: when ``$TMPDIR/ray`` is too
-long for that (HPC and CI machines often give long ones), the instance gets a
-directory of the driver's own instead (``/tmp/akray-XXXXXXXX``, mode 0700,
-made with :func:`tempfile.mkdtemp`), removed with the instance
-(:func:`ray_temp_dir`).
+The instance's temp directory (Ray's ``--temp-dir``: its session's logs, which
+hold what its workers print, and its Unix sockets) is ``ray`` in a directory of
+the driver's own, made for it with :func:`tempfile.mkdtemp` (mode 0700, owned
+by the driver's user) and removed with the instance (:func:`ray_temp_dir`): Ray
+makes its temp directory and everything in it readable and writable by every
+user (0777), so under Ray's default ``/tmp/ray`` another user of the machine
+could read the run's logs and add or remove files and sockets there. That
+directory is made under ``$TMPDIR`` (else the system's temp directory), or
+under ``/tmp`` when that is too long for Ray's socket paths
+(``<temp dir>/session_<date>_<pid>/sockets/plasma_store``, at most
+:data:`SOCKET_PATH_MAX` bytes; HPC and CI machines often give long ones). A
+temp directory the user chose (``RAY_TMPDIR``, or ``_temp_dir`` in the
+executor's ``init_options``) is used as it is.
 """
 
 from __future__ import annotations
@@ -56,44 +62,50 @@ SOCKET_PATH_MAX = 107
 #: session's directory (the date to the microsecond and the driver's pid, up to the 7
 #: digits of Linux's largest), ``sockets/`` and the plasma store's name with an index.
 SOCKET_TAIL = len("/session_2026-01-01_00-00-00_000000_4194304/sockets/plasma_store.99")
-#: Where a directory of the driver's own is made when Ray's would be too long.
+#: Where the instance's own directory is made when ``$TMPDIR`` is too long for it.
 SHORT_TEMP_ROOT = "/tmp"
+#: The name :func:`ray_temp_dir` gives the instance's own directory, before its random part.
+PRIVATE_PREFIX = "akray-"
+#: The bytes the instance's own directory adds to its parent's path
+#: (``/akray-XXXXXXXX``: :func:`tempfile.mkdtemp` adds 8 random characters).
+PRIVATE_NAME = len(f"/{PRIVATE_PREFIX}") + 8
 
 
 def ray_temp_dir() -> tuple[str | None, Path | None]:
     """Ray's temp directory for a local instance, and the directory made for it to remove
-    with the instance: ``(None, None)`` when Ray's default will do (``$RAY_TMPDIR/ray``,
-    else ``$TMPDIR/ray``, else ``/tmp/ray``, as Ray picks it), else ``ray`` in a new
-    directory of this user's own under ``/tmp`` (mode 0700: Ray makes its temp
-    directory and everything in it 0777, and other users cannot reach that through
-    it), when ``$TMPDIR`` is too long for Ray's socket paths.
+    with the instance.
 
-    Raises :class:`ExecutorError` when ``$RAY_TMPDIR`` (the user's explicit choice) is
-    too long, or no directory can be made under ``/tmp``.
+    ``(None, None)`` when the user chose one with ``$RAY_TMPDIR`` (Ray uses
+    ``$RAY_TMPDIR/ray``); else ``ray`` in a new directory of this user's own (mode
+    0700: Ray makes its temp directory and everything in it 0777, and no other user
+    can reach that through it), made under ``$TMPDIR`` (else the system's temp
+    directory), or under ``/tmp`` when that is too long for Ray's socket paths.
+
+    Raises :class:`ExecutorError` when ``$RAY_TMPDIR`` is too long for Ray's socket
+    paths, or the directory cannot be made.
     """
     fits = SOCKET_PATH_MAX - SOCKET_TAIL - len("/ray")
-    for name in ("RAY_TMPDIR", "TMPDIR"):
-        base = os.environ.get(name)
-        if base:
-            break
-    else:
-        return None, None
-    length = len(os.fsencode(base))
-    if length <= fits:
-        return None, None
-    why = (
-        f"{name} is {length} bytes long ({base}), and Ray keeps the sockets of the Ray "
-        f"instance it starts under it: their paths would pass the {SOCKET_PATH_MAX} bytes "
-        f"a Unix socket's path may have"
-    )
-    if name == "RAY_TMPDIR":
-        raise ExecutorError(f"{why}; set RAY_TMPDIR to a directory of at most {fits} bytes")
+    chosen = os.environ.get("RAY_TMPDIR")
+    if chosen:
+        length = len(os.fsencode(chosen))
+        if length <= fits:
+            return None, None
+        raise ExecutorError(
+            f"RAY_TMPDIR is {length} bytes long ({chosen}), and Ray keeps the sockets of the "
+            f"Ray instance it starts under it: their paths would pass the {SOCKET_PATH_MAX} "
+            f"bytes a Unix socket's path may have; set RAY_TMPDIR to a directory of at most "
+            f"{fits} bytes"
+        )
+    root = os.environ.get("TMPDIR") or tempfile.gettempdir()
+    if len(os.fsencode(root)) > fits - PRIVATE_NAME:
+        root = SHORT_TEMP_ROOT
     try:
-        made = Path(tempfile.mkdtemp(prefix="akray-", dir=SHORT_TEMP_ROOT))
+        made = Path(tempfile.mkdtemp(prefix=PRIVATE_PREFIX, dir=root))
     except OSError as exc:
         raise ExecutorError(
-            f"{why}, and no directory could be made in {SHORT_TEMP_ROOT} instead "
-            f"({exc.strerror}); set RAY_TMPDIR to a directory of at most {fits} bytes"
+            f"cannot make a directory for the local Ray instance in {root} "
+            f"({exc.strerror}); set RAY_TMPDIR to a directory of at most {fits} bytes, "
+            "or TMPDIR to one that can hold it"
         ) from None
     return str(made / "ray"), made
 
@@ -141,13 +153,13 @@ class LocalRay:
     def __init__(self) -> None:
         self.mark = owner_token()
         self._guard: subprocess.Popen[bytes] | None = None
-        #: The directory made for the instance's temp directory (None: Ray's default).
+        #: The directory made for the instance's temp directory (None: the user's choice).
         self.made_dir: Path | None = None
 
     def start(self, ray: Any, options: dict[str, Any]) -> None:
         """Arm the guard, then start the instance (``ray.init(address="local", **options)``),
-        in a temp directory of its own when Ray's default is too long (:func:`ray_temp_dir`)
-        and ``options`` name none (``_temp_dir``)."""
+        in a temp directory of its own (:func:`ray_temp_dir`) unless ``options`` name one
+        (``_temp_dir``)."""
         reap_orphans(OWNER_ENV)
         options = dict(options)
         if "_temp_dir" not in options:
