@@ -1243,3 +1243,47 @@ def test_a_too_long_ray_tmpdir_is_one_clear_error(tmp_path: Path) -> None:
     assert f"RAY_TMPDIR is {LONG_TMPDIR} bytes long ({ray_tmp})" in done.stderr, done.stderr
     assert "set RAY_TMPDIR to a directory of at most 36 bytes" in done.stderr, done.stderr
     assert not (ray_tmp / "ray").exists()  # Ray was not started
+
+
+@pytest.mark.parametrize(
+    ("given", "told"),
+    [
+        # Ray names the option: that one is named, not the others given
+        (["--ray-init", "num_cpus=2", "--ray-init", "foo=1"], "option foo (--ray-init, "
+         "init_options); Ray said: RuntimeError: Unknown keyword argument(s): foo"),
+        # Ray does not: the option given is named; Ray refuses it once its instance started
+        (["--ray-init", "num_cpus=abc"], "option num_cpus (--ray-init, init_options); Ray "
+         "said: AssertionError: CPU (<class 'str'>): abc"),
+        # from a config file's ray_init table
+        (["--config", "CONFIG"], "option foo (--ray-init, init_options); Ray said: "
+         "RuntimeError: Unknown keyword argument(s): foo"),
+    ],
+)  # fmt: skip
+def test_a_ray_init_option_ray_refuses_is_one_clear_error(
+    tmp_path: Path, given: list[str], told: str
+) -> None:
+    _need("ray", "Ray is not installed (pip install 'agentkit[ray]')")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "0", "input": "q", "target": "a"}\n')
+    config = tmp_path / "run.toml"
+    config.write_text("[ray_init]\nnum_cpus = 2\nfoo = 1\n")
+    base = Path(tempfile.mkdtemp(prefix="akt-", dir="/tmp"))
+    mark = f"badinit-{uuid.uuid4().hex[:12]}"
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}
+    env.update({"NO_COLOR": "1", "TMPDIR": str(base), MARK: mark})
+    argv = [
+        sys.executable, "-m", "agentkit", "run", f"jsonl:{tasks}", "chat", "--model", "m",
+        "--base-url", "http://127.0.0.1:9/v1", "--out", str(tmp_path / "run"),
+        "--executor", "ray", "--no-progress", "--no-preflight",
+        *[str(config) if arg == "CONFIG" else arg for arg in given],
+    ]  # fmt: skip
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=240)
+        assert done.returncode == 2, done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
+        [error] = [line for line in done.stderr.splitlines() if line.startswith("Error: ")]
+        assert error == f"Error: ray.init failed with the Ray init {told}", done.stderr
+        assert not list(base.iterdir())  # its private directory went with it
+        assert_none_left(lambda: ray_processes(mark), "the Ray instance that did not start")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

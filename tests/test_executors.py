@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -55,14 +57,28 @@ main()
     assert not (tmp_path / "run").exists()
 
 
-def test_ray_options_need_the_ray_executor(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("given", "told"),
+    [
+        (["--ray-address", "h:1"], "--ray-address needs --executor ray"),
+        (["--ray-init", "num_cpus=2"], "--ray-init needs --executor ray"),
+        (
+            ["--executor", "ray", "--ray-init", "address=h:1"],
+            "--ray-init address: give the Ray cluster to join with --ray-address",
+        ),
+        (["--executor", "ray", "--ray-init", "num_cpus"], "--ray-init 'num_cpus': expected "
+         "KEY=VALUE (an argument of ray.init)"),
+    ],
+)  # fmt: skip
+def test_ray_options_need_the_ray_executor(tmp_path: Path, given: list[str], told: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "agentkit", "run", "jsonl:x.jsonl", "chat", "--ray-address", "h:1"],
+        [sys.executable, "-m", "agentkit", "run", "jsonl:x.jsonl", "chat", *given],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
         cwd=tmp_path,
     )
-    assert done.returncode != 0
-    assert "--ray-address needs --executor ray" in done.stderr
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert f"Error: {told}\n" in done.stderr, done.stderr

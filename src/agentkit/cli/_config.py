@@ -43,6 +43,7 @@ TABLES: dict[str, str] = {
     "taskset_options": "taskset_pairs",
     "sandbox_options": "sandbox_pairs",
     "price": "price",
+    "ray_init": "ray_init_pairs",
 }
 #: Keys that name a parameter differently from its flag.
 _ALIASES: dict[str, str] = {

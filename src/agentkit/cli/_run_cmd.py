@@ -194,6 +194,13 @@ def _echo_err(message: str) -> None:
     help="A directory every node sees at this path: rollouts keep their files there "
     "instead of sending them to the driver (--executor ray).",
 )
+@pairs_option(
+    "--ray-init",
+    "ray_init_pairs",
+    metavar="KEY=VALUE",
+    help="An argument for ray.init (JSON value, else text) when the run starts or joins Ray "
+    "(--executor ray), e.g. --ray-init object_store_memory=200000000.",
+)
 @click.option(
     "--model-proxy/--no-model-proxy",
     "model_proxy",

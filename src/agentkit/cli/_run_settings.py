@@ -94,21 +94,36 @@ def provider_of(spec: str) -> str:
 
 def _model_args(pairs: tuple[str, ...]) -> dict[str, Any]:
     """``-M key=value``: the value is JSON when it parses (numbers, true, objects), else text."""
+    return _json_pairs(pairs, "-M", "a request field for the model")
+
+
+def _ray_init_args(pairs: tuple[str, ...], table: dict[str, Any]) -> dict[str, Any]:
+    """``ray_init`` of the config file, then ``--ray-init key=value`` (JSON, else text):
+    ``ray.init``'s keyword arguments."""
+    given = {**table, **_json_pairs(pairs, "--ray-init", "an argument of ray.init")}
+    if "address" in given:
+        raise SpecError("--ray-init address: give the Ray cluster to join with --ray-address")
+    return given
+
+
+def _json_pairs(pairs: tuple[str, ...], flag: str, what: str) -> dict[str, Any]:
+    """``FLAG key=value`` pairs (``what``: what a key names): the value is JSON when it
+    parses (numbers, true, objects), else text."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise SpecError(f"-M {pair!r}: expected KEY=VALUE (a request field for the model)")
+            raise SpecError(f"{flag} {pair!r}: expected KEY=VALUE ({what})")
         if key in out:
-            raise SpecError(f"-M {key} given twice; give it once")
+            raise SpecError(f"{flag} {key} given twice; give it once")
         try:
             out[key] = json.loads(text)
         except ValueError:
             out[key] = text
         if non_finite(out[key]) is not None:  # json.loads takes NaN, Infinity and 1e999
             raise SpecError(
-                f"-M {key}={text}: expected a finite number (JSON has no NaN or Infinity)"
+                f"{flag} {key}={text}: expected a finite number (JSON has no NaN or Infinity)"
             )
     return out
 
@@ -215,6 +230,7 @@ class _Given:
     allow_network: bool
     proxy: dict[str, Any]
     sb_options: dict[str, Any]
+    ray_init: dict[str, Any]
 
 
 def _given(
@@ -272,6 +288,7 @@ def _given(
         allow_network=params["allow_network"],
         proxy=proxy,
         sb_options=sb_options,
+        ray_init=_ray_init_args(params["ray_init_pairs"], tables.get("ray_init", {})),
     )
 
 
@@ -370,7 +387,7 @@ def _run_options(given: _Given, params: dict[str, Any], resume: Path | None) -> 
         pass_threshold=1.0 if given.pass_threshold is None else given.pass_threshold,
         normalize_advantages=given.normalize,
         preflight=params["preflight"],
-        executor=_executor(params),
+        executor=_executor(params, given.ray_init),
         **given.proxy,
     )
 
@@ -389,12 +406,13 @@ def _proxy_flags(params: dict[str, Any]) -> dict[str, Any]:
     return given
 
 
-def _executor(params: dict[str, Any]) -> str | Executor:
+def _executor(params: dict[str, Any], ray_init: dict[str, Any]) -> str | Executor:
     """``--executor`` and its ``--ray-*`` options: a name, or a configured RayExecutor."""
     ray_flags = {
         "--ray-address": params["ray_address"],
         "--ray-cpus": params["ray_cpus"],
         "--ray-artifacts-dir": params["ray_artifacts_dir"],
+        "--ray-init": ray_init or None,
     }
     if params["executor"] != "ray":
         given = [flag for flag, value in ray_flags.items() if value is not None]
@@ -407,4 +425,5 @@ def _executor(params: dict[str, Any]) -> str | Executor:
         address=params["ray_address"],
         cpus_per_rollout=1.0 if cpus is None else cpus,
         artifacts_dir=params["ray_artifacts_dir"],
+        init_options=ray_init,
     )

@@ -105,7 +105,9 @@ class RayExecutor:
     path: rollouts write their kept files there (``<artifacts_dir>/<rollout
     id>``, linked from the run directory) instead of sending them back to the
     driver. ``node_dir``: where runs keep their files on each node (default
-    ``<temp dir>/agentkit-ray``). ``init_options`` go to ``ray.init``.
+    ``<temp dir>/agentkit-ray``). ``init_options`` go to ``ray.init``; arguments
+    it refuses make :meth:`open` raise :class:`ExecutorError`, naming the option
+    and what Ray said.
     """
 
     name = "ray"
@@ -207,7 +209,12 @@ class RayExecutor:
         options: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False}
         options.update(self.init_options)
         with _keep_stop_signals():
-            self._init(ray, options)
+            try:
+                self._init(ray, options)
+            except AgentkitError:
+                raise
+            except Exception as exc:  # ray.init refused its arguments, or Ray did not start
+                raise ExecutorError(_init_refused(self.init_options, exc)) from None
         self._started = True
 
     def _init(self, ray: Any, options: dict[str, Any]) -> None:
@@ -473,6 +480,25 @@ def _loss(ray: Any, exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, ray.exceptions.NodeDiedError):
         return "node_died", f"the node running this rollout died: {first}"
     return "worker_died", f"the worker running this rollout died ({type(exc).__name__}): {first}"
+
+
+def _init_refused(given: dict[str, Any], exc: BaseException) -> str:
+    """One message for a ``ray.init`` that failed: the ``init_options`` it names (else
+    all those given; their values are never shown: one may hold a secret) and what Ray
+    said."""
+    import re
+
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    said = f"{type(exc).__name__}: {' '.join(lines)}" if lines else type(exc).__name__
+    if not given:
+        return f"ray.init failed: {said}"
+    named = [key for key in given if re.search(rf"(?<!\w){re.escape(key)}(?!\w)", said)]
+    keys = ", ".join(named or given)
+    which = "option" if len(named or given) == 1 else "options"
+    return (
+        f"ray.init failed with the Ray init {which} {keys} (--ray-init, init_options); "
+        f"Ray said: {said}"
+    )
 
 
 def _unpicklable(work: AttemptWork, exc: BaseException) -> str:

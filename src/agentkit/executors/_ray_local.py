@@ -171,6 +171,9 @@ class LocalRay:
             with _marked(self.mark):
                 ray.init(address="local", **options)  # new, whatever RAY_ADDRESS says
         except BaseException:
+            if ray.is_initialized():  # it failed after connecting (a refused namespace)
+                with contextlib.suppress(Exception):
+                    ray.shutdown()
             self.close()
             raise
 
