@@ -227,6 +227,11 @@ def test_a_full_disk_stops_serve_with_one_message_and_the_trainer_is_told(
     assert status == 503, out["stopped"]
     assert body["error"].startswith("the rollout service stopped: ")
     assert "No space left on device" in body["error"]
+    assert body["error"].endswith(
+        f"; every rollout and group it finished before is in {disk / 'run'} "
+        "(rollouts.jsonl, groups.jsonl)"
+    )
+    assert "--resume" not in body["error"]  # a run's advice: a service does not resume
     assert 0 < len(out["groups"]) < 100  # the groups finished before are handed over
     assert proc.returncode == 2, stderr
     errors = [line for line in stderr.splitlines() if line.startswith("Error: ")]

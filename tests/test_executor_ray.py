@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -1145,6 +1146,86 @@ def test_a_trainer_in_another_process_uses_the_service_through_its_ray_actor(
     assert out["report"]["delivered"] == 2 and out["report"]["policy_version"] == 1
     assert last.delivered == 2 and last.in_flight == 0
     assert len(lines(tmp_path / "run")) == 4
+
+
+RAY_FAILED_TRAINER = r"""
+import json, sys
+import ray
+from agentkit.service import ServiceFailed
+
+ray.init(address=sys.argv[1], logging_level="WARNING", log_to_driver=False)
+service = ray.get_actor(sys.argv[2], namespace="agentkit")
+out = {"ids": ray.get(service.request.remote(1))}
+for call in ("next_group", "request"):
+    try:
+        ray.get(getattr(service, call).remote())
+    except ServiceFailed as exc:
+        out[call] = {
+            "message": str(exc.cause),  # Ray's own str is its traceback of the actor
+            "ray_said": str(exc).splitlines()[-1],
+            "run_dir": exc.run_dir,
+            "cause": [type(exc.cause.cause).__name__, exc.cause.cause.failure],
+        }
+    except BaseException as exc:
+        out[call] = {"other": f"{type(exc).__name__}: {exc}"}
+out["report"] = ray.get(service.report.remote()).error
+print(json.dumps(out))
+"""
+
+
+def test_a_failure_in_the_service_reaches_the_trainers_ray_handle_as_service_failed(
+    cluster: Any, tmp_path: Path, model_server: ScriptedModelServer
+) -> None:
+    # a real write failure of the run directory (a file where the service's first rollout
+    # makes its events directory) inside the service's actor; the trainer, in another
+    # process, gets ServiceFailed with its message through the actor's handle
+    import ray
+
+    from agentkit.env import RunOptions
+    from agentkit.service import serve_on_ray
+
+    model_server.set_script({"default": {"content": "ok"}})
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(TWO_TURNS) + "\n")
+    env = AgentEnv.from_names(f"jsonl:{tasks}", "chat")
+    run = tmp_path / "run"
+    options = RunOptions(
+        model="scripted-model", base_url=model_server.base_url, out=run, preflight=False
+    )
+    name = f"service-{uuid.uuid4().hex[:8]}"
+    handle = serve_on_ray(env, options, group_size=1, name=name)
+    try:
+        (run / "events").write_text("in the way\n")
+        done = subprocess.run(
+            [sys.executable, "-c", RAY_FAILED_TRAINER, cluster.address, name],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )  # a hang guard, not a measurement
+        assert done.returncode == 0, done.stderr[-3000:]
+        out = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        ray.get(handle.close.remote(), timeout=120)
+        ray.kill(handle)
+    # the events file of the group's one rollout (its id: the task's, a hash, the index)
+    failure = out["next_group"]["cause"][1]
+    assert re.fullmatch(
+        rf"{re.escape(str(run))}/events/two-[0-9a-f]{{8}}-r0\.jsonl: cannot write: File exists",
+        failure,
+    ), failure
+    message = (
+        f"the rollout service stopped: {failure}; every rollout and group it finished "
+        f"before is in {run} (rollouts.jsonl, groups.jsonl)"
+    )
+    told = {
+        "message": message,
+        "ray_said": f"agentkit.service._service.ServiceFailed: {message}",
+        "run_dir": str(run),
+        "cause": ["RunDirWriteError", failure],
+    }
+    assert out["next_group"] == told, out
+    assert out["request"] == told, out  # every later call
+    assert out["report"] == message
 
 
 #: A harness that answers with the Ray temp directory of the worker running it (its

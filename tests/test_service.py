@@ -410,8 +410,14 @@ def test_a_full_disk_reaches_the_trainer_as_one_error_naming_it(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["raised"] == "ServiceFailed", out
-    assert out["message"].startswith("the rollout service stopped: "), out
-    assert "No space left on device" in out["message"], out
+    # what failed and where the finished rollouts and groups are; not a run's advice
+    told = (
+        f"the rollout service stopped: {disk / 'run'}/SOME: cannot write: No space left on "
+        f"device; every rollout and group it finished before is in {disk / 'run'} "
+        "(rollouts.jsonl, groups.jsonl)"
+    )
+    written = out["message"].split(": cannot write: ")[0].rsplit("/", 1)[1]
+    assert out["message"] == told.replace("SOME", written), out
     assert out["cause"] == "RunDirWriteError", out
     assert out["request_after"] == "ServiceFailed", out
     assert "No space left on device" in out["report_error"], out

@@ -32,6 +32,7 @@ import copy
 import functools
 import logging
 import os
+import re
 import shutil
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -455,8 +456,6 @@ def _lost_errors(ray: Any) -> tuple[type[BaseException], ...]:
 
 def _why(exc: BaseException) -> str:
     """One line for a Ray task's failure: its cause, or what a node could not import."""
-    import re
-
     text = str(exc)
     missing = re.search(r"No module named '([^']+)'", text)
     if missing:
@@ -486,8 +485,6 @@ def _init_refused(given: dict[str, Any], exc: BaseException) -> str:
     """One message for a ``ray.init`` that failed: the ``init_options`` it names (else
     all those given; their values are never shown: one may hold a secret) and what Ray
     said."""
-    import re
-
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     said = f"{type(exc).__name__}: {' '.join(lines)}" if lines else type(exc).__name__
     if not given:

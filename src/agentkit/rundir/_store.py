@@ -54,16 +54,27 @@ __all__ = ["RunDirWriteError", "RunStore"]
 
 
 class RunDirWriteError(RunDirError):
-    """Writing the run directory failed (a full disk, say); what was written is resumable."""
+    """Writing the run directory failed (a full disk, say); what was written is resumable.
+
+    ``failure`` says what failed (``<path>: cannot write: <reason>``), the message adds
+    how a run continues (a rollout service says its own); ``run_dir``, ``path``,
+    ``reason`` and ``errno`` are its parts. It pickles whole (a rollout service on Ray
+    hands it to a trainer in another process)."""
 
     def __init__(self, run_dir: Path, path: Path, exc: OSError) -> None:
-        reason = exc.strerror or str(exc)
-        super().__init__(
-            f"{path}: cannot write: {reason}. The run stopped; every rollout finished "
-            f"before is saved. Free some space, then continue with: "
-            f"agentkit run --resume {run_dir}"
-        )
+        self.run_dir = run_dir
+        self.path = path
+        self.reason = exc.strerror or str(exc)
         self.errno = exc.errno
+        self.failure = f"{path}: cannot write: {self.reason}"
+        super().__init__(
+            f"{self.failure}. The run stopped; every rollout finished before is saved. "
+            f"Free some space, then continue with: agentkit run --resume {run_dir}"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        oserror = OSError(self.errno, self.reason)
+        return (type(self), (self.run_dir, self.path, oserror))
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -9,7 +9,9 @@ its methods: ``request``, ``next_group`` (the whole
 :class:`~agentkit.service.ServiceGroup`: data, training records and the
 rollouts' records), ``set_policy``, ``report``, ``close``. An error that
 stopped the service reaches the trainer as
-:class:`~agentkit.service.ServiceFailed` (Ray's task error is an instance of it).
+:class:`~agentkit.service.ServiceFailed` (Ray's task error is an instance of it;
+its ``cause`` is the :class:`~agentkit.service.ServiceFailed` the actor raised,
+message and all, which pickles whole).
 
 Ray is imported inside functions: it is an optional dependency (``agentkit[ray]``).
 """

@@ -23,10 +23,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
+import os
+import pickle
 import time
 from collections.abc import AsyncIterator
 from types import TracebackType
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import anyio
@@ -36,6 +38,7 @@ from agentkit._errors import AgentkitError, SpecError
 from agentkit._executor import PlannedTask
 from agentkit._policy import Policy, PolicyBoard
 from agentkit.env import AgentEnv, RolloutRecord, RolloutStream, RunOptions, open_rollouts
+from agentkit.rundir import RunDirWriteError
 from agentkit.service._formats import (
     TRAINER_FORMATS,
     RecordOptions,
@@ -58,16 +61,59 @@ class ServiceError(AgentkitError):
 
 class ServiceFailed(ServiceError):
     """An error stopped the rollout service (a full disk, an executor that died): every
-    call on it from then on raises this, naming the error (``cause``). Every rollout
-    finished before it is in the run directory; groups finished before it are still
-    handed over first."""
+    call on it from then on raises this, naming the error (``cause``) and where the
+    rollouts and groups it finished are (``run_dir``, None without ``out``). Every
+    rollout finished before it is in the run directory; groups finished before it are
+    still handed over first.
 
-    def __init__(self, cause: BaseException) -> None:
-        what = str(cause)
-        if not isinstance(cause, AgentkitError):
-            what = f"{type(cause).__name__}: {what}"
-        super().__init__(f"the rollout service stopped: {what}")
+    It pickles whole, its message as it is (through a Ray actor's handle to a trainer in
+    another process); a ``cause`` that cannot make that trip is replaced by a
+    :class:`ServiceError` with its message."""
+
+    def __init__(self, cause: BaseException, run_dir: str | os.PathLike[str] | None = None) -> None:
         self.cause = cause
+        self.run_dir = None if run_dir is None else str(run_dir)
+        super().__init__(_failed_message(cause, self.run_dir))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_failed, (str(self), _portable(self.cause), self.run_dir))
+
+
+def _failed_message(cause: BaseException, run_dir: str | None) -> str:
+    """What failed (for a run directory's write, without the advice to resume a run,
+    which a service does not do) and where what the service finished is."""
+    if isinstance(cause, RunDirWriteError):
+        what = cause.failure
+    elif isinstance(cause, AgentkitError):
+        what = str(cause)
+    else:
+        what = f"{type(cause).__name__}: {cause}"
+    if run_dir is None:
+        kept = "it had no run directory (out): the groups handed over are all it kept"
+    else:
+        kept = (
+            f"every rollout and group it finished before is in {run_dir} "
+            "(rollouts.jsonl, groups.jsonl)"
+        )
+    return f"the rollout service stopped: {what}; {kept}"
+
+
+def _rebuild_failed(message: str, cause: BaseException, run_dir: str | None) -> ServiceFailed:
+    """A :class:`ServiceFailed` as pickled: its message as it was."""
+    failed = ServiceFailed.__new__(ServiceFailed)
+    Exception.__init__(failed, message)
+    failed.cause = cause
+    failed.run_dir = run_dir
+    return failed
+
+
+def _portable(cause: BaseException) -> BaseException:
+    """``cause`` if it survives pickling, else a :class:`ServiceError` with its message."""
+    try:
+        pickle.loads(pickle.dumps(cause))
+    except Exception:
+        return ServiceError(f"{type(cause).__name__}: {cause}")
+    return cause
 
 
 @attrs.define(eq=False)
@@ -249,9 +295,13 @@ class RolloutService:
         await self._stopped_event.wait()
         self._raise_failure()
 
+    @property
+    def _run_dir(self) -> str | None:
+        return None if self._stream is None else self._stream.run_dir
+
     def _raise_failure(self) -> None:
         if self._failure is not None:
-            raise ServiceFailed(self._failure) from self._failure
+            raise ServiceFailed(self._failure, self._run_dir) from self._failure
 
     # -- the trainer's side ----------------------------------------------------------
     @property
@@ -373,8 +423,10 @@ class RolloutService:
             pending=self._pending,
             policy_version=self._board.version,
             overhead_s=self._overhead,
-            run_dir=None if self._stream is None else self._stream.run_dir,
-            error=None if self._failure is None else str(ServiceFailed(self._failure)),
+            run_dir=self._run_dir,
+            error=None
+            if self._failure is None
+            else str(ServiceFailed(self._failure, self._run_dir)),
         )
 
     # -- inside ------------------------------------------------------------------------
