@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "compare": "agentkit.cli._compare_cmd:compare_cmd",
     "export": "agentkit.cli._export_cmd:export_cmd",
     "job": "agentkit.cli._job_cmd:job_group",
+    "images": "agentkit.cli._images_cmd:images_group",
     "sandbox": "agentkit.cli._sandbox_cmd:sandbox_group",
     "view": "agentkit.cli._view_cmd:view_cmd",
 }
@@ -45,6 +46,7 @@ _HELP = {
     "runs": "List run directories; --compare RUN... prints a leaderboard with error bars.",
     "compare": "Compare two runs on their shared tasks: difference, 95% CI, paired p-value.",
     "export": "Export a run directory as training records (JSONL or parquet).",
+    "images": "Task images: 'agentkit images import' makes image roots from an archive, no engine.",
     "job": "Run a job (tasksets × harnesses × models), show its leaderboard, compare cells.",
     "sandbox": "Manage sandboxes: 'agentkit sandbox prune' removes leftovers and image roots.",
     "view": "Browse runs in the browser, live while they run (needs agentkit[view]).",

@@ -21,11 +21,21 @@ The local sandbox runs a task on its image's root file system, without an
 engine at run time: ``_tools`` makes the image with Docker, Podman or Buildah
 (whichever is there; their build steps run with a runtime that works on this
 host, ``_buildruntime``) and exports its root, which ``_imageroot`` keeps in a
-cache on disk, once per image.
+cache on disk, once per image. Without any engine, ``_archive`` makes an image's
+root from its archive (``docker save``, an OCI layout: :func:`import_archive`,
+``agentkit images import``), found by its name before any tool is asked
+(:func:`imported_root`).
 """
 
 from __future__ import annotations
 
+from agentkit.images._archive import (
+    ArchiveImage,
+    import_archive,
+    imported_root,
+    normalize_reference,
+    read_archive,
+)
 from agentkit.images._context import BuildContext, base_images, build_context
 from agentkit.images._dockerignore import IgnoreRules, parse_dockerignore, read_dockerignore
 from agentkit.images._engine import DockerBackend, ImageBackend, docker_client
@@ -44,6 +54,7 @@ from agentkit.images._store import (
 __all__ = [
     "DIGEST_LABEL",
     "REPOSITORY",
+    "ArchiveImage",
     "BuildContext",
     "DockerBackend",
     "IgnoreRules",
@@ -57,8 +68,12 @@ __all__ = [
     "clear_cache",
     "default_log_dir",
     "docker_client",
+    "import_archive",
+    "imported_root",
+    "normalize_reference",
     "parse_dockerignore",
     "prepare_images",
+    "read_archive",
     "read_dockerignore",
     "resolve_image",
 ]

@@ -51,6 +51,9 @@ __all__ = [
     "HealthCheck",
     "ImageConfig",
     "ImageRoot",
+    "RootWriter",
+    "cached_root",
+    "clean_name",
     "default_cache_dir",
     "extract_root",
     "hold",
@@ -204,7 +207,7 @@ def _entry_name(image_id: str, id_base: int | None) -> str:
 # -- extraction ---------------------------------------------------------------
 
 
-def _clean_name(name: str) -> str | None:
+def clean_name(name: str) -> str | None:
     """A member's path relative to the root, or None for the root itself."""
     parts = [p for p in name.split("/") if p not in ("", ".")]
     if any(p == ".." for p in parts):
@@ -212,8 +215,9 @@ def _clean_name(name: str) -> str | None:
     return "/".join(parts) or None
 
 
-class _Extractor:
-    """Writes a root file system from a tar stream, never outside ``dest``.
+class RootWriter:
+    """Writes a root file system from tar streams (one, or an image's layers in
+    order), never outside ``dest``.
 
     A member below a symbolic link of the archive (which would be written
     wherever the link points) and a hard link to a symbolic link are refused.
@@ -224,7 +228,8 @@ class _Extractor:
         self.id_base = id_base
         self.as_root = id_base is not None
         self.symlinks: set[str] = set()
-        self.dirs: list[tuple[str, tarfile.TarInfo]] = []
+        #: directories written, by path: their mode, owner and times are set last
+        self.dirs: dict[str, tarfile.TarInfo] = {}
 
     def _check_parents(self, rel: str) -> None:
         parts = rel.split("/")
@@ -247,16 +252,27 @@ class _Extractor:
 
     def _remove(self, path: str) -> None:
         if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path)
+            _remove_tree(Path(path))
         elif os.path.lexists(path):
             os.unlink(path)
+        rel = os.path.relpath(path, self.dest)
+        below = rel + "/"
+        self.symlinks = {s for s in self.symlinks if s != rel and not s.startswith(below)}
+        for d in [d for d in self.dirs if d == rel or d.startswith(below)]:
+            del self.dirs[d]
+
+    def remove(self, rel: str) -> None:
+        """Remove ``rel`` (a path relative to the root; a directory with all it holds),
+        as a layer's whiteout does; nothing when it is not there."""
+        self._check_parents(rel)
+        self._remove(os.path.join(self.dest, rel))
 
     def add(self, tar: tarfile.TarFile, member: tarfile.TarInfo) -> None:
         """Write one member (directories get their mode and owner in :meth:`finish`)."""
-        rel = _clean_name(member.name)
+        rel = clean_name(member.name)
         if rel is None:
             if member.isdir():
-                self.dirs.append(("", member))
+                self.dirs[""] = member
             return
         self._check_parents(rel)
         path = os.path.join(self.dest, rel)
@@ -265,7 +281,7 @@ class _Extractor:
             if not (os.path.isdir(path) and not os.path.islink(path)):
                 self._remove(path)
                 os.mkdir(path, 0o700)
-            self.dirs.append((rel, member))
+            self.dirs[rel] = member
             self.symlinks.discard(rel)
             return
         self._remove(path)
@@ -278,7 +294,7 @@ class _Extractor:
                 os.utime(path, (member.mtime, member.mtime), follow_symlinks=False)
             return
         if member.islnk():
-            target = _clean_name(member.linkname)
+            target = clean_name(member.linkname)
             if target is None or target in self.symlinks:
                 raise SandboxError(f"the image's hard link {member.name!r} points to a link")
             self._check_parents(target)
@@ -303,7 +319,7 @@ class _Extractor:
     def finish(self) -> None:
         """Give directories their owners, modes and times, deepest first."""
         # Directories last, deepest first: their modes may forbid writing into them.
-        for rel, member in sorted(self.dirs, key=lambda d: d[0].count("/"), reverse=True):
+        for rel, member in sorted(self.dirs.items(), key=lambda d: d[0].count("/"), reverse=True):
             path = os.path.join(self.dest, rel) if rel else str(self.dest)
             self._own(path, member)
             os.chmod(path, member.mode & 0o7777)
@@ -313,7 +329,7 @@ class _Extractor:
 def extract_root(stream: IO[bytes], dest: Path, id_base: int | None) -> None:
     """Write the root file system in tar ``stream`` (read once, in order) into ``dest``."""
     dest.mkdir(mode=0o755)
-    ex = _Extractor(dest, id_base)
+    ex = RootWriter(dest, id_base)
     with tarfile.open(fileobj=stream, mode="r|*") as tar:
         for member in tar:
             ex.add(tar, member)
@@ -342,6 +358,13 @@ def _load(entry: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if data.get("format") == _FORMAT else None
+
+
+def cached_root(image_id: str, cache_dir: Path | None, id_base: int | None) -> ImageRoot | None:
+    """The root of image ``image_id`` when it is in the cache (for ``id_base``), else None."""
+    entry = (cache_dir or default_cache_dir()) / _entry_name(image_id, id_base)
+    data = _load(entry)
+    return None if data is None else _root_from(entry, data, id_base)
 
 
 def _root_from(entry: Path, data: dict[str, Any], id_base: int | None) -> ImageRoot:

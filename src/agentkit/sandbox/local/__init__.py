@@ -6,14 +6,16 @@ modules beside them are its private parts: its state and commands
 (``_bwrap``, ``_stage``), the network (``_slirp``), the files it writes in
 ``/etc`` (``_etcfiles``), users and host ids (``_users``, ``_hostid``), the
 host's tools (``_hosttools``), pausing for a fork (``_freeze``), the task
-images it runs on (``_image``), and a compose task's services: its file read
+images it runs on (``_image``; :func:`import_image` imports an image archive for
+them, with no engine), and a compose task's services: its file read
 (``_composefile``), the rollout's network holder (``_netholder``) and its
 services up and down (``_composeup``). See ``docs/sandboxes.md``.
 """
 
 from __future__ import annotations
 
+from agentkit.sandbox.local._image import import_image
 from agentkit.sandbox.local._options import LocalKeywords, LocalOptions
 from agentkit.sandbox.local._sandbox import LocalSandbox
 
-__all__ = ["LocalKeywords", "LocalOptions", "LocalSandbox"]
+__all__ = ["LocalKeywords", "LocalOptions", "LocalSandbox", "import_image"]

@@ -18,7 +18,7 @@ from typing import Literal
 
 from agentkit._errors import SandboxError
 from agentkit._sandbox import ExecutionHints, TaskImage
-from agentkit.images import ImageError, PrepareStatus
+from agentkit.images import ArchiveImage, ImageError, PrepareStatus, import_archive, imported_root
 from agentkit.images._imageroot import (
     HEALTH_TIMEOUT_SEC,
     IMAGE_ID_BASE,
@@ -46,6 +46,7 @@ __all__ = [
     "describe",
     "export_labels",
     "hold_image_root",
+    "import_image",
     "prepare_images",
     "wait_healthy",
 ]
@@ -62,6 +63,14 @@ def export_labels() -> dict[str, str]:
     return {**owner_labels("image-export"), LABEL: "local-image-export"}
 
 
+def _imported(image: TaskImage, cache: Path | None, id_base: int | None) -> ImageRoot | None:
+    """The root imported from an archive under the task's image name
+    (``agentkit images import``), which needs no engine; None for none (or for a build)."""
+    if image.image is None or image.dockerfile is not None:
+        return None
+    return imported_root(image.image, cache, id_base)
+
+
 async def _export_tool(choice: ImageTool) -> ImageToolKind:
     """The image tool, its commands marked with their owner as the sandboxes' processes
     are; what an earlier orchestrator's commands left running (killed mid-export) is
@@ -69,6 +78,20 @@ async def _export_tool(choice: ImageTool) -> ImageToolKind:
     if not reaped():
         await asyncio.to_thread(reap_orphans_once)
     return find_image_tool(choice, labels=export_labels(), env={OWNER_ENV: owner_token()})
+
+
+def _id_base() -> int | None:
+    """The host id of uid 0 in the image roots this process's sandboxes run on."""
+    return IMAGE_ID_BASE if needs_own_id((IMAGE_ID_BASE, IMAGE_ID_COUNT)) else None
+
+
+async def import_image(
+    archive: Path, *, tag: str | None = None, image_cache: Path | None = None
+) -> list[tuple[ArchiveImage, ImageRoot]]:
+    """Import an image archive (``docker save``, an OCI layout) into the image-root cache
+    as this user's local sandboxes use it (``agentkit images import``): a task whose
+    ``image:`` names it then runs on it with no image tool at all."""
+    return await import_archive(archive, tag=tag, cache_dir=image_cache, id_base=_id_base())
 
 
 def check_runnable(
@@ -149,7 +172,7 @@ async def prepare_images(
     """
     if not any(h.image for h in hints):
         return [None] * len(hints)
-    id_base = IMAGE_ID_BASE if needs_own_id((IMAGE_ID_BASE, IMAGE_ID_COUNT)) else None
+    id_base = _id_base()
     cache = Path(image_cache) if image_cache else None
     wanted = list(dict.fromkeys(h.image for h in hints if h.image))
     # a compose file's ${VAR} take the task's environment (the first task's, per image)
@@ -158,11 +181,16 @@ async def prepare_images(
         if h.image is not None:
             envs.setdefault(h.image, h.env)
     results: dict[TaskImage, BaseException | None] = {}
-    try:
-        tool = await _export_tool(image_tool)
-    except SandboxError as exc:
-        results = dict.fromkeys(wanted, exc)
-        wanted = []
+    tools: list[ImageToolKind] = []
+    tool_lock = asyncio.Lock()
+
+    async def get_tool() -> ImageToolKind:
+        # only when an image was not imported from an archive; its failure is that image's
+        async with tool_lock:
+            if not tools:
+                tools.append(await _export_tool(image_tool))
+            return tools[0]
+
     gate = asyncio.Semaphore(max_builds)
     running: dict[TaskImage, str] = {}
 
@@ -185,9 +213,14 @@ async def prepare_images(
             try:
                 compose = check_runnable(task_image, envs.get(task_image))
                 for one_image in [task_image] if compose is None else compose[1].values():
-                    await task_image_root(
-                        one_image, tool=tool, cache_dir=cache, id_base=id_base, log_dir=log_dir
-                    )
+                    if await asyncio.to_thread(_imported, one_image, cache, id_base) is None:
+                        await task_image_root(
+                            one_image,
+                            tool=await get_tool(),
+                            cache_dir=cache,
+                            id_base=id_base,
+                            log_dir=log_dir,
+                        )
             except (SandboxError, ImageError) as exc:
                 results[task_image] = exc
             else:
@@ -203,10 +236,16 @@ async def prepare_images(
 async def hold_image_root(
     image: TaskImage, *, image_tool: ImageTool, image_cache: Path | None, id_base: int | None
 ) -> tuple[ImageRoot, int]:
-    """The task's image root, and the shared lock that keeps a prune from removing it."""
-    tool = await _export_tool(image_tool)
+    """The task's image root (imported from an archive, else made by an image tool), and
+    the shared lock that keeps a prune from removing it."""
+    tool: ImageToolKind | None = None
     for _ in range(3):
-        root = await task_image_root(image, tool=tool, cache_dir=image_cache, id_base=id_base)
+        root = await asyncio.to_thread(_imported, image, image_cache, id_base)
+        if root is None:
+            tool = tool or await _export_tool(image_tool)
+            root = await task_image_root(
+                image, tool=tool, cache_dir=image_cache, id_base=id_base
+            )
         fd = await asyncio.to_thread(hold, root)
         if fd is not None:
             return root, fd
