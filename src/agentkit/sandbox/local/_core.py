@@ -372,6 +372,12 @@ class LocalCore(HostFSSandbox):
             keep_caps=DOCKER_CAPS,
             user=None if who is None else (who.uid, who.gid, who.groups),
         )
+        if self._joined is not None and self.host_id is None:
+            # A compose service as an ordinary user: the network namespace is the
+            # holder's, owned by the holder's user namespace, where a process in the
+            # service's own (a child one) has no capability; nsenter enters it from the
+            # holder's user namespace first (as root, nsenter enters it from the host's).
+            prefix = [*self._joined.holder.outer_argv(), *prefix]
         return [*prefix, *argv], env, None
 
     def _holder_in_workdir(self) -> bool:

@@ -184,6 +184,15 @@ class NetHolder:
             "--",
         ]  # fmt: skip
 
+    def outer_argv(self) -> list[str]:
+        """The prefix that puts a command into the holder's user and network namespaces,
+        keeping the caller's credentials (the holder's root: an ordinary user's own
+        uid), for a service's command to enter the service's namespaces from there."""
+        return [
+            self._tools.nsenter, "-t", str(self.pid), "-U", "-n", "--preserve-credentials",
+            "--",
+        ]  # fmt: skip
+
     async def write_maps(self, inner_pid: int) -> None:
         """Map a service's user namespace (``inner_pid``: its bubblewrap's child, as the
         holder's pid namespace numbers it): as root the image id range, and the holder's
