@@ -567,6 +567,36 @@ def _python_for_user(setpriv: str) -> str | None:
     return None
 
 
+#: The images the unprivileged run of tests/security runs sandboxes on, saved by root
+#: (the offline stand-ins of .ci/base-images.sh) for it to import: an ordinary user's
+#: Podman would pull them from a registry, which CI cannot reach.
+SECURITY_IMAGES = ("python:3.11-slim",)
+
+
+def _save_images(session: nox.Session, dest: Path) -> Path | None:
+    """``docker save`` of :data:`SECURITY_IMAGES` into ``dest`` (``podman save`` when no
+    Docker engine answers); None, said why, when neither can (the tests that need the
+    archive then skip, and fail under CI=true)."""
+    archive = dest / "stand-ins.tar"
+    tried = []
+    for tool, argv in (
+        ("docker", ["docker", "save", "-o", str(archive), *SECURITY_IMAGES]),
+        ("podman", ["podman", "save", "--quiet", "--format", "docker-archive",
+                    "-o", str(archive), *SECURITY_IMAGES]),
+    ):  # fmt: skip
+        if shutil.which(tool) is None:
+            tried.append(f"{tool}: not installed")
+            continue
+        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            session.log(f"saved {' '.join(SECURITY_IMAGES)} with {tool} into {archive}")
+            return archive
+        archive.unlink(missing_ok=True)
+        tried.append(f"{tool}: {done.stderr.strip()[-300:]}")
+    session.warn(f"could not save {' '.join(SECURITY_IMAGES)} ({'; '.join(tried)})")
+    return None
+
+
 @nox.session
 def security(session: nox.Session) -> None:
     """tests/security as an unprivileged user, with a HOME of its own.
@@ -575,8 +605,10 @@ def security(session: nox.Session) -> None:
     sandbox contains differs for an ordinary user, so CI runs it as one too.
     Wherever the checkout and nox's Python live (under /root, say), the user
     gets a world-readable copy of the checkout and a virtualenv of its own,
-    built from a Python it can run. Run as a non-root user, this session
-    simply runs the suite as that user.
+    built from a Python it can run, and a ``docker save`` archive of the images
+    its image sandboxes run on (:data:`SECURITY_IMAGES`, in ``$AGENTKIT_SECURITY_IMAGES``),
+    which the tests import as that user (``agentkit images import``). Run as a non-root
+    user, this session simply runs the suite as that user.
     """
     ensure_system_tools(session, npm=False, docker=False, browser=False)  # root engine
     args = session.posargs or ["-n", "2", "tests/security"]
@@ -609,6 +641,8 @@ def security(session: nox.Session) -> None:
         install = [uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python")]
         editable = [a for d in [f"{tree}[test]", *specs] for a in ("-e", d)]
         session.run(*install, *editable, external=True)
+        (base / "images").mkdir()
+        archive = _save_images(session, base / "images")
         subprocess.run(["chmod", "-R", "a+rX", str(base)], check=True)
         home = base / "home"
         (home / "tmp").mkdir(parents=True)
@@ -622,6 +656,8 @@ def security(session: nox.Session) -> None:
             "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1",
             "AGENTKIT_SECURITY_USER": str(UNPRIVILEGED_ID),
+            # the stand-in images' archive, imported by the tests (agentkit images import)
+            **({"AGENTKIT_SECURITY_IMAGES": str(archive)} if archive else {}),
             **({"CI": os.environ["CI"]} if "CI" in os.environ else {}),
         }
         command = [
