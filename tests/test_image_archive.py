@@ -145,7 +145,11 @@ def oci_layout(
             for t in tags
         ],
     }
-    files = {"oci-layout": b'{"imageLayoutVersion": "1.0.0"}', "index.json": json.dumps(index).encode(), **blobs}
+    files = {
+        "oci-layout": b'{"imageLayoutVersion": "1.0.0"}',
+        "index.json": json.dumps(index).encode(),
+        **blobs,
+    }
     if as_tar:
         _write_tar(path, files)
         return path
@@ -170,8 +174,10 @@ Maker = Callable[[Path, list[bytes], list[str]], Path]
 FORMATS: dict[str, Maker] = {
     "docker-archive": lambda d, ls, ts: docker_archive(d / "a.tar", ls, ts),
     "oci-dir": lambda d, ls, ts: oci_layout(d / "oci", ls, ts, compress=False, as_tar=False),
-    "oci-archive-gzip": lambda d, ls, ts: oci_layout(d / "o.tar", ls, ts, compress=True, as_tar=True),
-}  # fmt: skip
+    "oci-archive-gzip": lambda d, ls, ts: oci_layout(
+        d / "o.tar", ls, ts, compress=True, as_tar=True
+    ),
+}
 
 
 def _id_base() -> int | None:
@@ -250,10 +256,12 @@ HOSTILE: dict[str, tuple[Callable[[Path], list[bytes]], str]] = {
         "below a symbolic link",
     ),
     "whiteout through a symlink": (
-        lambda t: [layer(("symlink", "link", str(_outside(t)))),
-                   layer(("file", "link/.wh.victim", ""))],
+        lambda t: [
+            layer(("symlink", "link", str(_outside(t)))),
+            layer(("file", "link/.wh.victim", "")),
+        ],
         "below a symbolic link",
-    ),  # fmt: skip
+    ),
     "whiteout going up": (
         lambda t: [layer(("file", "x", "x")), layer(("file", ".wh...", ""))],
         "whiteout that names no file",
@@ -270,9 +278,7 @@ HOSTILE: dict[str, tuple[Callable[[Path], list[bytes]], str]] = {
 
 
 @pytest.mark.parametrize("case", HOSTILE)
-def test_hostile_layers_are_refused_naming_the_archive_and_layer(
-    case: str, tmp_path: Path
-) -> None:
+def test_hostile_layers_are_refused_naming_the_archive_and_layer(case: str, tmp_path: Path) -> None:
     make, says = HOSTILE[case]
     layers = make(tmp_path)
     archive = docker_archive(tmp_path / "hostile.tar", layers, ["hostile:1"])
@@ -295,7 +301,9 @@ def _assert_nothing_left(cache: Path, tmp_path: Path) -> None:
 def test_a_layer_that_is_not_what_the_manifest_says_is_refused(tmp_path: Path) -> None:
     honest = layer(("file", "a", "a"))
     config = _config([honest])
-    archive = docker_archive(tmp_path / "swapped.tar", [layer(("file", "a", "evil"))], ["x:1"], config)
+    archive = docker_archive(
+        tmp_path / "swapped.tar", [layer(("file", "a", "evil"))], ["x:1"], config
+    )
     with pytest.raises(SandboxError) as info:
         _import(archive, tmp_path / "cache")
     message = str(info.value)

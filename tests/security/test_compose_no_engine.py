@@ -3,10 +3,11 @@
 The ``security`` nox session runs this as an unprivileged user who can reach no
 image registry, no Docker daemon and no image store of root's: its images come
 from root's ``docker save`` archive of the stand-in image, imported with
-``agentkit images import`` (as root, the run saves that archive itself). ``agentkit run`` then runs a compose task (the main
-service and a database sidecar with a healthcheck, reached by its name and its
-alias) on the local sandbox with no docker, podman or buildah on ``PATH``: it
-must score 1.0 and leave no process of its own behind.
+``agentkit images import`` (as root, the run saves that archive itself).
+``agentkit run`` then runs a compose task (the main service and a database
+sidecar with a healthcheck, reached by its name and its alias) on the local
+sandbox with no docker, podman or buildah on ``PATH``: it must score 1.0 and
+leave no process of its own behind.
 """
 
 from __future__ import annotations

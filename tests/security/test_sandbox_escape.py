@@ -257,9 +257,7 @@ async def test_setuid_files_made_inside_grant_nothing(sandbox: BaseSandbox) -> N
     plant = "cp /usr/bin/cat /tmp/suid && chmod 4755 /tmp/suid && stat -c %a:%u /tmp/suid"
     r = await sandbox.exec(["bash", "-c", plant])
     assert r.stdout.strip() == "4755:0", r.stdout + r.stderr  # setuid root: the probe is armed
-    one_uid = isinstance(sandbox, LocalSandbox) and (
-        sandbox.image is None or os.geteuid() != 0
-    )
+    one_uid = isinstance(sandbox, LocalSandbox) and (sandbox.image is None or os.geteuid() != 0)
     if one_uid:
         # On the host's userland, and on an image root as an ordinary user, only uid 0
         # exists inside (one id is mapped): there is no one to rise from, and the binary

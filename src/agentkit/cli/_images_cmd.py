@@ -18,9 +18,7 @@ def images_group() -> None:
 
 
 @images_group.command("import")
-@click.argument(
-    "archive", type=click.Path(exists=True, path_type=Path), metavar="ARCHIVE"
-)
+@click.argument("archive", type=click.Path(exists=True, path_type=Path), metavar="ARCHIVE")
 @click.option(
     "--tag",
     metavar="REF",

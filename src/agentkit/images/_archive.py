@@ -50,7 +50,7 @@ import tarfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import attrs
 
@@ -454,12 +454,12 @@ def _unpack_layer(source: _Source, layer: Layer, writer: RootWriter, what: str) 
             )
         stored = _Hashing(blob)
         plain = (
-            _Hashing(gzip.GzipFile(fileobj=stored, mode="rb"))  # type: ignore[arg-type]
+            _Hashing(cast(IO[bytes], gzip.GzipFile(fileobj=cast(IO[bytes], stored), mode="rb")))
             if magic.startswith(_GZIP)
             else stored
         )
         try:
-            with tarfile.open(fileobj=plain, mode="r|") as tar:  # type: ignore[call-overload]
+            with tarfile.open(fileobj=cast(IO[bytes], plain), mode="r|") as tar:
                 _apply_layer(writer, tar, what)
             plain.drain()
             stored.drain()

@@ -243,9 +243,7 @@ async def hold_image_root(
         root = await asyncio.to_thread(_imported, image, image_cache, id_base)
         if root is None:
             tool = tool or await _export_tool(image_tool)
-            root = await task_image_root(
-                image, tool=tool, cache_dir=image_cache, id_base=id_base
-            )
+            root = await task_image_root(image, tool=tool, cache_dir=image_cache, id_base=id_base)
         fd = await asyncio.to_thread(hold, root)
         if fd is not None:
             return root, fd
