@@ -50,7 +50,7 @@ from agentkit.sandbox.local._hosttools import TOOLS_DIR, host_tools
 from agentkit.sandbox.local._image import (
     wait_healthy,
 )
-from agentkit.sandbox.local._namespaces import run_as_namespace_root
+from agentkit.sandbox.local._namespaces import error_tail, run_as_namespace_root
 from agentkit.sandbox.local._slirp import Slirp
 from agentkit.sandbox.local._stage import STAGE, StagePlan, stage_argv
 
@@ -310,7 +310,7 @@ class LocalLifecycle(LocalCore):
         assert proc is not None and proc.stderr is not None
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
-        err = (await proc.stderr.read()).decode(errors="replace").strip()
+        err = await error_tail(proc.stderr)
         await proc.wait()
         raise SandboxError(
             f"bubblewrap could not start the sandbox for {self.rollout_id or self.root}: "

@@ -17,7 +17,10 @@ from agentkit._errors import SandboxError
 from agentkit.sandbox._process import wait_readable
 from agentkit.sandbox._proctree import EXIT_WAIT_SEC
 
-__all__ = ["end_holder", "run_as_namespace_root"]
+__all__ = ["ERROR_TAIL_BYTES", "end_holder", "error_tail", "run_as_namespace_root"]
+
+#: How much of a failed helper's error output is kept (its end: what it said last).
+ERROR_TAIL_BYTES = 16 << 10
 
 
 async def run_as_namespace_root(
@@ -38,9 +41,26 @@ async def run_as_namespace_root(
         stderr=asyncio.subprocess.PIPE,
         env={"PATH": "/usr/bin:/bin"},
     )  # fmt: skip
-    _, err = await proc.communicate()
+    try:
+        _, err = await proc.communicate()
+    except BaseException:
+        # cancelled (the start it belongs to failed): nsenter must not outlive it
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await asyncio.shield(proc.wait())
+        raise
     if proc.returncode != 0:
         raise SandboxError(f"could not {what}: {err.decode(errors='replace').strip()}")
+
+
+async def error_tail(stream: asyncio.StreamReader, limit: int = ERROR_TAIL_BYTES) -> str:
+    """What a failed process wrote to ``stream`` (its stderr) until it closed, of which
+    only the last ``limit`` bytes are kept: a process that writes without end costs
+    reading, never memory."""
+    kept = b""
+    while chunk := await stream.read(1 << 16):
+        kept = (kept + chunk)[-limit:]
+    return kept.decode(errors="replace").strip()
 
 
 async def end_holder(proc: asyncio.subprocess.Process, init_pid: int | None) -> None:

@@ -42,7 +42,7 @@ from agentkit.sandbox._process import read_json_fd, spawn
 from agentkit.sandbox._reaper import OWNER_ENV, owner_token
 from agentkit.sandbox.local._bwrap import LIFELINE, Tools, host_etc_args, host_usr_args
 from agentkit.sandbox.local._hostid import write_id_maps
-from agentkit.sandbox.local._namespaces import end_holder, run_as_namespace_root
+from agentkit.sandbox.local._namespaces import end_holder, error_tail, run_as_namespace_root
 from agentkit.sandbox.local._slirp import Slirp
 
 __all__ = ["Joined", "NetHolder"]
@@ -152,7 +152,7 @@ class NetHolder:
         assert proc is not None and proc.stderr is not None
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, signal.SIGKILL)
-        err = (await proc.stderr.read()).decode(errors="replace").strip()
+        err = await error_tail(proc.stderr)
         raise SandboxError(
             f"bubblewrap could not start the compose rollout's network: {err or reason}"
         )
