@@ -234,6 +234,11 @@ def test_names_are_compared_as_docker_does_and_tag_adds_one(tmp_path: Path) -> N
     _import(archive, cache, tag="mine/py")
     for name in ("docker.io/library/python:3.11-slim", "python:3.11-slim", "mine/py:latest"):
         assert imported_root(name, cache, _id_base()) is not None, name
+    # Podman's local names (podman save of what it loaded or built): found by the short one
+    archive = docker_archive(tmp_path / "p.tar", [BASE], ["localhost/built:2"])
+    _import(archive, cache)
+    for name in ("localhost/built:2", "built:2"):
+        assert imported_root(name, cache, _id_base()) is not None, name
 
 
 def _outside(tmp_path: Path) -> Path:

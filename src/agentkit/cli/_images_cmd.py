@@ -44,7 +44,7 @@ def import_cmd(archive: Path, tag: str | None, image_cache: Path | None) -> None
     """
     done = anyio.run(lambda: import_image(archive, tag=tag, image_cache=image_cache))
     for image, root in done:
-        names = ", ".join(dict.fromkeys([*image.tags, *([tag] if tag else [])]))
+        names = ", ".join(image.names(tag))
         click.echo(
             f"imported {image.image_id[:19]} ({len(image.layers)} layers) into {root.entry}: "
             + (names or "no name (give it one with --tag)")

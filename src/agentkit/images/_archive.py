@@ -110,6 +110,14 @@ class ArchiveImage:
     tags: tuple[str, ...]
     layers: tuple[Layer, ...]
 
+    def names(self, extra: str | None = None) -> list[str]:
+        """The names an import records: its tags, the short name of each Podman named
+        ``localhost/NAME`` (what it built or loaded without a registry, found by
+        ``NAME`` as Podman finds it), and ``extra`` (normalized)."""
+        short = [t.removeprefix("localhost/") for t in self.tags if t.startswith("localhost/")]
+        more = [normalize_reference(extra)] if extra else []
+        return list(dict.fromkeys([*self.tags, *short, *more]))
+
 
 # -- names --------------------------------------------------------------------
 
@@ -559,7 +567,7 @@ async def import_archive(
         ) -> None:
             await asyncio.to_thread(_unpack, path, image, dest, base)
 
-        names = [*image.tags, *([extra] if extra else [])]
+        names = image.names(extra)
         root = await image_root(
             reference=names[0] if names else image.image_id,
             image_id=image.image_id,
@@ -569,7 +577,7 @@ async def import_archive(
             cache_dir=cache_dir,
             id_base=id_base,
         )
-        for name in dict.fromkeys(names):
+        for name in names:
             _record_name(cache_dir, name, image.image_id, path)
         done.append((image, root))
     return done
