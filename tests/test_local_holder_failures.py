@@ -29,12 +29,13 @@ from agentkit.testing.sandbox_fixtures import (
 
 pytestmark = [pytest.mark.anyio, requires_bwrap]
 
-#: In bubblewrap's place: reports no sandbox (its info pipe closed at once), while a child
-#: of it writes 20 MB to its stderr, then its last words.
+#: In bubblewrap's place: a child of it writes 20 MB to its stderr, then its last words;
+#: once the child is there, it reports no sandbox (its info pipe closed: it exits).
 _FLOODING_BWRAP = """
 import os, sys
+child = os.fork()
 os.closerange(3, 1 << 16)
-if os.fork() == 0:
+if child == 0:
     for _ in range(20):
         sys.stderr.buffer.write(b"x" * (1 << 20))
     sys.stderr.buffer.write(b"\\nthe last words\\n")
