@@ -173,6 +173,10 @@ TOP = layer(
 Maker = Callable[[Path, list[bytes], list[str]], Path]
 FORMATS: dict[str, Maker] = {
     "docker-archive": lambda d, ls, ts: docker_archive(d / "a.tar", ls, ts),
+    # Docker 25's docker save: the layers named by their blobs (an OCI layout beside)
+    "docker-archive-blobs": lambda d, ls, ts: docker_archive(
+        d / "b.tar", ls, ts, names=[f"blobs/sha256/{_sha(x)[7:]}" for x in ls]
+    ),
     "oci-dir": lambda d, ls, ts: oci_layout(d / "oci", ls, ts, compress=False, as_tar=False),
     "oci-archive-gzip": lambda d, ls, ts: oci_layout(
         d / "o.tar", ls, ts, compress=True, as_tar=True
