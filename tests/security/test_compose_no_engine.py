@@ -6,8 +6,9 @@ from root's ``docker save`` archive of the stand-in image, imported with
 ``agentkit images import`` (as root, the run saves that archive itself).
 ``agentkit run`` then runs a compose task (the main service and a database
 sidecar with a healthcheck, reached by its name and its alias) on the local
-sandbox with no docker, podman or buildah on ``PATH``: it must score 1.0 and
-leave no process of its own behind.
+sandbox with no docker, podman or buildah on ``PATH``, two rollouts at once
+(each database on the same port, in its own rollout's network): both must score
+1.0 and leave no process of their own behind.
 """
 
 from __future__ import annotations
@@ -70,13 +71,14 @@ def test_a_compose_task_runs_on_imported_images_with_no_engine(
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentkit", "run", f"harbor:{tasks}", "oracle",
          "--sandbox", "local", "-S", f"image_cache={imported_images}",
-         "--out", str(out), "--json", "--max-retries", "0"],
+         "-n", "2", "-c", "2", "--out", str(out), "--json", "--max-retries", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     stdout, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 0, stdout[-3000:] + stderr[-3000:]
-    [record] = [json.loads(x) for x in (out / "rollouts.jsonl").read_text().splitlines()]
-    assert (record["reward"], record["error"]) == (1.0, None), record["error"]
+    # two rollouts at once, each database on the same port of its own rollout's network
+    records = [json.loads(x) for x in (out / "rollouts.jsonl").read_text().splitlines()]
+    assert [(r["reward"], r["error"]) for r in records] == [(1.0, None)] * 2, records
     # Closed with the run: nothing it started (every sandbox process carries its owner,
     # the run's pid and start time) is left, nor the database sidecar.
     assert _left_by(f"AGENTKIT_SANDBOX_OWNER={proc.pid}:".encode()) == []
