@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from agentkit.rundir._layout import RUN_SCHEMA_VERSION
+from agentkit.rundir._record_check import check_record
 
 __all__ = ["PREFIX_STATUS", "RolloutRecord", "branch_point_id"]
 
@@ -124,6 +125,12 @@ class RolloutRecord:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RolloutRecord:
-        """Read a stored line back (unknown keys from newer writers are ignored)."""
+        """Read a stored line back (unknown keys from newer writers are ignored).
+
+        A field missing or not of its type is a :class:`ValueError` naming it and what
+        was expected (``RecordFieldError``): a hostile line never reaches the code that
+        uses the record.
+        """
+        check_record(data)
         names = {a.name for a in attrs.fields(cls)} - {"model_calls"}
         return cls(**{k: v for k, v in data.items() if k in names})

@@ -11,9 +11,10 @@ from typing import Any
 from agentkit._result import INFRA_ERROR_KINDS
 from agentkit._usage import Usage
 from agentkit.rundir._layout import RunDirError
+from agentkit.rundir._record_check import RecordFieldError, check_record
 from agentkit.rundir._types import Rollout, Timings
 
-__all__ = ["could_not_run", "full_line", "rollout_of"]
+__all__ = ["checked", "could_not_run", "full_line", "rollout_of"]
 
 
 def full_line(line: bytes, path: Path, number: int | Callable[[], int]) -> dict[str, Any]:
@@ -28,6 +29,21 @@ def full_line(line: bytes, path: Path, number: int | Callable[[], int]) -> dict[
     if not isinstance(data, dict) or "rollout_id" not in data:
         where = number if isinstance(number, int) else number()
         raise RunDirError(f"{path}: line {where} is not a rollout record ({line[:80]!r}...)")
+    checked(data, path, number)
+    return data
+
+
+def checked(data: dict[str, Any], path: Path, number: int | Callable[[], int]) -> dict[str, Any]:
+    """``data`` (a line of rollouts.jsonl, or its small fields) when each field it has is of
+    its type, else a :class:`~agentkit.rundir.RunDirError` naming the file, the line and
+    the field."""
+    try:
+        check_record(data, required=False)
+    except RecordFieldError as exc:
+        where = number if isinstance(number, int) else number()
+        raise RunDirError(
+            f"{path}: line {where} is not a rollout record as agentkit writes it: {exc}"
+        ) from None
     return data
 
 

@@ -36,7 +36,7 @@ from agentkit.rundir._live import live_file, lock_held, looks_running, read_live
 from agentkit.rundir._manifest import read_manifest, run_info
 from agentkit.rundir._records import RolloutRecord
 from agentkit.rundir._rollout_calls import read_rollout_calls
-from agentkit.rundir._rollout_line import full_line, rollout_of
+from agentkit.rundir._rollout_line import checked, full_line, rollout_of
 from agentkit.rundir._types import (
     LiveRollout,
     Metric,
@@ -180,7 +180,9 @@ class RunReader:
                 except ValueError:
                     data = None
                 if isinstance(data, dict) and all(k in data for k in _LIGHT_KEYS):
-                    return data
+                    return checked(
+                        data, self.path / ROLLOUTS, lambda: self._line_number(start)
+                    )
         return full_line(line, self.path / ROLLOUTS, lambda: self._line_number(start))
 
     def _line_number(self, start: int) -> int:
