@@ -11,6 +11,7 @@ the scripted model server, token ids on; each test damages a copy and runs the r
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -21,29 +22,41 @@ from typing import Any
 import pytest
 from _view import ROOT, arithmetic_run_args, arithmetic_script, cli_env, run_agentkit
 
+import agentkit.runs
 from agentkit import training
+from agentkit.rundir import RunDirError
 from agentkit.testing.model_server import ScriptedModelServer
 
 #: The rollout each test damages, and one that stays whole.
 MUL = "mul-1-7a66880a-r0"
 
-#: ``python -c`` running ``agentkit ARGS`` with an audit hook that reports every file it
-#: opens under the folder given first: the export must open nothing there.
+#: ``python -c`` running ``agentkit ARGS`` reporting every file it opens under the folder
+#: given first: the export must open nothing there. An audit hook sees what ``open()``
+#: opens by path; ``os.open`` (which the run's files are opened with, one name at a time
+#: from the run directory's descriptor) is wrapped to report the file it opened, from
+#: /proc/self/fd.
 AUDITED = """
 import os, sys, runpy
 watched = os.path.realpath(sys.argv.pop(1))
 busy = []
+def report(real):
+    if real == watched or real.startswith(watched + os.sep):
+        sys.stderr.write(f"AUDIT: opened {real}\\n")
 def hook(event, args):
     if event != "open" or busy or not isinstance(args[0], (str, bytes, os.PathLike)):
         return
     busy.append(1)
     try:
-        real = os.path.realpath(os.fsdecode(args[0]))
-        if real == watched or real.startswith(watched + os.sep):
-            sys.stderr.write(f"AUDIT: opened {real}\\n")
+        report(os.path.realpath(os.fsdecode(args[0])))
     finally:
         busy.pop()
 sys.addaudithook(hook)
+plain_open = os.open
+def os_open(path, flags, mode=0o777, *, dir_fd=None):
+    fd = plain_open(path, flags, mode, dir_fd=dir_fd)
+    report(os.readlink(f"/proc/self/fd/{fd}"))
+    return fd
+os.open = os_open
 sys.argv[0] = "agentkit"
 runpy.run_module("agentkit", run_name="__main__")
 """
@@ -117,6 +130,20 @@ def record_names_outside(run: Path, outside: Path) -> str:
     return f"rollout {MUL}: calls_file {name!r} is outside the run directory"
 
 
+def record_names_a_folder_leading_out(run: Path, outside: Path) -> str:
+    """MUL's line names ``kept/MUL.jsonl``, and ``kept`` is a link to a folder outside
+    holding a copy of its calls."""
+    shutil.copyfile(run / "calls" / f"{MUL}.jsonl", outside / f"{MUL}.jsonl")
+    (run / "kept").symlink_to(outside, target_is_directory=True)
+    name = f"kept/{MUL}.jsonl"
+    lines = [
+        json.dumps({**x, "calls_file": name}) if x["rollout_id"] == MUL else json.dumps(x)
+        for x in rollout_lines(run)
+    ]
+    write_rollout_lines(run, lines)
+    return f"rollout {MUL}: calls_file {name!r} is outside the run directory"
+
+
 def cut_last_line(run: Path, _outside: Path) -> str:
     """The calls file's last line cut short (no newline at its end)."""
     path = run / "calls" / f"{MUL}.jsonl"
@@ -181,6 +208,7 @@ def bad_raw(run: Path, _outside: Path) -> str:
 DAMAGES: dict[str, Callable[[Path, Path], str]] = {
     "link out of the run": relink,
     "record naming a file outside": record_names_outside,
+    "folder on the way a link out": record_names_a_folder_leading_out,
     "last calls line cut": cut_last_line,
     "calls line cut": cut_a_line,
     "calls field": bad_field,
@@ -252,3 +280,48 @@ def test_the_audit_hook_sees_a_file_opened_outside(run: Path, tmp_path: Path) ->
     assert done.returncode == 0, done.stderr
     assert f"AUDIT: opened {copy / 'calls' / f'{MUL}.jsonl'}" in done.stderr
     assert len(records) == 10
+
+
+@pytest.mark.parametrize("swapped", ["calls", f"{MUL}.jsonl"])
+def test_a_link_swapped_in_as_the_file_is_opened_is_not_followed(
+    swapped: str, run: Path, tmp_path: Path
+) -> None:
+    """The race a check-then-open leaves: the calls file (or calls/, a folder on its way)
+    is replaced by a link out of the run just before it is opened (an audit hook on
+    ``open`` does it, as the reader asks for it by that name, after any check). The
+    reader refuses it and the export leaves those rollouts out; nothing outside is read,
+    though it holds the rollouts' own calls."""
+    copy = Path(shutil.copytree(run, tmp_path / "run"))
+    outside = tmp_path / "elsewhere"
+    shutil.copytree(copy / "calls", outside)
+    target = copy / "calls" / swapped if swapped != "calls" else copy / "calls"
+    armed: list[bool] = []
+
+    def swap(event: str, args: tuple[Any, ...]) -> None:
+        if event != "open" or armed != [True] or not isinstance(args[0], (str, Path)):
+            return
+        if Path(os.fsdecode(args[0])).name == swapped:
+            armed[0] = False  # once
+            if target.is_dir():
+                shutil.rmtree(target)
+            else:
+                target.unlink()
+            target.symlink_to(outside / swapped if swapped != "calls" else outside)
+
+    sys.addaudithook(swap)
+    for read in ("reader", "export"):
+        shutil.rmtree(copy)
+        shutil.copytree(run, copy)
+        armed[:] = [True]
+        if read == "reader":
+            with pytest.raises(RunDirError, match=r"calls_file .* is outside the run directory"):
+                agentkit.runs.open(copy).calls(MUL)
+        elif swapped == "calls":  # every rollout's calls file: nothing is left to export
+            with pytest.raises(training.ExportError, match=f"rollout {MUL}: calls_file .* is out"):
+                training.export_run(copy, tmp_path / "api.jsonl")
+        else:
+            summary = training.export_run(copy, tmp_path / "api.jsonl")
+            assert [x.rollout_id for x in summary.left_out] == [MUL], summary.left_out
+            assert "is outside the run directory" in summary.left_out[0].reason
+        assert armed == [False] and target.is_symlink()  # the swap did happen
+    armed.clear()

@@ -6,8 +6,6 @@ here; the format itself is documented in ``docs/run-directory.md``.
 
 from __future__ import annotations
 
-import os
-import stat
 import time
 from pathlib import Path
 
@@ -30,7 +28,6 @@ __all__ = [
     "TASKS",
     "RunDirError",
     "dated_dir",
-    "inside",
 ]
 
 #: Version of the rollouts.jsonl / groups.jsonl / summary.json / manifest.json schema.
@@ -65,42 +62,6 @@ LIVE_DIR = "live"
 IMAGES_DIR = "images"
 #: The lock file the writing process holds.
 LOCK = ".lock"
-
-
-def inside(root: Path, path: Path) -> bool:
-    """Whether ``path`` (a file a run's record names) resolves to a place inside ``root``
-    (the run directory): a record never leads a reader out of its run."""
-    if _plainly_inside(root, path):
-        return True
-    try:
-        path.resolve().relative_to(root.resolve())
-    except ValueError:
-        return False
-    return True
-
-
-def _plainly_inside(root: Path, path: Path) -> bool:
-    """Whether ``path`` is ``root`` followed by names, none of them ``..`` nor a symbolic
-    link (one ``lstat`` a name; a name that does not exist ends the walk): then it
-    resolves inside ``root`` without resolving either (two walks of every directory
-    from ``/``, a tenth of an export's reading of its calls files). False says only
-    that this cannot tell: :func:`inside` then resolves both."""
-    names = path.parts
-    above = root.parts
-    if names[: len(above)] != above or ".." in names[len(above) :]:
-        return False
-    place = os.fspath(root)
-    for name in names[len(above) :]:
-        place = os.path.join(place, name)
-        try:
-            mode = os.lstat(place).st_mode
-        except FileNotFoundError:
-            return True  # nothing there, nor below: it resolves to where it is written
-        except OSError:
-            return False
-        if stat.S_ISLNK(mode):
-            return False
-    return True
 
 
 def dated_dir(parent: str, name: str) -> Path:

@@ -3,7 +3,8 @@
 The calls file's lines are parsed by :func:`agentkit._calls.read_calls_file` (the one
 parser of the format: every field checked, a prompt's ids stored by reference rebuilt).
 Here the file is found (the name the rollout's record gives, which must stay inside the
-run, or ``calls/<rollout_id>.jsonl``) and its calls are checked to be the rollout's own:
+run, or ``calls/<rollout_id>.jsonl``; read by :func:`agentkit.rundir._confined.read_in_run`,
+which follows no link out of the run) and its calls are checked to be the rollout's own:
 each names the rollout, and the run that recorded it (:func:`agentkit._calls.foreign_calls`).
 
 A call the proxy translated carries ``chat_answer``, the chat message its answer stands
@@ -18,8 +19,9 @@ from pathlib import Path
 
 import attrs
 
-from agentkit._calls import ModelCall, foreign_calls, read_calls_file
-from agentkit.rundir._layout import CALLS_DIR, ROLLOUTS, RunDirError, inside
+from agentkit._calls import ModelCall, foreign_calls, parse_calls
+from agentkit.rundir._confined import LeadsOutside, read_in_run
+from agentkit.rundir._layout import CALLS_DIR, ROLLOUTS, RunDirError
 
 __all__ = ["ForeignCallsError", "read_rollout_calls"]
 
@@ -54,12 +56,16 @@ def read_rollout_calls(
         )
     name = calls_file or f"{CALLS_DIR}/{rollout_id}.jsonl"
     path = run_dir / name
-    if not inside(run_dir, path):
+    try:
+        data = read_in_run(run_dir, name)
+    except LeadsOutside:
         raise RunDirError(
             f"{run_dir / ROLLOUTS}: rollout {rollout_id}: calls_file {name!r} "
             "is outside the run directory; expected calls/<rollout_id>.jsonl"
-        )
-    calls = read_calls_file(path, references=references)
+        ) from None
+    except OSError as exc:
+        raise RunDirError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    calls = None if data is None else parse_calls(data, str(path), references=references)
     if calls is not None:
         why = foreign_calls(calls, rollout_id=rollout_id, run_id=run_id)
         if why is not None:

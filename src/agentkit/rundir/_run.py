@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentkit._calls import ModelCall
+from agentkit.rundir._confined import LeadsOutside, read_in_run
 from agentkit.rundir._layout import (
     EVENTS_DIR,
     GROUPS,
@@ -29,7 +30,6 @@ from agentkit.rundir._layout import (
     SUMMARY,
     TASKS,
     RunDirError,
-    inside,
 )
 from agentkit.rundir._lines import load_groups
 from agentkit.rundir._live import live_file, lock_held, looks_running, read_live, scan_live
@@ -180,9 +180,7 @@ class RunReader:
                 except ValueError:
                     data = None
                 if isinstance(data, dict) and all(k in data for k in _LIGHT_KEYS):
-                    return checked(
-                        data, self.path / ROLLOUTS, lambda: self._line_number(start)
-                    )
+                    return checked(data, self.path / ROLLOUTS, lambda: self._line_number(start))
         return full_line(line, self.path / ROLLOUTS, lambda: self._line_number(start))
 
     def _line_number(self, start: int) -> int:
@@ -288,15 +286,18 @@ class RunReader:
         rollout = self.rollout(rollout_id)
         name = rollout.events_file or f"{EVENTS_DIR}/{rollout.rollout_id}.jsonl"
         path = self.path / name
-        if not inside(self.path, path):
+        try:
+            data = read_in_run(self.path, name)
+        except LeadsOutside:
             raise RunDirError(
                 f"{self.path / ROLLOUTS}: rollout {rollout.rollout_id}: events_file {name!r} "
                 "is outside the run directory; expected events/<rollout_id>.jsonl"
-            )
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+            ) from None
+        except OSError as exc:
+            raise RunDirError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        if data is None:
             return []
+        text = data.decode("utf-8", errors="replace")
         steps = []
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
