@@ -1368,3 +1368,103 @@ def test_a_ray_init_option_ray_refuses_is_one_clear_error(
         assert_none_left(lambda: ray_processes(mark), "the Ray instance that did not start")
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _hostile_node_dir(path: Path, kind: str, elsewhere: Path) -> str:
+    """Make ``path`` as another local user could before the run: what the error says."""
+    if kind == "link":
+        path.symlink_to(elsewhere, target_is_directory=True)
+        return "is a symbolic link"
+    path.mkdir()
+    if kind == "open":
+        path.chmod(0o777)
+        return "is open to other users (mode 0777, not 0700)"
+    os.chown(path, 65534, 65534)  # nobody
+    return f"belongs to another user (uid 65534, not {os.getuid()})"
+
+
+@pytest.mark.parametrize("kind", ["other owner", "link", "open"])
+def test_a_default_node_dir_another_user_could_use_is_refused(kind: str, tmp_path: Path) -> None:
+    # the default node directory is <temp dir>/agentkit-ray-<uid>, this user's own: one
+    # made first by another user, a link, or one open to all is refused, never used
+    from agentkit.executors._ray_worker import NodeDirError, default_node_dir, private_node_dir
+
+    if kind == "other owner" and os.geteuid() != 0:
+        pytest.skip("giving a directory to another user needs root")
+    path = tmp_path / f"agentkit-ray-{os.getuid()}"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    problem = _hostile_node_dir(path, kind, elsewhere)
+    with pytest.raises(NodeDirError) as refused:
+        private_node_dir(str(path))
+    assert f"{path}, where runs keep their files on this node, {problem}; expected" in str(
+        refused.value
+    )
+    assert not any(elsewhere.iterdir())
+    assert default_node_dir() == os.path.join(tempfile.gettempdir(), path.name)
+    shutil.rmtree(path) if not path.is_symlink() else path.unlink()
+    assert private_node_dir(str(path)) == path  # made again: this user's, 0700
+    made = path.lstat()
+    assert (made.st_uid, made.st_mode & 0o7777) == (os.getuid(), 0o700)
+
+
+def test_a_run_on_ray_stops_at_a_hostile_node_dir_and_resumes_in_its_own(
+    tmp_path: Path,
+) -> None:
+    # through the CLI on a local Ray instance: the run stops with the one message (no
+    # traceback), nothing written into the other user's directory; removed, the run
+    # resumes and the node's files go into a directory made for this user (0700)
+    _need("ray", "Ray is not installed (pip install 'agentkit[ray]')")
+    if os.geteuid() != 0:
+        pytest.skip("giving a directory to another user needs root")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    temp.chmod(0o1777)  # a shared temp directory, as /tmp is
+    node_dir = temp / f"agentkit-ray-{os.getuid()}"
+    problem = _hostile_node_dir(node_dir, "other owner", tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}
+    env.update({"NO_COLOR": "1", "TMPDIR": str(temp)})
+    env.pop("AGENTKIT_PLUGINS", None)
+    env.pop("AGENTKIT_DISABLE_PLUGINS", None)
+    out = tmp_path / "run"
+    script = json.loads((ROOT / "examples" / "scripts" / "arithmetic.json").read_text())
+
+    def agentkit(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "agentkit", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )  # a hang guard, not a measurement
+
+    with ScriptedModelServer(script) as server:
+        done = agentkit(
+            "run",
+            "jsonl:examples/jsonl/arithmetic.jsonl",
+            "chat",
+            "--model",
+            "scripted",
+            "--base-url",
+            server.base_url,
+            "--out",
+            str(out),
+            "--no-progress",
+            "--executor",
+            "ray",
+        )
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert "Traceback" not in done.stdout + done.stderr, done.stderr[-3000:]
+        errors = [x for x in done.stderr.splitlines() if x.startswith("Error: ")]
+        assert len(errors) == 1 and f"{node_dir}, where runs keep" in errors[0], done.stderr
+        assert problem in errors[0]
+        assert not any(node_dir.iterdir())
+
+        node_dir.rmdir()
+        done = agentkit("run", "--resume", str(out), "--no-progress", "--executor", "ray")
+        assert done.returncode == 0, done.stderr[-3000:]
+    made = node_dir.lstat()
+    assert (made.st_uid, made.st_mode & 0o7777) == (os.getuid(), 0o700)
+    lines = (out / "rollouts.jsonl").read_text().splitlines()
+    assert len(lines) == 10 and all(json.loads(x)["status"] == "completed" for x in lines)

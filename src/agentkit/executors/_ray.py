@@ -45,7 +45,14 @@ from agentkit._result import HarnessResult
 from agentkit._version import __version__
 from agentkit.executors._ray_local import LocalRay, cluster_to_join
 from agentkit.executors._ray_policy import RemoteBoard, relay_calls, start_keeper
-from agentkit.executors._ray_worker import EventBatch, FileChunk, Shipment, run_attempt, run_check
+from agentkit.executors._ray_worker import (
+    EventBatch,
+    FileChunk,
+    NodeDirError,
+    Shipment,
+    run_attempt,
+    run_check,
+)
 
 __all__ = ["LABEL_VALUE", "RayExecutor", "local_node_labels", "sandbox_node_label"]
 
@@ -106,7 +113,10 @@ class RayExecutor:
     path: rollouts write their kept files there (``<artifacts_dir>/<rollout
     id>``, linked from the run directory) instead of sending them back to the
     driver. ``node_dir``: where runs keep their files on each node (default
-    ``<temp dir>/agentkit-ray``). ``init_options`` go to ``ray.init``; arguments
+    ``<temp dir>/agentkit-ray-<uid>``, made mode 0700; one there that is not the
+    user's own, a link or open to others stops the run with a
+    :class:`~agentkit.executors._ray_worker.NodeDirError`: docs/distributed.md).
+    ``init_options`` go to ``ray.init``; arguments
     it refuses make :meth:`open` raise :class:`ExecutorError`, naming the option
     and what Ray said.
     """
@@ -380,6 +390,9 @@ class RayExecutor:
             result = HarnessResult(status="failed", error=why, error_kind=kind)
             return Attempt(result, None, retry=not last_attempt)
         except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, NodeDirError):  # no rollout can keep its files on that node
+                raise NodeDirError(str(cause)) from None
             result = HarnessResult(
                 status="failed",
                 error=f"the attempt failed on its worker: {_why(exc)}",

@@ -28,6 +28,7 @@ import hashlib
 import os
 import queue
 import shutil
+import stat
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -50,8 +51,10 @@ __all__ = [
     "CHUNK_BYTES",
     "EventBatch",
     "FileChunk",
+    "NodeDirError",
     "Shipment",
     "default_node_dir",
+    "private_node_dir",
     "run_attempt",
     "run_check",
 ]
@@ -63,8 +66,46 @@ _KEEP_RUNS = 4
 
 
 def default_node_dir() -> str:
-    """Where runs keep their files on a node: ``<temp dir>/agentkit-ray``."""
-    return os.path.join(tempfile.gettempdir(), "agentkit-ray")
+    """Where runs keep their files on a node by default: ``<temp dir>/agentkit-ray-<uid>``,
+    this user's own (:func:`private_node_dir` makes and checks it)."""
+    return os.path.join(tempfile.gettempdir(), f"agentkit-ray-{os.getuid()}")
+
+
+class NodeDirError(ExecutorError):
+    """The default node directory is not this user's private directory."""
+
+
+def private_node_dir(path: str) -> Path:
+    """``path`` (the default node directory), made mode 0700 if it is missing; a
+    :class:`NodeDirError` when it is there and not this user's private directory.
+
+    The temp directory is shared by the machine's users: another could make the
+    directory first (or a link there) to read what a run keeps on the node (sandbox
+    directories, build logs) or plant files a run uses. One this user made cannot
+    be replaced by another (the temp directory is sticky), so it is checked once.
+    """
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(path)
+    problem = None
+    if stat.S_ISLNK(info.st_mode):
+        problem = "is a symbolic link"
+    elif not stat.S_ISDIR(info.st_mode):
+        problem = "is not a directory"
+    elif info.st_uid != os.getuid():
+        problem = f"belongs to another user (uid {info.st_uid}, not {os.getuid()})"
+    elif info.st_mode & 0o077:
+        problem = f"is open to other users (mode {stat.S_IMODE(info.st_mode):04o}, not 0700)"
+    if problem is not None:
+        raise NodeDirError(
+            f"node {_node_ip()}: {path}, where runs keep their files on this node, {problem}; "
+            "expected a directory of this user's own, mode 0700 (another user may have made "
+            "it to read or plant a run's files): remove it (agentkit makes it again), or give "
+            "the Ray executor a node_dir of your own"
+        )
+    return Path(path)
 
 
 @attrs.frozen
@@ -291,11 +332,21 @@ class _NodeRun:
     def __init__(self, shipment: Shipment) -> None:
         self.shipment = shipment
         self.work = shipment.work
-        self.root = Path(shipment.node_dir or default_node_dir()) / shipment.run_key
+        self._root: Path | None = None
         self._kind_problem: str | None = None
         self._kind_checked = False
         self._prepared: set[str] = set()
         self._redactor: Redactor | None = None
+
+    @property
+    def root(self) -> Path:
+        """``<node_dir>/<run_key>``: this run's files on this node (the default node
+        directory is made, or checked to be this user's own, when first used)."""
+        if self._root is None:
+            node_dir = self.shipment.node_dir
+            top = Path(node_dir) if node_dir else private_node_dir(default_node_dir())
+            self._root = top / self.shipment.run_key
+        return self._root
 
     # -- before a sandboxed attempt -------------------------------------------
     async def _ready(self, planned: PlannedTask) -> str | None:
