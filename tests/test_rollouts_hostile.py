@@ -31,6 +31,11 @@ DAMAGES: dict[str, tuple[Any, str]] = {
     "reward": ([1], "field 'reward': expected a number or null, not a list"),
     "timings": (5, "field 'timings': expected an object of numbers (or null), not a number"),
     "task_id": (7, "field 'task_id': expected a string, not a number"),
+    "usage": (
+        {"input_tokens": float("inf")},
+        "field 'usage': expected an object of token counts and cost (numbers), not an object "
+        "holding a value of another type",
+    ),
     "rewards": (
         {"core.correct": "yes"},
         "field 'rewards': expected an object of numbers (or null) by metric, not an object "

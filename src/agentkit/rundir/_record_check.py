@@ -7,6 +7,7 @@ read, with the field and what was expected, not reach the code that uses it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -18,7 +19,7 @@ class RecordFieldError(ValueError):
 
 
 def _number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _integer(v: Any) -> bool:
@@ -130,7 +131,7 @@ def _shown(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
     if isinstance(value, (int, float)):
-        return "a number"
+        return "a number" if math.isfinite(value) else "NaN or an infinity"
     if isinstance(value, str):
         return "a string"
     if isinstance(value, list):
