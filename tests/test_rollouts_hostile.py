@@ -108,3 +108,22 @@ def test_the_viewer_names_a_hostile_field(run: Path, tmp_path: Path) -> None:
             assert status == 422, (path, status, body)
             error = json.loads(body)["error"]
             assert error.startswith(where) and DAMAGES[field][1] in error, error
+
+
+def test_a_hostile_events_line_is_named_by_show(run: Path, tmp_path: Path) -> None:
+    """An events file whose line is not an event, or has a field of the wrong type: ``agentkit
+    show --rollout`` names the file, the line and the field (no traceback)."""
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    rollout_id = json.loads((copy / "rollouts.jsonl").read_text().splitlines()[LINE])["rollout_id"]
+    path = copy / "events" / f"{rollout_id}.jsonl"
+    lines = path.read_text().splitlines()
+    for number, bad, expected in (
+        (2, {**json.loads(lines[1]), "data": "x"}, "field 'data': expected an object or null"),
+        (1, ["not", "an", "event"], "expected an event (a JSON object), not a list"),
+    ):
+        lines[number - 1] = json.dumps(bad)
+        path.write_text("".join(x + "\n" for x in lines))
+        done = run_agentkit("show", str(copy), "--rollout", rollout_id)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        assert done.stderr.startswith(f"Error: {path}: line {number}: {expected}"), done.stderr

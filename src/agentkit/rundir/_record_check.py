@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["RecordFieldError", "check_record"]
+__all__ = ["RecordFieldError", "check_event", "check_record"]
 
 
 class RecordFieldError(ValueError):
@@ -122,6 +122,26 @@ def check_record(data: Mapping[str, Any], *, required: bool = True) -> None:
         if got.split(" ")[1] == expected.split(" ")[1]:  # a list / an object, of wrong items
             got += " holding a value of another type"
         raise RecordFieldError(f"field {name!r}: expected {expected}, not {got}")
+
+
+#: An events file's line (``events/<rollout_id>.jsonl``): field: as in _FIELDS.
+_EVENT_FIELDS: dict[str, tuple[Callable[[Any], bool], bool, str]] = {
+    "seq": (_integer, False, "an integer"),
+    "type": (_text, False, "a string"),
+    "timestamp": (_number, True, "a number or null"),
+    "data": (_object, True, "an object or null"),
+}
+
+
+def check_event(data: Any) -> None:
+    """Raise :class:`RecordFieldError` when ``data`` (a parsed line of an events file) is
+    not an object, or a field the reader uses is not of its type."""
+    if not isinstance(data, dict):
+        raise RecordFieldError(f"expected an event (a JSON object), not {_shown(data)}")
+    for name, (right, nullable, expected) in _EVENT_FIELDS.items():
+        if name not in data or (data[name] is None and nullable) or right(data[name]):
+            continue
+        raise RecordFieldError(f"field {name!r}: expected {expected}, not {_shown(data[name])}")
 
 
 def _shown(value: Any) -> str:

@@ -34,6 +34,7 @@ from agentkit.rundir._layout import (
 from agentkit.rundir._lines import load_groups
 from agentkit.rundir._live import live_file, lock_held, looks_running, read_live, scan_live
 from agentkit.rundir._manifest import read_manifest, run_info
+from agentkit.rundir._record_check import RecordFieldError, check_event
 from agentkit.rundir._records import RolloutRecord
 from agentkit.rundir._rollout_calls import read_rollout_calls
 from agentkit.rundir._rollout_line import checked, full_line, rollout_of
@@ -306,6 +307,10 @@ class RunReader:
                 e = json.loads(line)
             except ValueError:
                 raise RunDirError(f"{path}: line {number} is not valid JSON") from None
+            try:
+                check_event(e)
+            except RecordFieldError as exc:
+                raise RunDirError(f"{path}: line {number}: {exc}") from None
             steps.append(
                 Step(
                     seq=int(e.get("seq", number - 1)),
