@@ -252,27 +252,42 @@ def _laughs(env: Path) -> Path:
     return _write(env / "docker-compose.yaml", "\n".join(lines) + "\n")
 
 
+def _deep(env: Path) -> Path:
+    """A compose file of 5,000 lists inside each other (PyYAML reads them by recursion):
+    what it includes could not be checked."""
+    nested = "[" * 5000 + "]" * 5000
+    return _write(env / "docker-compose.yaml", f"include: [/etc/passwd]\nx-deep: {nested}\n")
+
+
 _LAUGHS = "is too large once its anchors (&name) and aliases (*name) are expanded"
+_DEEP = "is nested too deeply (thousands of lists or mappings inside each other)"
+_HUGE = pytest.mark.parametrize(("make", "said"), [(_laughs, _LAUGHS), (_deep, _DEEP)],
+                                ids=["aliases-of-aliases", "nested-too-deep"])  # fmt: skip
 
 
-def test_the_local_sandbox_refuses_a_file_of_aliases_of_aliases(tmp_path: Path) -> None:
+@_HUGE
+def test_the_local_sandbox_refuses_a_file_too_large_to_walk(
+    tmp_path: Path, make: Callable[[Path], Path], said: str
+) -> None:
     """Walking a billion-laughs file's expansion (the merge, ${VAR} filling) would never
-    end: it is refused as it is read, from the size of its graph."""
-    compose = _laughs(tmp_path / "task" / "environment")
+    end: it is refused as it is read, from the size of its graph; a file nested past
+    Python's stack is refused as it is read, not a RecursionError."""
+    compose = make(tmp_path / "task" / "environment")
     with pytest.raises(ComposeError) as refused:
         load_compose(compose)
-    assert _LAUGHS in str(refused.value), refused.value
+    assert said in str(refused.value), refused.value
 
 
 @requires_docker
 @pytest.mark.anyio
-async def test_the_docker_sandbox_refuses_a_file_of_aliases_of_aliases(
-    tmp_path: Path, docker_calls: Path
+@_HUGE
+async def test_the_docker_sandbox_refuses_a_file_too_large_to_walk(
+    tmp_path: Path, docker_calls: Path, make: Callable[[Path], Path], said: str
 ) -> None:
-    compose = _laughs(tmp_path / "task" / "environment")
+    compose = make(tmp_path / "task" / "environment")
     [prepared] = await DockerSandbox.prepare(
         [ExecutionHints(image=TaskImage(compose_file=str(compose)))]
     )
     assert isinstance(prepared, ImageError), prepared
-    assert _LAUGHS in str(prepared), prepared
+    assert said in str(prepared), prepared
     assert not docker_calls.exists(), docker_calls.read_text()

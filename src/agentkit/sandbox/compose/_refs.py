@@ -58,7 +58,8 @@ _MAX_NODES = 200_000
 
 
 class ComposeTooLarge(ValueError):
-    """A compose file whose YAML anchors expand past :data:`_MAX_NODES` values."""
+    """A compose file whose YAML anchors expand past :data:`_MAX_NODES` values, or
+    nested too deeply for PyYAML to read."""
 
 
 def _yaml() -> Any:
@@ -74,9 +75,9 @@ def _yaml() -> Any:
 
 def load_yaml(path: Path) -> Any:
     """A compose file's YAML (PyYAML's safe loader; compose's ``!reset`` and
-    ``!override`` tags read as the value they mark). Raises ``OSError`` or
-    ``yaml.YAMLError``, and :class:`~agentkit._errors.SandboxUnavailableError`
-    without PyYAML."""
+    ``!override`` tags read as the value they mark). Raises ``OSError``,
+    ``yaml.YAMLError`` or :class:`ComposeTooLarge`, and
+    :class:`~agentkit._errors.SandboxUnavailableError` without PyYAML."""
     yaml = _yaml()
 
     class _Loader(yaml.SafeLoader):  # type: ignore[misc,name-defined,unused-ignore]
@@ -104,6 +105,11 @@ def load_yaml(path: Path) -> Any:
                 f"(more than {_MAX_NODES:,} values, or an alias inside its own anchor)"
             )
         return loader.construct_document(node)
+    except RecursionError:
+        # PyYAML reads a nested value by recursion: thousands of '[' end Python's stack
+        raise ComposeTooLarge(
+            "nested too deeply (thousands of lists or mappings inside each other)"
+        ) from None
     finally:
         loader.dispose()
 
@@ -147,8 +153,9 @@ class ComposeSources:
     documents: dict[Path, Any]
     problems: list[str]
     unreadable: list[str] = attrs.field(factory=list)
-    #: Files too large once their YAML aliases are expanded (also in ``unreadable``):
-    #: refused on docker too, where compose would expand them itself.
+    #: Files too large once their YAML aliases are expanded, or nested too deeply to
+    #: read (also in ``unreadable``): refused on docker too, where compose would expand
+    #: them itself (or read what the check could not, the files they name among it).
     oversized: list[str] = attrs.field(factory=list)
     #: Each file's ``include``s, in order: (the included file, its project directory).
     includes: dict[Path, list[tuple[Path, Path]]] = attrs.field(factory=dict)

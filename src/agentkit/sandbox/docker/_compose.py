@@ -178,7 +178,7 @@ def _check_sources(compose: str) -> None:
     )
     if sources.problems:
         raise ComposePolicyError(compose, sources.problems)
-    if sources.oversized:  # compose would expand it itself (it took 22 GB on one)
+    if sources.oversized:  # compose would expand it (22 GB on one), or read unchecked files
         why = "the docker sandbox refuses this compose file (too large for compose to read)"
         raise ComposePolicyError(compose, sources.oversized, why)
 
