@@ -273,3 +273,12 @@ def test_a_dependency_cycle_is_refused(tmp_path: Path) -> None:
 def test_a_missing_file_is_one_clear_error(tmp_path: Path) -> None:
     problems = _refused(tmp_path / "nope.yaml")
     assert problems[0].startswith("cannot be read:")
+
+
+def test_an_included_services_build_context_counts_from_its_own_file(tmp_path: Path) -> None:
+    """``build: .`` (the short form) in an included file is that file's folder, as in
+    compose: it was the top file's folder."""
+    path = _task(tmp_path, "include: [api/api.yaml]\nservices:\n  main: {}\n")
+    (path.parent / "api" / "api.yaml").write_text("services:\n  api:\n    build: .\n")
+    api = load_compose(path).services["api"]
+    assert api.build == Build(context=str(path.parent / "api"), dockerfile="Dockerfile")

@@ -7,9 +7,10 @@ for each service what the local sandbox can give it without a daemon
 ``working_dir``, ``user``, ``hostname``, named and bind ``volumes``,
 ``tmpfs``, ``depends_on`` with its three conditions, ``healthcheck``,
 ``restart``, network ``aliases`` and ``container_name`` as a name,
-``ports``), with ``include`` and ``extends`` merged in
-(:mod:`._composemerge`) once every file they name is known to be inside the
-task's folder (:mod:`agentkit.sandbox.compose`). Every other key a service or
+``ports``), with ``include`` and ``extends`` merged in (both by
+:mod:`agentkit.sandbox.compose`: :func:`~agentkit.sandbox.compose.merge_sources`
+once :func:`~agentkit.sandbox.compose.read_compose_sources` knows every file they
+name is inside the task's folder). Every other key a service or
 the file uses is refused, all of them in one :class:`ComposeError` naming
 the file, the service and why, before anything starts: what needs root or a
 daemon (``privileged``, ``network_mode: host``, ``devices``, ``cap_add``
@@ -35,8 +36,7 @@ from typing import Any
 
 import attrs
 
-from agentkit.sandbox.compose import read_compose_sources
-from agentkit.sandbox.local._composemerge import merge_sources
+from agentkit.sandbox.compose import merge_sources, read_compose_sources
 from agentkit.sandbox.local._composemodel import (
     Build,
     ComposeError,

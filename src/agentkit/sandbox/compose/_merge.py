@@ -1,5 +1,6 @@
 """A compose file's ``include`` and ``extends`` merged into one project, as compose
-merges them, for the local sandbox to read.
+merges them: what the local sandbox runs, and where the Harbor plugin reads the
+main service's ``working_dir``.
 
 The files come from :func:`agentkit.sandbox.compose.read_compose_sources`,
 which has already refused every reference out of the task's folder. An
@@ -21,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from agentkit.sandbox.compose import ComposeSources
+from agentkit.sandbox.compose._refs import ComposeSources
 
 __all__ = ["merge_sources"]
 
@@ -83,6 +84,8 @@ def _rebase(svc: dict[str, Any], directory: Path) -> dict[str, Any]:
     """``svc``'s relative paths (read in ``directory``) made absolute."""
     out = dict(svc)
     build = out.get("build")
+    if isinstance(build, str):  # the context alone
+        build = {"context": build}
     if isinstance(build, dict) and isinstance(build.get("context", "."), str):
         out["build"] = {**build, "context": _absolute(str(build.get("context", ".")), directory)}
     volumes = out.get("volumes")
@@ -181,7 +184,15 @@ class _Merge:
 
 
 def merge_sources(top: Path, sources: ComposeSources) -> tuple[dict[str, Any], list[str]]:
-    """The project of ``top`` (a key of ``sources.documents``) with its includes and
-    extends merged in, and the problems found merging."""
+    """The project of ``top`` with its includes and extends merged in, and the problems
+    found merging (a name defined twice, an ``extends`` cycle or a missing service).
+
+    ``sources`` comes from :func:`~agentkit.sandbox.compose.read_compose_sources`
+    (whose problems the caller has already refused); ``top`` is the compose file
+    itself, the first of ``sources.documents``. Each service is as compose merges it
+    (see the module's docstring); its relative paths count from ``top``'s folder when
+    it is ``top``'s own, and are absolute when it came from another file. Variables
+    (``${VAR}``) are left as written: fill ``sources.documents`` first to have them
+    filled."""
     merge = _Merge(top, sources)
     return merge.document(top, top.parent, 0), merge.problems
