@@ -5,7 +5,8 @@ Real bubblewrap, real image roots (every service on the offline stand-in
 other image-root tests), real processes on one private network per rollout.
 The compose files are in ``tests/fixtures/compose``: ``web-db`` (a Harbor
 task: a web app on port 80 as uid 1000, a database with a healthcheck, a
-one-shot migration) and ``cases`` (a sidecar that never turns healthy, a
+one-shot migration), ``extends-workdir`` (a Harbor task whose main service's
+``working_dir`` comes through ``extends``) and ``cases`` (a sidecar that never turns healthy, a
 failing migration, a service restarted on failure, a sleeping sidecar).
 """
 
@@ -221,10 +222,12 @@ def _owned_by(owner: bytes) -> list[int]:
 # -- through `agentkit run`: the same rewards as on Docker, and no daemon needed ------
 
 ROOT = Path(__file__).resolve().parents[1]
-#: Every compose task of this project: the example and the web app + database.
+#: Every compose task of this project: the example, the web app + database, and a main
+#: whose working_dir comes from the service it extends (the agent's commands run there).
 COMPOSE_TASKS = {
     "sidecar-api": ROOT / "examples" / "harbor-docker" / "sidecar-api",
     "web-db": FIXTURES / "web-db",
+    "extends-workdir": FIXTURES / "extends-workdir",
 }
 
 

@@ -373,6 +373,32 @@ def test_workdir_sources(make_task, tmp_path: Path) -> None:
     assert specs["default"].workdir == "/app" and specs["default"].environment_kind == "none"
 
 
+def test_a_compose_mains_workdir_through_extends_and_include(make_task, tmp_path: Path) -> None:
+    """Read as compose merges the project: ``working_dir`` from the service ``main``
+    extends, the Dockerfile of a ``main`` an included file brings (its build context
+    relative to that file); an ``extends`` out of the task is not followed."""
+    make_task("extends", "", {
+        "environment/docker-compose.yaml":
+            "services:\n  main:\n    extends: {file: common/base.yaml, service: base}\n",
+        "environment/common/base.yaml": "services:\n  base:\n    working_dir: /srv/work\n",
+    })  # fmt: skip
+    make_task("include", "", {
+        "environment/docker-compose.yaml": "include: [app/main.yaml]\n",
+        "environment/app/main.yaml": "services:\n  main:\n    build: .\n",
+        "environment/app/Dockerfile": "FROM x\nWORKDIR /from-include\n",
+    })  # fmt: skip
+    (tmp_path / "base.yaml").write_text("services:\n  base:\n    working_dir: /outside\n")
+    make_task("escape", "", {
+        "environment/docker-compose.yaml":
+            "services:\n  main:\n    extends: {file: ../../../base.yaml, service: base}\n",
+    })  # fmt: skip
+    specs = {p: load_task_dir(tmp_path / "tasks" / p) for p in ("extends", "include", "escape")}
+    assert specs["extends"].workdir == "/srv/work"
+    assert specs["extends"].workdir_source == "environment/docker-compose.yaml"
+    assert specs["include"].workdir == "/from-include"
+    assert specs["escape"].workdir == "/app"
+
+
 def test_canary_lines_are_stripped(make_task, tmp_path: Path) -> None:
     text = "<!-- BENCHMARK DATA canary GUID 123 -->\n# canary: do not train\n\nReal task.\n"
     assert strip_canary(text) == "Real task.\n"

@@ -16,6 +16,8 @@ from pathlib import Path
 import attrs
 
 from agentkit import ValidationError
+from agentkit.sandbox import SandboxUnavailableError
+from agentkit.sandbox.compose import merge_sources, read_compose_sources
 from agentkit.validation import MAX_NESTING_DEPTH, check_nesting
 from agentkit_harbor._config import KNOWN_SCHEMA_VERSIONS, StepConfig, TaskConfig, parse_task_config
 
@@ -208,16 +210,20 @@ def _normalize_posix(path: str) -> str:
     return "/" + "/".join(parts)
 
 
-def _compose_workdir(compose: Path, env_dir: Path) -> str | None:
+def _compose_workdir(compose: Path, task_dir: Path) -> str | None:
+    """The ``main`` service's ``working_dir``, else its Dockerfile's, as compose merges
+    the project: a ``main`` (or what it holds) brought by ``include`` or ``extends``
+    counts. None when the file cannot be read (PyYAML missing, a file it names out of
+    the task or unreadable: the sandbox refuses it with the reasons) or does not say."""
     try:
-        import yaml  # type: ignore[import-untyped,unused-ignore]
-    except ImportError:
+        sources = read_compose_sources(compose, task_dir=task_dir)
+    except SandboxUnavailableError:  # no PyYAML: only the docker sandbox runs it
         return None
-    try:
-        data = yaml.safe_load(compose.read_text(encoding="utf-8"))
-    except Exception:
+    if sources.problems or sources.unreadable or not sources.documents:
         return None
-    services = data.get("services") if isinstance(data, dict) else None
+    top = next(iter(sources.documents))
+    project, _ = merge_sources(top, sources)
+    services = project.get("services")
     main = services.get("main") if isinstance(services, dict) else None
     if not isinstance(main, dict):
         return None
@@ -230,9 +236,10 @@ def _compose_workdir(compose: Path, env_dir: Path) -> str | None:
         context = build
     elif isinstance(build, dict):
         context = str(build.get("context", "."))
-        dockerfile = str(build.get("dockerfile", "Dockerfile"))
-    path = (env_dir / context / dockerfile).resolve()
-    if path.is_relative_to(env_dir.resolve().parent) and path.is_file():
+        dockerfile = str(build.get("dockerfile") or "Dockerfile")
+    # a context from another file is absolute already (merge_sources)
+    path = (top.parent / context / dockerfile).resolve()
+    if path.is_relative_to(task_dir.resolve()) and path.is_file():
         return dockerfile_workdir(path)
     return None
 
@@ -251,7 +258,7 @@ def _environment(task_dir: Path, cfg: TaskConfig) -> tuple[str, str, str, list[s
     where = "default"
     if compose is not None:
         kind = "compose"
-        found = _compose_workdir(compose, env_dir)
+        found = _compose_workdir(compose, task_dir)
         where = f"environment/{compose.name}" if found else where
         notes.append(
             f"environment/{compose.name} (docker compose) runs as a compose project per rollout "
