@@ -10,6 +10,7 @@ offline stand-in base images loaded into their store).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import shutil
@@ -25,11 +26,12 @@ import pytest
 
 from agentkit._sandbox import ExecutionHints, TaskImage
 from agentkit.images import ImageError
-from agentkit.images._tools import TOOLS, find_image_tool
+from agentkit.images._tools import TOOLS, buildah_export_name, find_image_tool
 from agentkit.sandbox import SandboxError
 from agentkit.sandbox._proctree import find_tree
-from agentkit.sandbox._reaper import reap_orphans
+from agentkit.sandbox._reaper import OWNER_LABEL, reap_orphans
 from agentkit.sandbox.local import LocalSandbox
+from agentkit.sandbox.local._image import export_labels
 from agentkit.testing.sandbox_fixtures import need_docker
 
 pytestmark = [pytest.mark.anyio, pytest.mark.xdist_group("image-roots")]
@@ -368,3 +370,45 @@ def test_an_export_ends_with_the_orchestrator_killed_mid_way(
     assert removed.returncode == 0, removed.stderr
     answered = subprocess.run([tool, "images"], capture_output=True, timeout=60, check=False)
     assert answered.returncode == 0, answered.stderr
+
+
+def _buildah_names() -> list[str]:
+    listed = subprocess.run(["buildah", "containers", "--json"], capture_output=True,
+                            text=True, timeout=60, check=True)  # fmt: skip
+    return [c["containername"] for c in json.loads(listed.stdout or "null") or []]
+
+
+def test_prune_removes_the_buildah_export_of_a_killed_orchestrator_only(tmp_path: Path) -> None:
+    """Buildah's working containers have no labels: the one an export goes through is
+    named after its owner. ``agentkit sandbox prune`` (no Docker engine answering) removes
+    the one an orchestrator killed mid-export left, and keeps a live owner's."""
+    need("buildah")
+    made = tmp_path / "made"
+    child = subprocess.Popen(
+        [sys.executable, "-c", _EXPORTER, "buildah", "debian:bookworm-slim",
+         str(tmp_path / "r"), "pdeathsig", str(made)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    with child:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "exporting\n"
+        child.kill()
+    left = made.read_text()
+    owner = f"{socket.gethostname()}_{child.pid}_"
+    assert left.startswith(f"agentkit-export_{owner}") and left in _buildah_names()
+    live = buildah_export_name(export_labels()[OWNER_LABEL])  # this process's
+    subprocess.run(["buildah", "from", "--pull-never", "--name", live, "debian:bookworm-slim"],
+                   capture_output=True, timeout=60, check=True)  # fmt: skip
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "agentkit", "sandbox", "prune"],
+            capture_output=True, text=True, timeout=300, check=False,
+            env={**os.environ, "NO_COLOR": "1", "DOCKER_HOST": f"unix://{tmp_path}/none.sock"},
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert f"removed buildah container {left}" in proc.stdout.splitlines(), proc.stdout
+        assert live not in proc.stdout
+        names = _buildah_names()
+        assert left not in names and live in names
+    finally:
+        subprocess.run(["buildah", "rm", live], capture_output=True, timeout=60, check=False)

@@ -11,6 +11,7 @@ from agentkit.cli._numbers import finite_range
 from agentkit.images._imageroot import default_cache_dir, prune_image_roots
 from agentkit.sandbox import SandboxUnavailableError
 from agentkit.sandbox.docker._engine import prune
+from agentkit.sandbox.local import prune_image_exports
 
 __all__ = ["prune_cmd", "sandbox_group"]
 
@@ -63,21 +64,29 @@ def prune_cmd(
     Everything the docker sandbox makes carries the label org.agentkit.sandbox
     and its owner process; without --all only leftovers of runs that are no
     longer running (killed with kill -9, say) are removed. Every run does the
-    same before it starts. With --image-roots, the local sandbox's exported
-    image roots go too (those no sandbox runs on; with --unused-days, only
-    those unused that long); without a Docker engine, only they are pruned.
+    same before it starts. The Buildah working containers the local sandbox
+    exports image roots through (named agentkit-export_<owner>_...) go the same
+    way. With --image-roots, the local sandbox's exported image roots go too
+    (those no sandbox runs on; with --unused-days, only those unused that
+    long); without a Docker engine, only they and Buildah's are pruned.
     """
     import anyio
 
     failed = False
+    exports = prune_image_exports(everything=everything)
     try:
         report = anyio.run(lambda: prune(everything=everything, images=images))
     except SandboxUnavailableError as exc:
-        if not image_roots:
+        if not (image_roots or exports.looked):
             raise
         click.echo(f"docker: skipped ({exc})")
     else:
         failed = _echo_docker(report) or failed
+    for name in exports.removed:
+        click.echo(f"removed buildah container {name}")
+    for error in exports.errors:
+        click.echo(f"could not remove {error}", err=True)
+    failed = failed or bool(exports.errors)
     if image_roots:
         failed = _prune_roots(image_cache, unused_days) or failed
     if failed:

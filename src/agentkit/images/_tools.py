@@ -30,10 +30,12 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import tarfile
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, ClassVar
@@ -46,10 +48,13 @@ from agentkit.images._engine import pulled_id
 from agentkit.images._imageroot import ImageConfig, ImageRoot, extract_root, image_root
 
 __all__ = [
+    "BUILDAH_EXPORT_PREFIX",
     "INSTALL_TOOL",
     "TOOLS",
     "CliBackend",
     "ImageTool",
+    "buildah_export_name",
+    "buildah_export_owner",
     "describe_image",
     "dying_with_us",
     "find_image_tool",
@@ -335,6 +340,31 @@ class PodmanTool(DockerTool):
         return CliBackend(self)
 
 
+#: Buildah's working containers carry no labels: the one an image is exported through is
+#: named after its owner instead (the caller's ``org.agentkit.owner`` label,
+#: ``host:pid:start``), ``agentkit-export_<host>_<pid>_<start>_<random>``, for
+#: ``agentkit sandbox prune`` to find one an orchestrator killed mid-export left.
+BUILDAH_EXPORT_PREFIX = "agentkit-export_"
+
+
+def buildah_export_name(owner: str) -> str:
+    """The name of a Buildah working container ``owner`` exports an image through."""
+    host, _, rest = owner.partition(":")
+    pid, _, start = rest.partition(":")
+    host = re.sub(r"[^A-Za-z0-9.-]", "-", host) or "-"  # buildah's names: [A-Za-z0-9_.-]
+    start = start if start.isdigit() else ""  # '?' (not known): the pid alone judges
+    return f"{BUILDAH_EXPORT_PREFIX}{host}_{pid}_{start}_{uuid.uuid4().hex[:12]}"
+
+
+def buildah_export_owner(name: str) -> str | None:
+    """The owner (``host:pid:start``) a working container's name gives, None when it is
+    not one :func:`buildah_export_name` made."""
+    if not name.startswith(BUILDAH_EXPORT_PREFIX):
+        return None
+    parts = name[len(BUILDAH_EXPORT_PREFIX) :].rsplit("_", 3)
+    return ":".join(parts[:3]) if len(parts) == 4 else None
+
+
 _BUILDAH_EXPORT = (
     'd=$(buildah mount "$1") || exit 1; tar -C "$d" --numeric-owner -cf - .; rc=$?; '
     'buildah umount "$1" >/dev/null; exit $rc'
@@ -359,7 +389,9 @@ class BuildahTool(ImageTool):
         return _image_id(str(data.get("FromImageID") or "")), ImageConfig.from_engine(config)
 
     def export(self, reference: str, dest: Path, id_base: int | None) -> None:
-        created = self.run([self.binary, "from", "--pull-never", reference])
+        owner = self.labels.get("org.agentkit.owner")  # sandbox._reaper.OWNER_LABEL
+        named = ["--name", buildah_export_name(owner)] if owner else []
+        created = self.run([self.binary, "from", "--pull-never", *named, reference])
         if created.returncode != 0:
             raise SandboxError(f"buildah from {reference} failed: {_tail(created.stderr)}")
         cid = created.stdout.strip().splitlines()[-1]
