@@ -291,3 +291,25 @@ async def test_the_docker_sandbox_refuses_a_file_too_large_to_walk(
     assert isinstance(prepared, ImageError), prepared
     assert said in str(prepared), prepared
     assert not docker_calls.exists(), docker_calls.read_text()
+
+
+@requires_docker
+@pytest.mark.anyio
+async def test_the_docker_sandbox_refuses_a_file_it_cannot_read_before_compose(
+    tmp_path: Path, docker_calls: Path
+) -> None:
+    """What agentkit's reader cannot parse it cannot check: compose's own parser might
+    accept it and follow its includes unchecked, so it is refused before compose runs."""
+    compose = _write(
+        tmp_path / "task" / "environment" / "docker-compose.yaml",
+        f"include: [/etc/passwd]\nservices:\n{_MAIN}  side: [\n",
+    )
+    [prepared] = await DockerSandbox.prepare(
+        [ExecutionHints(image=TaskImage(compose_file=str(compose)))]
+    )
+    assert isinstance(prepared, ImageError), prepared
+    assert str(prepared).startswith(
+        f"{compose}: the docker sandbox refuses this compose file (agentkit could not read it "
+        "to check it):\n  - is not valid YAML: "
+    ), prepared
+    assert not docker_calls.exists(), docker_calls.read_text()

@@ -181,6 +181,13 @@ def _check_sources(compose: str) -> None:
     if sources.oversized:  # compose would expand it (22 GB on one), or read unchecked files
         why = "the docker sandbox refuses this compose file (too large for compose to read)"
         raise ComposePolicyError(compose, sources.oversized, why)
+    if sources.unreadable:
+        # what agentkit cannot read, it cannot check: compose's own YAML parser may
+        # accept it and follow the includes in it unchecked
+        why = (
+            "the docker sandbox refuses this compose file (agentkit could not read it to check it)"
+        )
+        raise ComposePolicyError(compose, sources.unreadable, why)
 
 
 def _parse_config(out: str, compose: str) -> dict[str, Any]:
