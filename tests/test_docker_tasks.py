@@ -98,15 +98,13 @@ def _labelled(kind: str) -> list[tuple[str, str, str]]:
 
 
 def _leftovers(*runs: Run) -> list[tuple[str, str, str]]:
-    """The containers and networks of these runs still there: labelled with one of their
-    rollouts, or owned by one of their processes (``host:pid:start``)."""
-    rollouts = {str(r["rollout_id"]) for run in runs for r in run.by_task.values()}
+    """The containers and networks of these runs still there: those their processes own
+    (``host:pid:start``, unique to a run). Not by rollout id: another run of the same
+    task (this module's nop test on another worker) makes live containers with the same
+    rollout label, which are not this run's leftovers."""
     owners = {run.owner for run in runs}
     return [
-        item
-        for kind in ("container", "network")
-        for item in _labelled(kind)
-        if item[2] in rollouts or item[1] in owners
+        item for kind in ("container", "network") for item in _labelled(kind) if item[1] in owners
     ]
 
 
