@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _no_engines import no_engines
 
 from agentkit.images import import_archive, imported_root, normalize_reference
 from agentkit.images._imageroot import IMAGE_ID_BASE
@@ -377,20 +378,6 @@ def test_the_import_command_says_what_is_wrong_in_one_line(tmp_path: Path) -> No
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 
-def _no_engines(tmp_path: Path) -> dict[str, str]:
-    """PATH without docker, podman or buildah; DOCKER_HOST a socket nothing listens on."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for directory in ("/usr/local/bin", "/usr/bin", "/usr/sbin"):
-        for entry in os.scandir(directory):
-            if entry.name.startswith(("docker", "podman", "buildah")):
-                continue
-            if not (bin_dir / entry.name).exists():
-                (bin_dir / entry.name).symlink_to(entry.path)
-    path = os.pathsep.join([os.path.dirname(sys.executable), str(bin_dir)])
-    return {"PATH": path, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
-
-
 @pytest.mark.slow
 def test_a_saved_image_runs_a_compose_task_with_no_engine(tmp_path: Path) -> None:
     """``docker save`` of the stand-in image, imported: the web-db compose task (four
@@ -404,7 +391,7 @@ def test_a_saved_image_runs_a_compose_task_with_no_engine(tmp_path: Path) -> Non
         capture_output=True, text=True, check=True,
     ).stdout.strip()  # fmt: skip
     cache = tmp_path / "cache"
-    env = _no_engines(tmp_path)
+    env = no_engines(tmp_path)
     done = _agentkit("images", "import", str(archive), "--image-cache", str(cache), env=env)
     assert done.returncode == 0, done.stderr
     assert f"imported {engine_id[:19]} " in done.stdout and "python:3.11-slim" in done.stdout

@@ -20,26 +20,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from _no_engines import no_engines
 
 from agentkit.testing.sandbox_fixtures import requires_bwrap
 
 pytestmark = [requires_bwrap]
 
 TASK = Path(__file__).resolve().parents[1] / "fixtures" / "compose" / "sidecar-by-name"
-
-
-def _no_engines(tmp_path: Path) -> dict[str, str]:
-    """PATH without docker, podman or buildah; DOCKER_HOST a socket nothing listens on."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for directory in ("/usr/local/bin", "/usr/bin", "/usr/sbin"):
-        for entry in os.scandir(directory):
-            if entry.name.startswith(("docker", "podman", "buildah")):
-                continue
-            if not (bin_dir / entry.name).exists():
-                (bin_dir / entry.name).symlink_to(entry.path)
-    path = os.pathsep.join([os.path.dirname(sys.executable), str(bin_dir)])
-    return {"PATH": path, "DOCKER_HOST": f"unix://{tmp_path}/no-docker.sock"}
 
 
 def _left_by(owner: bytes) -> list[int]:
@@ -67,7 +54,7 @@ def test_a_compose_task_runs_on_imported_images_with_no_engine(
     tasks.mkdir()
     (tasks / TASK.name).symlink_to(TASK)
     out = tmp_path / "run"
-    env = {**os.environ, "NO_COLOR": "1", **_no_engines(tmp_path)}
+    env = {**os.environ, "NO_COLOR": "1", **no_engines(tmp_path)}
     proc = subprocess.Popen(
         [sys.executable, "-m", "agentkit", "run", f"harbor:{tasks}", "oracle",
          "--sandbox", "local", "-S", f"image_cache={imported_images}",
